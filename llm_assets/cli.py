@@ -1,0 +1,158 @@
+"""`llm-assets`: the demo, the lake's status, a look at any partition, and the embedded object store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from llm_assets import environment
+
+
+def _store():
+    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore
+
+    environment.ensure_embedded_credentials(create=True)
+    port = int((environment.endpoint() or "").rsplit(":", 1)[-1])
+    return EmbeddedStore(state_dir=environment.home() / "store", bucket=environment.bucket(),
+                         access_key=os.environ["AWS_ACCESS_KEY_ID"], secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+                         ports={**DEFAULT_PORTS, "s3.port": port})
+
+
+def cmd_store(args) -> int:
+    if not environment.uses_embedded_store():
+        print(f"LLM_ASSETS_S3_ENDPOINT points at {environment.endpoint() or 'AWS S3'}: no embedded store to manage")
+        return 0 if args.action == "status" else 1
+    store = _store()
+    if args.action == "start":
+        store.start()
+        print(f"object store running at {store.endpoint} (bucket {store.bucket}, state {store.state_dir})")
+    elif args.action == "stop":
+        print("object store stopped" if store.stop() else "object store was not running")
+    else:
+        status = store.status()
+        print(json.dumps(status) if args.json else
+              f"{'running' if status['running'] else 'stopped'}: {status['endpoint']} bucket={status['bucket']}")
+        return 0 if status["running"] else 3
+    return 0
+
+
+def _ensure_store() -> None:
+    if environment.uses_embedded_store():
+        _store().start()
+
+
+def cmd_demo(args) -> int:
+    from llm_assets import demo
+    from llm_assets.instance import get_instance
+    from llm_assets.status import format_summary, lake_status
+
+    _ensure_store()
+    instance = get_instance()
+    from llm_assets.core.lake import Lake
+    from llm_assets.definitions import defs, store
+
+    files = demo.demo_files(environment.home() / "demo")
+    keys = demo.drop_files(Lake(environment.store_config()), files)
+    print(f"dropped {len(keys)} raw files into {len(files)} crawls: {', '.join(files)}")
+    requests = demo.evaluate_sensor(instance, defs, store)
+    print(f"raw_drop_sensor requested {len(requests)} partition runs")
+    failed = demo.run_requested(instance, defs, requests)
+    print()
+    print(format_summary(lake_status(instance)))
+    if failed:
+        print(f"\nfailed partitions: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_status(args) -> int:
+    from llm_assets.instance import get_instance
+    from llm_assets.status import format_summary, lake_status
+
+    status = lake_status(get_instance())
+    if args.json:
+        print(json.dumps({"crawls": status["crawls"], "assets": status["assets"]}))
+    else:
+        print(format_summary(status))
+    return 0
+
+
+def cmd_show(args) -> int:
+    import polars as pl
+
+    from llm_assets.core.lake import Lake, validate_crawl, validate_shard
+    from llm_assets.core.partition import LakeInput
+    from llm_assets.settings import load_settings
+    from llm_assets.status import STAGES
+
+    if args.asset not in STAGES:
+        print(f"unknown asset {args.asset!r}; one of: {', '.join(STAGES)}", file=sys.stderr)
+        return 2
+    validate_crawl(args.crawl)
+    shards = [validate_shard(args.shard)] if args.shard else load_settings().shard_keys()
+    lake = Lake(environment.store_config())
+    manifests = [m for s in shards if (m := lake.get_json(f"lake/{args.asset}/crawl={args.crawl}/shard={s}/_manifest.json"))]
+    if not manifests:
+        print(f"{args.asset} has no committed partition for crawl {args.crawl}"
+              + (f" shard {args.shard}" if args.shard else ""), file=sys.stderr)
+        return 1
+    df = LakeInput(lake, args.asset, manifests).scan().head(args.limit).collect()
+    if args.json:
+        sys.stdout.write(df.write_ndjson())
+    else:
+        with pl.Config(tbl_rows=args.limit, tbl_cols=-1, fmt_str_lengths=80, tbl_width_chars=200):
+            print(df)
+    return 0
+
+
+def cmd_ui(args) -> int:
+    from llm_assets.instance import dagster_home
+    from llm_assets.settings import PROJECT_ROOT
+
+    _ensure_store()
+    dagster_home()
+    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
+    os.execv(dagster, [dagster, "dev", "-h", args.host, "-p", str(args.port), "-w", str(PROJECT_ROOT / "workspace.yaml")])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="llm-assets", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("demo", help="drop the demo crawls, run the sensor's requests, print a summary").set_defaults(fn=cmd_demo)
+
+    p = sub.add_parser("status", help="materialized partitions and rows per asset")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_status)
+
+    p = sub.add_parser("show", help="rows of one asset's partition(s), like head")
+    p.add_argument("asset")
+    p.add_argument("--crawl", required=True)
+    p.add_argument("--shard")
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--json", action="store_true", help="JSON Lines, one object per row")
+    p.set_defaults(fn=cmd_show)
+
+    p = sub.add_parser("store", help="the embedded object store (SeaweedFS on 127.0.0.1)")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_store)
+
+    p = sub.add_parser("ui", help="dagster dev: webserver and daemon on this workspace")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=3000)
+    p.set_defaults(fn=cmd_ui)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except (ValueError, RuntimeError, LookupError) as e:
+        print(f"llm-assets: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The processing core: plain functions over Arrow/Polars data. Nothing in this package imports Dagster."""

@@ -1,0 +1,75 @@
+"""Stage `tokenized`: token ids per document, EOS appended as the document boundary.
+
+One work unit tokenizes one `filtered` part, batch by batch, with the tokenizer's parallel batch encoder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from llm_assets.core.lake import Lake, StoreConfig
+from llm_assets.core.tokenize import load_tokenizer
+from llm_assets.core.units import UnitResult, timed_unit
+from llm_assets.settings import TokenizedSettings
+
+STAGE_VERSION = "1"
+BATCH_ROWS = 1024
+
+
+def schema(vocab_size: int) -> pa.Schema:
+    token_type = pa.uint16() if vocab_size <= 2**16 else pa.uint32()
+    return pa.schema(
+        [
+            ("doc_id", pa.string()),
+            ("url", pa.string()),
+            ("crawl", pa.string()),
+            ("n_tokens", pa.int32()),
+            ("tokens", pa.list_(token_type)),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class TokenizeUnit:
+    store: StoreConfig
+    settings: TokenizedSettings
+    source: str  # the upstream filtered part
+    unit: str
+    part: str
+
+
+@timed_unit
+def tokenize_documents(u: TokenizeUnit) -> UnitResult:
+    lake = Lake(u.store)
+    tok = load_tokenizer(str(u.settings.resolved_path()))
+    eos = tok.token_to_id(u.settings.eos_token)
+    if eos is None:
+        raise ValueError(f"EOS token {u.settings.eos_token!r} is not in the tokenizer's vocabulary")
+    out_schema = schema(tok.get_vocab_size())
+    rows_in = 0
+    with lake.part_writer(u.part, out_schema) as out:
+        for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "text"]):
+            rows_in += batch.num_rows
+            ids = [e.ids + [eos] for e in tok.encode_batch(batch.column("text").to_pylist(), add_special_tokens=False)]
+            out.write(
+                pa.table(
+                    {
+                        "doc_id": batch.column("doc_id"),
+                        "url": batch.column("url"),
+                        "crawl": batch.column("crawl"),
+                        "n_tokens": pa.array([len(x) for x in ids], pa.int32()),
+                        "tokens": pa.array(ids, out_schema.field("tokens").type),
+                    }
+                )
+            )
+    return UnitResult(
+        unit=u.unit,
+        source=u.source,
+        part=u.part,
+        rows_in=rows_in,
+        rows_out=out.rows,
+        bytes_out=out.bytes,
+        columns=out_schema.names,
+    )

@@ -1,0 +1,122 @@
+"""The demo: real WARC files dropped as two crawls, the sensor evaluated, its runs executed, a summary printed."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import random
+import sys
+from pathlib import Path
+
+from llm_assets.settings import PROJECT_ROOT
+
+SHARED_WARC = PROJECT_ROOT.parent / "shared" / "data" / "warc"
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+SENSOR_CURSOR_KEY = "llm_assets/demo/raw_drop_sensor"
+
+# Two crawls, so crawl partitions are real: files grouped by the era of their crawl.
+DEMO_CRAWLS = {
+    "CC-MAIN-2020-34": [
+        "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz",
+        "aut__example.IAH-2008-archive.org.warc.gz",
+        "pywb__iana.warc.gz",
+    ],
+    "CC-MAIN-2024-22": [
+        "whirlwind__CC-MAIN-2024-22.warc.gz",
+        "dolma__sample-0000.warc.gz",
+        "dolma__sample-0001.warc.gz",
+    ],
+}
+
+
+def demo_files(workdir: Path) -> dict[str, list[Path]]:
+    """crawl -> local files to drop: the shared real WARC files, or a generated sample where they are absent."""
+    if SHARED_WARC.is_dir():
+        return {crawl: [SHARED_WARC / name for name in names if (SHARED_WARC / name).exists()]
+                for crawl, names in DEMO_CRAWLS.items()}
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for i, crawl in enumerate(["SAMPLE-2025-01", "SAMPLE-2025-02"]):
+        path = workdir / f"sample-{i}.warc.gz"
+        path.write_bytes(sample_warc(seed=i, pages=12))
+        out[crawl] = [path]
+    return out
+
+
+_WORDS = ("data river model token corpus archive crawl page text language quality filter shard lake "
+          "training science history music garden city people water energy market school").split()
+
+
+def sample_warc(seed: int, pages: int) -> bytes:
+    """A small WARC (gzip per record) of generated English HTML pages, for machines without ../shared/data."""
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    rng = random.Random(seed)
+    buf = io.BytesIO()
+    writer = WARCWriter(buf, gzip=True)
+    for n in range(pages):
+        paragraphs = "".join(
+            "<p>" + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(40, 90))).capitalize() + ".</p>"
+            for _ in range(rng.randint(3, 6))
+        )
+        html = (f"<html><head><title>Sample page {n}</title></head><body><article><h1>Sample page {n}</h1>"
+                f"{paragraphs}</article></body></html>").encode()
+        headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+        record = writer.create_warc_record(f"http://sample-{seed}.example/page/{n}", "response",
+                                           payload=io.BytesIO(html), http_headers=headers)
+        writer.write_record(record)
+    return buf.getvalue()
+
+
+def drop_files(lake, files: dict[str, list[Path]]) -> list[str]:
+    keys = []
+    for crawl, paths in files.items():
+        for path in paths:
+            key = f"raw/{crawl}/{path.name}"
+            lake.put_file(key, path)
+            keys.append(key)
+    return keys
+
+
+def evaluate_sensor(instance, defs, store) -> list:
+    """One tick of the raw-drop sensor, as the daemon would run it: cursor kept in the instance, new crawls
+    registered, and requests whose run key already ran skipped."""
+    import dagster as dg
+    from dagster._core.storage.tags import RUN_KEY_TAG
+
+    from llm_assets.raw.sensor import raw_drop_sensor
+
+    cursor = instance.run_storage.get_cursor_values({SENSOR_CURSOR_KEY}).get(SENSOR_CURSOR_KEY)
+    while True:
+        with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                                     resources={"store": store}) as context:
+            result = raw_drop_sensor(context)
+        cursor = result.cursor
+        instance.run_storage.set_cursor_values({SENSOR_CURSOR_KEY: cursor})
+        if json.loads(cursor).get("scan") is None:
+            break
+    for request in result.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return [r for r in result.run_requests
+            if not instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: r.run_key}), limit=1)]
+
+
+def run_requested(instance, defs, requests) -> list[str]:
+    """Execute each requested partition through lake_job in this process, tagged as the sensor's run."""
+    from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
+
+    job = defs.resolve_job_def("lake_job")
+    failed = []
+    for i, request in enumerate(requests, 1):
+        print(f"[{i}/{len(requests)}] lake_job {request.partition_key}", flush=True)
+        tags = {**request.tags, RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: "raw_drop_sensor"}
+        result = job.execute_in_process(partition_key=request.partition_key, instance=instance, tags=tags,
+                                        raise_on_error=False, run_config=QUIET)
+        for event in result.all_events:
+            if event.is_failure:
+                print(f"  {event.step_key or ''}: {event.message}", file=sys.stderr)
+        if not result.success:
+            failed.append(str(request.partition_key))
+    return failed

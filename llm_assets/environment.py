@@ -1,0 +1,83 @@
+"""Where the lake and the local state live, from the environment. Secrets come only from here.
+
+    LLM_ASSETS_S3_ENDPOINT   S3 API endpoint (default: the embedded store, http://127.0.0.1:8333;
+                             `aws` for AWS S3's own endpoints)
+    LLM_ASSETS_BUCKET        bucket holding every zone (default: llm-assets)
+    AWS_REGION               region (default: us-east-1)
+    AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+                             credentials. For the embedded store only, when they are unset, the ones that
+                             `llm-assets store start` generated are read from $LLM_ASSETS_HOME/store/credentials.env
+    LLM_ASSETS_HOME          local state: embedded store data, Dagster instance (default: <repo>/.llm-assets)
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from llm_assets.core.lake import StoreConfig
+from llm_assets.settings import PROJECT_ROOT
+
+EMBEDDED_ENDPOINT = "http://127.0.0.1:8333"
+
+
+def home() -> Path:
+    return Path(os.environ.get("LLM_ASSETS_HOME", PROJECT_ROOT / ".llm-assets"))
+
+
+def credentials_file() -> Path:
+    return home() / "store" / "credentials.env"
+
+
+def endpoint() -> str | None:
+    value = os.environ.get("LLM_ASSETS_S3_ENDPOINT", EMBEDDED_ENDPOINT)
+    return None if value in ("", "aws") else value
+
+
+def bucket() -> str:
+    return os.environ.get("LLM_ASSETS_BUCKET", "llm-assets")
+
+
+def region() -> str:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+def uses_embedded_store() -> bool:
+    ep = endpoint()
+    return ep is not None and ep.startswith(("http://127.0.0.1:", "http://localhost:"))
+
+
+def ensure_embedded_credentials(create: bool = False) -> None:
+    """Put the embedded store's credentials into the environment when none are set there.
+
+    With `create`, generate them on first use (random, stored 0600 under the git-ignored state folder).
+    """
+    if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY"):
+        return
+    if not uses_embedded_store():
+        return
+    path = credentials_file()
+    if not path.exists():
+        if not create:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"AWS_ACCESS_KEY_ID=llm{secrets.token_hex(8)}\n")
+            f.write(f"AWS_SECRET_ACCESS_KEY={secrets.token_urlsafe(30)}\n")
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            os.environ[key] = value
+
+
+def store_config() -> StoreConfig:
+    ensure_embedded_credentials()
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    if not key or not secret:
+        raise RuntimeError(
+            "no object-store credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "or run `llm-assets store start` for the embedded store"
+        )
+    return StoreConfig(endpoint=endpoint(), bucket=bucket(), region=region(), access_key=key, secret_key=secret)

@@ -1,0 +1,93 @@
+"""Typed pipeline settings, read from one declarative YAML file per deployment.
+
+Nothing here imports Dagster: the processing core and the work units take these models as plain values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def fingerprint(self) -> str:
+        """A short stable hash of the effective values, for code versions."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+class RunnerSettings(_Section):
+    kind: Literal["inprocess", "pool"] = "pool"
+    workers: int = Field(default=2, ge=1)
+
+
+class DocumentsSettings(_Section):
+    extractor: Literal["trafilatura"] = "trafilatura"
+    max_payload_bytes: int = Field(default=5_000_000, gt=0)
+    min_text_chars: int = Field(default=1, ge=0)
+
+
+class FilteredSettings(_Section):
+    languages: tuple[str, ...] = ("en",)
+    language_threshold: float = Field(default=0.65, ge=0.0, le=1.0)
+    min_words: int = Field(default=50, ge=0)
+    max_words: int = Field(default=100_000, gt=0)
+
+
+class TokenizedSettings(_Section):
+    tokenizer_path: Path = Path("../shared/data/tokenizers/gpt2")
+    eos_token: str = "<|endoftext|>"
+
+    def resolved_path(self) -> Path:
+        path = self.tokenizer_path
+        return path if path.is_absolute() else (PROJECT_ROOT / path).resolve()
+
+
+class SensorSettings(_Section):
+    interval_seconds: int = Field(default=30, ge=1)
+    max_keys_per_tick: int = Field(default=100_000, ge=1)
+
+
+class Settings(_Section):
+    shards: int = Field(default=4, ge=1, le=9999)
+    runner: RunnerSettings = RunnerSettings()
+    documents: DocumentsSettings = DocumentsSettings()
+    filtered: FilteredSettings = FilteredSettings()
+    tokenized: TokenizedSettings = TokenizedSettings()
+    sensor: SensorSettings = SensorSettings()
+
+    @classmethod
+    def from_file(cls, path: Path) -> Settings:
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except OSError as e:
+            raise ValueError(f"cannot read settings file {path}: {e}") from e
+        try:
+            return cls.model_validate(data)
+        except ValueError as e:
+            raise ValueError(f"invalid settings in {path}:\n{e}") from e
+
+    def shard_keys(self) -> list[str]:
+        return [f"{i:04d}" for i in range(self.shards)]
+
+
+def settings_path() -> Path:
+    return Path(os.environ.get("LLM_ASSETS_SETTINGS", DEFAULT_SETTINGS))
+
+
+@cache
+def load_settings() -> Settings:
+    """The deployment's settings (LLM_ASSETS_SETTINGS, else the embedded default)."""
+    return Settings.from_file(settings_path())

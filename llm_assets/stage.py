@@ -1,0 +1,122 @@
+"""What every stage asset does once its work units have run: report and check the partition.
+
+Metadata on each materialization: rows in/out, dropped by reason (table and chart), bytes, seconds, docs/s,
+peak RSS, errors naming their files. Checks: row accounting (in = out + dropped) and the output schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+
+import dagster as dg
+
+from llm_assets.core.partition import PartitionOutput
+from llm_assets.core.units import UnitResult, run_units
+from llm_assets.settings import load_settings
+from resources.io_manager import crawl_shard
+
+# Partition data versions are what the stale planner compares; the parameter is stable in practice.
+warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*data_version.*")
+
+ROW_ACCOUNTING = "row_accounting"
+SCHEMA = "schema"
+
+
+def stage_check_specs(asset: str) -> list[dg.AssetCheckSpec]:
+    return [
+        dg.AssetCheckSpec(ROW_ACCOUNTING, asset=asset, description="rows in = rows out + rows dropped, per unit",
+                          blocking=True),
+        dg.AssetCheckSpec(SCHEMA, asset=asset, description="every part has the stage's columns", blocking=True),
+    ]
+
+
+def partition_of(context: dg.AssetExecutionContext) -> tuple[str, str]:
+    return crawl_shard(context.partition_key)
+
+
+def code_version(stage_version: str, *config: str) -> str:
+    """Stage version plus a hash of its effective settings: a threshold change shows as a new code version."""
+    return f"{stage_version}-{hashlib.sha256('|'.join(config).encode()).hexdigest()[:10]}"
+
+
+def _bar(n: int, top: int, width: int = 30) -> str:
+    return "█" * max(1, round(width * n / top)) if n and top else ""
+
+
+def _funnel_markdown(out: PartitionOutput) -> str:
+    lines = ["| step | documents | |", "|---|---:|---|", f"| in | {out.rows_in:,} | {_bar(out.rows_in, out.rows_in)} |"]
+    lines += [f"| dropped: `{r}` | {n:,} | {_bar(n, out.rows_in)} |" for r, n in out.dropped().items()]
+    lines.append(f"| out | {out.rows_out:,} | {_bar(out.rows_out, out.rows_in)} |")
+    return "\n".join(lines)
+
+
+def _units_table(units: Sequence[UnitResult]) -> dg.TableMetadataValue:
+    return dg.MetadataValue.table(
+        records=[
+            dg.TableRecord({"source": u.source, "rows_in": u.rows_in, "rows_out": u.rows_out,
+                            "dropped": sum(u.dropped.values()), "seconds": round(u.seconds, 2),
+                            "errors": len(u.errors)})
+            for u in units
+        ],
+        schema=dg.TableSchema(columns=[
+            dg.TableColumn("source", "string"), dg.TableColumn("rows_in", "int"), dg.TableColumn("rows_out", "int"),
+            dg.TableColumn("dropped", "int"), dg.TableColumn("seconds", "float"), dg.TableColumn("errors", "int"),
+        ]),
+    )
+
+
+def run_stage(
+    context: dg.AssetExecutionContext,
+    fn: Callable,
+    units: Sequence,
+    code_version: str,
+    columns: Sequence[str],
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Run the partition's work units, then emit the output (committed by the lake IO manager), its
+    metadata and its checks."""
+    start = time.perf_counter()
+    results = run_units(fn, units, load_settings().runner)
+    seconds = time.perf_counter() - start
+    out = PartitionOutput(
+        units=results,
+        code_version=code_version,
+        data_version=hashlib.sha256("|".join(sorted(u.unit for u in results)).encode()).hexdigest()[:20],
+    )
+    for error in out.errors():
+        context.log.error(error)
+    dropped = out.dropped()
+    metadata = {
+        "dagster/row_count": out.rows_out,
+        "rows_in": out.rows_in,
+        "rows_out": out.rows_out,
+        "rows_dropped": sum(dropped.values()),
+        "dropped_by_reason": dg.MetadataValue.json(dropped),
+        "funnel": dg.MetadataValue.md(_funnel_markdown(out)),
+        "units": _units_table(results),
+        "bytes_in": sum(u.bytes_in for u in results),
+        "bytes_out": sum(u.bytes_out for u in results),
+        "seconds": round(seconds, 3),
+        "docs_per_s": round(out.rows_in / seconds, 1) if seconds > 0 else 0.0,
+        "peak_rss_mib": round(max((u.peak_rss_bytes for u in results), default=0) / 2**20, 1),
+        "errors": len(out.errors()),
+    }
+    if out.errors():
+        metadata["error_messages"] = dg.MetadataValue.md("\n".join(f"- {e}" for e in out.errors()))
+    yield dg.Output(out, metadata=metadata, data_version=dg.DataVersion(out.data_version))
+
+    unbalanced = [u.source for u in results if u.rows_in != u.rows_out + sum(u.dropped.values())]
+    yield dg.AssetCheckResult(
+        check_name=ROW_ACCOUNTING,
+        passed=not unbalanced,
+        metadata={"rows_in": out.rows_in, "rows_out": out.rows_out, "rows_dropped": sum(dropped.values()),
+                  "unbalanced_units": dg.MetadataValue.json(unbalanced)},
+    )
+    bad_schema = [u.source for u in results if u.part and list(u.columns) != list(columns)]
+    yield dg.AssetCheckResult(
+        check_name=SCHEMA,
+        passed=not bad_schema,
+        metadata={"columns": dg.MetadataValue.json(list(columns)), "mismatched_units": dg.MetadataValue.json(bad_schema)},
+    )

@@ -1,0 +1,59 @@
+"""What the lake holds, per asset: materialized partitions and rows, from the Dagster instance."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from llm_assets.partitions import crawl_partitions
+from llm_assets.settings import load_settings
+
+STAGES = ["raw_files", "documents", "filtered", "tokenized"]
+
+
+def latest_materializations(instance: dg.DagsterInstance, asset: str) -> dict[str, dg.AssetMaterialization]:
+    """partition key -> its latest materialization."""
+    latest: dict[str, dg.AssetMaterialization] = {}
+    cursor = None
+    while True:
+        result = instance.fetch_materializations(dg.AssetKey(asset), limit=1000, cursor=cursor)
+        for record in result.records:
+            m = record.asset_materialization
+            if m is not None and m.partition and m.partition not in latest:
+                latest[m.partition] = m
+        if not result.has_more:
+            return latest
+        cursor = result.cursor
+
+
+def _rows(m: dg.AssetMaterialization) -> int:
+    value = m.metadata.get("rows_out")
+    return int(value.value) if value is not None else 0
+
+
+def lake_status(instance: dg.DagsterInstance) -> dict:
+    crawls = sorted(instance.get_dynamic_partitions(crawl_partitions.name))
+    shards = load_settings().shards
+    assets = {}
+    by_crawl: dict[str, dict[str, dict[str, int]]] = {}
+    for asset in STAGES:
+        latest = {p: m for p, m in latest_materializations(instance, asset).items() if p.split("|")[0] in crawls}
+        assets[asset] = {"materialized": len(latest), "total": len(crawls) * shards,
+                         "rows": sum(_rows(m) for m in latest.values())}
+        for p, m in latest.items():
+            cell = by_crawl.setdefault(asset, {}).setdefault(p.split("|")[0], {"partitions": 0, "rows": 0})
+            cell["partitions"] += 1
+            cell["rows"] += _rows(m)
+    return {"crawls": crawls, "assets": assets, "by_crawl": by_crawl}
+
+
+def format_summary(status: dict) -> str:
+    crawls = status["crawls"]
+    header = ["stage", *crawls, "total"]
+    rows = []
+    for asset, totals in status["assets"].items():
+        cells = [status["by_crawl"].get(asset, {}).get(c, {"rows": 0, "partitions": 0}) for c in crawls]
+        rows.append([asset, *(f"{c['rows']:,} rows, {c['partitions']} partitions" for c in cells),
+                     f"{totals['rows']:,} rows, {totals['materialized']}/{totals['total']} partitions"])
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths))  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)])

@@ -1,0 +1,43 @@
+import dagster as dg
+
+from llm_assets.core.lake import part_key
+from llm_assets.core.partition import LakeInput
+from llm_assets.core.tokenize import load_tokenizer, tokenizer_hash
+from llm_assets.core.tokenized import STAGE_VERSION, TokenizeUnit, schema, tokenize_documents
+from llm_assets.core.units import unit_id
+from llm_assets.partitions import crawl_shard_partitions
+from llm_assets.settings import load_settings
+from llm_assets.stage import code_version, partition_of, run_stage, stage_check_specs
+from resources import ObjectStore
+
+SETTINGS = load_settings().tokenized
+try:
+    TOKENIZER_HASH = tokenizer_hash(str(SETTINGS.resolved_path()))
+except OSError:
+    TOKENIZER_HASH = "missing"  # materializing reports the missing files; the code location still loads
+CODE_VERSION = code_version(STAGE_VERSION, SETTINGS.fingerprint(), TOKENIZER_HASH)
+
+
+@dg.asset(
+    partitions_def=crawl_shard_partitions,
+    code_version=CODE_VERSION,
+    io_manager_key="lake_io_manager",
+    check_specs=stage_check_specs("tokenized"),
+    group_name="lake",
+    kinds={"s3", "parquet"},
+    metadata={"tokenizer_hash": TOKENIZER_HASH},
+)
+def tokenized(context: dg.AssetExecutionContext, store: ObjectStore, filtered: LakeInput):
+    """Token ids of every filtered document with the configured byte-level BPE tokenizer (GPT-2 by default),
+    EOS appended as the document boundary; uint16 ids when the vocabulary fits, else uint32.
+
+    One work unit per upstream filtered part; the tokenizer's hash is part of this asset's code version.
+    """
+    crawl, shard = partition_of(context)
+    vocab_size = load_tokenizer(str(SETTINGS.resolved_path())).get_vocab_size()
+    units = []
+    for source in filtered.parts:
+        unit = unit_id("tokenized", CODE_VERSION, source)
+        units.append(TokenizeUnit(store=store.config(), settings=SETTINGS, source=source, unit=unit,
+                                  part=part_key("tokenized", crawl, shard, unit)))
+    yield from run_stage(context, tokenize_documents, units, CODE_VERSION, schema(vocab_size).names)

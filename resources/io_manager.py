@@ -1,0 +1,65 @@
+"""The lake IO manager: Parquet per partition under lake/<asset>/crawl=<c>/shard=<s>/, committed atomically,
+loaded lazily.
+
+Stages write their own parts (one per work unit, possibly from other processes) and hand this IO manager a
+`PartitionOutput`; it commits the partition by writing its manifest. A Polars or Arrow frame is also accepted
+and written as one part. Downstream assets receive a `LakeInput`: the committed manifests of one or many
+upstream partitions and a `scan()` that returns a `polars.LazyFrame`, so nothing is loaded until asked.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import dagster as dg
+import polars as pl
+import pyarrow as pa
+
+from llm_assets.core.lake import part_key
+from llm_assets.core.partition import LakeInput, PartitionOutput, commit
+from llm_assets.core.units import UnitResult
+from resources.object_store import ObjectStore
+
+
+def crawl_shard(partition_key: str | dg.MultiPartitionKey) -> tuple[str, str]:
+    if isinstance(partition_key, dg.MultiPartitionKey):
+        dims = partition_key.keys_by_dimension
+        return dims["crawl"], dims["shard"]
+    crawl, _, shard = str(partition_key).partition("|")
+    return crawl, shard
+
+
+class LakeIOManager(dg.ConfigurableIOManager):
+    """Commits crawl × shard partitions to the lake and opens them lazily downstream."""
+
+    store: ObjectStore
+
+    def handle_output(self, context: dg.OutputContext, obj: PartitionOutput | pl.DataFrame | pa.Table) -> None:
+        asset = context.asset_key.path[-1]
+        crawl, shard = crawl_shard(context.partition_key)
+        lake = self.store.lake()
+        if isinstance(obj, (pl.DataFrame, pa.Table)):
+            obj = self._write_frame(lake, asset, crawl, shard, obj)
+        if not isinstance(obj, PartitionOutput):
+            raise TypeError(f"{asset}: the lake IO manager stores PartitionOutput or a frame, not {type(obj).__name__}")
+        manifest = commit(lake, asset, crawl, shard, obj)
+        context.add_output_metadata({"lake_manifest": dg.MetadataValue.text(lake.url(
+            f"lake/{asset}/crawl={crawl}/shard={shard}/_manifest.json")), "parts": len(obj.units)})
+        context.log.debug(f"committed {asset} crawl={crawl} shard={shard}: {manifest['rows']} rows")
+
+    @staticmethod
+    def _write_frame(lake, asset: str, crawl: str, shard: str, frame: pl.DataFrame | pa.Table) -> PartitionOutput:
+        table = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
+        unit = secrets.token_hex(10)  # a fresh part per write; the commit drops the previous one
+        key = part_key(asset, crawl, shard, unit)
+        with lake.part_writer(key, table.schema) as w:
+            for batch in table.to_batches(max_chunksize=65536):
+                w.write(batch)
+        return PartitionOutput(units=[UnitResult(unit=unit, source="frame", part=key, rows_in=table.num_rows,
+                                                 rows_out=table.num_rows, bytes_out=w.bytes,
+                                                 columns=table.schema.names)])
+
+    def load_input(self, context: dg.InputContext) -> LakeInput:
+        asset = context.asset_key.path[-1]
+        keys = context.asset_partition_keys if context.has_asset_partitions else []
+        return LakeInput.load(self.store.lake(), asset, [crawl_shard(k) for k in keys])
