@@ -1,0 +1,36 @@
+# llm-assets. `make demo` and `make test` work on a fresh machine: the environment is created when absent.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+UV := $(PYTHON) -m uv
+BIN := $(VENV)/bin
+
+.PHONY: demo test ui bench store-start store-stop clean
+
+# uv itself comes from PyPI; the environment is built from the lock file, exactly.
+$(VENV)/.synced: pyproject.toml uv.lock
+	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv==0.13.8"
+	$(UV) sync --frozen
+	@touch $@
+
+demo: $(VENV)/.synced
+	$(BIN)/llm-assets demo
+
+test: $(VENV)/.synced
+	$(BIN)/python -m pytest
+
+ui: $(VENV)/.synced
+	$(BIN)/llm-assets ui
+
+bench: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.run
+
+store-start: $(VENV)/.synced
+	$(BIN)/llm-assets store start
+
+store-stop: $(VENV)/.synced
+	$(BIN)/llm-assets store stop
+
+clean:
+	-$(BIN)/llm-assets store stop
+	rm -rf .llm-assets
