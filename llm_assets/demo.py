@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import random
 import sys
 from pathlib import Path
@@ -41,7 +42,32 @@ def demo_files(workdir: Path) -> dict[str, list[Path]]:
         path = workdir / f"sample-{i}.warc.gz"
         path.write_bytes(sample_warc(seed=i, pages=12))
         out[crawl] = [path]
+    use_sample_tokenizer(workdir)
     return out
+
+
+def use_sample_tokenizer(workdir: Path) -> None:
+    """Without the shared GPT-2 files, train a small byte-level BPE on sample text and point a copy of the
+    settings at it (LLM_ASSETS_SETTINGS), so the tokenized stage still runs a real tokenizer."""
+    import yaml
+
+    from llm_assets.core.tokenize import train_bytelevel_bpe
+    from llm_assets.settings import load_settings, settings_path
+
+    settings = load_settings()
+    if settings.tokenized.resolved_path().exists():
+        return
+    rng = random.Random(0)
+    texts = [" ".join(rng.choice(_WORDS) for _ in range(200)) for _ in range(200)]
+    tokenizer = workdir / "tokenizer.json"
+    train_bytelevel_bpe(texts, 1000, [settings.tokenized.eos_token], tokenizer)
+    data = yaml.safe_load(settings_path().read_text())
+    data.setdefault("tokenized", {})["tokenizer_path"] = str(tokenizer)
+    path = workdir / "settings.yaml"
+    path.write_text(yaml.safe_dump(data))
+    os.environ["LLM_ASSETS_SETTINGS"] = str(path)
+    load_settings.cache_clear()
+    print(f"../shared/data is absent: generated a sample crawl and a sample tokenizer ({tokenizer})")
 
 
 _WORDS = ("data river model token corpus archive crawl page text language quality filter shard lake "

@@ -99,7 +99,7 @@ class EmbeddedStore:
             return False
 
     def start(self, timeout: float = 60.0) -> None:
-        if self.pid() and self.ready():
+        if self.ready():  # ours, or a server already serving this endpoint with these credentials
             return
         data = self.state_dir / "data"
         data.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,25 @@ def stage_check_specs(asset: str) -> list[dg.AssetCheckSpec]:
     ]
 
 
+def stage_asset(code_version: str, **kwargs):
+    """A lake stage: a crawl × shard asset committed by the lake IO manager, with the stage checks."""
+    from llm_assets.partitions import crawl_shard_partitions
+
+    def decorate(fn):
+        return dg.asset(
+            name=fn.__name__,
+            partitions_def=crawl_shard_partitions,
+            code_version=code_version,
+            io_manager_key="lake_io_manager",
+            check_specs=stage_check_specs(fn.__name__),
+            group_name="lake",
+            kinds={"s3", "parquet"},
+            **kwargs,
+        )(fn)
+
+    return decorate
+
+
 def partition_of(context: dg.AssetExecutionContext) -> tuple[str, str]:
     return crawl_shard(context.partition_key)
 

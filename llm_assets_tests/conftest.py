@@ -64,3 +64,26 @@ def store_env(monkeypatch, seaweed, tmp_path):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.secret_key)
     monkeypatch.setenv("LLM_ASSETS_HOME", str(tmp_path / "home"))
     return seaweed
+
+
+@pytest.fixture
+def object_store(store_config):
+    """The Dagster object-store resource on the test server (credentials passed in, as EnvVar would)."""
+    from dagster_aws.s3 import S3Resource
+
+    from resources import ObjectStore
+
+    return ObjectStore(
+        s3=S3Resource(endpoint_url=store_config.endpoint, region_name=store_config.region,
+                      aws_access_key_id=store_config.access_key, aws_secret_access_key=store_config.secret_key),
+        bucket=store_config.bucket,
+    )
+
+
+@pytest.fixture
+def instance(tmp_path):
+    import dagster as dg
+
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as inst:
+        yield inst

@@ -37,3 +37,18 @@ def tokenizer_hash(path: str) -> str:
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
+
+
+def train_bytelevel_bpe(texts: list[str], vocab_size: int, special_tokens: list[str], path: Path) -> Tokenizer:
+    """Train a byte-level BPE on `texts` (deterministic for the same texts) and save it as tokenizer.json."""
+    from tokenizers import trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special_tokens, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path))
+    return tok

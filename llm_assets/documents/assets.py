@@ -4,23 +4,15 @@ from llm_assets.core.documents import SCHEMA, STAGE_VERSION, ExtractUnit, extrac
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput
 from llm_assets.core.units import unit_id
-from llm_assets.partitions import crawl_shard_partitions
 from llm_assets.settings import load_settings
-from llm_assets.stage import code_version, partition_of, run_stage, stage_check_specs
+from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
 from resources import ObjectStore
 
 SETTINGS = load_settings().documents
 CODE_VERSION = code_version(STAGE_VERSION, SETTINGS.fingerprint())
 
 
-@dg.asset(
-    partitions_def=crawl_shard_partitions,
-    code_version=CODE_VERSION,
-    io_manager_key="lake_io_manager",
-    check_specs=stage_check_specs("documents"),
-    group_name="lake",
-    kinds={"s3", "parquet"},
-)
+@stage_asset(CODE_VERSION)
 def documents(context: dg.AssetExecutionContext, store: ObjectStore, raw_files: LakeInput):
     """Documents extracted from the shard's WARC/ARC files: main text (trafilatura, FineWeb settings), title,
     date, URL and provenance (source key, record offset, WARC-Record-ID, fetch time, content type, charset).

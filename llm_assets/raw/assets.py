@@ -2,22 +2,14 @@ import dagster as dg
 
 from llm_assets.core.inventory import SCHEMA
 from llm_assets.core.raw_files import STAGE_VERSION, InventoryUnit, observe_raw_files
-from llm_assets.partitions import crawl_shard_partitions
 from llm_assets.settings import load_settings
-from llm_assets.stage import code_version, partition_of, run_stage, stage_check_specs
+from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
 from resources import ObjectStore
 
 CODE_VERSION = code_version(STAGE_VERSION, str(load_settings().shards))
 
 
-@dg.asset(
-    partitions_def=crawl_shard_partitions,
-    code_version=CODE_VERSION,
-    io_manager_key="lake_io_manager",
-    check_specs=stage_check_specs("raw_files"),
-    group_name="lake",
-    kinds={"s3", "parquet"},
-)
+@stage_asset(CODE_VERSION)
 def raw_files(context: dg.AssetExecutionContext, store: ObjectStore):
     """Raw crawl files dropped under `raw/<crawl>/` whose key hashes to this shard: key, size, ETag.
 

@@ -5,9 +5,8 @@ from llm_assets.core.partition import LakeInput
 from llm_assets.core.tokenize import load_tokenizer, tokenizer_hash
 from llm_assets.core.tokenized import STAGE_VERSION, TokenizeUnit, schema, tokenize_documents
 from llm_assets.core.units import unit_id
-from llm_assets.partitions import crawl_shard_partitions
 from llm_assets.settings import load_settings
-from llm_assets.stage import code_version, partition_of, run_stage, stage_check_specs
+from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
 from resources import ObjectStore
 
 SETTINGS = load_settings().tokenized
@@ -18,15 +17,7 @@ except OSError:
 CODE_VERSION = code_version(STAGE_VERSION, SETTINGS.fingerprint(), TOKENIZER_HASH)
 
 
-@dg.asset(
-    partitions_def=crawl_shard_partitions,
-    code_version=CODE_VERSION,
-    io_manager_key="lake_io_manager",
-    check_specs=stage_check_specs("tokenized"),
-    group_name="lake",
-    kinds={"s3", "parquet"},
-    metadata={"tokenizer_hash": TOKENIZER_HASH},
-)
+@stage_asset(CODE_VERSION, metadata={"tokenizer_hash": TOKENIZER_HASH})
 def tokenized(context: dg.AssetExecutionContext, store: ObjectStore, filtered: LakeInput):
     """Token ids of every filtered document with the configured byte-level BPE tokenizer (GPT-2 by default),
     EOS appended as the document boundary; uint16 ids when the vocabulary fits, else uint32.

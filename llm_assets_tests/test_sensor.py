@@ -1,0 +1,129 @@
+"""The raw-drop sensor on a real bucket: new file, same file again, changed file, removed file, new crawl."""
+
+import json
+import uuid
+
+import dagster as dg
+import pytest
+from dagster_aws.s3 import S3Resource
+
+from llm_assets.core.inventory import shard_of
+from llm_assets.core.lake import Lake, StoreConfig
+from llm_assets.definitions import defs
+from llm_assets.raw.sensor import raw_drop_sensor
+from llm_assets.settings import load_settings
+from resources import ObjectStore
+
+
+@pytest.fixture
+def bucket_store(store_config):
+    """An object store on a bucket of its own: the sensor lists all of raw/."""
+    cfg = StoreConfig(**{**store_config.__dict__, "bucket": f"sensor-{uuid.uuid4().hex[:12]}"})
+    lake = Lake(cfg)
+    lake.s3.create_bucket(Bucket=cfg.bucket)
+    resource = ObjectStore(s3=S3Resource(endpoint_url=cfg.endpoint, region_name=cfg.region,
+                                         aws_access_key_id=cfg.access_key, aws_secret_access_key=cfg.secret_key),
+                           bucket=cfg.bucket)
+    return lake, resource
+
+
+class Sensor:
+    """Ticks the sensor like the daemon does: cursor carried over, crawls registered."""
+
+    def __init__(self, instance, store):
+        self.instance, self.store, self.cursor = instance, store, None
+
+    def tick(self) -> dg.SensorResult:
+        with dg.build_sensor_context(instance=self.instance, cursor=self.cursor, definitions=defs,
+                                     resources={"store": self.store}) as context:
+            result = raw_drop_sensor(context)
+        self.cursor = result.cursor
+        for request in result.dynamic_partitions_requests:
+            self.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        return result
+
+    def requested(self) -> set[tuple[str, str]]:
+        return {(r.partition_key.keys_by_dimension["crawl"], r.partition_key.keys_by_dimension["shard"])
+                for r in self.tick().run_requests}
+
+
+def _shard(key):
+    return shard_of(key, load_settings().shards)
+
+
+def test_new_file_requests_exactly_its_partition_and_registers_the_crawl(instance, bucket_store):
+    lake, store = bucket_store
+    sensor = Sensor(instance, store)
+    lake.put_bytes("raw/CC-A/one.warc.gz", b"first")
+    result = sensor.tick()
+    assert [(r.partition_key.keys_by_dimension["crawl"], r.partition_key.keys_by_dimension["shard"])
+            for r in result.run_requests] == [("CC-A", _shard("raw/CC-A/one.warc.gz"))]
+    assert result.run_requests[0].run_key.startswith(f"CC-A|{_shard('raw/CC-A/one.warc.gz')}|")
+    assert instance.get_dynamic_partitions("crawl") == ["CC-A"]
+
+
+def test_same_tick_again_and_identical_reupload_request_nothing(instance, bucket_store):
+    lake, store = bucket_store
+    sensor = Sensor(instance, store)
+    lake.put_bytes("raw/CC-A/one.warc.gz", b"first")
+    assert len(sensor.requested()) == 1
+    assert sensor.requested() == set()
+    lake.put_bytes("raw/CC-A/one.warc.gz", b"first")  # identical content: same ETag
+    assert sensor.requested() == set()
+
+
+def test_a_fresh_cursor_reproduces_the_same_run_keys(instance, bucket_store):
+    """Run keys carry the partition's fingerprint: a restarted sensor cannot launch a second run."""
+    lake, store = bucket_store
+    lake.put_bytes("raw/CC-A/one.warc.gz", b"first")
+    first = [r.run_key for r in Sensor(instance, store).tick().run_requests]
+    again = [r.run_key for r in Sensor(instance, store).tick().run_requests]
+    assert first == again
+
+
+def test_changed_and_removed_files_request_their_partition(instance, bucket_store):
+    lake, store = bucket_store
+    sensor = Sensor(instance, store)
+    keys = [f"raw/CC-A/file-{i}.warc.gz" for i in range(12)]
+    for k in keys:
+        lake.put_bytes(k, k.encode())
+    assert sensor.requested() == {("CC-A", s) for s in {_shard(k) for k in keys}}
+    lake.put_bytes(keys[3], b"new content")
+    assert sensor.requested() == {("CC-A", _shard(keys[3]))}
+    lake.delete([keys[5]])
+    assert sensor.requested() == {("CC-A", _shard(keys[5]))}
+
+
+def test_new_crawl_is_added_and_only_its_partitions_requested(instance, bucket_store):
+    lake, store = bucket_store
+    sensor = Sensor(instance, store)
+    lake.put_bytes("raw/CC-A/one.warc.gz", b"a")
+    sensor.tick()
+    lake.put_bytes("raw/CC-B/two.warc.gz", b"b")
+    result = sensor.tick()
+    assert {r.partition_key.keys_by_dimension["crawl"] for r in result.run_requests} == {"CC-B"}
+    assert sorted(instance.get_dynamic_partitions("crawl")) == ["CC-A", "CC-B"]
+
+
+def test_invalid_keys_are_ignored_not_fatal(instance, bucket_store):
+    lake, store = bucket_store
+    lake.put_bytes("raw/bad crawl/x.warc.gz", b"x")
+    lake.put_bytes("raw/CC-A/ok.warc.gz", b"y")
+    assert Sensor(instance, store).requested() == {("CC-A", _shard("raw/CC-A/ok.warc.gz"))}
+
+
+def test_listing_resumes_across_ticks(instance, bucket_store, monkeypatch):
+    """With a budget smaller than the drop, the pass spans ticks and requests runs only when complete."""
+    import llm_assets.raw.sensor as sensor_module
+
+    lake, store = bucket_store
+    monkeypatch.setattr(sensor_module, "SETTINGS", load_settings().model_copy(
+        update={"sensor": load_settings().sensor.model_copy(update={"max_keys_per_tick": 4})}))
+    keys = [f"raw/CC-A/f{i:02d}.warc.gz" for i in range(10)]
+    for k in keys:
+        lake.put_bytes(k, k.encode())
+    sensor = Sensor(instance, store)
+    ticks = [sensor.tick() for _ in range(3)]
+    assert [len(t.run_requests) for t in ticks[:2]] == [0, 0]
+    assert json.loads(ticks[1].cursor)["scan"]["after"] == keys[7]
+    assert {r.partition_key.keys_by_dimension["shard"] for r in ticks[2].run_requests} == {_shard(k) for k in keys}
