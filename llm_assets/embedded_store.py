@@ -45,6 +45,11 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def _in_use(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def weed_binary() -> str:
     local = Path(sys.executable).with_name("weed")
     found = str(local) if local.exists() else shutil.which("weed")
@@ -101,6 +106,10 @@ class EmbeddedStore:
     def start(self, timeout: float = 60.0) -> None:
         if self.ready():  # ours, or a server already serving this endpoint with these credentials
             return
+        busy = [f"{flag}={port}" for flag, port in self.ports.items() if _in_use(port)]
+        if busy:
+            raise RuntimeError(f"cannot start SeaweedFS: ports in use by another process ({', '.join(busy)}); "
+                               "stop it, or point LLM_ASSETS_S3_ENDPOINT at another port")
         data = self.state_dir / "data"
         data.mkdir(parents=True, exist_ok=True)
         args = [

@@ -93,3 +93,12 @@ def test_show_rejects_bad_input(store_env, capsys):
     assert cli.main(["show", "documents", "--crawl", "../etc", "--limit", "1"]) == 1
     assert "invalid crawl name" in capsys.readouterr().err
     assert cli.main(["show", "nope", "--crawl", "CC-X"]) == 2
+
+
+def test_secrets_appear_in_no_metadata_or_log(materialized, seaweed, instance):
+    result, _ = materialized
+    logs = "\n".join(str(e.message) for e in instance.all_logs(result.run_id))
+    metadata = "\n".join(str(v.value) for m in result.get_asset_materialization_events()
+                         for v in m.materialization.metadata.values())
+    for secret in (seaweed.secret_key, seaweed.access_key):
+        assert secret not in logs and secret not in metadata

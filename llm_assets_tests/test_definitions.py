@@ -1,0 +1,42 @@
+"""The code location loads, and its asset specs are what the catalog shows (snapshot)."""
+
+import dagster as dg
+
+from llm_assets.definitions import defs
+
+EXPECTED = {
+    "raw_files": [],
+    "documents": ["raw_files"],
+    "filtered": ["documents"],
+    "tokenized": ["filtered"],
+}
+
+
+def test_definitions_load():
+    dg.Definitions.validate_loadable(defs)
+    assert defs.resolve_job_def("lake_job") is not None
+    assert defs.resolve_sensor_def("raw_drop_sensor").job_name == "lake_job"
+
+
+def test_asset_specs_snapshot():
+    specs = {s.key.path[-1]: s for s in defs.resolve_all_asset_specs() if not s.key.path[-1].startswith("__")}
+    assert {k: sorted(d.asset_key.path[-1] for d in s.deps) for k, s in specs.items()} == EXPECTED
+    for name, spec in specs.items():
+        assert spec.group_name == "lake"
+        assert spec.description and len(spec.description) > 80, f"{name} needs a catalog description"
+        assert isinstance(spec.partitions_def, dg.MultiPartitionsDefinition)
+        assert spec.partitions_def.partition_dimension_names == ["crawl", "shard"]
+        assert spec.code_version and spec.code_version.startswith("1-")
+    checks = {(k.asset_key.path[-1], k.name) for k in defs.resolve_asset_graph().asset_check_keys}
+    assert checks == {(a, c) for a in EXPECTED for c in ("row_accounting", "schema")}
+
+
+def test_code_version_follows_settings():
+    from llm_assets.core.filtered import STAGE_VERSION
+    from llm_assets.settings import FilteredSettings
+    from llm_assets.stage import code_version
+
+    default = code_version(STAGE_VERSION, FilteredSettings().fingerprint())
+    stricter = code_version(STAGE_VERSION, FilteredSettings(language_threshold=0.8).fingerprint())
+    assert default != stricter
+    assert default == code_version(STAGE_VERSION, FilteredSettings().fingerprint())

@@ -1,0 +1,32 @@
+"""Settings: validated, typed, with clear errors naming the file."""
+
+import pytest
+
+from llm_assets.core.lake import StoreConfig
+from llm_assets.settings import DEFAULT_SETTINGS, Settings
+
+
+def test_default_settings_file_is_valid():
+    s = Settings.from_file(DEFAULT_SETTINGS)
+    assert s.filtered.languages == ("en",) and s.filtered.language_threshold == 0.65
+    assert s.shard_keys()[:2] == ["0000", "0001"] and len(s.shard_keys()) == s.shards
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("shards: 0\n", "shards"),
+    ("filtered:\n  language_threshold: 2\n", "language_threshold"),
+    ("filtered:\n  min_word: 3\n", "min_word"),  # typo: unknown keys are errors, not silently ignored
+    ("runner:\n  kind: threads\n", "runner.kind"),
+])
+def test_invalid_settings_name_the_file_and_the_key(tmp_path, text, fragment):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError) as e:
+        Settings.from_file(path)
+    assert str(path) in str(e.value) and fragment in str(e.value)
+
+
+def test_store_config_never_prints_its_secret():
+    cfg = StoreConfig(endpoint="http://127.0.0.1:1", bucket="b", region="us-east-1", access_key="AK",
+                      secret_key="very-secret-value")
+    assert "very-secret-value" not in repr(cfg) and "very-secret-value" not in str(cfg)
