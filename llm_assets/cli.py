@@ -80,8 +80,6 @@ def cmd_status(args) -> int:
 
 
 def cmd_show(args) -> int:
-    import polars as pl
-
     from llm_assets.core.lake import Lake, validate_crawl, validate_shard
     from llm_assets.core.partition import LakeInput
     from llm_assets.settings import load_settings
@@ -102,9 +100,21 @@ def cmd_show(args) -> int:
     if args.json:
         sys.stdout.write(df.write_ndjson())
     else:
-        with pl.Config(tbl_rows=args.limit, tbl_cols=-1, fmt_str_lengths=80, tbl_width_chars=200):
-            print(df)
+        print(_records(df))
     return 0
+
+
+def _records(df, width: int = 240) -> str:
+    """One block per row, `column: value`, long values cut: readable for wide documents, like psql's \\x."""
+    name_width = max((len(c) for c in df.columns), default=0)
+    blocks = []
+    for i, row in enumerate(df.iter_rows(named=True)):
+        lines = [f"-[ row {i + 1} ]" + "-" * 40]
+        for name, value in row.items():
+            text = " ".join(str(value).split())
+            lines.append(f"{name.ljust(name_width)} | {text[:width] + ('…' if len(text) > width else '')}")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks) if blocks else "(no rows)"
 
 
 def cmd_ui(args) -> int:
