@@ -44,7 +44,8 @@ def partition_files(lake: Lake, crawl: str, shard: str, shards: int) -> list[Obj
             continue
         if shard_of(obj.key, shards) == shard:
             files.append(obj)
-    return files
+    # S3 servers differ in listing order (SeaweedFS lists a folder before sibling keys that sort earlier).
+    return sorted(files, key=lambda o: o.key)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,18 +33,41 @@ def _header_charset(content_type: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
+# Labels browsers decode as a superset (WHATWG Encoding Standard): pages labelled gb2312 are GBK in practice.
+_SUPERSETS = {
+    "gb2312": "gb18030", "gbk": "gb18030", "x-gbk": "gb18030", "gb_2312-80": "gb18030",
+    "iso-8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252", "ascii": "cp1252", "us-ascii": "cp1252",
+    "shift_jis": "cp932", "sjis": "cp932", "x-sjis": "cp932", "euc-kr": "cp949", "big5": "big5hkscs",
+}
+
+
+def _codec(label: str | None) -> str | None:
+    if not label:
+        return None
+    label = _SUPERSETS.get(label, label)
+    try:
+        codecs.lookup(label)
+    except LookupError:
+        return None
+    return label
+
+
 def decode_html(payload: bytes, content_type: str) -> tuple[str, str]:
-    """HTTP header charset, then <meta>, then UTF-8, then cp1252; undecodable bytes are replaced."""
-    candidates = [_header_charset(content_type)]
+    """HTTP header charset, then <meta>, then UTF-8, then cp1252.
+
+    A declared charset that fails strict decoding is still preferred (with undecodable bytes replaced) over a
+    guess: one stray byte must not turn a whole page into mojibake.
+    """
     m = _META_CHARSET.search(payload[:4096])
-    if m:
-        candidates.append(m.group(1).decode("ascii", "ignore").lower())
-    for charset in [c for c in candidates if c] + ["utf-8"]:
+    declared = [c for c in (_codec(_header_charset(content_type)),
+                            _codec(m.group(1).decode("ascii", "ignore").lower()) if m else None) if c]
+    for charset in [*declared, "utf-8"]:
         try:
             return payload.decode(charset), charset
-        except (LookupError, UnicodeDecodeError):
+        except UnicodeDecodeError:
             continue
-    return payload.decode("cp1252", errors="replace"), "cp1252"
+    charset = declared[0] if declared else "cp1252"
+    return payload.decode(charset, errors="replace"), charset
 
 
 def iter_html_records(stream: BinaryIO, drops: DropCounter, max_payload_bytes: int) -> Iterator[HtmlRecord]:
@@ -73,6 +97,10 @@ def iter_html_records(stream: BinaryIO, drops: DropCounter, max_payload_bytes: i
             if len(payload) > max_payload_bytes:
                 drops.drop("oversized")
                 continue
+            if getattr(record.raw_stream, "limit", 0) > 0:
+                # warcio ends a cut gzip stream quietly: fewer bytes than Content-Length promised.
+                drops.drop("truncated_file")
+                return
             html, charset = decode_html(payload, content_type)
             yield HtmlRecord(
                 url=record.rec_headers.get_header("WARC-Target-URI") or "",

@@ -1,0 +1,293 @@
+"""The work units end to end on the real SeaweedFS server: a real Common Crawl WARC goes through
+documents -> filtered -> tokenized, with row accounting, provenance, rejected reasons, EOS-terminated token
+rows, errors that name their input, and the same results in a process pool as in-process."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
+
+import polars as pl
+import pytest
+
+from llm_assets.core import documents, filtered, tokenized
+from llm_assets.core.documents import ExtractUnit, extract_documents
+from llm_assets.core.filtered import FilterUnit, filter_documents
+from llm_assets.core.inventory import shard_of
+from llm_assets.core.lake import Lake, part_key
+from llm_assets.core.tokenize import load_tokenizer
+from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
+from llm_assets.core.units import DropCounter, UnitResult, run_units, unit_id
+from llm_assets.core.warc import iter_html_records
+from llm_assets.settings import DocumentsSettings, FilteredSettings, RunnerSettings, Settings, TokenizedSettings
+from llm_assets_tests.conftest import shared
+
+CC_2020 = "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"
+SHARDS = Settings().shards
+EOS = 50256
+
+
+def upload(lake: Lake, crawl: str, name: str, data: bytes | None = None) -> tuple[str, int, str]:
+    """Put a file under raw/<crawl>/ and return (key, size, etag), as the raw_files inventory would."""
+    key = f"raw/{crawl}/{name}"
+    lake.put_bytes(key, shared("warc", name).read_bytes() if data is None else data)
+    obj = next(o for o in lake.list(key) if o.key == key)
+    return key, obj.size, obj.etag
+
+
+def extract_unit(store, crawl: str, key: str, size: int, etag: str, tag: str = "") -> ExtractUnit:
+    unit = unit_id("documents", documents.STAGE_VERSION, key, etag, tag)
+    return ExtractUnit(store=store, settings=DocumentsSettings(), crawl=crawl, source=key, size=size, unit=unit,
+                       part=part_key("documents", crawl, shard_of(key, SHARDS), unit))
+
+
+def filter_unit(store, crawl: str, docs: UnitResult, tag: str = "") -> FilterUnit:
+    unit = unit_id("filtered", filtered.STAGE_VERSION, docs.unit, tag)
+    shard = docs.part.split("shard=")[1][:4]
+    return FilterUnit(store=store, settings=FilteredSettings(), source=docs.part, unit=unit,
+                      part=part_key("filtered", crawl, shard, unit),
+                      rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected"))
+
+
+def tokenize_unit(store, crawl: str, kept: UnitResult, tag: str = "") -> TokenizeUnit:
+    unit = unit_id("tokenized", tokenized.STAGE_VERSION, kept.unit, tag)
+    shard = kept.part.split("shard=")[1][:4]
+    return TokenizeUnit(store=store, settings=TokenizedSettings(), source=kept.part, unit=unit,
+                        part=part_key("tokenized", crawl, shard, unit))
+
+
+def read(lake: Lake, key: str) -> pl.DataFrame:
+    return lake.scan([key]).collect()
+
+
+def balanced(r: UnitResult) -> bool:
+    return r.rows_in == r.rows_out + sum(r.dropped.values())
+
+
+@dataclass
+class Chain:
+    crawl: str
+    source: str
+    size: int
+    docs: UnitResult
+    kept: UnitResult
+    tokens: UnitResult
+
+
+@pytest.fixture(scope="module")
+def chain(store_config) -> Chain:
+    """The CC-MAIN-2020-34 excerpt through the three stages, once for the module."""
+    shared("tokenizers", "gpt2")
+    lake = Lake(store_config)
+    crawl = f"TEST-{uuid.uuid4().hex[:10]}"
+    key, size, etag = upload(lake, crawl, CC_2020)
+    docs = extract_documents(extract_unit(store_config, crawl, key, size, etag))
+    kept = filter_documents(filter_unit(store_config, crawl, docs))
+    tokens = tokenize_documents(tokenize_unit(store_config, crawl, kept))
+    return Chain(crawl, key, size, docs, kept, tokens)
+
+
+# documents
+
+def test_documents_row_accounting(chain):
+    """50 records in (warcinfo, 16 requests, 16 responses, 16 metadata, ...): rows_in = rows_out + dropped."""
+    r = chain.docs
+    assert r.errors == []
+    assert balanced(r)
+    assert r.rows_in == 50
+    assert r.dropped["not_response"] == 34
+    assert r.rows_out + r.dropped.get("no_text", 0) == 16
+    assert r.rows_out >= 15
+    assert set(r.dropped) <= {"not_response", "no_text"}
+    assert (r.bytes_in, r.columns) == (chain.size, documents.SCHEMA.names)
+    assert r.bytes_out > 0 and r.seconds > 0 and r.peak_rss_bytes > 0
+
+
+def test_documents_provenance(chain, lake):
+    """Each document names its URL, WARC record id, record offset, source key and crawl, matching the file."""
+    df = read(lake, chain.docs.part)
+    assert df.height == chain.docs.rows_out
+    assert df.columns == documents.SCHEMA.names
+
+    with shared("warc", CC_2020).open("rb") as f:
+        records = {r.record_id: r for r in iter_html_records(f, DropCounter(), 5_000_000)}
+    for row in df.iter_rows(named=True):
+        rec = records[row["warc_record_id"]]
+        assert (row["url"], row["record_offset"], row["fetch_time"]) == (rec.url, rec.offset, rec.fetch_time)
+        assert (row["source_key"], row["crawl"]) == (chain.source, chain.crawl)
+        assert row["domain"] == urlsplit(rec.url).hostname.lower()
+        assert row["doc_id"] == documents.doc_id(chain.source, rec.record_id, rec.offset)
+        assert row["text"] and row["extractor"].startswith("trafilatura ")
+    assert df["doc_id"].n_unique() == df.height
+    assert df["record_offset"].to_list() == sorted(df["record_offset"].to_list())
+    assert {"01spb.ru", "0900-hovenier.nl", "06.live-radsport.ch", "037426.cn"} <= set(df["domain"])
+
+
+# filtered
+
+def test_filtered_row_accounting_and_rejections(chain, lake):
+    """Every document is either kept or in rejected/ with a reason; the counts match the unit's report."""
+    r = chain.kept
+    assert r.errors == []
+    assert balanced(r)
+    assert r.rows_in == chain.docs.rows_out
+    assert r.rejected_part.startswith(f"rejected/filtered/crawl={chain.crawl}/")
+
+    kept, rejected = read(lake, r.part), read(lake, r.rejected_part)
+    assert kept.height == r.rows_out >= 1
+    assert rejected.height == sum(r.dropped.values())
+    assert rejected["reason"].null_count() == 0
+    assert dict(rejected["reason"].value_counts().iter_rows()) == r.dropped
+    # Two pages are English: 037426.cn (123 words, kept) and 077678u.info, whose main text is a 7-word copyright
+    # line; the Chinese, Russian, German and Dutch pages are dropped for their language.
+    assert r.dropped == {"language": r.rows_in - 2, "too_few_words": 1}
+    assert kept["url"].to_list() == ["http://037426.cn/"]
+    docs = read(lake, chain.docs.part)
+    assert sorted(kept["doc_id"].to_list() + rejected["doc_id"].to_list()) == sorted(docs["doc_id"].to_list())
+
+
+def test_filtered_keeps_what_the_settings_allow(chain, lake):
+    """Kept documents are English at or above the threshold and within the word limits; provenance survives."""
+    s = FilteredSettings()
+    kept = read(lake, chain.kept.part)
+    assert kept.columns == filtered.SCHEMA.names
+    assert set(kept["language"]) == {"en"}
+    assert (kept["language_score"] >= s.language_threshold).all()
+    assert kept["n_words"].is_between(s.min_words, s.max_words).all()
+    docs = read(lake, chain.docs.part)
+    provenance = ["doc_id", "url", "warc_record_id", "record_offset", "source_key", "crawl", "text"]
+    assert kept.select(provenance).join(docs.select(provenance), on=provenance, how="anti").height == 0
+
+
+def test_rejected_rows_carry_their_scores(chain, lake):
+    """A rejected document keeps its language label; those rejected for language are not English-and-sure."""
+    s = FilteredSettings()
+    rejected = read(lake, chain.kept.rejected_part)
+    assert rejected.columns == filtered.REJECTED_SCHEMA.names
+    by_language = rejected.filter(pl.col("reason") == "language")
+    assert by_language["language"].null_count() == 0
+    assert not ((by_language["language"] == "en") & (by_language["language_score"] >= s.language_threshold)).any()
+    by_words = rejected.filter(pl.col("reason").str.ends_with("_words"))
+    assert by_words["n_words"].null_count() == 0
+
+
+# tokenized
+
+def test_tokenized_rows_end_with_eos(chain, lake):
+    """One row per kept document: its GPT-2 ids followed by <|endoftext|> (50256), n_tokens counting both."""
+    r = chain.tokens
+    assert r.errors == []
+    assert balanced(r) and r.rows_in == r.rows_out == chain.kept.rows_out
+    toks = read(lake, r.part)
+    assert toks.columns == tokenized.schema(50257).names
+    assert toks.schema["tokens"] == pl.List(pl.UInt16)
+    tok = load_tokenizer(str(TokenizedSettings().resolved_path()))
+    texts = dict(read(lake, chain.kept.part).select("doc_id", "text").iter_rows())
+    assert set(toks["doc_id"]) == set(texts)
+    for row in toks.iter_rows(named=True):
+        assert row["tokens"][-1] == EOS
+        assert EOS not in row["tokens"][:-1]
+        assert row["n_tokens"] == len(row["tokens"])
+        assert row["tokens"] == tok.encode(texts[row["doc_id"]], add_special_tokens=False).ids + [EOS]
+        assert row["crawl"] == chain.crawl
+
+
+# errors
+
+def test_missing_source_is_a_reported_error(store_config, lake, crawl):
+    """A unit whose input does not exist returns a result whose first error names the input; nothing is written."""
+    unit = extract_unit(store_config, crawl, f"raw/{crawl}/missing.warc.gz", 1, "etag")
+    r = extract_documents(unit)
+    assert isinstance(r, UnitResult)
+    assert r.errors and r.errors[0].startswith(f"raw/{crawl}/missing.warc.gz: ")
+    assert "NoSuchKey" in r.errors[0] or "404" in r.errors[0]
+    assert (r.unit, r.source, r.part, r.rows_in, r.rows_out) == (unit.unit, unit.source, None, 0, 0)
+    assert lake.exists(unit.part) is False
+
+
+def test_missing_upstream_parts_are_reported_errors(store_config, lake, crawl):
+    """Filter and tokenize units on a part that does not exist report it by name instead of raising."""
+    ghost = UnitResult(unit=unit_id("ghost"), source="x", part=part_key("documents", crawl, "0000", unit_id("ghost")))
+    for fn, unit in ((filter_documents, filter_unit(store_config, crawl, ghost)),
+                     (tokenize_documents, tokenize_unit(store_config, crawl, ghost))):
+        r = fn(unit)
+        assert r.errors and r.errors[0].startswith(ghost.part + ": ")
+        assert lake.exists(unit.part) is False
+
+
+def test_missing_tokenizer_is_a_reported_error(chain, store_config, tmp_path):
+    """A tokenizer path that does not exist is reported with the path."""
+    unit = tokenize_unit(store_config, chain.crawl, chain.kept, tag="bad-tokenizer")
+    unit = replace(unit, settings=TokenizedSettings(tokenizer_path=tmp_path / "nowhere"))
+    r = tokenize_documents(unit)
+    assert "FileNotFoundError" in r.errors[0] and str(tmp_path / "nowhere") in r.errors[0]
+
+
+def test_damaged_raw_file_keeps_earlier_documents_and_reports_it(store_config, lake, crawl):
+    """Bytes overwritten mid-file: the documents before the damage are written, and the error names the file."""
+    data = bytearray(shared("warc", CC_2020).read_bytes())
+    data[48_400:48_600] = bytes(200)  # inside the 6th page's gzip member
+    key, size, etag = upload(lake, crawl, "damaged.warc.gz", bytes(data))
+    r = extract_documents(extract_unit(store_config, crawl, key, size, etag))
+    assert r.dropped["truncated_file"] == 1
+    assert r.errors == [f"{key}: damaged after the last intact record"]
+    assert balanced(r)
+    assert 1 <= r.rows_out <= 5
+    assert read(lake, r.part).height == r.rows_out
+
+
+def test_truncated_raw_file_is_reported(store_config, lake, crawl):
+    """A raw file cut short (an interrupted upload) is reported in the unit's errors."""
+    data = shared("warc", CC_2020).read_bytes()
+    key, size, etag = upload(lake, crawl, "truncated.warc.gz", data[: len(data) // 2])
+    r = extract_documents(extract_unit(store_config, crawl, key, size, etag))
+    assert r.errors == [f"{key}: damaged after the last intact record"]
+
+
+# runners
+
+RUNNER_FILES = [CC_2020, "dolma__sample-0000.warc.gz", "whirlwind__CC-MAIN-2024-22.warc.gz"]
+
+
+def _outcome(r: UnitResult) -> tuple:
+    return (r.rows_in, r.rows_out, r.dropped, r.errors, r.columns, r.part is not None)
+
+
+def _rows(lake: Lake, results: list[UnitResult], sort_by: str = "doc_id") -> pl.DataFrame:
+    return lake.scan([r.part for r in results]).collect().sort(sort_by)
+
+
+def test_pool_runner_gives_the_same_results_as_inprocess(store_config, lake, crawl):
+    """Three real WARCs through all three stages with a 2-worker process pool and in-process: same unit
+    outcomes in input order, and the same rows in every stage's output."""
+    raws = [upload(lake, crawl, name) for name in RUNNER_FILES]
+    outputs = {}
+    for kind in ("inprocess", "pool"):
+        runner = RunnerSettings(kind=kind, workers=2)
+        docs = run_units(extract_documents, [extract_unit(store_config, crawl, *raw, tag=kind) for raw in raws],
+                         runner)
+        kept = run_units(filter_documents, [filter_unit(store_config, crawl, d, tag=kind) for d in docs], runner)
+        toks = run_units(tokenize_documents, [tokenize_unit(store_config, crawl, k, tag=kind) for k in kept], runner)
+        outputs[kind] = (docs, kept, toks)
+
+    for stage in range(3):
+        a, b = outputs["inprocess"][stage], outputs["pool"][stage]
+        assert [_outcome(r) for r in b] == [_outcome(r) for r in a]
+        assert all(r.errors == [] and balanced(r) for r in a + b)
+        assert _rows(lake, b).equals(_rows(lake, a))
+        assert {r.part for r in a}.isdisjoint({r.part for r in b})
+    docs = outputs["pool"][0]
+    assert [r.source for r in docs] == [raw[0] for raw in raws]
+    assert sum(r.rows_out for r in outputs["pool"][2]) >= 20  # dolma's English pages reach the token stage
+
+
+def test_pool_runner_reports_a_failing_unit_without_losing_the_others(store_config, lake, crawl):
+    """One missing input among good ones: the pool returns every result, the bad one with its error."""
+    good = upload(lake, crawl, "whirlwind__CC-MAIN-2024-22.warc.gz")
+    units = [extract_unit(store_config, crawl, *good),
+             extract_unit(store_config, crawl, f"raw/{crawl}/gone.warc.gz", 10, "x")]
+    results = run_units(extract_documents, units, RunnerSettings(kind="pool", workers=2))
+    assert [r.source for r in results] == [u.source for u in units]
+    assert results[0].errors == [] and results[0].rows_out == 1
+    assert results[1].errors[0].startswith(f"raw/{crawl}/gone.warc.gz: ")
