@@ -15,7 +15,7 @@ from llm_assets.core.units import UnitResult, timed_unit
 from llm_assets.settings import TokenizedSettings
 
 STAGE_VERSION = "1"
-BATCH_ROWS = 1024
+BATCH_ROWS = 256  # encodings of a batch are held at once: keep it small
 
 
 def schema(vocab_size: int) -> pa.Schema:
@@ -52,7 +52,9 @@ def tokenize_documents(u: TokenizeUnit) -> UnitResult:
     with lake.part_writer(u.part, out_schema) as out:
         for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "text"]):
             rows_in += batch.num_rows
-            ids = [e.ids + [eos] for e in tok.encode_batch(batch.column("text").to_pylist(), add_special_tokens=False)]
+            # encode_batch_fast skips offsets and alignments: the same ids at about twice the speed
+            texts = batch.column("text").to_pylist()
+            ids = [e.ids + [eos] for e in tok.encode_batch_fast(texts, add_special_tokens=False)]
             out.write(
                 pa.table(
                     {
