@@ -51,9 +51,11 @@ def cmd_demo(args) -> int:
     _ensure_store()
     instance = get_instance()
     from llm_assets.core.lake import Lake
+
+    # Before the code location is imported: without ../shared/data this points the settings at a sample tokenizer.
+    files = demo.demo_files(environment.home() / "demo")
     from llm_assets.definitions import defs, store
 
-    files = demo.demo_files(environment.home() / "demo")
     keys = demo.drop_files(Lake(environment.store_config()), files)
     print(f"dropped {len(keys)} raw files into {len(files)} crawls: {', '.join(files)}")
     requests = demo.evaluate_sensor(instance, defs, store)

@@ -52,7 +52,7 @@ def format_summary(status: dict) -> str:
     rows = []
     for asset, totals in status["assets"].items():
         cells = [status["by_crawl"].get(asset, {}).get(c, {"rows": 0, "partitions": 0}) for c in crawls]
-        rows.append([asset, *(f"{c['rows']:,} rows, {c['partitions']} partitions" for c in cells),
+        rows.append([asset, *(f"{c['rows']:,} rows, {c['partitions']} partition{'s' * (c['partitions'] != 1)}" for c in cells),
                      f"{totals['rows']:,} rows, {totals['materialized']}/{totals['total']} partitions"])
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths))  # noqa: E731
