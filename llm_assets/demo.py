@@ -97,10 +97,13 @@ def sample_warc(seed: int, pages: int) -> bytes:
 
 
 def drop_files(lake, files: dict[str, list[Path]]) -> list[str]:
+    from llm_assets.core.lake import parse_raw_key
+
     keys = []
     for crawl, paths in files.items():
         for path in paths:
             key = f"raw/{crawl}/{path.name}"
+            parse_raw_key(key)  # a crawl or file name that cannot be a key fails here, before any upload
             lake.put_file(key, path)
             keys.append(key)
     return keys
