@@ -63,6 +63,8 @@ def cmd_demo(args) -> int:
     failed = demo.run_requested(instance, defs, requests)
     print()
     print(format_summary(lake_status(instance)))
+    print()
+    print(demo.image_pair_examples(Lake(environment.store_config()), list(files)))
     if failed:
         print(f"\nfailed partitions: {', '.join(failed)}", file=sys.stderr)
         return 1
@@ -119,6 +121,32 @@ def _records(df, width: int = 240) -> str:
     return "\n".join(blocks) if blocks else "(no rows)"
 
 
+def cmd_record(args) -> int:
+    import polars as pl
+
+    from llm_assets.core.lake import Lake, validate_crawl
+    from llm_assets.core.partition import LakeInput
+    from llm_assets.core.provenance import original_record
+    from llm_assets.settings import load_settings
+
+    validate_crawl(args.crawl)
+    if not all(c in "0123456789abcdef" for c in args.doc_id) or not args.doc_id:
+        raise ValueError(f"invalid doc_id {args.doc_id!r}: expected hex digits")
+    lake = Lake(environment.store_config())
+    manifests = [m for s in load_settings().shard_keys()
+                 if (m := lake.get_json(f"lake/documents/crawl={args.crawl}/shard={s}/_manifest.json"))]
+    found = (LakeInput(lake, "documents", manifests).scan()
+             .filter(pl.col("doc_id") == args.doc_id)
+             .select("source_key", "source_format", "record_offset", "record_skip", "url").collect())
+    if found.is_empty():
+        print(f"no document {args.doc_id} in crawl {args.crawl}", file=sys.stderr)
+        return 1
+    key, fmt, offset, skip, url = found.row(0)
+    print(f"# {url}\n# {key} ({fmt}) at offset {offset}" + (f" + {skip}" if skip else ""))
+    print(original_record(lake, key, fmt, offset, skip, args.max_bytes))
+    return 0
+
+
 def cmd_ui(args) -> int:
     from llm_assets.instance import dagster_home
     from llm_assets.settings import PROJECT_ROOT
@@ -147,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--json", action="store_true", help="JSON Lines, one object per row")
     p.set_defaults(fn=cmd_show)
+
+    p = sub.add_parser("record", help="the original raw record a document came from")
+    p.add_argument("doc_id")
+    p.add_argument("--crawl", required=True)
+    p.add_argument("--max-bytes", type=int, default=1 << 20, help="cut the payload after this many bytes")
+    p.set_defaults(fn=cmd_record)
 
     p = sub.add_parser("store", help="the embedded object store (SeaweedFS on 127.0.0.1)")
     p.add_argument("action", choices=["start", "stop", "status"])

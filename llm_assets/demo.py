@@ -149,3 +149,21 @@ def run_requested(instance, defs, requests) -> list[str]:
         if not result.success:
             failed.append(str(request.partition_key))
     return failed
+
+
+def image_pair_examples(lake, crawls: list[str], n: int = 3) -> str:
+    """A few image–text pairs of the demo crawls, to look at."""
+    import polars as pl
+
+    from llm_assets.core.partition import LakeInput
+    from llm_assets.settings import load_settings
+
+    lines = ["image–text pairs, for example:"]
+    for crawl in crawls:
+        manifests = [m for s in load_settings().shard_keys()
+                     if (m := lake.get_json(f"lake/image_text_pairs/crawl={crawl}/shard={s}/_manifest.json"))]
+        pairs = (LakeInput(lake, "image_text_pairs", manifests).scan()
+                 .filter(pl.col("alt").str.len_chars() > 10).head(n).collect())
+        for image_url, alt in pairs.select("image_url", "alt").iter_rows():
+            lines.append(f"  [{crawl}] {alt[:60]!r} → {image_url[:90]}")
+    return "\n".join(lines)

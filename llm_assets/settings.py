@@ -34,9 +34,21 @@ class RunnerSettings(_Section):
 
 
 class DocumentsSettings(_Section):
-    extractor: Literal["trafilatura"] = "trafilatura"
+    extractor: Literal["trafilatura", "resiliparse"] = "trafilatura"
     max_payload_bytes: int = Field(default=5_000_000, gt=0)
+    extract_timeout_s: float = Field(default=1.0, gt=0)
+    max_html_chars: int = Field(default=2_000_000, gt=0)
     min_text_chars: int = Field(default=1, ge=0)
+    text_field: str = "text"
+    url_field: str = "url"
+    id_field: str = "id"
+
+
+class ImagePairsSettings(_Section):
+    min_text_chars: int = Field(default=5, ge=0)
+    nearby_chars: int = Field(default=300, ge=0)
+    min_side_px: int = Field(default=32, ge=0)
+    max_images_per_page: int = Field(default=100, ge=1)
 
 
 class FilteredSettings(_Section):
@@ -64,6 +76,7 @@ class Settings(_Section):
     shards: int = Field(default=4, ge=1, le=9999)
     runner: RunnerSettings = RunnerSettings()
     documents: DocumentsSettings = DocumentsSettings()
+    image_text_pairs: ImagePairsSettings = ImagePairsSettings()
     filtered: FilteredSettings = FilteredSettings()
     tokenized: TokenizedSettings = TokenizedSettings()
     sensor: SensorSettings = SensorSettings()

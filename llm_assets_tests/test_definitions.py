@@ -1,5 +1,7 @@
 """The code location loads, and its asset specs are what the catalog shows (snapshot)."""
 
+import re
+
 import dagster as dg
 
 from llm_assets.definitions import defs
@@ -7,6 +9,7 @@ from llm_assets.definitions import defs
 EXPECTED = {
     "raw_files": [],
     "documents": ["raw_files"],
+    "image_text_pairs": ["raw_files"],
     "filtered": ["documents"],
     "tokenized": ["filtered"],
 }
@@ -26,9 +29,10 @@ def test_asset_specs_snapshot():
         assert spec.description and len(spec.description) > 80, f"{name} needs a catalog description"
         assert isinstance(spec.partitions_def, dg.MultiPartitionsDefinition)
         assert spec.partitions_def.partition_dimension_names == ["crawl", "shard"]
-        assert spec.code_version and spec.code_version.startswith("1-")
+        assert re.fullmatch(r"\d+-[0-9a-f]{10}", spec.code_version or "")
     checks = {(k.asset_key.path[-1], k.name) for k in defs.resolve_asset_graph().asset_check_keys}
-    assert checks == {(a, c) for a in EXPECTED for c in ("row_accounting", "schema")}
+    assert checks == {(a, "schema") for a in EXPECTED} | {
+        (a, "row_accounting") for a in EXPECTED if a != "image_text_pairs"}
 
 
 def test_code_version_follows_settings():

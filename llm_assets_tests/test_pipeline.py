@@ -9,6 +9,7 @@ import pytest
 from llm_assets import cli
 from llm_assets.documents.assets import documents
 from llm_assets.filtered.assets import filtered
+from llm_assets.image_text_pairs.assets import image_text_pairs
 from llm_assets.jobs import lake_job
 from llm_assets.raw.assets import raw_files
 from llm_assets.tokenized.assets import tokenized
@@ -16,7 +17,7 @@ from llm_assets.raw.sensor import raw_drop_sensor
 from resources import LakeIOManager
 from llm_assets_tests.conftest import shared
 
-STAGES = ["raw_files", "documents", "filtered", "tokenized"]
+STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "tokenized"]
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def materialized(store_env, object_store, instance, crawl):
     lake = object_store.lake()
     lake.put_file(f"raw/{crawl}/{warc.name}", warc)
     test_defs = dg.Definitions(
-        assets=[raw_files, documents, filtered, tokenized],
+        assets=[raw_files, documents, image_text_pairs, filtered, tokenized],
         jobs=[lake_job],
         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
     )
@@ -48,7 +49,7 @@ def _metadata(result, asset):
 def test_every_stage_is_materialized_with_its_report(materialized):
     result, _ = materialized
     assert result.success
-    raw, docs, filt, tok = (_metadata(result, a) for a in STAGES)
+    raw, docs, pairs, filt, tok = (_metadata(result, a) for a in STAGES)
     assert raw["rows_out"] == 1
     # the CC-MAIN-2020-34 excerpt: 50 records, 16 of them HTML responses, one of which has no main text
     assert docs["rows_in"] == 50 and docs["rows_out"] == 15
@@ -56,15 +57,16 @@ def test_every_stage_is_materialized_with_its_report(materialized):
     assert 0 < filt["rows_out"] < filt["rows_in"] == 15
     assert set(filt["dropped_by_reason"]) <= {"language", "too_few_words", "too_many_words"}
     assert tok["rows_out"] == filt["rows_out"]
-    for meta in (raw, docs, filt, tok):
+    assert pairs["rows_out"] > 0
+    for meta in (raw, docs, pairs, filt, tok):
         assert meta["seconds"] > 0 and meta["peak_rss_mib"] > 0 and "funnel" in meta
 
 
 def test_every_check_passes(materialized):
     result, _ = materialized
     evaluations = result.get_asset_check_evaluations()
-    assert {(e.asset_key.path[-1], e.check_name) for e in evaluations} == {
-        (a, c) for a in STAGES for c in ("row_accounting", "schema")}
+    assert {(e.asset_key.path[-1], e.check_name) for e in evaluations} == {(a, "schema") for a in STAGES} | {
+        (a, "row_accounting") for a in STAGES if a != "image_text_pairs"}
     assert all(e.passed for e in evaluations)
 
 

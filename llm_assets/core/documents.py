@@ -1,6 +1,7 @@
-"""Stage `documents`: WARC/ARC records -> extracted main text with URL and provenance.
+"""Stage `documents`: raw crawl files -> documents with their text, URL and provenance.
 
-One work unit reads one raw file, streaming, and writes one part.
+One work unit reads one raw file, streaming, whatever its format (see `readers`), extracts the main text of HTML
+records, and writes one part. Bad records are quarantined under `rejected/` with their reason.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from llm_assets.core.extract import EXTRACTOR_VERSION, extract_html
+from llm_assets.core.extract import ExtractionTimeout, extract_html, extractor_version
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.core.units import DropCounter, UnitResult, timed_unit
-from llm_assets.core.warc import iter_html_records
+from llm_assets.core.readers import (ReaderSettings, ReadReport, SourceRecord, UnreadableFile, is_parquet,
+                                     read_parquet, read_records)
+from llm_assets.core.units import UnitResult, timed_unit
 from llm_assets.settings import DocumentsSettings
 
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"
 BATCH_ROWS = 256
 
 SCHEMA = pa.schema(
@@ -27,7 +29,9 @@ SCHEMA = pa.schema(
         ("domain", pa.string()),
         ("crawl", pa.string()),
         ("source_key", pa.string()),
-        ("record_offset", pa.int64()),
+        ("source_format", pa.string()),
+        ("record_offset", pa.int64()),  # compressed offset of the record's gzip member (or of the record)
+        ("record_skip", pa.int64()),  # uncompressed bytes from record_offset to the record; 0 for gzip per record
         ("warc_record_id", pa.string()),
         ("fetch_time", pa.string()),
         ("content_type", pa.string()),
@@ -39,10 +43,21 @@ SCHEMA = pa.schema(
     ]
 )
 
+REJECTED_SCHEMA = pa.schema(
+    [
+        ("source_key", pa.string()),
+        ("record_offset", pa.int64()),
+        ("record_skip", pa.int64()),
+        ("url", pa.string()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
 
-def doc_id(source_key: str, record_id: str, offset: int) -> str:
-    """Stable across re-runs: the WARC record id where there is one, else the file and offset."""
-    identity = record_id or f"{source_key}@{offset}"
+
+def doc_id(source_key: str, record_id: str, offset: int, skip: int = 0) -> str:
+    """Stable across re-runs: the WARC record id where there is one, else the file and position."""
+    identity = record_id if record_id.startswith("<urn:") else f"{source_key}@{offset}+{skip}#{record_id}"
     return hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
@@ -55,52 +70,116 @@ class ExtractUnit:
     size: int
     unit: str
     part: str
+    rejected_part: str = ""
+    extractor: str = ""  # a run's override of settings.extractor
+
+    @property
+    def effective_extractor(self) -> str:
+        return self.extractor or self.settings.extractor
+
+
+def reader_settings(s: DocumentsSettings) -> ReaderSettings:
+    return ReaderSettings(max_payload_bytes=s.max_payload_bytes, text_field=s.text_field, url_field=s.url_field,
+                          id_field=s.id_field)
+
+
+def iter_source(lake: Lake, key: str, settings: ReaderSettings, report: ReadReport):
+    """Records of one raw object, streamed; Parquet is read with random access instead."""
+    body = lake.open(key)
+    head = body.read(4)
+    if is_parquet(head):
+        body.close()
+        with lake.open_arrow(key) as f:
+            yield from read_parquet(f, settings, report)
+        return
+    yield from read_records(_Prepend(head, body), key, settings, report)
+
+
+class _Prepend:
+    """A stream with bytes already read put back in front."""
+
+    def __init__(self, head: bytes, body):
+        self.head, self.body = head, body
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            data, self.head = self.head[:n] if n >= 0 else self.head, self.head[n:] if n >= 0 else b""
+            more = self.body.read(n - len(data)) if n < 0 or len(data) < n else b""
+            return data + (more or b"")
+        return self.body.read(n) if n >= 0 else self.body.read()
+
+
+def _document(u: ExtractUnit, rec: SourceRecord, report: ReadReport) -> dict | None:
+    s = u.settings
+    title = date = None
+    text = rec.text
+    extractor = rec.fmt  # text a WET, JSON or Parquet source already holds
+    if rec.html is not None:
+        extractor = extractor_version(u.effective_extractor)
+        try:
+            extracted = extract_html(rec.html, rec.url, extractor=u.effective_extractor,
+                                     timeout_s=s.extract_timeout_s, max_chars=s.max_html_chars)
+        except ExtractionTimeout:
+            report.quarantine("extraction_timeout", rec.offset, rec.skip, rec.url, f"over {s.extract_timeout_s}s")
+            return None
+        if extracted is not None:
+            text, title, date = extracted.text, extracted.title, extracted.date
+    if not text or len(text) < s.min_text_chars:
+        report.skip("no_text")
+        return None
+    return {
+        "doc_id": doc_id(u.source, rec.record_id, rec.offset, rec.skip),
+        "url": rec.url,
+        "domain": (urlsplit(rec.url).hostname or "").lower() if "://" in rec.url else "",
+        "crawl": u.crawl,
+        "source_key": u.source,
+        "source_format": rec.fmt,
+        "record_offset": rec.offset,
+        "record_skip": rec.skip,
+        "warc_record_id": rec.record_id,
+        "fetch_time": rec.fetch_time,
+        "content_type": rec.content_type,
+        "charset": rec.charset,
+        "title": title,
+        "date": date,
+        "text": text,
+        "extractor": extractor,
+    }
 
 
 @timed_unit
 def extract_documents(u: ExtractUnit) -> UnitResult:
     lake = Lake(u.store)
-    drops = DropCounter()
-    rows_out = 0
+    report = ReadReport()
     rows: list[dict] = []
+    errors: list[str] = []
     with lake.part_writer(u.part, SCHEMA) as out:
-        for rec in iter_html_records(lake.open(u.source), drops, u.settings.max_payload_bytes):
-            extracted = extract_html(rec.html, rec.url)
-            if extracted is None or len(extracted.text) < u.settings.min_text_chars:
-                drops.drop("no_text")
-                continue
-            rows.append(
-                {
-                    "doc_id": doc_id(u.source, rec.record_id, rec.offset),
-                    "url": rec.url,
-                    "domain": (urlsplit(rec.url).hostname or "").lower(),
-                    "crawl": u.crawl,
-                    "source_key": u.source,
-                    "record_offset": rec.offset,
-                    "warc_record_id": rec.record_id,
-                    "fetch_time": rec.fetch_time,
-                    "content_type": rec.content_type,
-                    "charset": rec.charset,
-                    "title": extracted.title,
-                    "date": extracted.date,
-                    "text": extracted.text,
-                    "extractor": EXTRACTOR_VERSION,
-                }
-            )
-            if len(rows) >= BATCH_ROWS:
-                out.write(pa.Table.from_pylist(rows, SCHEMA))
-                rows_out += len(rows)
-                rows.clear()
+        try:
+            for rec in iter_source(lake, u.source, reader_settings(u.settings), report):
+                if (row := _document(u, rec, report)) is not None:
+                    rows.append(row)
+                if len(rows) >= BATCH_ROWS:
+                    out.write(pa.Table.from_pylist(rows, SCHEMA))
+                    rows.clear()
+        except UnreadableFile as e:
+            report.quarantine("unreadable_file", 0, detail=str(e))
+            errors.append(f"{u.source}: unreadable: {e}")
         out.write(pa.Table.from_pylist(rows, SCHEMA))
-        rows_out += len(rows)
-    errors = [f"{u.source}: damaged after the last intact record"] if drops.get("truncated_file") else []
+    if u.rejected_part:
+        with lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
+            rejected.write(pa.Table.from_pylist([{"source_key": u.source, **q} for q in report.quarantined],
+                                                REJECTED_SCHEMA))
+    damaged = sum(report.drops.get(r, 0) for r in ("truncated_file", "corrupt_record"))
+    if damaged:
+        errors.append(f"{u.source}: {damaged} damaged record(s) quarantined; intact records kept")
     return UnitResult(
         unit=u.unit,
         source=u.source,
         part=u.part,
-        rows_in=rows_out + sum(drops.values()),
-        rows_out=rows_out,
-        dropped=dict(drops),
+        rejected_part=u.rejected_part or None,
+        rows_in=out.rows + sum(report.drops.values()),
+        rows_out=out.rows,
+        dropped=dict(report.drops),
         bytes_in=u.size,
         bytes_out=out.bytes,
         errors=errors,

@@ -1,3 +1,5 @@
+from typing import Literal
+
 import dagster as dg
 
 from llm_assets.core.documents import SCHEMA, STAGE_VERSION, ExtractUnit, extract_documents
@@ -12,19 +14,35 @@ SETTINGS = load_settings().documents
 CODE_VERSION = code_version(STAGE_VERSION, SETTINGS.fingerprint())
 
 
-@stage_asset(CODE_VERSION)
-def documents(context: dg.AssetExecutionContext, store: ObjectStore, raw_files: LakeInput):
-    """Documents extracted from the shard's WARC/ARC files: main text (trafilatura, FineWeb settings), title,
-    date, URL and provenance (source key, record offset, WARC-Record-ID, fetch time, content type, charset).
+class DocumentsConfig(dg.Config):
+    """Per-run choice of extractor; empty means the settings file's. The choice is part of every work unit's
+    id, so a run with another extractor writes other parts rather than passing them off as the default's."""
 
-    Only 2xx HTML responses become documents; every other record is counted by reason
-    (not_response, revisit, non_2xx, non_html, oversized, no_text, truncated_file). One work unit per raw file.
+    extractor: Literal["", "trafilatura", "resiliparse"] = ""
+
+
+@stage_asset(CODE_VERSION)
+def documents(context: dg.AssetExecutionContext, config: DocumentsConfig, store: ObjectStore, raw_files: LakeInput):
+    """Documents from the shard's raw files, whatever their format (sniffed from the bytes: WARC/ARC with gzip
+    per record, whole-file gzip or none, WET, JSON Lines / JSON in gzip or zstd, Parquet, loose HTML).
+
+    HTML responses (2xx, HTML by header and by sniffing) get their main text extracted (trafilatura with
+    FineWeb's settings by default, or resiliparse), with title and date; charsets come from the HTTP header,
+    then `<meta>`, then detection. Each document keeps its provenance: doc_id, URL, domain, crawl, source key,
+    record offset, WARC-Record-ID, fetch time, content type, charset, extractor and version.
+
+    Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); bad ones
+    (truncated_file, corrupt_record, oversized, non_html_payload, extraction_timeout, corrupt_json,
+    missing_text, unreadable_file) are quarantined under `rejected/documents/`. One work unit per raw file.
     """
     crawl, shard = partition_of(context)
+    extractor = config.extractor or SETTINGS.extractor
     inventory = raw_files.scan().collect()
     units = []
     for key, size, etag in inventory.select("key", "size", "etag").iter_rows():
-        unit = unit_id("documents", CODE_VERSION, key, etag)
+        unit = unit_id("documents", CODE_VERSION, extractor, key, etag)
         units.append(ExtractUnit(store=store.config(), settings=SETTINGS, crawl=crawl, source=key, size=size,
-                                 unit=unit, part=part_key("documents", crawl, shard, unit)))
-    yield from run_stage(context, extract_documents, units, CODE_VERSION, SCHEMA.names)
+                                 unit=unit, part=part_key("documents", crawl, shard, unit),
+                                 rejected_part=part_key("documents", crawl, shard, unit, zone="rejected"),
+                                 extractor=extractor))
+    yield from run_stage(context, extract_documents, units, CODE_VERSION, SCHEMA.names, {"extractor": extractor})

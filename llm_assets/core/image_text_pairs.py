@@ -1,0 +1,79 @@
+"""Stage `image_text_pairs`: images of the crawl's HTML pages with the text that describes them.
+
+One work unit reads one raw file with the same reader as `documents` (no main-text extraction, so it is cheap)
+and writes one part. Rows are pairs; the unit's accounting is in pages: pages in = pages with pairs + pages
+without (`no_image_pairs`) + records the reader skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from llm_assets.core.documents import doc_id, iter_source, reader_settings
+from llm_assets.core.images import IMAGE_PAIRS_SCHEMA, ImagePairSettings, extract_image_pairs
+from llm_assets.core.lake import Lake, StoreConfig
+from llm_assets.core.readers import ReadReport, UnreadableFile
+from llm_assets.core.units import UnitResult, timed_unit
+from llm_assets.settings import DocumentsSettings, ImagePairsSettings
+
+STAGE_VERSION = "1"
+BATCH_ROWS = 2048
+
+SCHEMA = pa.schema(list(IMAGE_PAIRS_SCHEMA) + [("crawl", pa.string()), ("source_key", pa.string()),
+                                               ("record_offset", pa.int64())])
+
+
+@dataclass(frozen=True)
+class ImagePairsUnit:
+    store: StoreConfig
+    reader: DocumentsSettings
+    settings: ImagePairsSettings
+    crawl: str
+    source: str
+    size: int
+    unit: str
+    part: str
+
+
+@timed_unit
+def extract_image_text_pairs(u: ImagePairsUnit) -> UnitResult:
+    lake = Lake(u.store)
+    report = ReadReport()
+    rules = ImagePairSettings(**u.settings.model_dump())
+    rows: list[dict] = []
+    pages_with_pairs = 0
+    errors = []
+    with lake.part_writer(u.part, SCHEMA) as out:
+        try:
+            for rec in iter_source(lake, u.source, reader_settings(u.reader), report):
+                if rec.html is None:
+                    report.skip("not_html")
+                    continue
+                page = doc_id(u.source, rec.record_id, rec.offset, rec.skip)
+                pairs = extract_image_pairs(rec.html, rec.url, page, rules)
+                if not pairs:
+                    report.skip("no_image_pairs")
+                    continue
+                pages_with_pairs += 1
+                rows += [{**p, "crawl": u.crawl, "source_key": u.source, "record_offset": rec.offset} for p in pairs]
+                if len(rows) >= BATCH_ROWS:
+                    out.write(pa.Table.from_pylist(rows, SCHEMA))
+                    rows.clear()
+        except UnreadableFile as e:
+            report.quarantine("unreadable_file", 0, detail=str(e))
+            errors.append(f"{u.source}: unreadable: {e}")
+        out.write(pa.Table.from_pylist(rows, SCHEMA))
+    return UnitResult(
+        unit=u.unit,
+        source=u.source,
+        part=u.part,
+        rows_in=pages_with_pairs + sum(report.drops.values()),
+        rows_out=out.rows,
+        dropped=dict(report.drops),
+        bytes_in=u.size,
+        bytes_out=out.bytes,
+        errors=errors,
+        columns=SCHEMA.names,
+    )

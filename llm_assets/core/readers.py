@@ -1,0 +1,449 @@
+"""Raw crawl files -> source records, streaming, whatever the format.
+
+The format is sniffed from the bytes, not taken from the file name: gzip or zstd compression, then WARC, ARC,
+JSON Lines, JSON, Parquet or a loose HTML page. Memory is bounded by a record or a batch, never a file.
+
+Every record a reader passes over is accounted for: yielded, counted under a skip reason (`report.skip`), or
+quarantined with its offset and what is wrong (`report.quarantine`). Damage never ends the shard: a
+gzip-per-record file resynchronizes at the next gzip member; other damage ends the file, keeping what came
+before it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from warcio.archiveiterator import ArchiveIterator
+
+from llm_assets.core.charset import decode_html
+from llm_assets.core.units import DropCounter
+
+GZIP_MAGIC = b"\x1f\x8b\x08"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+PARQUET_MAGIC = b"PAR1"
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+CHUNK = 64 * 1024
+# Payloads that start like these are not HTML, whatever their Content-Type says.
+BINARY_MAGICS = (b"%PDF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"PK\x03\x04", b"\x1f\x8b", b"RIFF", b"\x00\x00\x01\x00",
+                 b"OggS", b"ID3", b"\x7fELF", b"wOFF", b"wOF2")
+
+
+@dataclass
+class SourceRecord:
+    """One document's raw material: HTML to extract, or text a WET/JSON/Parquet source already holds."""
+
+    fmt: str  # warc | arc | wet | jsonl | json | parquet | html
+    offset: int  # compressed offset of the record's gzip member, or of the record in an uncompressed stream
+    skip: int = 0  # uncompressed bytes from `offset` to the record (records inside one big gzip member)
+    url: str = ""
+    record_id: str = ""
+    fetch_time: str = ""
+    content_type: str = ""
+    charset: str = ""
+    html: str | None = None
+    text: str | None = None
+    title: str | None = None
+    payload_bytes: int = 0
+
+
+@dataclass
+class ReadReport:
+    """What a reader passed over: skips by reason, quarantined records, file-level errors."""
+
+    drops: DropCounter = field(default_factory=DropCounter)
+    quarantined: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    max_quarantined: int = 10_000
+
+    def skip(self, reason: str) -> None:
+        self.drops.drop(reason)
+
+    def quarantine(self, reason: str, offset: int, skip: int = 0, url: str = "", detail: str = "") -> None:
+        self.drops.drop(reason)
+        if len(self.quarantined) < self.max_quarantined:
+            self.quarantined.append({"record_offset": offset, "record_skip": skip, "url": url, "reason": reason,
+                                     "detail": detail[:500]})
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    max_payload_bytes: int = 5_000_000
+    text_field: str = "text"
+    url_field: str = "url"
+    id_field: str = "id"
+    max_json_bytes: int = 256_000_000  # a JSON (not JSON Lines) document is parsed whole
+
+
+class UnreadableFile(ValueError):
+    """A file that is no archive or document format this platform reads."""
+
+
+# ---------------------------------------------------------------------------------------------------- streams
+
+
+class _Source:
+    """The compressed byte stream with its position and a push-back buffer."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw, self.pos, self.buf = raw, 0, b""
+
+    def read(self, n: int) -> bytes:
+        data, self.buf = self.buf[:n], self.buf[n:]
+        if len(data) < n:
+            data += self.raw.read(n - len(data)) or b""
+        self.pos += len(data)
+        return data
+
+    def unread(self, data: bytes) -> None:
+        if data:
+            self.buf = data + self.buf
+            self.pos -= len(data)
+
+    def peek(self, n: int) -> bytes:
+        data = self.read(n)
+        self.unread(data)
+        return data
+
+
+class DamagedMember(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
+
+
+class _Member(io.RawIOBase):
+    """The decompressed bytes of one gzip member. Raises DamagedMember on corrupt data or an early end."""
+
+    def __init__(self, src: _Source):
+        self.src, self.start = src, src.pos
+        self._d = zlib.decompressobj(31)
+        self._out = b""
+        self._chunk_start = src.pos
+        self._chunk = b""
+        self.done = False
+        self.produced = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while not self._out and not self.done:
+            if self._d.unconsumed_tail:
+                data = self._d.unconsumed_tail
+            else:
+                self._chunk_start = self.src.pos
+                self._chunk = data = self.src.read(CHUNK)
+                if not data:
+                    raise DamagedMember("truncated_file", f"file ends inside the gzip member at offset {self.start}")
+            try:
+                self._out = self._d.decompress(data, CHUNK)
+            except zlib.error as e:
+                self._resync_point()
+                raise DamagedMember("corrupt_record", f"gzip member at offset {self.start}: {e}") from e
+            if self._d.eof:
+                self.src.unread(self._d.unused_data)
+                self.done = True
+        n = min(len(b), len(self._out))
+        b[:n] = self._out[:n]
+        self._out = self._out[n:]
+        self.produced += n
+        return n
+
+    def _resync_point(self) -> None:
+        # The next member may start inside the chunk that failed: give the chunk back (past this member's own
+        # first byte) so the scan for the next gzip header sees it.
+        keep_from = max(0, self.start + 1 - self._chunk_start)
+        self.src.unread(self._chunk[keep_from:])
+
+    def drain(self, limit: int) -> bool:
+        """Read on to the member's end (checking its CRC) if that is within `limit` bytes. True if it ended."""
+        while not self.done and limit > 0:
+            got = self.read(min(CHUNK, limit))
+            if not got:
+                break
+            limit -= len(got)
+        return self.done
+
+
+def _scan_to_next_member(src: _Source) -> bool:
+    """Skip to the next gzip header. False at the end of the file."""
+    tail = b""
+    while True:
+        chunk = src.read(CHUNK)
+        if not chunk:
+            return False
+        data = tail + chunk
+        i = data.find(GZIP_MAGIC)
+        if i >= 0:
+            src.unread(data[i:])
+            return True
+        tail = data[-(len(GZIP_MAGIC) - 1):]
+        # the bytes kept in `tail` were consumed from src; account them back as unread only on a hit
+
+
+# ------------------------------------------------------------------------------------------------------- WARC
+
+
+def _looks_binary(payload: bytes) -> bool:
+    head = payload[:1024].lstrip()
+    return head.startswith(BINARY_MAGICS) or b"\x00" in head
+
+
+def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: _Member | None, settings: ReaderSettings,
+                  report: ReadReport) -> Iterator[SourceRecord]:
+    """Records of one (uncompressed) WARC/ARC stream. `member` is set when the stream is a gzip member."""
+    it = ArchiveIterator(stream, arc2warc=True, check_digests=False)
+    for record in it:
+        # it.get_record_offset() reads the record to its end: call it only once the payload has been read
+        url = record.rec_headers.get_header("WARC-Target-URI") or ""
+        record_id = record.rec_headers.get_header("WARC-Record-ID") or ""
+        rec_type = record.rec_type
+        if rec_type == "revisit":
+            report.skip("revisit")
+            continue
+        if rec_type == "conversion":  # WET: text Common Crawl already extracted
+            payload = record.content_stream().read(settings.max_payload_bytes + 1)
+            skip = it.get_record_offset()
+            if len(payload) > settings.max_payload_bytes:
+                report.quarantine("oversized", base_offset, skip, url, f"{len(payload)}+ bytes")
+                continue
+            yield SourceRecord(fmt="wet", offset=base_offset, skip=skip, url=url, record_id=record_id,
+                               fetch_time=record.rec_headers.get_header("WARC-Date") or "",
+                               content_type=record.rec_headers.get_header("Content-Type") or "text/plain",
+                               charset="utf-8", text=payload.decode("utf-8", errors="replace"),
+                               payload_bytes=len(payload))
+            continue
+        if rec_type != "response" or record.http_headers is None:
+            report.skip("not_response")
+            continue
+        status = record.http_headers.get_statuscode() or ""
+        if not status.startswith("2"):
+            report.skip("non_2xx")
+            continue
+        content_type = record.http_headers.get_header("Content-Type") or ""
+        if content_type and content_type.lower().split(";")[0].strip() not in HTML_TYPES:
+            report.skip("non_html")
+            continue
+        payload = record.content_stream().read(settings.max_payload_bytes + 1)
+        truncated = getattr(record.raw_stream, "limit", 0) > 0
+        skip = it.get_record_offset()
+        if len(payload) > settings.max_payload_bytes:
+            report.quarantine("oversized", base_offset, skip, url, f"payload over {settings.max_payload_bytes} bytes")
+            continue
+        if truncated:
+            # the stream ended before Content-Length: a cut record, never passed on as if whole
+            raise DamagedMember("truncated_file", f"record at offset {base_offset}+{skip} ends early")
+        if member is not None and not member.drain(CHUNK):
+            pass  # a big member (whole-file gzip): its CRC is checked when it ends
+        if _looks_binary(payload):
+            report.quarantine("non_html_payload", base_offset, skip, url, "binary bytes in an HTML response")
+            continue
+        html, charset = decode_html(payload, content_type)
+        yield SourceRecord(fmt=fmt, offset=base_offset, skip=skip, url=url, record_id=record_id,
+                           fetch_time=record.rec_headers.get_header("WARC-Date") or "",
+                           content_type=content_type, charset=charset, html=html, payload_bytes=len(payload))
+
+
+def _read_warc_gzip(src: _Source, fmt: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
+    """gzip-per-record (resynchronizing at the next member after damage) or one gzip member for the file."""
+    while src.peek(len(GZIP_MAGIC)):
+        if src.peek(len(GZIP_MAGIC)) != GZIP_MAGIC:
+            start = src.pos
+            if not _scan_to_next_member(src):
+                report.quarantine("corrupt_record", start, detail="bytes that are no gzip member up to the end")
+                return
+            report.quarantine("corrupt_record", start, detail=f"{src.pos - start} bytes that are no gzip member")
+            continue
+        member = _Member(src)
+        skip = 0
+        try:
+            for rec in _warc_records(io.BufferedReader(member, CHUNK), fmt, member.start, member, settings, report):
+                skip = rec.skip
+                yield rec
+            member.drain(1 << 62)
+        except DamagedMember as e:
+            report.quarantine(e.reason, member.start, skip, detail=str(e))
+            if e.reason == "truncated_file":
+                return
+        except Exception as e:  # noqa: BLE001 - a corrupt WARC header inside an intact member
+            report.quarantine("corrupt_record", member.start, skip, detail=f"{type(e).__name__}: {e}")
+            try:
+                member.drain(1 << 62)
+            except DamagedMember:
+                pass
+
+
+def _read_warc_plain(stream: BinaryIO, fmt: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
+    try:
+        yield from _warc_records(stream, fmt, 0, None, settings, report)
+    except DamagedMember as e:
+        report.quarantine(e.reason, 0, detail=str(e))
+    except Exception as e:  # noqa: BLE001 - uncompressed: no member boundary to resynchronize at
+        report.quarantine("truncated_file", 0, detail=f"damaged after the last intact record: {type(e).__name__}: {e}")
+
+
+# ----------------------------------------------------------------------------------------- JSON, Parquet, HTML
+
+
+def _json_record(obj, fmt: str, offset: int, settings: ReaderSettings, report: ReadReport) -> SourceRecord | None:
+    if not isinstance(obj, dict):
+        report.quarantine("corrupt_json", offset, detail="not a JSON object")
+        return None
+    text = obj.get(settings.text_field)
+    if not isinstance(text, str):
+        report.quarantine("missing_text", offset, detail=f"no string field {settings.text_field!r}")
+        return None
+    url = obj.get(settings.url_field)
+    if not isinstance(url, str):
+        meta = obj.get("metadata")
+        url = meta.get("url", "") if isinstance(meta, dict) else ""
+    return SourceRecord(fmt=fmt, offset=offset, url=url or "", record_id=str(obj.get(settings.id_field) or ""),
+                        content_type="application/json", charset="utf-8", text=text, payload_bytes=len(text))
+
+
+def _read_jsonl(stream: BinaryIO, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
+    offset = 0
+    for line in stream:
+        start, offset = offset, offset + len(line)
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            report.quarantine("corrupt_json", start, detail=str(e))
+            continue
+        if (rec := _json_record(obj, "jsonl", start, settings, report)) is not None:
+            yield rec
+
+
+def _read_json(stream: BinaryIO, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
+    data = stream.read(settings.max_json_bytes + 1)
+    if len(data) > settings.max_json_bytes:
+        raise UnreadableFile(f"JSON document over {settings.max_json_bytes} bytes: use JSON Lines")
+    try:
+        doc = json.loads(data)
+    except ValueError as e:
+        # JSON Lines whose first line is an array or a file that starts like JSON but is not
+        raise UnreadableFile(f"not valid JSON: {e}") from e
+    for i, obj in enumerate(doc if isinstance(doc, list) else [doc]):
+        if (rec := _json_record(obj, "json", i, settings, report)) is not None:
+            yield rec
+
+
+def read_parquet(file, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
+    """A Parquet file (random access), batch by batch; `offset` is the row number."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(file)
+    names = set(pf.schema_arrow.names)
+    if settings.text_field not in names:
+        raise UnreadableFile(f"Parquet file has no column {settings.text_field!r} (settings: documents.text_field)")
+    columns = [c for c in (settings.text_field, settings.url_field, settings.id_field) if c in names]
+    row = 0
+    for batch in pf.iter_batches(batch_size=1024, columns=columns):
+        for obj in batch.to_pylist():
+            if (rec := _json_record(obj, "parquet", row, settings, report)) is not None:
+                yield rec
+            row += 1
+
+
+def _read_html(stream: BinaryIO, name: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
+    payload = stream.read(settings.max_payload_bytes + 1)
+    if len(payload) > settings.max_payload_bytes:
+        report.quarantine("oversized", 0, detail=f"HTML file over {settings.max_payload_bytes} bytes")
+        return
+    html, charset = decode_html(payload, "")
+    yield SourceRecord(fmt="html", offset=0, url=name, content_type="text/html", charset=charset, html=html,
+                       payload_bytes=len(payload))
+
+
+# ------------------------------------------------------------------------------------------------- sniffing
+
+
+def sniff_format(head: bytes) -> str | None:
+    """warc | arc | jsonl | json | html | None, from the first decompressed bytes."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"WARC/"):
+        return "warc"
+    if text.startswith(b"filedesc://"):
+        return "arc"
+    if text.startswith(b"{"):
+        return "jsonl"
+    if text.startswith(b"["):
+        return "json"
+    lower = text[:2048].lower()
+    if lower.startswith((b"<!doctype html", b"<html", b"<head", b"<body", b"<!--", b"<meta", b"<title")) or (
+        lower.startswith(b"<") and (b"<html" in lower or b"<body" in lower or b"<div" in lower or b"<p>" in lower)
+    ):
+        return "html"
+    return None
+
+
+def read_records(raw: BinaryIO, name: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
+    """Records of one raw file (a streaming, non-seekable byte stream). Parquet needs random access: callers
+    detect it with `is_parquet` and use `read_parquet`. Raises UnreadableFile for what is no known format."""
+    src = _Source(raw)
+    magic = src.peek(4)
+    if not magic:
+        raise UnreadableFile("empty file")
+    if magic.startswith(GZIP_MAGIC):
+        head = _gzip_head(src)
+        fmt = sniff_format(head)
+        if fmt in ("warc", "arc"):
+            yield from _read_warc_gzip(src, fmt, settings, report)
+            return
+        import gzip
+
+        stream = io.BufferedReader(gzip.GzipFile(fileobj=src), CHUNK)
+    elif magic == ZSTD_MAGIC:
+        import zstandard
+
+        stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(src, read_across_frames=True), CHUNK)
+        head = stream.peek(4096)[:4096]
+        fmt = sniff_format(head)
+    elif magic == PARQUET_MAGIC:
+        raise UnreadableFile("Parquet needs random access: read it with read_parquet")
+    else:
+        stream = io.BufferedReader(_SourceIO(src), CHUNK)
+        fmt = sniff_format(stream.peek(4096)[:4096])
+    if fmt in ("warc", "arc"):
+        yield from _read_warc_plain(stream, fmt, settings, report)
+    elif fmt == "jsonl":
+        yield from _read_jsonl(stream, settings, report)
+    elif fmt == "json":
+        yield from _read_json(stream, settings, report)
+    elif fmt == "html":
+        yield from _read_html(stream, name, settings, report)
+    else:
+        raise UnreadableFile("not a WARC, ARC, WET, JSON Lines, JSON, Parquet or HTML file")
+
+
+def is_parquet(head: bytes) -> bool:
+    return head[:4] == PARQUET_MAGIC
+
+
+def _gzip_head(src: _Source) -> bytes:
+    """The first decompressed bytes, without consuming the source."""
+    data = src.peek(CHUNK)
+    try:
+        return zlib.decompressobj(31).decompress(data, 4096)
+    except zlib.error:
+        return b""
+
+
+class _SourceIO(io.RawIOBase):
+    def __init__(self, src: _Source):
+        self.src = src
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.src.read(len(b))
+        b[: len(data)] = data
+        return len(data)
