@@ -104,3 +104,30 @@ def test_secrets_appear_in_no_metadata_or_log(materialized, seaweed, instance):
                          for v in m.materialization.metadata.values())
     for secret in (seaweed.secret_key, seaweed.access_key):
         assert secret not in logs and secret not in metadata
+
+
+def test_a_run_can_choose_the_other_extractor(materialized, object_store, instance, crawl, capsys):
+    """Launchpad config picks resiliparse for one run: other unit ids, the extractor recorded on every row."""
+    _, partition = materialized
+    rerun = dg.materialize([raw_files, documents], selection=[documents], partition_key=partition, instance=instance,
+                           resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
+                           run_config={"ops": {"documents": {"config": {"extractor": "resiliparse"}}}})
+    assert rerun.success
+    meta = _metadata(rerun, "documents")
+    assert meta["extractor"] == "resiliparse"
+    assert meta["rows_out"] >= 15
+    assert cli.main(["show", "documents", "--crawl", crawl, "--limit", "50", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["extractor"] for r in rows} == {"resiliparse 2.0.0"}
+
+
+def test_record_prints_the_original_warc_record(materialized, crawl, capsys):
+    assert cli.main(["show", "documents", "--crawl", crawl, "--limit", "2", "--json"]) == 0
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    for doc in docs:
+        assert cli.main(["record", doc["doc_id"], "--crawl", crawl, "--max-bytes", "2000"]) == 0
+        out = capsys.readouterr().out
+        assert f"WARC-Record-ID: {doc['warc_record_id']}" in out
+        assert f"WARC-Target-URI: {doc['url']}" in out
+        assert "HTTP/1.1 200" in out or "HTTP/1.0 200" in out
+    assert cli.main(["record", "00ff", "--crawl", crawl]) == 1
