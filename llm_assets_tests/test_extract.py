@@ -1,0 +1,363 @@
+"""HTML extraction (llm_assets.core.extract) on real pages of ../shared/data/warc: both extractors, the
+per-document time limit, the size cap and malformed input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from functools import lru_cache
+from importlib.metadata import version
+
+import pytest
+import trafilatura
+from warcio.archiveiterator import ArchiveIterator
+
+from llm_assets.core import extract
+from llm_assets.core.extract import (
+    EXTRACTOR_VERSION,
+    EXTRACTORS,
+    Extracted,
+    ExtractionTimeout,
+    extract_html,
+    extractor_version,
+)
+from llm_assets_tests.conftest import shared
+
+ARCHIVE_ORG = "aut__example.IAH-2008-archive.org.warc.gz"
+CC_2020 = "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"
+DOLMA_1 = "dolma__sample-0001.warc.gz"
+
+ARTICLE_URL = (
+    "https://creativecommons.org/2024/03/28/"
+    "cc-joins-civil-society-letter-urging-u-s-to-support-openness-and-transparency-in-ai/"
+)
+ARTICLE_TITLE = "CC Joins Civil Society Letter Urging U.S. to Support Openness and Transparency in AI - Creative Commons"
+ARTICLE_SENTENCE = (
+    "This week, we joined a broad coalition of civil society and leading academics urging a tailored, "
+    "evidence-driven approach."
+)
+
+
+@lru_cache(maxsize=None)
+def html_pages(name: str) -> tuple[tuple[str, str], ...]:
+    """(url, html) of every 2xx HTML response of a shared WARC file, read with warcio directly."""
+    pages = []
+    with shared("warc", name).open("rb") as stream:
+        for record in ArchiveIterator(stream):
+            if record.rec_type != "response" or record.http_headers is None:
+                continue
+            if not (record.http_headers.get_statuscode() or "").startswith("2"):
+                continue
+            content_type = (record.http_headers.get_header("Content-Type") or "").lower().split(";")[0].strip()
+            if content_type not in ("text/html", "application/xhtml+xml"):
+                continue
+            html = record.content_stream().read().decode("utf-8", errors="replace")
+            pages.append((record.rec_headers.get_header("WARC-Target-URI") or "", html))
+    return tuple(pages)
+
+
+def page(name: str, url: str) -> str:
+    for page_url, html in html_pages(name):
+        if page_url == url:
+            return html
+    raise AssertionError(f"{url} is not in {name}")
+
+
+def article() -> str:
+    return page(DOLMA_1, ARTICLE_URL)
+
+
+def biggest_page() -> tuple[str, str]:
+    """The largest HTML page of the archive.org crawl (a 1.2 M-character forum listing; trafilatura takes
+    about 2 s on it, the slowest of all shared pages)."""
+    url, html = max(html_pages(ARCHIVE_ORG), key=lambda p: len(p[1]))
+    assert len(html) > 1_000_000
+    return url, html
+
+
+@pytest.fixture
+def alarm_untouched():
+    """The test starts with no SIGALRM handler or timer of its own, and must end the same way."""
+    before = signal.getsignal(signal.SIGALRM)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    yield
+    assert signal.getsignal(signal.SIGALRM) == before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+# --- names and versions ----------------------------------------------------------------------------------------
+
+
+def test_extractor_names_and_versions():
+    assert EXTRACTORS == ("trafilatura", "resiliparse")
+    assert extractor_version("trafilatura") == f"trafilatura {version('trafilatura')}"
+    assert extractor_version("resiliparse") == f"resiliparse {version('resiliparse')}"
+    assert EXTRACTOR_VERSION == extractor_version("trafilatura")
+
+
+@pytest.mark.parametrize("html", ["", "<html><body><p>text</p></body></html>"])
+def test_unknown_extractor_names_it_and_the_valid_ones(html):
+    with pytest.raises(ValueError, match=r"'boilerpipe'.*trafilatura, resiliparse"):
+        extract_html(html, None, extractor="boilerpipe")
+    with pytest.raises(ValueError, match=r"'Trafilatura'"):
+        extractor_version("Trafilatura")
+
+
+def test_invalid_limits_are_rejected():
+    with pytest.raises(ValueError, match="timeout_s"):
+        extract_html("<p>x</p>", None, timeout_s=0)
+    with pytest.raises(ValueError, match="max_chars"):
+        extract_html("<p>x</p>", None, max_chars=0)
+
+
+# --- both extractors on real pages -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", EXTRACTORS)
+def test_article_text_title_and_date(name):
+    """A real news article (creativecommons.org, 2024): main text with a known sentence, title and date."""
+    result = extract_html(article(), ARTICLE_URL, extractor=name)
+    assert isinstance(result, Extracted)
+    assert ARTICLE_SENTENCE in result.text
+    assert "Over the last year, Creative Commons (CC) worked with other stakeholders" in result.text
+    assert result.title == ARTICLE_TITLE
+    assert result.date == "2024-03-28"  # <meta property="article:published_time" content="2024-03-28T...">
+
+
+def test_default_is_trafilatura_and_positional_call_still_works():
+    """extract_html(html, url) as documents.py calls it: the trafilatura result, same as before."""
+    assert extract_html(article(), ARTICLE_URL) == extract_html(article(), ARTICLE_URL, "trafilatura")
+
+
+def test_both_extractors_agree_on_the_article_body():
+    """The two extractors differ in boilerplate, not in the body: every trafilatura paragraph of the article
+    is in resiliparse's text as well."""
+    traf = extract_html(article(), ARTICLE_URL, "trafilatura")
+    resi = extract_html(article(), ARTICLE_URL, "resiliparse")
+    resi_words = " ".join(resi.text.split())
+    for paragraph in traf.text.splitlines():
+        assert " ".join(paragraph.split()) in resi_words
+
+
+@pytest.mark.parametrize("name", EXTRACTORS)
+def test_multilingual_common_crawl_pages(name):
+    """The 16 CC-MAIN-2020-34 pages (zh, de, en, fr, tg, nl, sv): main text on at least 15, and the <title>
+    kept wherever the page has one."""
+    pages = html_pages(CC_2020)
+    assert len(pages) == 16
+    results = [(html, extract_html(html, url, extractor=name)) for url, html in pages]
+    with_text = [(html, r) for html, r in results if r is not None]
+    assert len(with_text) >= 15
+    assert all(r.text.strip() for _, r in with_text)
+    with_title_tag = [r for html, r in with_text if "<title>" in html.lower() and "<title></title>" not in html.lower()]
+    assert len(with_title_tag) >= 14
+    assert all(r.title for r in with_title_tag)
+
+
+def test_fast_date_search_keeps_the_text_and_never_loads_dateparser():
+    """The date is searched without htmldate's extensive search: same main text and title as trafilatura's
+    default (extensive) date search, and dateparser (seconds of cold start per process) is never imported.
+    The control run shows the page does load it under the default settings. Runs in a fresh interpreter."""
+    shared("warc", CC_2020)
+    code = f"""
+import json, sys
+from llm_assets_tests.test_extract import html_pages
+from llm_assets.core.extract import extract_html
+import trafilatura
+pages = html_pages({CC_2020!r})
+ours = [extract_html(html, url) for url, html in pages]
+out = {{"ours_loaded": "dateparser" in sys.modules, "same": True}}
+for (url, html), mine in zip(pages, ours):
+    default = trafilatura.bare_extraction(html, url=url, favor_precision=True, include_comments=False,
+                                          include_tables=True, deduplicate=False, with_metadata=True)
+    default_text = default.text if default is not None and default.text else None
+    out["same"] &= (mine.text if mine else None) == default_text
+    out["same"] &= mine is None or mine.title == default.title
+out["default_loaded"] = "dateparser" in sys.modules
+print(json.dumps(out))
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == {"ours_loaded": False, "same": True, "default_loaded": True}
+
+
+# --- time limit ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", EXTRACTORS)
+def test_tiny_timeout_on_a_big_page_raises_then_next_call_works(name, alarm_untouched):
+    url, html = biggest_page()
+    with pytest.raises(ExtractionTimeout, match="longer than 0.001 s"):
+        extract_html(html, url, extractor=name, timeout_s=0.001)
+    assert isinstance(ExtractionTimeout("x"), TimeoutError)
+    # the handler and timer are restored: the next calls, with and without a limit, work
+    assert extract_html(article(), ARTICLE_URL, extractor=name) == extract_html(
+        article(), ARTICLE_URL, extractor=name, timeout_s=30
+    )
+    assert ARTICLE_SENTENCE in extract_html(article(), ARTICLE_URL, extractor=name, timeout_s=30).text
+
+
+def test_previous_handler_and_longer_timer_are_restored():
+    """A SIGALRM handler and an ITIMER_REAL timer of the caller (e.g. pytest-timeout's) survive a timeout."""
+    calls = []
+
+    def outer(signum, frame):
+        calls.append(signum)
+
+    previous = signal.signal(signal.SIGALRM, outer)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 20.0)
+        with pytest.raises(ExtractionTimeout):
+            extract_html(biggest_page()[1], None, timeout_s=0.001)
+        assert signal.getsignal(signal.SIGALRM) is outer
+        remaining, interval = signal.getitimer(signal.ITIMER_REAL)
+        assert 15.0 < remaining <= 20.0 and interval == 0.0
+        assert calls == []
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_shorter_outer_timer_still_fires_during_extraction():
+    """An outer timer due before our limit is delivered on time to its own handler, and the extraction goes on."""
+    calls = []
+
+    def outer(signum, frame):
+        calls.append(time.monotonic())
+
+    previous = signal.signal(signal.SIGALRM, outer)
+    try:
+        start = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        url, html = biggest_page()
+        result = extract_html(html, url, extractor="trafilatura", timeout_s=60)
+        assert result is not None and result.text
+        assert len(calls) == 1 and calls[0] > start
+        assert signal.getsignal(signal.SIGALRM) is outer
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_timeout_swallowed_by_the_library_is_raised_anyway(monkeypatch, alarm_untouched):
+    """trafilatura catches Exception in places: the alarm re-fires, and a caught timeout is raised at the end."""
+
+    def stubborn(html, url):
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            try:
+                sum(range(1000))
+            except Exception:  # noqa: BLE001 - what a library might do
+                pass
+        return Extracted(text="done", title=None, date=None)
+
+    monkeypatch.setitem(extract._EXTRACT, "trafilatura", stubborn)
+    with pytest.raises(ExtractionTimeout):
+        extract_html("<p>x</p>", None, timeout_s=0.02)
+
+
+def test_outside_the_main_thread_there_is_no_limit(alarm_untouched):
+    """Signals only reach the main thread: there the extraction runs to the end, without a limit."""
+    url, html = biggest_page()
+    box = {}
+
+    def work():
+        try:
+            box["result"] = extract_html(html, url, extractor="resiliparse", timeout_s=0.001)
+        except BaseException as err:  # noqa: BLE001
+            box["error"] = err
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(60)
+    assert "error" not in box
+    assert box["result"] is not None and box["result"].text
+
+
+# --- size cap --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", EXTRACTORS)
+def test_max_chars_cuts_the_html_before_parsing(name):
+    html = article()
+    assert extract_html(html, ARTICLE_URL, name, max_chars=len(html)) == extract_html(html, ARTICLE_URL, name)
+    cut_at = html.index("This week, we</span>")
+    cut = extract_html(html, ARTICLE_URL, name, max_chars=cut_at)
+    assert cut is None or "This week, we joined" not in cut.text
+    synthetic = "<html><body><article>" + "<p>An early paragraph of ordinary prose, long enough.</p>" * 20
+    tail = "<p>A late paragraph that the cap must drop.</p></article></body></html>"
+    full = extract_html(synthetic + tail, None, name)
+    assert full is not None and "A late paragraph" in full.text
+    capped = extract_html(synthetic + tail, None, name, max_chars=len(synthetic))
+    assert capped is not None and "An early paragraph" in capped.text and "A late paragraph" not in capped.text
+
+
+def test_max_chars_on_the_biggest_page():
+    url, html = biggest_page()
+    capped = extract_html(html, url, "resiliparse", max_chars=100_000)
+    full = extract_html(html, url, "resiliparse")
+    assert capped is not None and len(capped.text) < len(full.text)
+
+
+@pytest.mark.parametrize(
+    "html",
+    ["<div>" * 20_000 + "text", "<DIV class=a>" * 5_000 + "<div>x</div>" * 20_000, "<article>" * 20_000],
+    ids=["20k nested div", "5k nested div + 20k siblings", "20k nested article"],
+)
+def test_resiliparse_deep_nesting_is_cut_not_hung(html):
+    """resiliparse's cost grows with elements x nesting depth in C++ code the alarm cannot interrupt (20,000
+    nested <div> took ~8 s): such HTML is cut before it reaches resiliparse (speed itself is for the benchmark)."""
+    assert len(extract._cap_nesting(html)) < len(html)
+    extract_html(html, None, "resiliparse", timeout_s=30)
+
+
+def test_nesting_cap_leaves_every_real_page_alone():
+    names = sorted(p.name for p in shared("warc").iterdir())
+    pages = [html for name in names for _, html in html_pages(name)]
+    assert len(pages) == 164
+    assert all(extract._cap_nesting(html) is html for html in pages)
+
+
+# --- malformed input -------------------------------------------------------------------------------------------
+
+GARBAGE = {
+    "empty": "",
+    "whitespace": " \n\t ",
+    "nul bytes": (b"\x00" * 1000).decode("utf-8", errors="replace"),
+    "all byte values": bytes(range(256)).decode("latin-1") * 40,
+    "random bytes": os.urandom(50_000).decode("utf-8", errors="replace"),
+    "png header": (b"\x89PNG\r\n\x1a\n" + os.urandom(5000)).decode("utf-8", errors="replace"),
+    "lone <": "<",
+    "many <": "<" * 100_000,
+    "unclosed tags": "<div>" * 20_000 + "text",
+    "xml declaration": "<?xml version='1.0' encoding='utf-8'?><html><body><p>Ordinary paragraph text.</p>",
+    "broken comment": "<html><!-- <body><p>never closed",
+    "script only": "<html><script>" + "var x = 1;" * 1000 + "</script></html>",
+}
+
+
+@pytest.mark.parametrize("name", EXTRACTORS)
+@pytest.mark.parametrize("label", sorted(GARBAGE))
+def test_garbage_returns_none_or_extracted(name, label, alarm_untouched):
+    result = extract_html(GARBAGE[label], None, extractor=name, timeout_s=30)
+    assert result is None or (isinstance(result, Extracted) and isinstance(result.text, str) and result.text)
+
+
+def test_bytes_are_decoded():
+    assert extract_html(b"\x00" * 1000, None) is None
+    assert extract_html(article().encode("utf-8"), ARTICLE_URL) == extract_html(article(), ARTICLE_URL)
+
+
+def test_a_failing_library_gives_none_not_an_exception(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("lxml bug")
+
+    monkeypatch.setattr(trafilatura, "bare_extraction", broken)
+    assert extract_html(article(), ARTICLE_URL) is None
+    assert "RuntimeError: lxml bug" in caplog.text
