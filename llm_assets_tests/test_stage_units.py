@@ -4,11 +4,17 @@ rows, errors that name their input, and the same results in a process pool as in
 
 from __future__ import annotations
 
+import gzip
+import io
+import json
+import random
 import uuid
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from llm_assets.core import documents, filtered, tokenized
@@ -16,12 +22,13 @@ from llm_assets.core.documents import ExtractUnit, extract_documents
 from llm_assets.core.filtered import FilterUnit, filter_documents
 from llm_assets.core.inventory import shard_of
 from llm_assets.core.lake import Lake, part_key
+from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
 from llm_assets.core.tokenize import load_tokenizer
 from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
-from llm_assets.core.units import DropCounter, UnitResult, run_units, unit_id
-from llm_assets.core.warc import iter_html_records
+from llm_assets.core.units import UnitResult, run_units, unit_id
 from llm_assets.settings import DocumentsSettings, FilteredSettings, RunnerSettings, Settings, TokenizedSettings
 from llm_assets_tests.conftest import shared
+from llm_assets_tests.test_readers import gzip_members
 
 CC_2020 = "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"
 SHARDS = Settings().shards
@@ -36,10 +43,19 @@ def upload(lake: Lake, crawl: str, name: str, data: bytes | None = None) -> tupl
     return key, obj.size, obj.etag
 
 
-def extract_unit(store, crawl: str, key: str, size: int, etag: str, tag: str = "") -> ExtractUnit:
+def extract_unit(store, crawl: str, key: str, size: int, etag: str, tag: str = "",
+                 settings: DocumentsSettings | None = None, rejected: bool = False) -> ExtractUnit:
     unit = unit_id("documents", documents.STAGE_VERSION, key, etag, tag)
-    return ExtractUnit(store=store, settings=DocumentsSettings(), crawl=crawl, source=key, size=size, unit=unit,
-                       part=part_key("documents", crawl, shard_of(key, SHARDS), unit))
+    shard = shard_of(key, SHARDS)
+    return ExtractUnit(store=store, settings=settings or DocumentsSettings(), crawl=crawl, source=key, size=size,
+                       unit=unit, part=part_key("documents", crawl, shard, unit),
+                       rejected_part=part_key("documents", crawl, shard, unit, zone="rejected") if rejected else "")
+
+
+def intact_records() -> list:
+    """The CC-MAIN-2020-34 excerpt's HTML records, read locally with the reader."""
+    with shared("warc", CC_2020).open("rb") as f:
+        return list(read_records(f, CC_2020, ReaderSettings(), ReadReport()))
 
 
 def filter_unit(store, crawl: str, docs: UnitResult, tag: str = "") -> FilterUnit:
@@ -110,11 +126,11 @@ def test_documents_provenance(chain, lake):
     assert df.height == chain.docs.rows_out
     assert df.columns == documents.SCHEMA.names
 
-    with shared("warc", CC_2020).open("rb") as f:
-        records = {r.record_id: r for r in iter_html_records(f, DropCounter(), 5_000_000)}
+    records = {r.record_id: r for r in intact_records()}
     for row in df.iter_rows(named=True):
         rec = records[row["warc_record_id"]]
         assert (row["url"], row["record_offset"], row["fetch_time"]) == (rec.url, rec.offset, rec.fetch_time)
+        assert (row["source_format"], row["record_skip"], row["charset"]) == ("warc", 0, rec.charset)
         assert (row["source_key"], row["crawl"]) == (chain.source, chain.crawl)
         assert row["domain"] == urlsplit(rec.url).hostname.lower()
         assert row["doc_id"] == documents.doc_id(chain.source, rec.record_id, rec.offset)
@@ -224,25 +240,115 @@ def test_missing_tokenizer_is_a_reported_error(chain, store_config, tmp_path):
     assert "FileNotFoundError" in r.errors[0] and str(tmp_path / "nowhere") in r.errors[0]
 
 
-def test_damaged_raw_file_keeps_earlier_documents_and_reports_it(store_config, lake, crawl):
-    """Bytes overwritten mid-file: the documents before the damage are written, and the error names the file."""
+def _documents_of(lake: Lake, r: UnitResult) -> pl.DataFrame:
+    return read(lake, r.part).select("doc_id", "url", "record_offset", "text").sort("record_offset")
+
+
+def _expected(lake: Lake, chain: Chain, keep) -> pl.DataFrame:
+    """The intact file's documents (the chain's part) whose record_offset satisfies `keep`."""
+    docs = _documents_of(lake, chain.docs)
+    return docs.filter(pl.Series([keep(o) for o in docs["record_offset"]], dtype=pl.Boolean))
+
+
+def _damage_error(key: str, r: UnitResult) -> str:
+    n = r.dropped.get("truncated_file", 0) + r.dropped.get("corrupt_record", 0)
+    assert n >= 1
+    return f"{key}: {n} damaged record(s) quarantined; intact records kept"
+
+
+def test_damaged_raw_file_quarantines_the_damage_and_recovers_the_rest(chain, store_config, lake, crawl):
+    """Bytes overwritten mid-file (inside the 6th page's gzip member): that record is quarantined, the reader
+    resynchronizes at the next member, and every other document is written, identical to the intact file's;
+    the error names the file."""
     data = bytearray(shared("warc", CC_2020).read_bytes())
-    data[48_400:48_600] = bytes(200)  # inside the 6th page's gzip member
+    (damaged_member,) = [s for s, e in gzip_members(bytes(data)) if s < 48_600 and 48_400 < e]
+    data[48_400:48_600] = bytes(200)
     key, size, etag = upload(lake, crawl, "damaged.warc.gz", bytes(data))
     r = extract_documents(extract_unit(store_config, crawl, key, size, etag))
-    assert r.dropped["truncated_file"] == 1
-    assert r.errors == [f"{key}: damaged after the last intact record"]
+    assert r.dropped.get("corrupt_record", 0) >= 1 and "truncated_file" not in r.dropped
+    assert r.errors == [_damage_error(key, r)]
     assert balanced(r)
-    assert 1 <= r.rows_out <= 5
-    assert read(lake, r.part).height == r.rows_out
+    expected = _expected(lake, chain, lambda o: o != damaged_member)
+    assert expected.height == chain.docs.rows_out - 1  # the damaged member held one page with main text
+    assert _documents_of(lake, r).equals(expected)
+    assert r.rows_out == expected.height
 
 
-def test_truncated_raw_file_is_reported(store_config, lake, crawl):
-    """A raw file cut short (an interrupted upload) is reported in the unit's errors."""
+def test_truncated_raw_file_keeps_what_precedes_the_cut_and_is_reported(chain, store_config, lake, crawl):
+    """A raw file cut short (an interrupted upload): the documents whose gzip member ends before the cut are
+    written, the cut record is quarantined as truncated_file, and the error names the file."""
     data = shared("warc", CC_2020).read_bytes()
-    key, size, etag = upload(lake, crawl, "truncated.warc.gz", data[: len(data) // 2])
+    cut = len(data) // 2
+    member_end = dict(gzip_members(data))
+    key, size, etag = upload(lake, crawl, "truncated.warc.gz", data[:cut])
     r = extract_documents(extract_unit(store_config, crawl, key, size, etag))
-    assert r.errors == [f"{key}: damaged after the last intact record"]
+    assert r.dropped["truncated_file"] == 1
+    assert r.errors == [f"{key}: 1 damaged record(s) quarantined; intact records kept"]
+    assert balanced(r)
+    expected = _expected(lake, chain, lambda o: member_end[o] <= cut)
+    assert 1 <= expected.height < chain.docs.rows_out
+    assert _documents_of(lake, r).equals(expected)
+
+
+def test_rejected_part_holds_the_quarantined_records(store_config, lake, crawl):
+    """With a rejected part, every quarantined record is a row with its reason, offset and (where known) URL:
+    here the damaged member of a corrupted copy, and the pages over a lowered max_payload_bytes."""
+    data = bytearray(shared("warc", CC_2020).read_bytes())
+    data[48_400:48_600] = bytes(200)
+    records = intact_records()
+    limit = sorted(rec.payload_bytes for rec in records)[-4]  # the 3 biggest pages are over it
+    big = [rec for rec in records if rec.payload_bytes > limit and not 48_321 <= rec.offset < 48_600]
+    key, size, etag = upload(lake, crawl, "damaged.warc.gz", bytes(data))
+    settings = DocumentsSettings(max_payload_bytes=limit)
+    r = extract_documents(extract_unit(store_config, crawl, key, size, etag, settings=settings, rejected=True))
+    assert r.rejected_part and r.rejected_part.startswith(f"rejected/documents/crawl={crawl}/")
+    rejected = read(lake, r.rejected_part)
+    assert rejected.columns == documents.REJECTED_SCHEMA.names
+    assert set(rejected["source_key"]) == {key}
+    counts = dict(rejected["reason"].value_counts().iter_rows())
+    assert counts == {reason: n for reason, n in r.dropped.items() if reason in ("oversized", "corrupt_record")}
+    assert counts["oversized"] == len(big) >= 2
+    oversized = rejected.filter(pl.col("reason") == "oversized").sort("record_offset")
+    assert oversized.select("url", "record_offset", "record_skip").rows() == [(rec.url, rec.offset, 0) for rec in big]
+    corrupt = rejected.filter(pl.col("reason") == "corrupt_record")
+    assert corrupt["record_offset"].min() == 48_321 and corrupt["detail"].str.len_chars().min() > 0
+    assert not set(read(lake, r.part)["url"]) & {rec.url for rec in big}
+    assert balanced(r)
+
+
+@pytest.mark.parametrize("kind", ["png", "text"])
+def test_unreadable_raw_file_is_reported_not_raised(store_config, lake, crawl, kind):
+    """A raw file that is no archive or document format: reason `unreadable_file` (also in the rejected part),
+    an error naming the key, no documents, and no exception."""
+    text = shared("text", "pytorch-examples__wikitext-2-v1.valid.txt").read_bytes()[:50_000]
+    png = b"\x89PNG\r\n\x1a\n" + random.Random(7).randbytes(4000)
+    key, size, etag = upload(lake, crawl, f"notes-{kind}.warc.gz", {"png": png, "text": text}[kind])
+    r = extract_documents(extract_unit(store_config, crawl, key, size, etag, rejected=True))
+    assert isinstance(r, UnitResult)
+    assert (r.rows_out, r.dropped) == (0, {"unreadable_file": 1})
+    assert len(r.errors) == 1 and r.errors[0].startswith(f"{key}: unreadable")
+    assert balanced(r)
+    assert read(lake, r.part).height == 0
+    assert read(lake, r.rejected_part).select("source_key", "reason").rows() == [(key, "unreadable_file")]
+
+
+def test_text_sources_are_sniffed_not_named(store_config, lake, crawl):
+    """dolma's CCNet JSON Lines uploaded under a WARC name, and the same rows as Parquet under a JSON name: both
+    give the 10 documents with their text, `source_format` the format found, and no extraction."""
+    blob = shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz").read_bytes()
+    rows = [json.loads(line) for line in gzip.decompress(blob).splitlines()]
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": [row["id"] for row in rows], "text": [row["text"] for row in rows],
+                             "url": [row["metadata"]["url"] for row in rows]}), buf)
+    for name, data, fmt in (("cc.warc.gz", blob, "jsonl"), ("cc.json", buf.getvalue(), "parquet")):
+        key, size, etag = upload(lake, crawl, name, data)
+        r = extract_documents(extract_unit(store_config, crawl, key, size, etag))
+        assert (r.errors, r.rows_out, r.dropped) == ([], 10, {})
+        df = read(lake, r.part)
+        assert df["text"].to_list() == [row["text"] for row in rows]
+        assert df["url"].to_list() == [row["metadata"]["url"] for row in rows]
+        assert set(df["source_format"]) == set(df["extractor"]) == {fmt}
+        assert df["doc_id"].n_unique() == 10
 
 
 # runners

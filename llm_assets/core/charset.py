@@ -24,14 +24,21 @@ _SUPERSETS = {
 }
 
 
+_NOT_PAGE_ENCODINGS = {"undefined", "idna", "punycode", "raw-unicode-escape", "unicode-escape", "palmos", "mbcs",
+                       "oem", "charmap"}
+
+
 def normalize_label(label: str | None) -> str | None:
     """A charset label as a Python codec name browsers would use, or None when unknown."""
     if not label:
         return None
     label = _SUPERSETS.get(label.strip().lower(), label.strip().lower())
     try:
-        codecs.lookup(label)
+        info = codecs.lookup(label)
     except LookupError:
+        return None
+    # base64, hex, rot13, idna… are codecs but no text encodings a page can be written in
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_PAGE_ENCODINGS:
         return None
     return label
 
@@ -62,7 +69,12 @@ def decode_html(payload: bytes, content_type: str) -> tuple[str, str]:
     for charset in [*declared, "utf-8"]:
         try:
             return payload.decode(charset), charset
-        except UnicodeDecodeError:
+        except (UnicodeError, LookupError):
             continue
-    charset = declared[0] if declared else (detect_charset(payload) or "cp1252")
-    return payload.decode(charset, errors="replace"), charset
+    for charset in [*declared, detect_charset(payload), "cp1252"]:
+        if charset:
+            try:
+                return payload.decode(charset, errors="replace"), charset
+            except (UnicodeError, LookupError):
+                continue
+    return payload.decode("latin-1"), "latin-1"  # every byte is a latin-1 character: cannot fail

@@ -11,6 +11,7 @@ before it.
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import zlib
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
 from llm_assets.core.charset import decode_html
@@ -28,6 +30,7 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PARQUET_MAGIC = b"PAR1"
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 CHUNK = 64 * 1024
+LOOKAHEAD = 1 << 20
 # Payloads that start like these are not HTML, whatever their Content-Type says.
 BINARY_MAGICS = (b"%PDF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"PK\x03\x04", b"\x1f\x8b", b"RIFF", b"\x00\x00\x01\x00",
                  b"OggS", b"ID3", b"\x7fELF", b"wOFF", b"wOF2")
@@ -117,57 +120,73 @@ class DamagedMember(Exception):
 
 
 class _Member(io.RawIOBase):
-    """The decompressed bytes of one gzip member. Raises DamagedMember on corrupt data or an early end."""
+    """The decompressed bytes of one gzip member. Raises DamagedMember on corrupt data or an early end.
+
+    The member's compressed bytes are kept (up to RESYNC_LIMIT) so that after damage the scan for the next
+    member starts right after this member's first byte: a corrupt member can decode into garbage for a while and
+    swallow the bytes of intact members behind it.
+    """
+
+    RESYNC_LIMIT = 32 << 20
 
     def __init__(self, src: _Source):
         self.src, self.start = src, src.pos
         self._d = zlib.decompressobj(31)
         self._out = b""
-        self._chunk_start = src.pos
+        self._raw = bytearray()
         self._chunk = b""
         self.done = False
-        self.produced = 0
 
     def readable(self) -> bool:
         return True
 
+    def _fill(self) -> None:
+        """Decompress the next piece onto the end of the output buffer."""
+        if self._d.unconsumed_tail:
+            data = self._d.unconsumed_tail
+        else:
+            self._chunk = data = self.src.read(CHUNK)
+            if not data:
+                # cut short, or damaged so that it decoded on to the end: members after it may still be intact
+                self.damaged(f"file ends inside the gzip member at offset {self.start}", "truncated_file")
+            if len(self._raw) <= self.RESYNC_LIMIT:
+                self._raw += data
+        try:
+            self._out += self._d.decompress(data, CHUNK)
+        except zlib.error as e:
+            self.damaged(f"gzip member at offset {self.start}: {e}")
+        if self._d.eof:
+            self.src.unread(self._d.unused_data)
+            self.done = True
+
     def readinto(self, b) -> int:
         while not self._out and not self.done:
-            if self._d.unconsumed_tail:
-                data = self._d.unconsumed_tail
-            else:
-                self._chunk_start = self.src.pos
-                self._chunk = data = self.src.read(CHUNK)
-                if not data:
-                    raise DamagedMember("truncated_file", f"file ends inside the gzip member at offset {self.start}")
-            try:
-                self._out = self._d.decompress(data, CHUNK)
-            except zlib.error as e:
-                self._resync_point()
-                raise DamagedMember("corrupt_record", f"gzip member at offset {self.start}: {e}") from e
-            if self._d.eof:
-                self.src.unread(self._d.unused_data)
-                self.done = True
+            self._fill()
         n = min(len(b), len(self._out))
         b[:n] = self._out[:n]
         self._out = self._out[n:]
-        self.produced += n
         return n
 
-    def _resync_point(self) -> None:
-        # The next member may start inside the chunk that failed: give the chunk back (past this member's own
-        # first byte) so the scan for the next gzip header sees it.
-        keep_from = max(0, self.start + 1 - self._chunk_start)
-        self.src.unread(self._chunk[keep_from:])
+    def damaged(self, detail: str, reason: str = "corrupt_record"):
+        """Give back the bytes after this member's first byte, for the scan to the next member, and raise."""
+        if not self.done:
+            if len(self._raw) <= self.RESYNC_LIMIT:
+                self.src.unread(bytes(self._raw[1:]))
+            else:  # too big to keep: the next member may still start in the last chunk
+                self.src.unread(self._chunk[1:])
+            self.done = True
+        raise DamagedMember(reason, detail)
 
-    def drain(self, limit: int) -> bool:
-        """Read on to the member's end (checking its CRC) if that is within `limit` bytes. True if it ended."""
-        while not self.done and limit > 0:
-            got = self.read(min(CHUNK, limit))
-            if not got:
-                break
-            limit -= len(got)
+    def ends_within(self, limit: int) -> bool:
+        """Decompress ahead (without consuming) until the member ends, checking its CRC, or `limit` bytes."""
+        while not self.done and len(self._out) < limit:
+            self._fill()
         return self.done
+
+    def drain(self) -> None:
+        while not self.done:
+            self._out = b""
+            self._fill()
 
 
 def _scan_to_next_member(src: _Source) -> bool:
@@ -201,7 +220,8 @@ def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: _Member 
     for record in it:
         # it.get_record_offset() reads the record to its end: call it only once the payload has been read
         url = record.rec_headers.get_header("WARC-Target-URI") or ""
-        record_id = record.rec_headers.get_header("WARC-Record-ID") or ""
+        # for ARC, warcio makes up a new WARC-Record-ID on every read: no stable id to keep
+        record_id = "" if fmt == "arc" else record.rec_headers.get_header("WARC-Record-ID") or ""
         rec_type = record.rec_type
         if rec_type == "revisit":
             report.skip("revisit")
@@ -212,6 +232,8 @@ def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: _Member 
             if len(payload) > settings.max_payload_bytes:
                 report.quarantine("oversized", base_offset, skip, url, f"{len(payload)}+ bytes")
                 continue
+            if member is not None and skip == 0 and not member.ends_within(LOOKAHEAD):
+                member.damaged(f"gzip member at offset {base_offset} runs on after its record")
             yield SourceRecord(fmt="wet", offset=base_offset, skip=skip, url=url, record_id=record_id,
                                fetch_time=record.rec_headers.get_header("WARC-Date") or "",
                                content_type=record.rec_headers.get_header("Content-Type") or "text/plain",
@@ -238,8 +260,10 @@ def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: _Member 
         if truncated:
             # the stream ended before Content-Length: a cut record, never passed on as if whole
             raise DamagedMember("truncated_file", f"record at offset {base_offset}+{skip} ends early")
-        if member is not None and not member.drain(CHUNK):
-            pass  # a big member (whole-file gzip): its CRC is checked when it ends
+        if member is not None and skip == 0 and not member.ends_within(LOOKAHEAD):
+            # A record that opens its member (gzip per record) must end with it; if the member runs on, its data
+            # is garbage from a damaged member. Records inside one whole-file member are checked when it ends.
+            member.damaged(f"gzip member at offset {base_offset} runs on after its record")
         if _looks_binary(payload):
             report.quarantine("non_html_payload", base_offset, skip, url, "binary bytes in an HTML response")
             continue
@@ -251,31 +275,33 @@ def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: _Member 
 
 def _read_warc_gzip(src: _Source, fmt: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
     """gzip-per-record (resynchronizing at the next member after damage) or one gzip member for the file."""
+    damaged = False  # the bytes after a damaged member are part of its damage, not counted again
     while src.peek(len(GZIP_MAGIC)):
         if src.peek(len(GZIP_MAGIC)) != GZIP_MAGIC:
             start = src.pos
-            if not _scan_to_next_member(src):
-                report.quarantine("corrupt_record", start, detail="bytes that are no gzip member up to the end")
+            found = _scan_to_next_member(src)
+            if not damaged:
+                report.quarantine("corrupt_record", start, detail=f"{src.pos - start} bytes that are no gzip member")
+            if not found:
                 return
-            report.quarantine("corrupt_record", start, detail=f"{src.pos - start} bytes that are no gzip member")
-            continue
+        damaged = False
         member = _Member(src)
         skip = 0
         try:
             for rec in _warc_records(io.BufferedReader(member, CHUNK), fmt, member.start, member, settings, report):
                 skip = rec.skip
                 yield rec
-            member.drain(1 << 62)
+            member.drain()
         except DamagedMember as e:
             report.quarantine(e.reason, member.start, skip, detail=str(e))
-            if e.reason == "truncated_file":
-                return
-        except Exception as e:  # noqa: BLE001 - a corrupt WARC header inside an intact member
+            damaged = True
+        except Exception as e:  # noqa: BLE001 - a corrupt WARC header inside a member that decompresses
             report.quarantine("corrupt_record", member.start, skip, detail=f"{type(e).__name__}: {e}")
             try:
-                member.drain(1 << 62)
+                member.drain()
             except DamagedMember:
                 pass
+            damaged = True
 
 
 def _read_warc_plain(stream: BinaryIO, fmt: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
@@ -392,35 +418,41 @@ def read_records(raw: BinaryIO, name: str, settings: ReaderSettings, report: Rea
     if not magic:
         raise UnreadableFile("empty file")
     if magic.startswith(GZIP_MAGIC):
-        head = _gzip_head(src)
-        fmt = sniff_format(head)
+        fmt = sniff_format(_gzip_head(src))
         if fmt in ("warc", "arc"):
             yield from _read_warc_gzip(src, fmt, settings, report)
             return
-        import gzip
-
         stream = io.BufferedReader(gzip.GzipFile(fileobj=src), CHUNK)
     elif magic == ZSTD_MAGIC:
-        import zstandard
-
         stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(src, read_across_frames=True), CHUNK)
-        head = stream.peek(4096)[:4096]
-        fmt = sniff_format(head)
     elif magic == PARQUET_MAGIC:
         raise UnreadableFile("Parquet needs random access: read it with read_parquet")
+    elif GZIP_MAGIC in src.peek(LOOKAHEAD) and sniff_format(_gzip_head(src)) in ("warc", "arc"):
+        # gzip members after a damaged start (the first member's own header is broken)
+        yield from _read_warc_gzip(src, sniff_format(_gzip_head(src)), settings, report)
+        return
     else:
         stream = io.BufferedReader(_SourceIO(src), CHUNK)
-        fmt = sniff_format(stream.peek(4096)[:4096])
+    if magic == ZSTD_MAGIC or not magic.startswith(GZIP_MAGIC):
+        try:
+            fmt = sniff_format(stream.peek(4096)[:4096])
+        except (OSError, EOFError, zstandard.ZstdError) as e:
+            raise UnreadableFile(f"cannot decompress: {e}") from e
     if fmt in ("warc", "arc"):
-        yield from _read_warc_plain(stream, fmt, settings, report)
+        records = _read_warc_plain(stream, fmt, settings, report)
     elif fmt == "jsonl":
-        yield from _read_jsonl(stream, settings, report)
+        records = _read_jsonl(stream, settings, report)
     elif fmt == "json":
-        yield from _read_json(stream, settings, report)
+        records = _read_json(stream, settings, report)
     elif fmt == "html":
-        yield from _read_html(stream, name, settings, report)
+        records = _read_html(stream, name, settings, report)
     else:
         raise UnreadableFile("not a WARC, ARC, WET, JSON Lines, JSON, Parquet or HTML file")
+    try:
+        yield from records
+    except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
+        # a whole-file gzip or zstd stream damaged part-way: what was read before the damage is kept
+        report.quarantine("truncated_file", 0, detail=f"damaged after the last intact record: {type(e).__name__}: {e}")
 
 
 def is_parquet(head: bytes) -> bool:
@@ -428,12 +460,19 @@ def is_parquet(head: bytes) -> bool:
 
 
 def _gzip_head(src: _Source) -> bytes:
-    """The first decompressed bytes, without consuming the source."""
-    data = src.peek(CHUNK)
-    try:
-        return zlib.decompressobj(31).decompress(data, 4096)
-    except zlib.error:
-        return b""
+    """The first decompressed bytes, without consuming the source. When the first member is damaged, the first
+    one of the next members (within the first MiB) that decompresses stands in for it."""
+    data = src.peek(LOOKAHEAD)
+    start = 0
+    while start >= 0:
+        try:
+            head = zlib.decompressobj(31).decompress(data[start:], 4096)
+            if sniff_format(head):
+                return head
+        except zlib.error:
+            pass
+        start = data.find(GZIP_MAGIC, start + 1)
+    return b""
 
 
 class _SourceIO(io.RawIOBase):
