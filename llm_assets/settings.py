@@ -36,7 +36,7 @@ class RunnerSettings(_Section):
 class DocumentsSettings(_Section):
     extractor: Literal["trafilatura", "resiliparse"] = "trafilatura"
     max_payload_bytes: int = Field(default=5_000_000, gt=0)
-    extract_timeout_s: float = Field(default=1.0, gt=0)
+    extract_timeout_s: float = Field(default=5.0, gt=0)
     max_html_chars: int = Field(default=2_000_000, gt=0)
     min_text_chars: int = Field(default=1, ge=0)
     text_field: str = "text"
