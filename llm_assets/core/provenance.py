@@ -8,7 +8,7 @@ import json
 from warcio.archiveiterator import ArchiveIterator
 
 from llm_assets.core.lake import Lake
-from llm_assets.core.readers import CHUNK, GZIP_MAGIC, _Member, _Source
+from llm_assets.core.readers import CHUNK, GZIP_MAGIC, _Member, _Source, _SourceIO
 
 
 def _skip(stream, n: int) -> None:
@@ -25,7 +25,7 @@ def original_record(lake: Lake, key: str, fmt: str, offset: int, skip: int, max_
         body = lake.s3.get_object(Bucket=lake.bucket, Key=key, Range=f"bytes={offset}-")["Body"]
         src = _Source(body)
         stream = io.BufferedReader(_Member(src), CHUNK) if src.peek(3) == GZIP_MAGIC else io.BufferedReader(
-            _RawIO(src), CHUNK)
+            _SourceIO(src), CHUNK)
         _skip(stream, skip)
         record = next(iter(ArchiveIterator(stream, arc2warc=True)))
         parts = [record.rec_headers.to_str()]
@@ -49,15 +49,3 @@ def original_record(lake: Lake, key: str, fmt: str, offset: int, skip: int, max_
                                                                      "text": rec.text}, ensure_ascii=False)
     raise LookupError(f"no record at offset {offset} in {key}")
 
-
-class _RawIO(io.RawIOBase):
-    def __init__(self, src: _Source):
-        self.src = src
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        data = self.src.read(len(b))
-        b[: len(data)] = data
-        return len(data)

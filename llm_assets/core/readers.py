@@ -201,8 +201,7 @@ def _scan_to_next_member(src: _Source) -> bool:
         if i >= 0:
             src.unread(data[i:])
             return True
-        tail = data[-(len(GZIP_MAGIC) - 1):]
-        # the bytes kept in `tail` were consumed from src; account them back as unread only on a hit
+        tail = data[-(len(GZIP_MAGIC) - 1):]  # a header split across two chunks
 
 
 # ------------------------------------------------------------------------------------------------------- WARC
