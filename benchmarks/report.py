@@ -15,27 +15,45 @@ one worker, in-process, each measurement in its own fresh Python process so that
 (`ru_maxrss`) is its own. The corpus is every WARC file of `../shared/data/warc/`, repeated K times (`--repeat`),
 read at run time and never copied into the repository.
 
-1. **documents core**: `iter_html_records` alone (WARC read-only rate), then `iter_html_records` + `extract_html`
-   (trafilatura with FineWeb's settings) page by page: HTML pages/s/core and MB/s of input.
-2. **filtered core**: `build_filters(FilteredSettings())` + `apply_filters` (fastText lid.176 language ID, Gopher
+1. **documents core**: `read_records` alone (the format-sniffing reader, with the documents unit's
+   `ReaderSettings`: gzip members, WARC/HTTP headers, HTML payload and charset decoding), the WARC read rate in
+   records/s and MB/s of gzip input; then `read_records` + `extract_html` record by record as the documents unit
+   calls it (trafilatura with FineWeb's settings, the settings' per-page `extract_timeout_s` and `max_html_chars`;
+   a timeout is quarantined as `extraction_timeout`): HTML pages/s/core and MB/s of input. This pass writes the
+   documents that 4 and 5 read.
+2. **extractor comparison** ("pages/s/core and MB/s for each extractor on the real shared pages"): `extract_html`
+   over the same HTML pages, every HTML page of the shared WARC files as `read_records` yields them, held in
+   memory, one core, one pass per corpus repeat (more if a pass is too short to time): trafilatura without a time
+   limit, trafilatura with a 1 s per-page timeout (timeouts counted, and the text they cost; fixed at 1 s
+   whatever the settings' `extract_timeout_s`), and resiliparse. Each runs in its own fresh process (peak RSS
+   each): pages/s/core, MB/s of HTML, ms/page mean/p50/p99, pages with text, against the anchor's trafilatura
+   (76–80 ms/doc) and resiliparse alone (349 docs/s/core).
+3. **image_text_pairs core**: `extract_image_pairs` (the `ImagePairsSettings` defaults) over the same pages:
+   pages/s/core and pairs/s; next to it, the `extract_image_text_pairs` work unit from 6 (which also reads the
+   raw files).
+4. **filtered core**: `build_filters(FilteredSettings())` + `apply_filters` (fastText lid.176 language ID, Gopher
    word count) over the extracted documents as Polars frames, in the filtered unit's batch size: docs/s/core.
-3. **tokenized core**: `load_tokenizer` (GPT-2 byte-level BPE from `../shared/data/tokenizers/gpt2`) +
+5. **tokenized core**: `load_tokenizer` (GPT-2 byte-level BPE from `../shared/data/tokenizers/gpt2`) +
    `encode_batch` over the filtered texts: tokens/s and docs/s, with the tokenizer's default thread pool and with
-   `RAYON_NUM_THREADS=1` (the per-core figure).
-4. **end to end**: the real work units (`extract_documents`, `filter_documents`, `tokenize_documents`) with
-   `run_units(..., RunnerSettings(kind="inprocess"))` against an embedded SeaweedFS on free loopback ports
-   (started in a temporary folder, always stopped), corpus uploaded under `raw/BENCH/`, one stage per process.
+   `RAYON_NUM_THREADS=1` (the per-core figure); `tokenize_documents` uses `encode_batch_fast`.
+6. **end to end**: the real work units (`extract_documents`, with its rejected part under `rejected/documents/`,
+   `filter_documents`, `tokenize_documents`, and `extract_image_text_pairs`, a branch off the raw files that is
+   not in the end-to-end total) with `run_units(..., RunnerSettings(kind="inprocess"))` against an embedded
+   SeaweedFS on free loopback ports (started in a temporary folder, always stopped), corpus uploaded under
+   `raw/BENCH/`, one stage per process.
 
 Rates are items divided by the wall-clock seconds of the timed block; imports, model loads and input reads are
-outside it and reported separately. Fast stages are repeated and the median pass is reported. "per CPU-s" divides
-by the process's user + system CPU time instead: the fair per-core figure where a library runs several threads.
-"others (CPUs)" is how many CPUs other processes kept busy on average meanwhile (from /proc/stat): the machine may
-be shared, and a high value means contention slowed the wall-clock rate.
+outside it and reported separately. Fast stages, and the per-page measurements of 2 and 3, are repeated and the
+median pass is reported. "per CPU-s" divides by the process's user + system CPU time instead: the fair per-core
+figure where a library runs several threads. "others (CPUs)" is how many CPUs other processes kept busy on
+average meanwhile (from /proc/stat): the machine may be shared, and a high value means contention slowed the
+wall-clock rate. The extraction timeout is wall-clock (SIGALRM), so contention can also push a page near the
+limit over it: with a tight limit, the timeout counts and the documents kept downstream can vary between runs.
 
 The anchor column holds the published datatrove 0.10.1 figures of ARCHITECTURE.md ("The anchor, measured here"),
 not a re-run. Its pipeline has more filters (URL, Gopher repetition, C4, FineWeb) and its corpus was these files
-repeated 24 times (it counts 4,920 HTML responses, non-2xx included); `--repeat 24` repeats them as often here, at
-about four times the default runtime.
+repeated 24 times (it counts 4,920 HTML responses, non-2xx included; here only 2xx HTML pages are extracted);
+`--repeat 24` repeats them as often here, at about four times the default runtime.
 """
 
 
@@ -74,6 +92,10 @@ def table(headers: list[str], rows: list[list[str]], align: str | None = None) -
     return "\n".join(lines)
 
 
+def plural(k: int, one: str, many: str) -> str:
+    return f"{k:,} {one if k == 1 else many}"
+
+
 def ratio(ours: float, anchor: float) -> str:
     return f"{ours / anchor:.2f}×" if anchor else "–"
 
@@ -82,15 +104,28 @@ def ratio(ours: float, anchor: float) -> str:
 
 ANCHOR_E2E = 9.3  # docs/s/core, end to end
 ANCHOR_TRAFILATURA_MS = (76, 80)  # ms/doc
+ANCHOR_RESILIPARSE = 349  # docs/s/core, resiliparse alone
 ANCHOR_LANGID_MS = 1.5  # ms/doc
 ANCHOR_TOKENS = 0.63e6  # tokens/s, GPT-2 DocumentTokenizer
 ANCHOR_TRAF = f"trafilatura {ANCHOR_TRAFILATURA_MS[0]}–{ANCHOR_TRAFILATURA_MS[1]} ms/doc " \
               f"({1000 / ANCHOR_TRAFILATURA_MS[1]:.1f}–{1000 / ANCHOR_TRAFILATURA_MS[0]:.1f} docs/s)"
+ANCHOR_RESI = f"resiliparse alone {ANCHOR_RESILIPARSE} docs/s ({1000 / ANCHOR_RESILIPARSE:.2f} ms/doc)"
+TRAF_MID_RATE = 1000 / ((ANCHOR_TRAFILATURA_MS[0] + ANCHOR_TRAFILATURA_MS[1]) / 2)
+EXTRACTORS = ("trafilatura", "trafilatura-timeout", "resiliparse")
+
+
+def _extractor_label(x: dict) -> str:
+    name = x["extractor"].split()[0]
+    return f"{name}, {x['timeout_s']:g} s timeout" if x.get("timeout_s") else f"{name}, no time limit"
 
 
 def render(r: dict) -> str:
-    out = [_run_section(r), _corpus_section(r["corpus"]), _summary_section(r), _documents_section(r),
-           _filtered_section(r), _tokenized_section(r)]
+    out = [_run_section(r), _corpus_section(r["corpus"]), _summary_section(r), _documents_section(r)]
+    if "extractors" in r:
+        out.append(_extractors_section(r))
+    if "image_pairs" in r:
+        out.append(_image_pairs_section(r))
+    out += [_filtered_section(r), _tokenized_section(r)]
     if "e2e" in r:
         out.append(_e2e_section(r))
     return "\n\n".join(out)
@@ -130,14 +165,25 @@ def _corpus_section(c: dict) -> str:
     rows.append(["**one pass**", n(rec), n(pages), n(gz), n(html)])
     rows.append([f"**corpus: × {k}**", f"**{n(rec * k)}**", f"**{n(pages * k)}**", f"**{n(gz * k)}**",
                  f"**{n(html * k)}**"])
+    drops: dict[str, int] = {}
+    for f in c["files"]:
+        for key, v in f.get("dropped", {}).items():
+            drops[key] = drops.get(key, 0) + v
+    quarantined = sum(f.get("quarantined", 0) for f in c["files"])
     return "\n".join([
         "## Corpus",
         "",
         f"The {len(c['files'])} WARC files of `{c['dir']}` (gzip per record), repeated {k} times. "
-        "HTML pages = 2xx `text/html` / `application/xhtml+xml` responses, what the documents stage extracts; "
-        "the other records are requests, metadata, revisits, non-2xx and non-HTML responses.",
+        "HTML pages = 2xx `text/html` / `application/xhtml+xml` responses that `read_records` yields with their "
+        "HTML, what the documents stage extracts; the other records are requests, metadata, revisits, non-2xx "
+        "and non-HTML responses. WARC records counted by warcio; `read_records` accounts for every one of them "
+        "(yielded, skipped or quarantined).",
         "",
         table(["file", "WARC records", "HTML pages", "bytes (gzip)", "HTML payload bytes"], rows),
+        "",
+        "- `read_records`, one pass: skipped " + ", ".join(f"`{key}` {n(v)}" for key, v in
+                                                          sorted(drops.items(), key=lambda kv: -kv[1]))
+        + f"; quarantined {n(quarantined)}.",
     ])
 
 
@@ -147,12 +193,16 @@ def _tok_rate(t: dict, key: str = "encode", cpu: bool = False) -> float:
     return m["tokens_per_pass"] / s if s else 0.0
 
 
+def _pages_rate(x: dict, cpu: bool = False) -> float:
+    """Pages per second of a per-page measurement (sections 2, 3): pages per pass over the median pass."""
+    s = x["median_cpu_seconds"] if cpu else x["median_seconds"]
+    return x["pages"] / s if s else 0.0
+
+
 def _summary_section(r: dict) -> str:
-    ex, f, tk1, tk = r["extract"], r["filter"], r["tokenize_1thread"], r["tokenize"]
+    w, ex, f, tk1, tk = r["warc"], r["extract"], r["filter"], r["tokenize_1thread"], r["tokenize"]
     lang_ms = 1000 * f["per_filter_seconds"].get("LanguageFilter", 0.0) / f["docs_in"] if f["docs_in"] else 0.0
-    ms_page = ex["ms_per_page"]["mean"]
     lo, hi = ANCHOR_TRAFILATURA_MS
-    traf_rate = 1000 / ((lo + hi) / 2)
     rows = []
     if "e2e" in r:
         e2e_rate, e2e_cpu_rate, _, _ = _e2e_total(r["e2e"])
@@ -160,11 +210,38 @@ def _summary_section(r: dict) -> str:
                      f"**{n(e2e_rate, 1)}**", n(e2e_cpu_rate, 1), f"{ANCHOR_E2E} docs/s/core",
                      ratio(e2e_rate, ANCHOR_E2E)])
     rows += [
-        ["documents core (WARC read + `extract_html`), HTML pages/s/core", n(ex["html_pages"] / ex["seconds"], 1),
-         n(ex["html_pages"] / ex["cpu_seconds"], 1), f"{1000 / hi:.1f}–{1000 / lo:.1f} (trafilatura alone)",
-         ratio(ex["html_pages"] / ex["seconds"], traf_rate)],
-        ["trafilatura (`extract_html`), ms/page, mean", n(ms_page, 1), "", f"{lo}–{hi} ms/doc",
-         ratio(ms_page, (lo + hi) / 2)],
+        ["WARC read (`read_records`), MB/s of gzip input", rate(w["gz_bytes"] / MB, w["median_seconds"], 1),
+         rate(w["gz_bytes"] / MB, w["median_cpu_seconds"], 1), "–", ""],
+        [f"documents core (`read_records` + `extract_html`, {ex['timeout_s']:g} s timeout), HTML pages/s/core",
+         n(ex["html_pages"] / ex["seconds"], 1), n(ex["html_pages"] / ex["cpu_seconds"], 1),
+         f"{1000 / hi:.1f}–{1000 / lo:.1f} (trafilatura alone)", ratio(ex["html_pages"] / ex["seconds"], TRAF_MID_RATE)],
+    ]
+    xs = r.get("extractors", {})
+    if "trafilatura" in xs:
+        tr = xs["trafilatura"]
+        rows += [
+            ["trafilatura (`extract_html`, no time limit), pages/s/core", n(_pages_rate(tr), 1),
+             n(_pages_rate(tr, cpu=True), 1), f"{1000 / hi:.1f}–{1000 / lo:.1f} docs/s/core",
+             ratio(_pages_rate(tr), TRAF_MID_RATE)],
+            ["trafilatura (`extract_html`, no time limit), ms/page, mean", n(tr["ms_per_page"]["mean"], 1), "",
+             f"{lo}–{hi} ms/doc", ratio(tr["ms_per_page"]["mean"], (lo + hi) / 2)],
+        ]
+    if "trafilatura-timeout" in xs:
+        tt = xs["trafilatura-timeout"]
+        rows.append([f"trafilatura with the {tt['timeout_s']:g} s timeout, pages/s/core "
+                     f"({n(tt['timeouts'])} timeouts in {n(tt['passes'] * tt['pages'])} pages)",
+                     n(_pages_rate(tt), 1), n(_pages_rate(tt, cpu=True), 1), f"{1000 / hi:.1f}–{1000 / lo:.1f} docs/s/core",
+                     ratio(_pages_rate(tt), TRAF_MID_RATE)])
+    if "resiliparse" in xs:
+        rs = xs["resiliparse"]
+        rows.append(["resiliparse (`extract_html`), pages/s/core", n(_pages_rate(rs), 0),
+                     n(_pages_rate(rs, cpu=True), 0), f"{ANCHOR_RESILIPARSE} docs/s/core",
+                     ratio(_pages_rate(rs), ANCHOR_RESILIPARSE)])
+    if "image_pairs" in r:
+        ip = r["image_pairs"]
+        rows.append(["image-text pairs core (`extract_image_pairs`), pages/s/core", n(_pages_rate(ip), 0),
+                     n(_pages_rate(ip, cpu=True), 0), "–", ""])
+    rows += [
         ["filtered core (`apply_filters`), docs/s/core", n(f["docs_in"] / f["median_seconds"], 0),
          n(f["docs_in"] / f["median_cpu_seconds"], 0), "–", ""],
         ["language ID (`LanguageFilter`), ms/doc", n(lang_ms, 2), "", f"{ANCHOR_LANGID_MS} ms/doc",
@@ -177,7 +254,8 @@ def _summary_section(r: dict) -> str:
     return "\n".join([
         "## Summary against the datatrove anchor",
         "",
-        "Ratio: this run (wall clock) ÷ anchor; for ms/page and ms/doc lower is faster, for rates higher is faster.",
+        "Ratio: this run (wall clock) ÷ anchor; for ms/page and ms/doc lower is faster, for rates higher is faster. "
+        "The trafilatura rates are compared with the middle of the anchor's range (78 ms/doc).",
         "",
         table(["measure", "this run", "this run, per CPU-second", "datatrove anchor", "ratio"], rows),
     ])
@@ -187,16 +265,21 @@ def m_cpus(r: dict) -> int:
     return r["machine"]["affinity"]
 
 
+def _drops(d: dict) -> str:
+    return ", ".join(f"`{k}` {n(v)}" for k, v in sorted(d.items(), key=lambda kv: -kv[1])) or "none"
+
+
 def _documents_section(r: dict) -> str:
     w, ex = r["warc"], r["extract"]
     pct = ex["ms_per_page"]
     ws = w["median_seconds"]
     rows = [
-        ["WARC read only (`iter_html_records`)", n(w["records"]), n(w["html_pages"]), n(ws, 3),
+        ["WARC read only (`read_records`)", n(w["records"]), n(w["html_pages"]), n(ws, 3),
          rate(w["records"], ws, 0), rate(w["html_pages"], ws, 0), rate(w["html_pages"], w["median_cpu_seconds"], 0),
          rate(w["gz_bytes"] / MB, ws, 1), rate(w["html_bytes"] / MB, ws, 1), "–", contention(w),
          mib(w["peak_rss_bytes"]), "–"],
-        ["WARC read + `extract_html` (trafilatura)", n(w["records"]), n(ex["html_pages"]), n(ex["seconds"], 1),
+        [f"`read_records` + `extract_html` ({ex['extractor'].split()[0]}, {ex['timeout_s']:g} s timeout)",
+         n(w["records"]), n(ex["html_pages"]), n(ex["seconds"], 1),
          rate(w["records"], ex["seconds"], 1), rate(ex["html_pages"], ex["seconds"], 1),
          rate(ex["html_pages"], ex["cpu_seconds"], 1), rate(ex["gz_bytes"] / MB, ex["seconds"], 2),
          rate(ex["html_bytes"] / MB, ex["seconds"], 2), n(1000 * ex["seconds"] / ex["html_pages"], 1),
@@ -207,28 +290,153 @@ def _documents_section(r: dict) -> str:
                           for p in passes)
     slow = "\n".join(f"  - {s['ms']:,.0f} ms, {s['payload_bytes']:,} bytes: {s['url']} (`{s['file']}`)"
                      for s in ex["slowest_pages"][:5])
+    timed_out = ", ".join(ex["timed_out_pages"]) or "none"
     return "\n".join([
         "## 1. documents stage core",
         "",
-        f"WARC read only: median of {w['passes']} passes over the corpus. Read + extract: one pass over the corpus, "
-        "page by page as `extract_documents` does, from local files.",
+        f"WARC read only: median of {w['passes']} passes over the corpus (records/s counts every WARC record "
+        "`read_records` passes over). Read + extract: one pass over the corpus, record by record as "
+        "`extract_documents` does, from local files.",
         "",
         table(["measurement", "records", "HTML pages", "seconds", "records/s", "HTML pages/s/core",
                "pages per CPU-s", "MB/s (WARC gzip)", "MB/s (HTML)", "ms/page", "others (CPUs)", "peak RSS MiB",
                "datatrove anchor"], rows),
         "",
-        f"- Extraction: {n(ex['docs_out'])} documents with text out of {n(ex['html_pages'])} HTML pages "
-        f"({n(ex['dropped'].get('no_text', 0))} without main text).",
-        f"- Time split: trafilatura {n(100 * ex['extract_seconds'] / ex['seconds'], 1)}% "
-        f"({n(ex['extract_seconds'], 1)} s), WARC reading and decoding {n(100 * ex['read_seconds'] / ex['seconds'], 1)}% "
-        f"({n(ex['read_seconds'], 2)} s), the rest is building the rows.",
-        f"- trafilatura ms/page: mean {pct['mean']:.1f}, p50 {pct['p50']:.1f}, p90 {pct['p90']:.1f}, "
+        f"- WARC read: skipped {_drops(w['dropped'])}; quarantined {n(w['quarantined'])}.",
+        f"- Extraction ({ex['extractor']}, `extract_timeout_s` {ex['timeout_s']:g} s, `max_html_chars` "
+        f"{n(ex['max_html_chars'])}): {n(ex['docs_out'])} documents with text out of {n(ex['html_pages'])} HTML "
+        f"pages ({n(ex['dropped'].get('no_text', 0))} without main text, {n(ex['timeouts'])} over the time limit, "
+        f"quarantined as `extraction_timeout`: "
+        + "/".join(str(p["timeouts"]) for p in passes) + f" by pass). Pages that timed out: {timed_out}.",
+        f"- Time split: extraction {n(100 * ex['extract_seconds'] / ex['seconds'], 1)}% "
+        f"({n(ex['extract_seconds'], 1)} s), `read_records` (reading, decompressing, charset decoding) "
+        f"{n(100 * ex['read_seconds'] / ex['seconds'], 1)}% ({n(ex['read_seconds'], 2)} s), the rest is building "
+        "the rows.",
+        f"- Extraction ms/page: mean {pct['mean']:.1f}, p50 {pct['p50']:.1f}, p90 {pct['p90']:.1f}, "
         f"p99 {pct['p99']:.1f}, max {pct['max']:.0f}: a few large pages take most of the time.",
         f"- Pages/s by pass (the same pages each pass, so a warm-cache effect shows here): {pass_line}.",
         f"- Peak RSS before the timed block (interpreter + imports): {mib(ex['rss_before_bytes'])} MiB.",
         "- Slowest pages (first pass):",
         slow,
     ])
+
+
+def _extractors_section(r: dict) -> str:
+    xs = r["extractors"]
+    rows = []
+    for key in EXTRACTORS:
+        x = xs.get(key)
+        if not x:
+            continue
+        pct, s = x["ms_per_page"], x["median_seconds"]
+        name = x["extractor"]
+        limit = f"{x['timeout_s']:g} s" if x.get("timeout_s") else "none"
+        traf = name.startswith("trafilatura")
+        anchor = ANCHOR_TRAF if traf else ANCHOR_RESI
+        anchor_rate = TRAF_MID_RATE if traf else ANCHOR_RESILIPARSE
+        rows.append([
+            f"`{name}`", limit, n(x["pages"]), f"{n(x['pages_with_text'])}", n(s, 3), n(_pages_rate(x), 1),
+            n(_pages_rate(x, cpu=True), 1), rate(x["html_bytes"] / MB, s, 2), n(pct["mean"], 2), n(pct["p50"], 2),
+            n(pct["p99"], 1), n(x["timeouts"]) if x.get("timeout_s") else "–", contention(x),
+            mib(x["peak_rss_bytes"]), anchor, ratio(_pages_rate(x), anchor_rate),
+        ])
+    any_x = next(iter(xs.values()))
+    notes = []
+    for key in EXTRACTORS:
+        x = xs.get(key)
+        if not x:
+            continue
+        label = _extractor_label(x)
+        slow = "; ".join(f"{sp['ms']:,.0f} ms ({sp['payload_bytes']:,} bytes) {sp['url']}" for sp in x["slowest_pages"][:3])
+        line = (f"- {label}: {plural(x['passes'], 'pass', 'passes')} (first, cold: {rate(x['pages'], x['first_pass_seconds'], 1)} pages/s); "
+                f"{n(x['text_chars'])} characters of text; peak RSS before the timed block "
+                f"{mib(x['rss_before_bytes'])} MiB (interpreter, imports, the pages in memory); slowest pages "
+                f"(median over the passes): {slow}.")
+        if x.get("timeout_s"):
+            pages_out = ", ".join(f"{p['url']} ({p['payload_bytes']:,} bytes)" for p in x["timed_out_pages"]) or "none"
+            line += (f" Timeouts by pass: {'/'.join(str(v) for v in x['timeouts_per_pass'])}; pages that timed out "
+                     f"at least once: {pages_out}.")
+        notes.append(line)
+    if "trafilatura" in xs and "trafilatura-timeout" in xs:
+        tr, tt = xs["trafilatura"], xs["trafilatura-timeout"]
+        lost_pages = tr["pages_with_text"] - tt["pages_with_text"]
+        if tr["text_chars"] and tt["timeouts"]:
+            notes.append(f"- The {tt['timeout_s']:g} s limit cost {n(lost_pages)} pages with text and "
+                         f"{100 * (1 - tt['text_chars'] / tr['text_chars']):.0f}% of the characters trafilatura "
+                         "extracts without a limit (first pass): the pages over the limit are among the largest, and "
+                         "they hold much text.")
+        elif tr["text_chars"]:
+            notes.append(f"- No page went over the {tt['timeout_s']:g} s limit: the same text as without a limit.")
+        if tt.get("settings_timeout_s") and tt["settings_timeout_s"] != tt["timeout_s"] and tr["slowest_pages"]:
+            notes.append(f"- The documents unit's own limit (`extract_timeout_s`) was {tt['settings_timeout_s']:g} s in "
+                         "this run, not the comparison's: sections 1 and 6 run with it; the slowest page of the "
+                         f"no-limit run took {n(tr['slowest_pages'][0]['ms'])} ms (median over its passes).")
+    if "trafilatura" in xs and "resiliparse" in xs:
+        tr, rs = xs["trafilatura"], xs["resiliparse"]
+        notes.append(f"- resiliparse is {_pages_rate(rs) / _pages_rate(tr):.0f}× trafilatura's pages/s here; it "
+                     f"keeps text on {n(rs['pages_with_text'])} pages against trafilatura's "
+                     f"{n(tr['pages_with_text'])}, {rs['text_chars'] / tr['text_chars']:.2f}× as many characters "
+                     "(DCLM-style main content, not FineWeb's precision-favouring trafilatura: the text differs, "
+                     "so a switch of extractor is a data decision, not only a speed one).")
+    return "\n".join([
+        "## 2. extractor comparison",
+        "",
+        f"`extract_html(html, url, extractor=...)` over the same {n(any_x['pages'])} HTML pages (every HTML page of "
+        f"the shared WARC files, {n(any_x['html_bytes'])} bytes of HTML, as `read_records` yields them, held in "
+        "memory), page after page on one core, each extractor in its own fresh process. Pages/s: pages per pass "
+        "over the median pass; ms/page over every page of every pass; pages with text: first pass, text of at "
+        "least `min_text_chars`. The time-limited variant calls it as the documents unit does (`timeout_s`, "
+        "`max_chars` = `max_html_chars`) with a fixed limit; a timed-out page has no text. One warm-up call "
+        "(imports) before the timed passes.",
+        "",
+        table(["extractor", "time limit", "pages", "pages with text", "seconds (median pass)", "pages/s/core",
+               "pages per CPU-s", "MB/s (HTML)", "ms/page mean", "p50", "p99", "timeouts (all passes)",
+               "others (CPUs)", "peak RSS MiB", "datatrove anchor", "ratio (pages/s)"], rows),
+        "",
+        *notes,
+    ])
+
+
+def _image_pairs_section(r: dict) -> str:
+    ip = r["image_pairs"]
+    pct, s = ip["ms_per_page"], ip["median_seconds"]
+    rows = [[
+        "`extract_image_pairs` (core, pages in memory)", n(ip["pages"]), n(ip["pages_with_pairs"]),
+        n(ip["pairs_per_pass"]), n(s, 3), n(_pages_rate(ip), 0), n(_pages_rate(ip, cpu=True), 0),
+        rate(ip["pairs_per_pass"], s, 0), rate(ip["html_bytes"] / MB, s, 1),
+        f"{pct['mean']:.2f} / {pct['p50']:.2f} / {pct['p99']:.1f}", contention(ip), mib(ip["peak_rss_bytes"]),
+    ]]
+    notes = [f"- Core: median of {plural(ip['passes'], 'pass', 'passes')}; peak RSS before the timed block {mib(ip['rss_before_bytes'])} "
+             "MiB (interpreter, imports, the pages in memory)."]
+    e = r.get("e2e", {}).get("image_pairs")
+    if e:
+        pages, with_pairs, pairs = _image_pairs_counts(e)
+        rows.append([
+            "`extract_image_text_pairs` work unit (reads the raw files from SeaweedFS, writes parts)", n(pages),
+            n(with_pairs), n(pairs), n(e["seconds"], 2), rate(pages, e["seconds"], 0),
+            rate(pages, e["cpu_seconds"], 0), rate(pairs, e["seconds"], 0),
+            rate(r["e2e"]["raw_bytes"] / MB, e["seconds"], 1) + " (gzip)", "", contention(e), mib(e["peak_rss_bytes"]),
+        ])
+        notes.append(f"- Work unit: {e['units']} units over the corpus (section 6); the time includes `read_records` "
+                     f"on every record, S3 reads and Parquet part writes; SeaweedFS CPU {n(e['store_cpu_seconds'], 1)} s.")
+    return "\n".join([
+        "## 3. image_text_pairs stage",
+        "",
+        "The core function over the same HTML pages as section 2 (one core, with the `ImagePairsSettings` "
+        "defaults; the page's doc_id computed beforehand), and the work unit end to end.",
+        "",
+        table(["measurement", "HTML pages", "pages with pairs", "pairs", "seconds", "pages/s/core", "pages per CPU-s",
+               "pairs/s", "MB/s (HTML)", "ms/page mean / p50 / p99", "others (CPUs)", "peak RSS MiB"], rows),
+        "",
+        *notes,
+    ])
+
+
+def _image_pairs_counts(e: dict) -> tuple[int, int, int]:
+    """HTML pages, pages with pairs and pairs of the image_text_pairs units (rows_in counts all records)."""
+    with_pairs = sum(x["rows_in"] - sum(x["dropped"].values()) for x in e["results"])
+    pages = with_pairs + sum(x["dropped"].get("no_image_pairs", 0) for x in e["results"])
+    return pages, with_pairs, sum(x["rows_out"] for x in e["results"])
 
 
 def _filtered_section(r: dict) -> str:
@@ -248,7 +456,7 @@ def _filtered_section(r: dict) -> str:
     dropped = ", ".join(f"`{k}` {n(v)}" for k, v in sorted(f["dropped"].items(), key=lambda kv: -kv[1]))
     langs = ", ".join(f"{k} {n(v)}" for k, v in f["top_languages"].items())
     return "\n".join([
-        "## 2. filtered stage core",
+        "## 4. filtered stage core",
         "",
         f"Median of {f['passes']} passes over the extracted documents (per-filter split: median of 3 more passes), "
         f"in batches of {f['batch_rows']:,} rows (the filtered unit's size); Polars thread pool {f['polars_threads']}.",
@@ -263,7 +471,7 @@ def _filtered_section(r: dict) -> str:
 
 
 VARIANTS = (("encode", "`encode_batch`"),
-            ("encode_and_convert", "`encode_batch` + ids/EOS lists + Arrow array (what `tokenize_documents` does)"),
+            ("encode_and_convert", "`encode_batch_fast` + ids/EOS lists + Arrow array (what `tokenize_documents` does)"),
             ("encode_batch_fast", "`encode_batch_fast` (no offsets)"),
             ("tiktoken_reference", "reference, not in the pipeline: tiktoken `encode_ordinary_batch`, same GPT-2 ranks"))
 
@@ -287,7 +495,7 @@ def _tokenized_section(r: dict) -> str:
     rows = _tok_rows(t1, "1 (`RAYON_NUM_THREADS=1`)") + _tok_rows(td, f"default ({m_cpus(r)} CPUs)")
     e = t1["encode"]
     return "\n".join([
-        "## 3. tokenized stage core",
+        "## 5. tokenized stage core",
         "",
         f"Median of {e['passes']} passes per variant over the filtered texts, variants run round-robin, in batches "
         f"of {t1['batch_rows']:,} (the tokenized unit's size). Each thread setting in its own process.",
@@ -308,7 +516,8 @@ def _tokenized_section(r: dict) -> str:
 
 def _e2e_total(e: dict) -> tuple[float, float, float, int]:
     d = e["documents"]
-    pages = sum(x["rows_out"] + x["dropped"].get("no_text", 0) + x["dropped"].get("oversized", 0)
+    # HTML pages handed to the extractor: kept, without main text, or over the time limit
+    pages = sum(x["rows_out"] + x["dropped"].get("no_text", 0) + x["dropped"].get("extraction_timeout", 0)
                 for x in d["results"])
     stages = [e[s] for s in ("documents", "filtered", "tokenized")]
     seconds = sum(s["seconds"] for s in stages)
@@ -346,42 +555,59 @@ def _e2e_section(r: dict) -> str:
          f"{sum(s['other_cpu_seconds'] for s in stages) / total_s:.2f}" if total_s else "–",
          mib(max(s["peak_rss_bytes"] for s in stages)), f"{ANCHOR_E2E} docs/s/core"],
     ]
+    ip = e.get("image_pairs")
+    if ip:
+        ip_pages, _, ip_pairs = _image_pairs_counts(ip)
+        rows.append(row("image_text_pairs (`extract_image_text_pairs`; from the raw files, not in the total)", ip,
+                        ip_pages, "HTML pages", rate(e["raw_bytes"] / MB, ip["seconds"], 2),
+                        f"{rate(ip_pairs, ip['seconds'], 0)} pairs/s", "–"))
     all_cpu = sum(s["cpu_seconds"] + s["store_cpu_seconds"] for s in stages)
     dd: dict[str, int] = {}
     for x in d["results"]:
         for k, v in x["dropped"].items():
             dd[k] = dd.get(k, 0) + v
+    skips = ("not_response", "revisit", "non_2xx", "non_html", "no_text")
+    skipped = {k: v for k, v in dd.items() if k in skips}
+    quarantined = {k: v for k, v in dd.items() if k not in skips}
+    rejected_parts = sum(1 for x in d["results"] if x.get("rejected_part"))
     # What a work unit costs beyond the core it wraps: S3 reads, Parquet writes and part uploads, clients,
     # per-process warm-up. Expected core time at the core stages' wall-clock rates from sections 1-3.
     ex, fc, tc = r["extract"], r["filter"], r["tokenize"]["encode_and_convert"]
-    core_cpu = {  # CPU seconds the core alone would need for this stage's input (sections 1-3)
+    core_cpu = {  # CPU seconds the core alone would need for this stage's input (sections 1-5)
         "documents": pages * ex["cpu_seconds"] / ex["html_pages"],
         "filtered": rows_in(f) * fc["median_cpu_seconds"] / fc["docs_in"] if fc["docs_in"] else 0.0,
         "tokenized": rows_in(t) * tc["median_cpu_seconds"] / r["tokenize"]["docs"] if r["tokenize"]["docs"] else 0.0,
     }
-    overhead = "; ".join(f"{name} {(e[name]['cpu_seconds'] - core_cpu[name]) / max(1, e[name]['units']):.3f} CPU-s "
+    if ip and "image_pairs" in r:  # reading the whole corpus (section 1) + the pairs of its pages (section 3)
+        core_cpu["image_pairs"] = (r["warc"]["median_cpu_seconds"]
+                                   + ip_pages * r["image_pairs"]["median_cpu_seconds"] / r["image_pairs"]["pages"])
+    overhead = "; ".join(f"{name.replace('image_pairs', 'image_text_pairs')} {(e[name]['cpu_seconds'] - core_cpu[name]) / max(1, e[name]['units']):.3f} CPU-s "
                          f"({100 * (e[name]['cpu_seconds'] - core_cpu[name]) / e[name]['cpu_seconds']:.0f}% of the stage)"
-                         for name in ("documents", "filtered", "tokenized") if e[name]["cpu_seconds"])
+                         for name in core_cpu if e[name]["cpu_seconds"])
     return "\n".join([
-        "## 4. end to end through the work units (SeaweedFS)",
+        "## 6. end to end through the work units (SeaweedFS)",
         "",
         f"{e['raw_objects']} raw objects ({n(e['raw_bytes'])} bytes) under `raw/BENCH/`; one work unit per raw file "
-        "(documents) or per upstream part (filtered, tokenized); `run_units` with `RunnerSettings(kind=\"inprocess\")`; "
-        "each stage in a fresh process. Seconds are the `run_units` call: S3 reads and Parquet part uploads "
+        "(documents, image_text_pairs) or per upstream part (filtered, tokenized); `run_units` with "
+        "`RunnerSettings(kind=\"inprocess\")`; each stage in a fresh process. documents runs with the settings' "
+        "extractor and its per-page timeout, and writes each unit's quarantined records to its rejected part "
+        "(`part_key(..., zone=\"rejected\")`). Seconds are the `run_units` call: S3 reads and Parquet part uploads "
         "included, interpreter start-up and imports not. Peak RSS is the stage process's `ru_maxrss`.",
         "",
         table(["stage (work unit)", "units", "in", "rows out", "seconds", "docs/s/core", "docs per CPU-s",
-               "MB/s (WARC gzip)", "tokens/s", "worker CPU-s", "SeaweedFS CPU-s", "others (CPUs)", "peak RSS MiB",
+               "MB/s (WARC gzip)", "tokens/s or pairs/s", "worker CPU-s", "SeaweedFS CPU-s", "others (CPUs)", "peak RSS MiB",
                "datatrove anchor"], rows),
         "",
         f"- Counting SeaweedFS's CPU time as well: {n(pages / all_cpu, 1) if all_cpu else '–'} HTML pages per "
         "CPU-second end to end.",
-        "- documents drops: " + ", ".join(f"`{k}` {n(v)}" for k, v in sorted(dd.items(), key=lambda kv: -kv[1])) + ".",
+        f"- documents: skipped {_drops(skipped)}; quarantined {_drops(quarantined)}, in {rejected_parts} rejected "
+        "parts (one per unit, empty when nothing was quarantined).",
         f"- Work-unit overhead over the core (S3 reads, Parquet writes and uploads, clients, per-process warm-up), "
-        f"worker CPU beyond the CPU-second rates of sections 1–3, per unit: {overhead}. Within noise when small "
+        f"worker CPU beyond the CPU-second rates of sections 1, 3, 4 and 5, per unit: {overhead}. Within noise when small "
         "or negative.",
         f"- Store: started in {n(e['store_start_seconds'], 1)} s; corpus upload {n(e['upload_seconds'], 1)} s; "
         f"SeaweedFS RSS {n(e['store_rss_kib'] / 1024)} MiB at the end (peak {n(e['store_peak_rss_kib'] / 1024)} MiB).",
         f"- Peak RSS per stage process before its units ran (interpreter + imports): documents "
-        f"{mib(d['rss_before_bytes'])}, filtered {mib(f['rss_before_bytes'])}, tokenized {mib(t['rss_before_bytes'])} MiB.",
+        f"{mib(d['rss_before_bytes'])}, filtered {mib(f['rss_before_bytes'])}, tokenized {mib(t['rss_before_bytes'])}"
+        + (f", image_text_pairs {mib(ip['rss_before_bytes'])}" if ip else "") + " MiB.",
     ])

