@@ -84,15 +84,20 @@ def reader_settings(s: DocumentsSettings) -> ReaderSettings:
 
 
 def iter_source(lake: Lake, key: str, settings: ReaderSettings, report: ReadReport):
-    """Records of one raw object, streamed; Parquet is read with random access instead."""
-    body = lake.open(key)
-    head = body.read(4)
-    if is_parquet(head):
-        body.close()
-        with lake.open_arrow(key) as f:
-            yield from read_parquet(f, settings, report)
-        return
-    yield from read_records(_Prepend(head, body), key, settings, report)
+    """Records of one raw object, streamed (Parquet with random access instead). A file that is no known format
+    is quarantined as `unreadable_file` and named in `report.errors`; it yields nothing."""
+    try:
+        body = lake.open(key)
+        head = body.read(4)
+        if is_parquet(head):
+            body.close()
+            with lake.open_arrow(key) as f:
+                yield from read_parquet(f, settings, report)
+            return
+        yield from read_records(_Prepend(head, body), key, settings, report)
+    except UnreadableFile as e:
+        report.quarantine("unreadable_file", 0, detail=str(e))
+        report.errors.append(f"{key}: unreadable: {e}")
 
 
 class _Prepend:
@@ -152,23 +157,19 @@ def extract_documents(u: ExtractUnit) -> UnitResult:
     lake = Lake(u.store)
     report = ReadReport()
     rows: list[dict] = []
-    errors: list[str] = []
     with lake.part_writer(u.part, SCHEMA) as out:
-        try:
-            for rec in iter_source(lake, u.source, reader_settings(u.settings), report):
-                if (row := _document(u, rec, report)) is not None:
-                    rows.append(row)
-                if len(rows) >= BATCH_ROWS:
-                    out.write(pa.Table.from_pylist(rows, SCHEMA))
-                    rows.clear()
-        except UnreadableFile as e:
-            report.quarantine("unreadable_file", 0, detail=str(e))
-            errors.append(f"{u.source}: unreadable: {e}")
+        for rec in iter_source(lake, u.source, reader_settings(u.settings), report):
+            if (row := _document(u, rec, report)) is not None:
+                rows.append(row)
+            if len(rows) >= BATCH_ROWS:
+                out.write(pa.Table.from_pylist(rows, SCHEMA))
+                rows.clear()
         out.write(pa.Table.from_pylist(rows, SCHEMA))
     if u.rejected_part:
         with lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
             rejected.write(pa.Table.from_pylist([{"source_key": u.source, **q} for q in report.quarantined],
                                                 REJECTED_SCHEMA))
+    errors = list(report.errors)
     damaged = sum(report.drops.get(r, 0) for r in ("truncated_file", "corrupt_record"))
     if damaged:
         errors.append(f"{u.source}: {damaged} damaged record(s) quarantined; intact records kept")

@@ -14,7 +14,7 @@ import pyarrow as pa
 from llm_assets.core.documents import doc_id, iter_source, reader_settings
 from llm_assets.core.images import IMAGE_PAIRS_SCHEMA, ImagePairSettings, extract_image_pairs
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.core.readers import ReadReport, UnreadableFile
+from llm_assets.core.readers import ReadReport
 from llm_assets.core.units import UnitResult, timed_unit
 from llm_assets.settings import DocumentsSettings, ImagePairsSettings
 
@@ -44,26 +44,21 @@ def extract_image_text_pairs(u: ImagePairsUnit) -> UnitResult:
     rules = ImagePairSettings(**u.settings.model_dump())
     rows: list[dict] = []
     pages_with_pairs = 0
-    errors = []
     with lake.part_writer(u.part, SCHEMA) as out:
-        try:
-            for rec in iter_source(lake, u.source, reader_settings(u.reader), report):
-                if rec.html is None:
-                    report.skip("not_html")
-                    continue
-                page = doc_id(u.source, rec.record_id, rec.offset, rec.skip)
-                pairs = extract_image_pairs(rec.html, rec.url, page, rules)
-                if not pairs:
-                    report.skip("no_image_pairs")
-                    continue
-                pages_with_pairs += 1
-                rows += [{**p, "crawl": u.crawl, "source_key": u.source, "record_offset": rec.offset} for p in pairs]
-                if len(rows) >= BATCH_ROWS:
-                    out.write(pa.Table.from_pylist(rows, SCHEMA))
-                    rows.clear()
-        except UnreadableFile as e:
-            report.quarantine("unreadable_file", 0, detail=str(e))
-            errors.append(f"{u.source}: unreadable: {e}")
+        for rec in iter_source(lake, u.source, reader_settings(u.reader), report):
+            if rec.html is None:
+                report.skip("not_html")
+                continue
+            page = doc_id(u.source, rec.record_id, rec.offset, rec.skip)
+            pairs = extract_image_pairs(rec.html, rec.url, page, rules)
+            if not pairs:
+                report.skip("no_image_pairs")
+                continue
+            pages_with_pairs += 1
+            rows += [{**p, "crawl": u.crawl, "source_key": u.source, "record_offset": rec.offset} for p in pairs]
+            if len(rows) >= BATCH_ROWS:
+                out.write(pa.Table.from_pylist(rows, SCHEMA))
+                rows.clear()
         out.write(pa.Table.from_pylist(rows, SCHEMA))
     return UnitResult(
         unit=u.unit,
@@ -74,6 +69,6 @@ def extract_image_text_pairs(u: ImagePairsUnit) -> UnitResult:
         dropped=dict(report.drops),
         bytes_in=u.size,
         bytes_out=out.bytes,
-        errors=errors,
+        errors=list(report.errors),
         columns=SCHEMA.names,
     )
