@@ -1,0 +1,84 @@
+"""C4's rules (Raffel et al. 2020, section 2.2, and the c4_utils reference code), with the published defaults.
+
+Line level, which rewrites the text: drop lines with a word over 1000 characters, lines not ending in terminal
+punctuation (or ending in an ellipsis), lines of fewer than 3 words, lines mentioning javascript, and cookie or
+terms-of-use notices; strip Wikipedia citation marks. Document level: drop pages with "lorem ipsum" or a curly
+bracket in a kept line, and pages left with fewer than 5 sentences. FineWeb runs it without the terminal
+punctuation rule (`filter_no_terminal_punct: false` in its settings); the block's default is the paper's.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from llm_assets.core.filters.base import Block, first_reason, reasons_of
+from llm_assets.core.filters.text import sentence_count
+
+CITATION = r"\[\d*]|\[edit]|\[citation needed]"
+END_PUNCTUATION = ('.', '?', '!', '"', "'")
+POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
+                     "use cookies")
+
+
+class C4Quality(Block):
+    """C4's line cleanup and page rules. Rewrites `text` to its kept lines. Reasons: lorem_ipsum, curly_bracket
+    (checked line by line, the first one met wins), too_few_sentences."""
+
+    name = "c4_quality"
+    split_paragraph: bool = True
+    remove_citations: bool = True
+    filter_no_terminal_punct: bool = True
+    min_num_sentences: int = 5
+    min_words_per_line: int = 3
+    max_word_length: int = 1000
+    filter_lorem_ipsum: bool = True
+    filter_javascript: bool = True
+    filter_curly_bracket: bool = True
+    filter_policy: bool = True
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        if not self.split_paragraph:
+            raise ValueError("c4_quality: only split_paragraph=true (C4's line mode) is implemented")
+        raw = pl.col("raw")
+        line = pl.col("line")
+        lower = line.str.to_lowercase()
+        lines = (df.select(pl.col("text").str.replace_all(r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]", "\n")
+                           .str.split("\n").alias("raw"))
+                 .with_row_index("doc").explode("raw").with_row_index("pos")
+                 .with_columns(raw.str.strip_chars()))
+        # str.splitlines() yields no last empty line after a final newline, split() does; empty lines never count
+        lines = lines.with_columns(
+            n_words=raw.str.count_matches(r"\S+"),
+            long_word=raw.str.contains(r"\S{%d}" % (self.max_word_length + 1)) if self.max_word_length != -1
+            else pl.lit(False),
+            line=raw.str.replace_all(CITATION, "") if self.remove_citations else raw,
+        )
+        no_punct = (~line.str.ends_with(END_PUNCTUATION[0]) & ~line.str.ends_with(END_PUNCTUATION[1])
+                    & ~line.str.ends_with(END_PUNCTUATION[2]) & ~line.str.ends_with(END_PUNCTUATION[3])
+                    & ~line.str.ends_with(END_PUNCTUATION[4])) | line.str.ends_with("...")
+        candidate = ~pl.col("long_word")
+        if self.filter_no_terminal_punct:
+            candidate &= ~no_punct
+        candidate &= pl.col("n_words") >= self.min_words_per_line
+        lorem = candidate & lower.str.contains("lorem ipsum", literal=True) if self.filter_lorem_ipsum else pl.lit(False)
+        candidate &= ~lorem
+        if self.filter_javascript:
+            candidate &= ~lower.str.contains("javascript", literal=True)
+        curly = candidate & line.str.contains("{", literal=True) if self.filter_curly_bracket else pl.lit(False)
+        candidate &= ~curly
+        if self.filter_policy:
+            candidate &= ~pl.any_horizontal([lower.str.contains(p, literal=True) for p in POLICY_SUBSTRINGS])
+        lines = lines.with_columns(kept=candidate, lorem=lorem, curly=curly, sentences=sentence_count(line))
+        per_doc = lines.group_by("doc", maintain_order=True).agg(
+            text=line.filter(pl.col("kept")).str.join("\n").str.strip_chars(),
+            sentences=pl.col("sentences").filter(pl.col("kept")).sum(),
+            first_lorem=pl.col("pos").filter(pl.col("lorem")).min(),
+            first_curly=pl.col("pos").filter(pl.col("curly")).min(),
+        ).sort("doc")
+        lorem_pos, curly_pos = pl.col("first_lorem"), pl.col("first_curly")
+        reason = first_reason(
+            (lorem_pos.is_not_null() & (curly_pos.is_null() | (lorem_pos < curly_pos)), "lorem_ipsum"),
+            (curly_pos.is_not_null(), "curly_bracket"),
+            (pl.col("sentences") < self.min_num_sentences, "too_few_sentences"),
+        )
+        return df.with_columns(text=per_doc["text"]), reasons_of(per_doc, reason)

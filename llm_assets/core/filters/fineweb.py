@@ -1,0 +1,54 @@
+"""FineWeb's own quality rules (Penedo et al. 2024, "The FineWeb Datasets"), with the published thresholds: drop
+pages whose lines mostly lack final punctuation, are mostly short, repeat each other, or are lists of words."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from llm_assets.core.filters.base import Block, first_reason, reasons_of
+from llm_assets.core.filters.gopher import _duplicates
+from llm_assets.core.filters.text import TERMINAL_PUNCTUATION, words_column
+
+
+class FineWebQuality(Block):
+    """Over the non-blank lines: fewer than `line_punct_thr` ending in terminal punctuation (line_punct_ratio), more
+    than `short_line_thr` of at most `short_line_length` characters (short_line_ratio), more than
+    `char_duplicates_ratio` of the characters in repeated lines (char_dup_ratio), more than `new_line_ratio`
+    newlines per word (list_ratio). An all-blank text is `empty`."""
+
+    name = "fineweb_quality"
+    line_punct_thr: float = 0.12
+    line_punct_exclude_zero: bool = False
+    short_line_thr: float = 0.67
+    short_line_length: int = 30
+    char_duplicates_ratio: float = 0.01
+    new_line_ratio: float = 0.3
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        lines = (df.select(pl.col("text").str.split("\n").alias("line")).with_row_index("doc").explode("line")
+                 .filter(pl.col("line").str.strip_chars() != ""))
+        per_doc = lines.group_by("doc").agg(
+            n=pl.len(),
+            punct=pl.col("line").str.contains(TERMINAL_PUNCTUATION + "$").sum(),
+            short=(pl.col("line").str.len_chars() <= self.short_line_length).sum(),
+        )
+        dup_chars = _duplicates(df, pl.col("text").str.split("\n").list.eval(
+            pl.element().filter(pl.element().str.strip_chars() != "")))[1]
+        stats = (pl.DataFrame({"doc": pl.int_range(df.height, eager=True).cast(pl.UInt32)})
+                 .join(per_doc, on="doc", how="left")
+                 .with_columns(
+                     dup_chars=dup_chars,
+                     chars=df["text"].str.replace_all("\n", "", literal=True).str.len_chars(),
+                     newlines=df["text"].str.count_matches("\n", literal=True),
+                     n_words=words_column(df["text"]).list.len(),
+                 ))
+        n = pl.col("n").fill_null(0)
+        punct = pl.col("punct") / n
+        reason = first_reason(
+            (n == 0, "empty"),
+            ((punct < self.line_punct_thr) & ~((punct == 0) & self.line_punct_exclude_zero), "line_punct_ratio"),
+            (pl.col("short") / n > self.short_line_thr, "short_line_ratio"),
+            (pl.col("dup_chars") / pl.col("chars") > self.char_duplicates_ratio, "char_dup_ratio"),
+            (pl.col("newlines") / pl.col("n_words") > self.new_line_ratio, "list_ratio"),
+        )
+        return df, reasons_of(stats, reason)

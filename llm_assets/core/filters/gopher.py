@@ -1,0 +1,185 @@
+"""Gopher's rules (Rae et al. 2021, "Scaling Language Models", appendix A, table A1), with the paper's thresholds.
+
+Quality: word count, mean word length, hash and ellipsis ratios, bullet and ellipsis lines, alphabetic words and
+stop words. Repetition: duplicated paragraphs and lines (by count and by characters), the share of text held by the
+most frequent 2-, 3- and 4-gram, and the share covered by repeated 5- to 10-grams.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from llm_assets.core.filters.base import Block, first_reason, reasons_of
+from llm_assets.core.filters.text import SYMBOL_WORD, words_column
+
+STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+
+
+class GopherQuality(Block):
+    """Keeps documents that read like prose. Words are tokenizer words (punctuation marks are words; "symbol" words,
+    all punctuation, do not count towards length). Adds `n_words` (non-symbol words). Reasons, checked in this
+    order: gopher_short_doc, gopher_long_doc, gopher_below_avg_threshold, gopher_above_avg_threshold,
+    gopher_too_many_hashes, gopher_too_many_ellipsis, gopher_too_many_bullets, gopher_too_many_end_ellipsis,
+    gopher_below_alpha_threshold, gopher_enough_stop_words."""
+
+    name = "gopher_quality"
+    min_doc_words: int = 50
+    max_doc_words: int = 100_000
+    min_avg_word_length: float = 3
+    max_avg_word_length: float = 10
+    max_symbol_word_ratio: float = 0.1
+    max_bullet_lines_ratio: float = 0.9
+    max_ellipsis_lines_ratio: float = 0.3
+    min_alpha_words_ratio: float = 0.8
+    min_stop_words: int = 2
+    stop_words: tuple[str, ...] = STOP_WORDS
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        text = pl.col("text")
+        w = pl.col("_words")
+        stats = df.select(
+            text,
+            _words=words_column(df["text"]),
+        ).select(
+            n_all=w.list.len(),
+            n_words=w.list.eval(pl.element().filter(~pl.element().str.contains(SYMBOL_WORD))).list.len(),
+            word_chars=w.list.eval(
+                pl.element().filter(~pl.element().str.contains(SYMBOL_WORD)).str.len_chars()).list.sum(),
+            n_alpha=w.list.eval(pl.element().str.contains(r"\p{L}")).list.sum(),
+            n_stop=w.list.eval(pl.element().filter(pl.element().is_in(list(self.stop_words)))).list.n_unique(),
+            hashes=text.str.count_matches("#", literal=True),
+            ellipses=text.str.count_matches("...", literal=True) + text.str.count_matches("…", literal=True),
+            # str.splitlines(): a trailing newline does not start another line
+            n_lines=text.str.count_matches("\n", literal=True) + (~text.str.ends_with("\n")).cast(pl.UInt32),
+            bullet_lines=text.str.count_matches(r"(?m)^[^\S\n]*[•-]"),
+            ellipsis_lines=text.str.count_matches(r"(?m)(?:\.\.\.|…)[^\S\n]*$"),
+        )
+        n, n_all, lines = pl.col("n_words"), pl.col("n_all"), pl.col("n_lines")
+        avg = pl.col("word_chars") / n
+        reason = first_reason(
+            (n < self.min_doc_words, "gopher_short_doc"),
+            (n > self.max_doc_words, "gopher_long_doc"),
+            (avg < self.min_avg_word_length, "gopher_below_avg_threshold"),
+            (avg > self.max_avg_word_length, "gopher_above_avg_threshold"),
+            (pl.col("hashes") / n_all > self.max_symbol_word_ratio, "gopher_too_many_hashes"),
+            (pl.col("ellipses") / n_all > self.max_symbol_word_ratio, "gopher_too_many_ellipsis"),
+            (pl.col("bullet_lines") / lines > self.max_bullet_lines_ratio, "gopher_too_many_bullets"),
+            (pl.col("ellipsis_lines") / lines > self.max_ellipsis_lines_ratio, "gopher_too_many_end_ellipsis"),
+            (pl.col("n_alpha") / n_all < self.min_alpha_words_ratio, "gopher_below_alpha_threshold"),
+            (pl.col("n_stop") < self.min_stop_words, "gopher_enough_stop_words"),
+        )
+        return df.with_columns(stats["n_words"].cast(pl.Int32)), reasons_of(stats, reason)
+
+
+class GopherRepetition(Block):
+    """Drops documents made of repeated text. Paragraphs are separated by blank lines, lines by newlines; n-grams are
+    over tokenizer words. Reasons, in order: dup_para_frac, dup_para_char_frac, dup_line_frac, dup_line_char_frac,
+    top_{n}_gram, duplicated_{n}_n_grams."""
+
+    name = "gopher_repetition"
+    dup_line_frac: float = 0.3
+    dup_para_frac: float = 0.3
+    dup_line_char_frac: float = 0.2
+    dup_para_char_frac: float = 0.2
+    top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.2), (3, 0.18), (4, 0.16))
+    dup_n_grams: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        text = pl.col("text")
+        paragraphs = _duplicates(df, text.str.strip_chars().str.replace_all(r"\n{2,}", "\x00").str.split("\x00"))
+        lines = _duplicates(df, text.str.replace_all(r"\n+", "\n").str.split("\n"))
+        chars = df["text"].str.len_chars()
+        stats = pl.DataFrame({
+            "chars": chars,
+            "para_dup": paragraphs[0] / paragraphs[2], "para_dup_chars": paragraphs[1] / chars,
+            "line_dup": lines[0] / lines[2], "line_dup_chars": lines[1] / chars,
+        })
+        rules = [
+            (pl.col("chars") == 0, "empty"),
+            (pl.col("para_dup") > self.dup_para_frac, "dup_para_frac"),
+            (pl.col("para_dup_chars") > self.dup_para_char_frac, "dup_para_char_frac"),
+            (pl.col("line_dup") > self.dup_line_frac, "dup_line_frac"),
+            (pl.col("line_dup_chars") > self.dup_line_char_frac, "dup_line_char_frac"),
+        ]
+        early = reasons_of(stats, first_reason(*rules))
+        # n-grams only for the documents still in
+        todo = np.flatnonzero(early.is_null().to_numpy())
+        ngram = {f"top_{n}": np.zeros(df.height) for n, _ in self.top_n_grams}
+        ngram |= {f"dup_{n}": np.zeros(df.height) for n, _ in self.dup_n_grams}
+        if len(todo):
+            ws = words_column(df["text"].gather(todo))
+            for n, _ in self.top_n_grams:
+                ngram[f"top_{n}"][todo] = _top_ngram_chars(ws, n)
+            for n, _ in self.dup_n_grams:
+                ngram[f"dup_{n}"][todo] = _duplicate_ngram_chars(ws, n)
+        stats = stats.with_columns(**{k: pl.Series(v) / pl.col("chars") for k, v in ngram.items()})
+        rules += [(pl.col(f"top_{n}") > frac, f"top_{n}_gram") for n, frac in self.top_n_grams]
+        rules += [(pl.col(f"dup_{n}") > frac, f"duplicated_{n}_n_grams") for n, frac in self.dup_n_grams]
+        return df, reasons_of(stats, first_reason(*rules))
+
+
+def _duplicates(df: pl.DataFrame, parts: pl.Expr) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """Per document: how many parts repeat an earlier one, their characters, and the number of parts."""
+    exploded = df.select(parts.alias("p")).with_row_index("doc").explode("p")
+    per_doc = exploded.group_by("doc", maintain_order=True).agg(
+        dup=(~pl.col("p").is_first_distinct()).sum(),
+        dup_chars=pl.when(~pl.col("p").is_first_distinct()).then(pl.col("p").str.len_chars()).otherwise(0).sum(),
+        n=pl.len(),
+    ).sort("doc")
+    return per_doc["dup"], per_doc["dup_chars"], per_doc["n"]
+
+
+def _ngram_frame(ws: pl.Series, n: int) -> pl.DataFrame:
+    """One row per word n-gram: doc, position, a 64-bit id of the n-gram, and its characters (words only)."""
+    flat = pl.DataFrame({"w": ws}).with_row_index("doc").explode("w").drop_nulls("w")
+    h = flat["w"].hash(seed=0).to_numpy()
+    length = flat["w"].str.len_chars().cast(pl.Int64).to_numpy()
+    doc = flat["doc"].to_numpy()
+    m = len(h) - n + 1
+    if m <= 0:
+        return pl.DataFrame(schema={"doc": pl.UInt32, "pos": pl.Int64, "g": pl.UInt64, "chars": pl.Int64})
+    g = h[:m].copy()
+    chars = length[:m].copy()
+    for k in range(1, n):  # wrapping multiply-add: an order-sensitive combination of the word hashes
+        g = g * np.uint64(0x100000001B3) + h[k:m + k]
+        chars += length[k:m + k]
+    ok = doc[:m] == doc[n - 1:]  # the n-gram lies inside one document
+    return pl.DataFrame({"doc": doc[:m][ok], "pos": np.arange(m)[ok], "g": g[ok], "chars": chars[ok]})
+
+
+def _top_ngram_chars(ws: pl.Series, n: int) -> np.ndarray:
+    """Characters of the most frequent n-gram times its count (the n-gram joined by spaces); ties go to the n-gram
+    seen first, as a Counter's most_common does."""
+    out = np.zeros(len(ws))
+    grams = _ngram_frame(ws, n)
+    if grams.height:
+        top = (grams.group_by("doc", "g").agg(count=pl.len(), first=pl.col("pos").min(), chars=pl.col("chars").first())
+               .sort("doc", "count", "first", descending=[False, True, False])
+               .group_by("doc", maintain_order=True).first())
+        out[top["doc"].to_numpy()] = (top["count"] * (top["chars"] + n - 1)).to_numpy()
+    return out
+
+
+def _duplicate_ngram_chars(ws: pl.Series, n: int) -> np.ndarray:
+    """Characters covered by repeated n-grams, scanning left to right and jumping over each repeat (so overlapping
+    repeats are not counted twice). Only n-grams that occur more than once can matter, so only they are walked."""
+    out = np.zeros(len(ws))
+    grams = _ngram_frame(ws, n)
+    if not grams.height:
+        return out
+    repeated = grams.filter(pl.len().over("doc", "g") > 1).sort("doc", "pos")
+    for (doc,), part in repeated.group_by("doc", maintain_order=True):
+        seen: set[int] = set()
+        next_free = -1
+        total = 0
+        for pos, g, chars in zip(part["pos"].to_list(), part["g"].to_list(), part["chars"].to_list()):
+            if pos < next_free:
+                continue
+            if g in seen:
+                total += chars
+                next_free = pos + n
+            else:
+                seen.add(g)
+        out[doc] = total
+    return out

@@ -1,0 +1,63 @@
+"""Text normalization: repair mojibake, compose Unicode, drop invisible control characters, tidy whitespace.
+
+Web text arrives with UTF-8 read as cp1252 ("donâ€™t"), decomposed accents, byte-order marks, Windows line ends
+and layout whitespace. Left alone, the same sentence has many spellings, which hurts deduplication, the
+quality heuristics and the tokenizer. The block only rewrites how text is encoded and laid out, never what it
+says: code indentation and paragraph breaks survive, quotes, ellipses and HTML entities stay as they are.
+A document left empty is dropped with reason `empty`.
+"""
+
+from __future__ import annotations
+
+import ftfy
+import polars as pl
+
+from .base import Block, first_reason, reasons_of
+
+# The bytes 0x80-0xBF of a UTF-8 sequence as cp1252 (or latin-1, hence the C1 range) renders them.
+_CONT = "\x80-\xbf€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ"
+# A UTF-8 lead byte as a character followed by continuation bytes as characters ("Ã©", "â€™", "Â\xa0"):
+# common in broken pages, rare in real text, so only these rows pay for ftfy.
+MOJIBAKE = f"[\xc2-\xdf][{_CONT}]|[\xe0-\xef][{_CONT}]{{2}}|[\xf0-\xf4][{_CONT}]{{3}}"
+# C0 controls except \t \n (\r, \v and \f are line breaks, handled first), DEL, C1, BOM and zero-width space.
+CONTROL = "[\x00-\x08\x0e-\x1f\x7f-\x9f\ufeff\u200b]"
+HSPACE = r"[ \t\p{Zs}]"
+
+
+class Normalize(Block):
+    name = "normalize"
+
+    nfc: bool = True
+    fix_mojibake: bool = True
+    strip_control: bool = True
+    whitespace: bool = True
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        if self.fix_mojibake:
+            df = df.with_columns(repair_mojibake(df["text"]))
+        expr = pl.col("text")
+        if self.strip_control:
+            # \v and \f separate lines or pages: deleting them would glue the words on either side.
+            expr = expr.str.replace_all(r"\r\n?|[\v\f]", "\n").str.replace_all(CONTROL, "")
+        if self.nfc:
+            expr = expr.str.normalize("NFC")
+        if self.whitespace:
+            expr = (
+                # Only runs after a visible character: the indentation at the start of a line is kept.
+                expr.str.replace_all(rf"(\S){HSPACE}+", "${1} ")
+                .str.replace_all(rf"(?m){HSPACE}+$", "")
+                .str.replace_all(r"\n{3,}", "\n\n")
+                .str.strip_chars("\n")
+            )
+        df = df.with_columns(expr)
+        empty = pl.col("text").is_null() | (pl.col("text").str.len_bytes() == 0)
+        return df, reasons_of(df, first_reason((empty, "empty")))
+
+
+def repair_mojibake(text: pl.Series) -> pl.Series:
+    """ftfy's encoding repair on the rows the vectorized pre-check flags; the other rows are not touched."""
+    rows = text.str.contains(MOJIBAKE).fill_null(False).arg_true()
+    if rows.len() == 0:
+        return text
+    # fix_encoding only undoes encoding mix-ups: unlike fix_text it leaves quotes, entities and line breaks.
+    return text.clone().scatter(rows, [ftfy.fix_encoding(t) for t in text.gather(rows).to_list()])

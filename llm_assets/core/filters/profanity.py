@@ -1,0 +1,75 @@
+"""Profanity filter: drops documents in which profane words or slurs are more than `max_density` of the words.
+
+One swear word in a long article is ordinary language and worth keeping; pages dense with them (abuse, spam,
+adult sites) teach a model the wrong register. Off by default, because a word list is a blunt tool whose
+right threshold depends on the corpus. Adds `profanity_density` to every document. Reason:
+`profanity_density`.
+
+Words match whole and case-insensitively ("class" never counts as "ass", "Scunthorpe" never as "cunt"); an
+entry may be a phrase. `bad_words` loads the built-in list and a user list, and the C4 bad-words rule reuses it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+from pydantic import PrivateAttr
+
+from .base import Block, first_reason, reasons_of
+
+BUILTIN = Path(__file__).parent / "assets" / "bad_words_en.txt"
+
+
+def read_words(path: Path) -> list[str]:
+    """One word or phrase per line; `#` starts a comment."""
+    return [line.split("#", 1)[0] for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def bad_words(words_file: str | None, extra: tuple[str, ...] = (), use_builtin: bool = True) -> tuple[str, ...]:
+    """The built-in list (if `use_builtin`), `words_file` and `extra`: lower case, sorted, without duplicates."""
+    words = list(extra)
+    if use_builtin:
+        words += read_words(BUILTIN)
+    if words_file is not None:
+        path = Path(words_file)
+        if not path.is_file():
+            raise ValueError(f"bad words file {words_file} does not exist")
+        words += read_words(path)
+    return tuple(sorted({" ".join(w.lower().split()) for w in words} - {""}))
+
+
+def word_pattern(words: tuple[str, ...]) -> str | None:
+    """One case-insensitive alternation of whole words; the spaces in a phrase match any whitespace."""
+    if not words:
+        return None
+    # Longest first, so a phrase wins over a word it starts with.
+    phrases = sorted(words, key=len, reverse=True)
+    alternatives = (r"\s+".join(pl.escape_regex(part) for part in w.split()) for w in phrases)
+    return rf"(?i)\b(?:{'|'.join(alternatives)})\b"
+
+
+class ProfanityFilter(Block):
+    name = "profanity"
+
+    enabled: bool = False
+    words: tuple[str, ...] = ()
+    words_file: str | None = None
+    use_builtin: bool = True
+    max_density: float = 0.02
+
+    _pattern: str | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context) -> None:
+        # Built once per block, so a missing words_file fails when the settings load, not mid-run.
+        self._pattern = word_pattern(bad_words(self.words_file, self.words, self.use_builtin))
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        text = pl.col("text")
+        if self._pattern is None:
+            density = pl.lit(0.0)
+        else:
+            density = (text.str.count_matches(self._pattern) / text.str.count_matches(r"\S+")).fill_nan(0.0)
+        # The threshold is compared in full precision, so a density exactly at max_density is kept.
+        reasons = reasons_of(df, first_reason((density > self.max_density, "profanity_density")))
+        return df.with_columns(density.cast(pl.Float32).alias("profanity_density")), reasons

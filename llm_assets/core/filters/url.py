@@ -1,0 +1,121 @@
+"""URL filtering as in RefinedWeb and FineWeb: block listed domains and URLs, and URLs made of banned words.
+
+The lists are a small built-in one (`assets/url_blocklist.txt`) plus what the deployment supplies, inline or as
+files (one entry per line, `#` comments). Words are compared after lower-casing and removing non-alphanumerics.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import re
+from functools import cache
+from pathlib import Path
+
+import polars as pl
+
+from llm_assets.core.filters.base import Block, first_reason, reasons_of
+
+# scheme://[user@]host[:port]/...
+HOST = r"^[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/?#]*@)?(\[[^\]/]*\]|[^:/?#\[]*)"
+LIST_KINDS = ("banned_words", "soft_banned_words", "banned_subwords", "domains")
+
+
+def _normalized(word: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9]+", "", word).lower()
+
+
+def read_list(path: str | Path) -> list[str]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ValueError(f"url filter: cannot read list {path}: {e}") from e
+    return [x.strip() for x in lines if x.strip() and not x.lstrip().startswith("#")]
+
+
+@cache
+def builtin_lists() -> dict[str, tuple[str, ...]]:
+    text = (importlib.resources.files("llm_assets.core.filters") / "assets" / "url_blocklist.txt").read_text()
+    lists: dict[str, list[str]] = {k: [] for k in LIST_KINDS}
+    section = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+        else:
+            lists[section].append(line)
+    return {k: tuple(v) for k, v in lists.items()}
+
+
+@cache
+def _tld_extractor():
+    import tldextract
+
+    # The Public Suffix List snapshot inside the wheel: no download at run time.
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+
+def registered_domain(host: str) -> str:
+    return _tld_extractor()(host).top_domain_under_public_suffix
+
+
+class URLFilter(Block):
+    """Reasons, in order: domain (the registered domain is listed), subdomain (the full host is listed), url (the
+    exact URL is listed), hard_blacklisted (a URL word is a banned word), soft_blacklisted (at least
+    `soft_word_threshold` soft-banned words), blacklisted_subword (a banned subword occurs anywhere)."""
+
+    name = "url"
+    use_builtin: bool = True
+    soft_word_threshold: int = 2
+    blocked_domains: tuple[str, ...] = ()
+    blocked_urls: tuple[str, ...] = ()
+    banned_words: tuple[str, ...] = ()
+    soft_banned_words: tuple[str, ...] = ()
+    banned_subwords: tuple[str, ...] = ()
+    blocked_domains_file: str | None = None
+    blocked_urls_file: str | None = None
+    banned_words_file: str | None = None
+
+    def lists(self) -> dict[str, frozenset[str]]:
+        builtin = builtin_lists() if self.use_builtin else {k: () for k in LIST_KINDS}
+        domains = [*builtin["domains"], *self.blocked_domains]
+        urls = list(self.blocked_urls)
+        words = [*builtin["banned_words"], *self.banned_words]
+        if self.blocked_domains_file:
+            domains += read_list(self.blocked_domains_file)
+        if self.blocked_urls_file:
+            urls += read_list(self.blocked_urls_file)
+        if self.banned_words_file:
+            words += read_list(self.banned_words_file)
+        return {
+            "domains": frozenset(d.strip().lower() for d in domains),
+            "urls": frozenset(u.strip() for u in urls),
+            "banned_words": frozenset(filter(None, map(_normalized, words))),
+            "soft_banned_words": frozenset(filter(None, map(_normalized, [*builtin["soft_banned_words"],
+                                                                           *self.soft_banned_words]))),
+            "banned_subwords": frozenset(filter(None, map(_normalized, [*builtin["banned_subwords"],
+                                                                         *self.banned_subwords]))),
+        }
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        lists = self.lists()
+        hosts = df["url"].str.extract(HOST, 1).str.to_lowercase().fill_null("")
+        unique = hosts.unique().to_list()
+        registered = dict(zip(unique, (registered_domain(h) if h else "" for h in unique)))
+        url = pl.col("url")
+        url_words = url.str.to_lowercase().str.extract_all(r"[a-z0-9]+")
+        soft = list(lists["soft_banned_words"])
+        subwords = list(lists["banned_subwords"])
+        frame = df.select(url).with_columns(host=hosts, registered=hosts.replace_strict(registered))
+        reason = first_reason(
+            (pl.col("registered").is_in(list(lists["domains"])), "domain"),
+            (pl.col("host").is_in(list(lists["domains"])), "subdomain"),
+            (url.is_in(list(lists["urls"])), "url"),
+            (url_words.list.eval(pl.element().is_in(list(lists["banned_words"]))).list.any(), "hard_blacklisted"),
+            (url_words.list.eval(pl.element().filter(pl.element().is_in(soft))).list.n_unique()
+             >= self.soft_word_threshold, "soft_blacklisted"),
+            (url.str.to_lowercase().str.replace_all(r"[^a-z0-9]+", "").str.contains_any(subwords)
+             if subwords else pl.lit(False), "blacklisted_subword"),
+        )
+        return df, reasons_of(frame, reason)
