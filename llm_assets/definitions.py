@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from llm_assets.crawl_stats.assets import crawl_stats, crawl_stats_job
 from llm_assets.documents.assets import documents
 from llm_assets.filtered.assets import filtered
 from llm_assets.image_text_pairs.assets import image_text_pairs
@@ -14,8 +15,8 @@ from resources import LakeIOManager, object_store_from_env
 store = object_store_from_env()
 
 defs = dg.Definitions(
-    assets=[raw_files, documents, image_text_pairs, filtered, tokenized],
-    jobs=[lake_job],
+    assets=[raw_files, documents, image_text_pairs, filtered, tokenized, crawl_stats],
+    jobs=[lake_job, crawl_stats_job],
     sensors=[raw_drop_sensor],
     resources={"store": store, "lake_io_manager": LakeIOManager(store=store)},
 )

@@ -15,6 +15,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from llm_assets.core import filters
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
 
@@ -52,10 +54,23 @@ class ImagePairsSettings(_Section):
 
 
 class FilteredSettings(_Section):
-    languages: tuple[str, ...] = ("en",)
-    language_threshold: float = Field(default=0.65, ge=0.0, le=1.0)
-    min_words: int = Field(default=50, ge=0)
-    max_words: int = Field(default=100_000, gt=0)
+    """The filter chain, in the order it runs (FineWeb's order, then the optional blocks, PII masking last)."""
+
+    normalize: filters.Normalize = filters.Normalize()
+    url: filters.URLFilter = filters.URLFilter()
+    language: filters.LanguageFilter = filters.LanguageFilter()
+    gopher_repetition: filters.GopherRepetition = filters.GopherRepetition()
+    gopher_quality: filters.GopherQuality = filters.GopherQuality()
+    c4_quality: filters.C4Quality = filters.C4Quality(filter_no_terminal_punct=False)  # as FineWeb runs it
+    fineweb_quality: filters.FineWebQuality = filters.FineWebQuality()
+    c4_badwords: filters.C4BadWords = filters.C4BadWords()
+    profanity: filters.ProfanityFilter = filters.ProfanityFilter()
+    vocabulary: filters.DomainVocabulary = filters.DomainVocabulary()
+    pii: filters.PIIMasker = filters.PIIMasker()
+
+    def chain(self) -> list[filters.Block]:
+        """The enabled blocks, in order."""
+        return [block for name in type(self).model_fields if (block := getattr(self, name)).enabled]
 
 
 class TokenizedSettings(_Section):

@@ -1,12 +1,17 @@
-"""Document filters on hand-made frames: word-count thresholds, fastText language ID, and apply_filters'
-split into kept and rejected rows with reasons."""
+"""The filter blocks on hand-made edge cases, one rule at a time, and the whole chain on the real shared documents."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from llm_assets.core.filters import LanguageFilter, WordCountFilter, apply_filters
+from llm_assets.core.filters import (
+    C4BadWords, C4Quality, DomainVocabulary, FineWebQuality, GopherQuality, GopherRepetition, LanguageFilter,
+    URLFilter, apply_filters,
+)
+from llm_assets.core.filters.text import words
+from llm_assets.settings import FilteredSettings
+from llm_assets_tests.conftest import shared
 
 ENGLISH = ("The quick brown fox jumps over the lazy dog while the farmer watches from the old wooden porch, "
            "wondering whether the rain will come before the harvest is finished this year.")
@@ -16,46 +21,91 @@ GERMAN = ("Der schnelle braune Fuchs springt über den faulen Hund, während der
           "Veranda aus zusieht und sich fragt, ob der Regen vor dem Ende der Ernte kommt.")
 CHINESE = "敏捷的棕色狐狸跳过了懒惰的狗，农夫在旧木门廊上看着，想知道雨是否会在收获结束之前到来。"
 
-
-def words(n: int) -> str:
-    return " ".join(f"w{i}" for i in range(n))
-
-
-# WordCountFilter
-
-@pytest.mark.parametrize(("n", "reason"), [(0, "too_few_words"), (2, "too_few_words"), (3, None), (4, None),
-                                           (5, None), (6, "too_many_words"), (1000, "too_many_words")])
-def test_word_count_thresholds_are_inclusive(n, reason):
-    """min_words <= words <= max_words is kept; one word fewer or more is dropped with its reason."""
-    df, reasons = WordCountFilter(min_words=3, max_words=5).apply(pl.DataFrame({"text": [words(n)]}))
-    assert df["n_words"].to_list() == [n]
-    assert reasons.to_list() == [reason]
+# Six distinct prose sentences, each ending with a period: a page every rule keeps.
+SENTENCES = [
+    "The committee met on Tuesday to review the budget for the new library building.",
+    "Several members argued that the reading rooms should stay open later in the evening.",
+    "Others pointed out that the heating costs had already risen sharply over the winter.",
+    "After a long discussion they agreed to ask the city council for a modest increase.",
+    "The chair thanked the volunteers who had organised the book sale in the spring.",
+    "A final decision is expected at the next meeting, which will be held in March.",
+]
+PROSE = "\n".join(SENTENCES)
 
 
-def test_words_are_runs_of_non_whitespace():
-    """Tabs, newlines, repeated and Unicode spaces separate words; punctuation glued to a word does not."""
-    texts = ["a\tb\nc  d", "  padded  ", "", "one,two;three", "a\u00a0b\u2003c", "end.\r\n"]
-    df, _ = WordCountFilter(min_words=0).apply(pl.DataFrame({"text": texts}))
-    assert df["n_words"].to_list() == [4, 1, 0, 1, 3, 1]
-    assert df.schema["n_words"] == pl.Int32
+def reasons(block, texts: list[str], **cols) -> list[str | None]:
+    return block.apply(pl.DataFrame({"text": texts, **cols}))[1].to_list()
 
 
-def test_word_count_keeps_columns_and_order():
-    """The filter adds `n_words` to every row and leaves the other columns and row order untouched."""
-    src = pl.DataFrame({"doc_id": ["a", "b", "c"], "text": [words(1), words(60), words(10)]})
-    df, reasons = WordCountFilter(min_words=5, max_words=50).apply(src)
-    assert df.drop("n_words").equals(src)
-    assert reasons.to_list() == ["too_few_words", "too_many_words", None]
-    assert len(reasons) == src.height
+# words: the tokenizer the word rules count with
 
 
-def test_min_words_zero_keeps_empty_text():
-    """With min_words=0 even an empty document passes the length rule."""
-    _, reasons = WordCountFilter(min_words=0, max_words=1).apply(pl.DataFrame({"text": ["", "x", "x y"]}))
-    assert reasons.to_list() == [None, None, "too_many_words"]
+@pytest.mark.parametrize(("text", "expected"), [
+    ("don't stop.", ["do", "n't", "stop", "."]),
+    ("It’s the U.S. Army, e.g. here.", ["It", "’s", "the", "U.S.", "Army", ",", "e.g.", "here", "."]),
+    ("well-known 2011-07-01 base-26", ["well", "-", "known", "2011", "-", "07", "-", "01", "base-26"]),
+    ("$899.00 (see 501(c)(3))", ["$", "899.00", "(", "see", "501(c)(3", ")", ")"]),
+    ("end.Next 3.5 12:30 9/11 he/him", ["end", ".", "Next", "3.5", "12:30", "9/11", "he", "/", "him"]),
+    ("Wait... https://example.com/a?b=1).", ["Wait", "...", "https://example.com/a?b=1", ")", "."]),
+    ("禁止复制，请离开！", ["禁止复制，请离开", "！"]),
+])
+def test_words_split_punctuation_like_spacy(text, expected):
+    """Punctuation, clitics and infixes split as spaCy's English tokenizer splits them (datatrove's word rules)."""
+    assert words(text) == expected
 
 
-# LanguageFilter
+def test_a_dot_run_costs_linear_time():
+    """A long run of dots is one ellipsis token (the pattern must not backtrack exponentially)."""
+    assert words("Contents" + "." * 5000 + " 7") == ["Contents", "." * 5000, "7"]
+
+
+# apply_filters
+
+
+def test_apply_filters_records_block_and_reason_and_keeps_order():
+    """Each block sees only what the previous ones kept; drops carry the block's name and its reason code."""
+    df = pl.DataFrame({"text": [PROSE, "too short", FRENCH * 5], "url": ["https://a.org/x", "https://b.org",
+                                                                           "https://xxx.example/p"]})
+    kept, dropped = apply_filters(df, [URLFilter(), GopherQuality()])
+    assert kept["text"].to_list() == [PROSE]
+    assert dropped.select("filter", "reason").rows() == [("url", "hard_blacklisted"), ("gopher_quality",
+                                                                                        "gopher_short_doc")]
+    assert "_words" not in kept.columns and "_words" not in dropped.columns
+
+
+def test_disabled_blocks_do_not_run_and_the_chain_follows_fineweb():
+    chain = [b.name for b in FilteredSettings().chain()]
+    assert chain == ["normalize", "url", "language", "gopher_repetition", "gopher_quality", "c4_quality",
+                     "fineweb_quality", "pii"]
+    assert FilteredSettings().c4_quality.filter_no_terminal_punct is False  # as FineWeb runs C4
+    kept, dropped = apply_filters(pl.DataFrame({"text": ["x"]}), [GopherQuality(enabled=False)])
+    assert kept.height == 1 and dropped.height == 0
+
+
+# URL filter
+
+
+def test_url_filter_reasons():
+    block = URLFilter(blocked_domains=("spam.co.uk", "ads.example.org"), blocked_urls=("https://ok.org/bad",),
+                      banned_words=("casino",))
+    urls = ["https://news.spam.co.uk/a", "https://ads.example.org/x", "https://www.example.org/x",
+            "https://ok.org/bad", "https://ok.org/good", "https://ok.org/online-casino/", "https://ok.org/casinos",
+            "https://ok.org/sexy-nude-pics", "https://ok.org/sexy", "https://www.pornhubclips.net/", ""]
+    assert reasons(block, [""] * len(urls), url=urls) == [
+        "domain", "subdomain", None, "url", None, "hard_blacklisted", None, "soft_blacklisted", None,
+        "blacklisted_subword", None]
+
+
+def test_url_filter_lists_from_files(tmp_path):
+    (tmp_path / "domains.txt").write_text("# blocked\nexample.net\n")
+    block = URLFilter(use_builtin=False, blocked_domains_file=str(tmp_path / "domains.txt"))
+    assert reasons(block, ["", ""], url=["http://a.example.net/", "http://porn.example.com/"]) == ["domain", None]
+    with pytest.raises(ValueError, match="missing.txt"):
+        URLFilter(banned_words_file=str(tmp_path / "missing.txt")).apply(pl.DataFrame({"text": [""], "url": [""]}))
+
+
+# Language
+
 
 def test_language_filter_keeps_english_and_drops_the_rest():
     """Only the configured language is kept; the others get reason `language`; scores are added to all."""
@@ -79,7 +129,7 @@ def test_language_threshold_is_inclusive():
     """A document scoring exactly the threshold is kept; raise the threshold above its score and it is dropped."""
     src = pl.DataFrame({"text": [ENGLISH]})
     df, _ = LanguageFilter().apply(src)
-    score = df["language_score"][0]
+    score = float(df["language_score"][0]) - 1e-6  # stored as float32
     assert LanguageFilter(threshold=score).apply(src)[1].to_list() == [None]
     assert LanguageFilter(threshold=min(1.0, score + 1e-4)).apply(src)[1].to_list() == ["language"]
 
@@ -100,67 +150,143 @@ def test_language_filter_on_an_empty_frame():
     assert df.schema["language"] == pl.String and df.schema["language_score"] == pl.Float32
 
 
-# apply_filters
 
-def _batch() -> pl.DataFrame:
-    return pl.DataFrame({
-        "doc_id": ["en-ok", "en-short", "fr", "de-short", "en-long", "zh"],
-        "text": [ENGLISH, "Hello there.", FRENCH, "Guten Tag, wie geht es Ihnen heute?", ENGLISH + " " + words(40),
-                 CHINESE],
-    })
+def test_multilingual_mode_keeps_every_language_with_its_label():
+    src = pl.DataFrame({"text": [ENGLISH, FRENCH, GERMAN, "zzzz qqqq"]})
+    df, r = LanguageFilter(multilingual=True).apply(src)
+    assert df["language"].to_list()[:3] == ["en", "fr", "de"]
+    assert r.to_list()[:3] == [None, None, None]
 
 
-def test_apply_filters_splits_into_kept_and_rejected_with_reasons():
-    """Every input row ends up in exactly one of kept or rejected; rejected rows carry the first failing reason."""
-    src = _batch()
-    kept, rejected = apply_filters(src, [LanguageFilter(), WordCountFilter(min_words=10, max_words=40)])
-
-    assert kept.height + rejected.height == src.height
-    assert sorted(kept["doc_id"].to_list() + rejected["doc_id"].to_list()) == sorted(src["doc_id"].to_list())
-    assert kept["doc_id"].to_list() == ["en-ok"]
-    assert dict(rejected.select("doc_id", "reason").iter_rows()) == {
-        "en-short": "too_few_words", "fr": "language", "de-short": "language", "en-long": "too_many_words",
-        "zh": "language",
-    }
-    assert "reason" not in kept.columns
-    assert rejected["reason"].null_count() == 0
-    assert {"language", "language_score", "n_words"} <= set(kept.columns)
+# Gopher quality
 
 
-def test_later_filters_only_see_what_earlier_ones_kept():
-    """A document dropped for its language is not word-counted: its n_words stays null."""
-    kept, rejected = apply_filters(_batch(), [LanguageFilter(), WordCountFilter(min_words=10, max_words=40)])
-    by_id = {row["doc_id"]: row for row in rejected.iter_rows(named=True)}
-    assert by_id["de-short"]["n_words"] is None and by_id["de-short"]["language"] == "de"
-    assert by_id["en-short"]["n_words"] == 2 and by_id["en-short"]["language"] == "en"
-    assert kept["n_words"].null_count() == 0
+def test_gopher_quality_keeps_prose():
+    assert reasons(GopherQuality(), [PROSE]) == [None]
 
 
-def test_filter_order_decides_the_reason():
-    """Word count first: the short German text is dropped as too_few_words, never reaching language ID."""
-    _, rejected = apply_filters(_batch(), [WordCountFilter(min_words=10, max_words=40), LanguageFilter()])
-    reasons = dict(rejected.select("doc_id", "reason").iter_rows())
-    assert reasons["de-short"] == "too_few_words"
-    assert reasons["fr"] == "language"
+@pytest.mark.parametrize(("text", "reason"), [
+    ("One short line with the words of it.", "gopher_short_doc"),
+    (" ".join(["extraordinarily"] * 60) + " the and", "gopher_above_avg_threshold"),
+    (" ".join(["a", "an", "of", "the", "to"] * 12), "gopher_below_avg_threshold"),
+    (PROSE + " #tag" * 12, "gopher_too_many_hashes"),
+    (PROSE + " wait..." * 12, "gopher_too_many_ellipsis"),
+    ("\n".join("- " + s for s in SENTENCES), "gopher_too_many_bullets"),
+    ("\n".join(s[:-1] + "..." for s in SENTENCES), "gopher_too_many_end_ellipsis"),
+    (PROSE + " 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25", "gopher_below_alpha_threshold"),
+    (" ".join(f"Word{i} apple" for i in range(40)), "gopher_enough_stop_words"),
+])
+def test_gopher_quality_rules(text, reason):
+    assert reasons(GopherQuality(), [text]) == [reason]
 
 
-def test_apply_filters_keeps_everything_that_passes():
-    """Nothing dropped: kept equals the input plus the added columns, rejected is empty but has `reason`."""
-    src = pl.DataFrame({"doc_id": ["a", "b"], "text": [ENGLISH, ENGLISH.upper().lower()]})
-    kept, rejected = apply_filters(src, [LanguageFilter(), WordCountFilter(min_words=1)])
-    assert kept.select("doc_id", "text").equals(src)
-    assert rejected.height == 0 and "reason" in rejected.columns
+def test_gopher_quality_counts_words_not_punctuation():
+    """Punctuation marks are words for the ratios but not for the length: 49 words and 49 commas are short."""
+    text = " ".join(["house,"] * 49) + " the of"
+    df, r = GopherQuality(min_alpha_words_ratio=0).apply(pl.DataFrame({"text": [text]}))
+    assert df["n_words"].to_list() == [51] and r.to_list() == [None]
+    assert reasons(GopherQuality(min_doc_words=52, min_alpha_words_ratio=0), [text]) == ["gopher_short_doc"]
 
 
-def test_apply_filters_with_no_filters():
-    """No filters: everything is kept and the rejected frame is empty with a `reason` column."""
-    src = _batch()
-    kept, rejected = apply_filters(src, [])
-    assert kept.equals(src)
-    assert rejected.height == 0 and rejected.columns == [*src.columns, "reason"]
+# Gopher repetition
 
 
-def test_apply_filters_on_an_empty_batch():
-    """An empty batch gives two empty frames, not an error."""
-    kept, rejected = apply_filters(_batch().clear(), [LanguageFilter(), WordCountFilter()])
-    assert kept.height == 0 and rejected.height == 0
+@pytest.mark.parametrize(("text", "reason"), [
+    ("\n\n".join([SENTENCES[0]] * 3 + SENTENCES[1:3]), "dup_para_frac"),
+    ("\n".join([SENTENCES[0]] * 3 + SENTENCES[1:4]), "dup_line_frac"),
+    ("\n".join(SENTENCES + [SENTENCES[0] + " " + SENTENCES[1]] * 3), "dup_line_char_frac"),
+    (" ".join(["buy now"] * 30) + " " + PROSE, "top_2_gram"),
+    (PROSE + " " + " ".join(["alpha beta gamma delta epsilon zeta eta theta"] * 4), "duplicated_6_n_grams"),
+])
+def test_gopher_repetition_rules(text, reason):
+    assert reasons(GopherRepetition(), [text]) == [reason]
+
+
+def test_gopher_repetition_keeps_prose_and_drops_empty():
+    assert reasons(GopherRepetition(), [PROSE, ""]) == [None, "empty"]
+
+
+# C4
+
+
+def test_c4_line_cleanup_rewrites_the_text():
+    text = "\n".join(SENTENCES[:3] + ["Please enable JavaScript to view this page.", "Read our privacy policy.",
+                                      "Menu", "Home | About", "Cited claim here and there.[1][citation needed]"]
+                     + SENTENCES[3:])
+    df, r = C4Quality().apply(pl.DataFrame({"text": [text]}))
+    assert r.to_list() == [None]
+    assert df["text"][0] == "\n".join(SENTENCES[:3] + ["Cited claim here and there."] + SENTENCES[3:])
+
+
+@pytest.mark.parametrize(("lines", "reason"), [
+    (SENTENCES + ["Lorem ipsum dolor sit amet."], "lorem_ipsum"),
+    (SENTENCES + ["function f() { return 1; }."], "curly_bracket"),
+    (["Short {", "Lorem ipsum dolor sit amet.", "A line with { in it."], "lorem_ipsum"),  # the first one met wins
+    (SENTENCES[:2], "too_few_sentences"),
+    (["{ a b c }"] + SENTENCES, None),  # no terminal punctuation: the line is dropped before the bracket counts
+])
+def test_c4_page_rules(lines, reason):
+    assert reasons(C4Quality(), ["\n".join(lines)]) == [reason]
+
+
+def test_c4_counts_sentences_not_lines():
+    """Five sentences on one line are enough; "e.g." and "3.5" do not end sentences."""
+    one_line = " ".join(SENTENCES[:5])
+    assert reasons(C4Quality(), [one_line]) == [None]
+    assert reasons(C4Quality(), ["We use e.g. tools. Version 3.5 is out. It works well. Try it now."]) == [
+        "too_few_sentences"]
+
+
+# FineWeb
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    (PROSE, None),
+    ("\n".join(s.rstrip(".") for s in SENTENCES * 2), "line_punct_ratio"),
+    ("\n".join(["Home.", "About us.", "Contact.", SENTENCES[0]]), "short_line_ratio"),
+    ("\n".join(SENTENCES + [SENTENCES[0]]), "char_dup_ratio"),
+    ("\n".join(f"Internationalization considerations{i}." for i in range(30)), "list_ratio"),
+    ("\n \n", "empty"),
+])
+def test_fineweb_rules(text, reason):
+    assert reasons(FineWebQuality(), [text]) == [reason]
+
+
+# Optional blocks
+
+
+def test_c4_badwords_matches_whole_words_only():
+    block = C4BadWords(enabled=True, use_builtin=False, words=("ass",))
+    assert reasons(block, ["a class act", "kick ass!", "Ass.", "assistant"]) == [None, "badwords", "badwords", None]
+    assert reasons(block, ["kick ass", "kick ass"], language=["en", "de"]) == ["badwords", None]
+
+
+def test_domain_vocabulary_selects_medical_pages():
+    medical = ("The patient was diagnosed with a chronic infection and the physician changed the medication "
+               "dosage after the clinical trial.")
+    block = DomainVocabulary(enabled=True)
+    df, r = block.apply(pl.DataFrame({"text": [medical, ENGLISH, "patient patient patient"]}))
+    assert r.to_list() == [None, "off_domain", "off_domain"]  # one repeated term is not a domain
+    assert df["domain_density"][0] > 0.2
+    code = DomainVocabulary(enabled=True, vocabulary="code")
+    assert reasons(code, ["Import the module, call the function and return a JSON string from the API."]) == [None]
+
+
+# The chain on the real documents of ../shared/data
+
+
+def test_chain_on_the_real_documents():
+    shared("warc")
+    from llm_assets.core.filtered import filter_batch
+    from llm_assets_tests.corpus import shared_documents
+
+    docs = shared_documents().with_columns(domain=pl.lit(""))
+    kept, rejected = filter_batch(docs, FilteredSettings())
+    assert kept.height + rejected.height == docs.height
+    assert 20 <= kept.height < docs.height
+    assert (kept["language"] == "en").all() and (kept["language_score"] >= 0.65).all()
+    assert rejected["filter"].null_count() == 0 and rejected["reason"].null_count() == 0
+    # every non-English document is dropped by the language block (none is lost earlier: the URL lists are clean)
+    assert set(rejected.filter(pl.col("filter") == "language")["language"]) >= {"zh", "de", "ru"}
+    assert {"gopher_quality", "gopher_repetition", "language", "fineweb_quality"} <= set(rejected["filter"])
+    assert (kept["n_words"] >= 50).all()  # Gopher's minimum, and C4's cleanup only removes lines

@@ -26,7 +26,7 @@ def crawl_shard(partition_key: str | dg.MultiPartitionKey) -> tuple[str, str]:
         dims = partition_key.keys_by_dimension
         return dims["crawl"], dims["shard"]
     crawl, _, shard = str(partition_key).partition("|")
-    return crawl, shard
+    return crawl, shard or "all"  # a crawl-level asset is stored as the crawl's one "all" shard
 
 
 class LakeIOManager(dg.ConfigurableIOManager):

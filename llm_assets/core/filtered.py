@@ -1,6 +1,6 @@
-"""Stage `filtered`: language ID and quality rules; every dropped document goes to `rejected/` with its reason.
-
-One work unit filters one `documents` part, batch by batch.
+"""Stage `filtered`: the filter chain of the settings (normalization, URL, language, Gopher, C4, FineWeb, the
+optional blocks, PII masking) over one `documents` part, batch by batch. Every dropped document goes to `rejected/`
+with the block that dropped it and its reason code.
 """
 
 from __future__ import annotations
@@ -11,25 +11,41 @@ import polars as pl
 import pyarrow as pa
 
 from llm_assets.core import documents
-from llm_assets.core.filters import LanguageFilter, WordCountFilter, apply_filters
+from llm_assets.core.filters import apply_filters
+from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.core.units import DropCounter, UnitResult, timed_unit
 from llm_assets.settings import FilteredSettings
 
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"
 BATCH_ROWS = 1024
 
-SCHEMA = pa.schema(
-    list(documents.SCHEMA) + [("language", pa.string()), ("language_score", pa.float32()), ("n_words", pa.int32())]
-)
-REJECTED_SCHEMA = pa.schema(list(SCHEMA) + [("reason", pa.string())])
+ADDED = [
+    ("language", pa.string()),
+    ("language_score", pa.float32()),
+    ("n_words", pa.int32()),  # whitespace-separated words of the final text
+    ("pii", pa.struct([(t, pa.uint32()) for t in PII_TYPES])),
+    ("profanity_density", pa.float32()),
+    ("domain_density", pa.float32()),
+]
+SCHEMA = pa.schema(list(documents.SCHEMA) + ADDED)
+REJECTED_SCHEMA = pa.schema(list(SCHEMA) + [("filter", pa.string()), ("reason", pa.string())])
 
 
-def build_filters(s: FilteredSettings) -> list:
-    return [
-        LanguageFilter(languages=tuple(s.languages), threshold=s.language_threshold),
-        WordCountFilter(min_words=s.min_words, max_words=s.max_words),
-    ]
+def conform(df: pl.DataFrame, schema: pa.Schema) -> pl.DataFrame:
+    """`df` with exactly the schema's columns, in order; a column a disabled block did not add is null."""
+    target = pl.DataFrame(schema.empty_table()).schema
+    return df.select([
+        pl.col(name).cast(dtype) if name in df.columns else pl.lit(None, dtype).alias(name)
+        for name, dtype in target.items()
+    ])
+
+
+def filter_batch(df: pl.DataFrame, settings: FilteredSettings) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """-> (kept, rejected) for one batch of documents, both in the stage's schemas."""
+    kept, rejected = apply_filters(df, settings.chain())
+    kept = kept.with_columns(n_words=pl.col("text").str.count_matches(r"\S+"))
+    return conform(kept, SCHEMA), conform(rejected, REJECTED_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -45,18 +61,20 @@ class FilterUnit:
 @timed_unit
 def filter_documents(u: FilterUnit) -> UnitResult:
     lake = Lake(u.store)
-    filters = build_filters(u.settings)
     drops = DropCounter()
+    pii: dict[str, int] = {}
     rows_in = 0
     with lake.part_writer(u.part, SCHEMA) as out, lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
         for batch in lake.iter_batches(u.source, BATCH_ROWS):
             df = pl.from_arrow(batch)
             rows_in += df.height
-            kept, dropped = apply_filters(df, filters)
+            kept, dropped = filter_batch(df, u.settings)
             out.write(kept)
             rejected.write(dropped)
-            for reason, n in dropped["reason"].value_counts().iter_rows():
-                drops.drop(reason, n)
+            for block, reason, n in dropped.group_by("filter", "reason").len().iter_rows():
+                drops.drop(f"{block}/{reason}", n)
+            for kind, n in kept.select(pl.col("pii").struct.unnest().sum()).row(0, named=True).items():
+                pii[f"pii_{kind}"] = pii.get(f"pii_{kind}", 0) + (n or 0)
     return UnitResult(
         unit=u.unit,
         source=u.source,
@@ -68,4 +86,5 @@ def filter_documents(u: FilterUnit) -> UnitResult:
         bytes_in=0,
         bytes_out=out.bytes,
         columns=SCHEMA.names,
+        counts=pii,
     )

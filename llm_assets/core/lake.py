@@ -29,7 +29,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 CRAWL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-SHARD_RE = re.compile(r"^[0-9]{4}$")
+SHARD_RE = re.compile(r"^(?:[0-9]{4}|all)$")  # "all": a crawl-level asset
 ASSET_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 UNIT_RE = re.compile(r"^[0-9a-f]{8,64}$")
 # One path segment of a raw file name: printable, no separators or traversal.
@@ -48,7 +48,7 @@ def validate_crawl(crawl: str) -> str:
 
 def validate_shard(shard: str) -> str:
     if not SHARD_RE.fullmatch(shard or ""):
-        raise InvalidKey(f"invalid shard {shard!r}: expected four digits such as '0003'")
+        raise InvalidKey(f"invalid shard {shard!r}: expected four digits such as '0003' (or 'all' for a crawl-level asset)")
     return shard
 
 

@@ -40,6 +40,13 @@ class PartitionOutput:
                 total[reason] = total.get(reason, 0) + n
         return dict(sorted(total.items(), key=lambda kv: -kv[1]))
 
+    def counts(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for u in self.units:
+            for key, n in u.counts.items():
+                total[key] = total.get(key, 0) + n
+        return total
+
     def errors(self) -> list[str]:
         return [e for u in self.units for e in u.errors[:1]]
 

@@ -46,6 +46,7 @@ class UnitResult:
     peak_rss_bytes: int = 0
     errors: list[str] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)  # other things a stage counts (PII masked, ...)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -10,15 +10,32 @@ from resources import ObjectStore
 
 SETTINGS = load_settings().filtered
 CODE_VERSION = code_version(STAGE_VERSION, SETTINGS.fingerprint())
+CHAIN = [block.name for block in SETTINGS.chain()]
 
 
-@stage_asset(CODE_VERSION)
+def _block_funnel(rows_in: int, dropped: dict[str, int]) -> str:
+    """In → dropped by each block, in chain order → out, with the documents left after each block."""
+    lines = ["| block | dropped | left | reasons |", "|---|---:|---:|---|", f"| in | | {rows_in:,} | |"]
+    left = rows_in
+    for block in CHAIN:
+        reasons = {k.split("/", 1)[1]: n for k, n in dropped.items() if k.split("/", 1)[0] == block}
+        left -= sum(reasons.values())
+        detail = ", ".join(f"`{r}` {n:,}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+        lines.append(f"| {block} | {sum(reasons.values()):,} | {left:,} | {detail} |")
+    return "\n".join(lines)
+
+
+@stage_asset(CODE_VERSION, metadata={"filter_chain": " → ".join(CHAIN)})
 def filtered(context: dg.AssetExecutionContext, store: ObjectStore, documents: LakeInput):
-    """Documents that pass language ID (fastText lid.176: keep-list and minimum score from settings, FineWeb's
-    English ≥ 0.65 by default) and Gopher's word-count rule. Adds `language`, `language_score`, `n_words`.
+    """Documents that pass the filter chain of the settings, in FineWeb's order: text normalization (NFC, control
+    characters, mojibake, whitespace), URL block lists, fastText lid.176 language ID (English ≥ 0.65 by default),
+    Gopher repetition, Gopher quality, C4 quality (its line cleanup rewrites the text), FineWeb quality, the optional
+    C4 bad-words, profanity and domain-vocabulary blocks, and PII masking (e-mails, public IPs, phone numbers,
+    Luhn-valid cards, IBANs become typed placeholders).
 
-    Every dropped document is kept under `rejected/filtered/` with its reason code
-    (language, too_few_words, too_many_words). One work unit per upstream documents part.
+    Adds `language`, `language_score`, `n_words`, `pii` (masked per type) and the optional blocks' densities.
+    Every dropped document is kept under `rejected/filtered/` with the block and reason code that dropped it.
+    One work unit per upstream documents part.
     """
     crawl, shard = partition_of(context)
     units = []
@@ -27,4 +44,15 @@ def filtered(context: dg.AssetExecutionContext, store: ObjectStore, documents: L
         units.append(FilterUnit(store=store.config(), settings=SETTINGS, source=source, unit=unit,
                                 part=part_key("filtered", crawl, shard, unit),
                                 rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected")))
-    yield from run_stage(context, filter_documents, units, CODE_VERSION, SCHEMA.names)
+    outputs = list(run_stage(context, filter_documents, units, CODE_VERSION, SCHEMA.names))
+    output = outputs[0]
+    out = output.value
+    pii = out.counts()
+    output = dg.Output(out, data_version=output.data_version, metadata={
+        **output.metadata,
+        "filter_funnel": dg.MetadataValue.md(_block_funnel(out.rows_in, out.dropped())),
+        "pii_masked": dg.MetadataValue.json(pii),
+        "pii_masked_total": sum(pii.values()),
+    })
+    yield output
+    yield from outputs[1:]

@@ -14,6 +14,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 KEEP = pl.lit(None, dtype=pl.String)
+WORDS = "_words"  # the words of `text`, split once per batch and shared by the blocks that count words
 
 
 class Block(BaseModel):
@@ -22,6 +23,7 @@ class Block(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: ClassVar[str]
+    rewrites_text: ClassVar[bool] = False  # then words split from the old text are stale
     enabled: bool = True
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
@@ -38,7 +40,8 @@ def first_reason(*rules: tuple[pl.Expr, str]) -> pl.Expr:
 
 
 def reasons_of(df: pl.DataFrame, expr: pl.Expr) -> pl.Series:
-    return df.select(expr.alias("reason")).to_series()
+    """The reason expression evaluated over `df`, one value per row (a constant too)."""
+    return df.select(pl.repeat(None, df.height, dtype=pl.String).alias("_"), expr.alias("reason"))["reason"]
 
 
 def apply_filters(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -50,11 +53,14 @@ def apply_filters(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame,
         if not f.enabled or df.height == 0:
             continue
         df, reason = f.apply(df)
+        if f.rewrites_text:
+            df = df.drop(WORDS, strict=False)
         df = df.with_columns(reason.alias("reason"))
         out = df.filter(pl.col("reason").is_not_null())
         if out.height:
-            dropped.append(out.with_columns(filter=pl.lit(f.name)))
+            dropped.append(out.drop(WORDS, strict=False).with_columns(filter=pl.lit(f.name)))
         df = df.filter(pl.col("reason").is_null()).drop("reason")
+    df = df.drop(WORDS, strict=False)
     if dropped:
         return df, pl.concat(dropped, how="diagonal_relaxed")
     return df, df.clear().with_columns(reason=pl.lit("", pl.String), filter=pl.lit("", pl.String))

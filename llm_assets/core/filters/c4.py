@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from llm_assets.core.filters.base import Block, first_reason, reasons_of
+from llm_assets.core.filters.profanity import bad_words
 from llm_assets.core.filters.text import sentence_count
 
 CITATION = r"\[\d*]|\[edit]|\[citation needed]"
@@ -25,6 +26,7 @@ class C4Quality(Block):
     (checked line by line, the first one met wins), too_few_sentences."""
 
     name = "c4_quality"
+    rewrites_text = True
     split_paragraph: bool = True
     remove_citations: bool = True
     filter_no_terminal_punct: bool = True
@@ -82,3 +84,26 @@ class C4Quality(Block):
             (pl.col("sentences") < self.min_num_sentences, "too_few_sentences"),
         )
         return df.with_columns(text=per_doc["text"]), reasons_of(per_doc, reason)
+
+
+class C4BadWords(Block):
+    """C4's bad-words rule: drop a page containing any listed word or phrase, matched in the lower-cased text between
+    non-word characters (C4 used the LDNOOBW list; point `words_file` at it, the built-in list is small). Only
+    documents labelled with one of `languages` are checked when a `language` column exists. Reason: badwords."""
+
+    name = "c4_badwords"
+    enabled: bool = False
+    words_file: str | None = None
+    words: tuple[str, ...] = ()
+    use_builtin: bool = True
+    languages: tuple[str, ...] = ("en",)
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        listed = bad_words(self.words_file, self.words, self.use_builtin)
+        if not listed:
+            return df, reasons_of(df, first_reason())
+        pattern = r"(?:\W|^)(?:%s)(?:\W|$)" % "|".join(pl.escape_regex(w) for w in listed)
+        hit = pl.col("text").str.to_lowercase().str.contains(pattern)
+        if "language" in df.columns:
+            hit &= pl.col("language").is_in(list(self.languages))
+        return df, reasons_of(df, first_reason((hit, "badwords")))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from llm_assets.core.filters.base import Block, first_reason, reasons_of
+from llm_assets.core.filters.base import WORDS, Block, first_reason, reasons_of
 from llm_assets.core.filters.gopher import _duplicates
-from llm_assets.core.filters.text import TERMINAL_PUNCTUATION, words_column
+from llm_assets.core.filters.text import TERMINAL_PUNCTUATION, with_words
 
 
 class FineWebQuality(Block):
@@ -25,6 +25,7 @@ class FineWebQuality(Block):
     new_line_ratio: float = 0.3
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        df = with_words(df)
         lines = (df.select(pl.col("text").str.split("\n").alias("line")).with_row_index("doc").explode("line")
                  .filter(pl.col("line").str.strip_chars() != ""))
         per_doc = lines.group_by("doc").agg(
@@ -40,7 +41,7 @@ class FineWebQuality(Block):
                      dup_chars=dup_chars,
                      chars=df["text"].str.replace_all("\n", "", literal=True).str.len_chars(),
                      newlines=df["text"].str.count_matches("\n", literal=True),
-                     n_words=words_column(df["text"]).list.len(),
+                     n_words=df[WORDS].list.len(),
                  ))
         n = pl.col("n").fill_null(0)
         punct = pl.col("punct") / n

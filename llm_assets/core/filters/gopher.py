@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from llm_assets.core.filters.base import Block, first_reason, reasons_of
-from llm_assets.core.filters.text import SYMBOL_WORD, words_column
+from llm_assets.core.filters.base import WORDS, Block, first_reason, reasons_of
+from llm_assets.core.filters.text import SYMBOL_WORD, with_words, words_column
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 
@@ -37,11 +37,9 @@ class GopherQuality(Block):
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         text = pl.col("text")
-        w = pl.col("_words")
+        w = pl.col(WORDS)
+        df = with_words(df)
         stats = df.select(
-            text,
-            _words=words_column(df["text"]),
-        ).select(
             n_all=w.list.len(),
             n_words=w.list.eval(pl.element().filter(~pl.element().str.contains(SYMBOL_WORD))).list.len(),
             word_chars=w.list.eval(
@@ -108,7 +106,7 @@ class GopherRepetition(Block):
         ngram = {f"top_{n}": np.zeros(df.height) for n, _ in self.top_n_grams}
         ngram |= {f"dup_{n}": np.zeros(df.height) for n, _ in self.dup_n_grams}
         if len(todo):
-            ws = words_column(df["text"].gather(todo))
+            ws = df[WORDS].gather(todo) if WORDS in df.columns else words_column(df["text"].gather(todo))
             for n, _ in self.top_n_grams:
                 ngram[f"top_{n}"][todo] = _top_ngram_chars(ws, n)
             for n, _ in self.dup_n_grams:
@@ -121,12 +119,15 @@ class GopherRepetition(Block):
 
 def _duplicates(df: pl.DataFrame, parts: pl.Expr) -> tuple[pl.Series, pl.Series, pl.Series]:
     """Per document: how many parts repeat an earlier one, their characters, and the number of parts."""
-    exploded = df.select(parts.alias("p")).with_row_index("doc").explode("p")
-    per_doc = exploded.group_by("doc", maintain_order=True).agg(
+    exploded = df.select(parts.alias("p")).with_row_index("doc").explode("p").drop_nulls("p")
+    per_doc = exploded.group_by("doc").agg(
         dup=(~pl.col("p").is_first_distinct()).sum(),
         dup_chars=pl.when(~pl.col("p").is_first_distinct()).then(pl.col("p").str.len_chars()).otherwise(0).sum(),
         n=pl.len(),
-    ).sort("doc")
+    )
+    # a document with no parts has no rows after the explode
+    every = pl.DataFrame({"doc": pl.int_range(df.height, eager=True, dtype=pl.UInt32)})
+    per_doc = every.join(per_doc, on="doc", how="left").fill_null(0)
     return per_doc["dup"], per_doc["dup_chars"], per_doc["n"]
 
 

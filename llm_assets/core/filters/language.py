@@ -36,7 +36,8 @@ class LanguageFilter(Block):
         # enough; below, a keep-list language that is not on top may still pass, so all scores are needed.
         k = 1 if self.threshold > 0.5 or self.multilingual else -1
         labels, scores = language_model().predict(df["text"].str.replace_all("\n", " ", literal=True).to_list(), k=k)
-        top = pl.Series("language", [lab[0].removeprefix("__label__") if len(lab) else "" for lab in labels])
+        top = pl.Series("language", [lab[0].removeprefix("__label__") if len(lab) else "" for lab in labels],
+                        pl.String)
         top_score = pl.Series("language_score", [float(s[0]) if len(s) else 0.0 for s in scores], pl.Float32)
         df = df.with_columns(top, top_score)
         if self.multilingual:

@@ -137,6 +137,7 @@ def mask(text: str, kind: str) -> tuple[str, int]:
 
 class PIIMasker(Block):
     name = "pii"
+    rewrites_text = True
 
     email: bool = True
     ip_address: bool = True

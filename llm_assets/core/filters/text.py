@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
-from functools import cache
 
 import polars as pl
+
+from llm_assets.core.filters.base import WORDS
 
 # Abbreviations spaCy's English exceptions keep whole with their final period (the frequent ones).
 _ABBREVIATIONS = (
@@ -26,6 +27,8 @@ _ABBREVIATIONS = (
     "Mich. Minn. Miss. Mo. Mont. Neb. Nev. Okla. Ore. Pa. Tenn. Va. Wash. Wis. D.C. N.Y. N.C. S.C. M.D. v. "
     "cont'd"
 ).split()
+# Rust regex for polars: an abbreviation (at a word start) and its final period, the period dropped by "${1}".
+_ABBREVIATION_PERIOD = r"\b(" + "|".join(re.escape(a[:-1]) for a in _ABBREVIATIONS if a.endswith(".")) + r")\."
 _EMOTICONS = "): :) (: :( ;) :-) :-( :D :P".split()
 
 
@@ -65,7 +68,8 @@ _WORD_PATTERN = re.compile(
     rf"""
       (?<!\S)[^\s{_SPECIAL}]++(?!\S)                          # a plain chunk, the common case, in one step
     | https?://[^\s<>"]+?(?={_END})                          # URLs stay whole
-    | (?:{"|".join(re.escape(a) for a in sorted(_ABBREVIATIONS + _EMOTICONS, key=len, reverse=True))})
+    | (?=[A-Za-z][A-Za-z.']{{0,6}}[.d]|[():;])                # (a cheap guard before the list)
+      (?:{"|".join(re.escape(a) for a in sorted(_ABBREVIATIONS + _EMOTICONS, key=len, reverse=True))})
       (?=[{_EDGE}]*(?:\s|$))                                  # exceptions: U.S., e.g., :)
     | (?:{_INFIX})                                            # an infix is a word of its own
     | (?<={_ALNUM}){_CLITIC}(?={_END})                        # do|n't, it|'s
@@ -85,7 +89,12 @@ def words(text: str) -> list[str]:
 def words_column(texts: pl.Series) -> pl.Series:
     """`words` for a whole column, as a List[String] series."""
     findall = _WORD_PATTERN.findall
-    return pl.Series("words", [findall(t) for t in texts.to_list()], dtype=pl.List(pl.String))
+    return pl.Series(WORDS, [findall(t) for t in texts.to_list()], dtype=pl.List(pl.String))
+
+
+def with_words(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with the words of its text in a `_words` column, split only if no earlier block did."""
+    return df if WORDS in df.columns else df.with_columns(words_column(df["text"]))
 
 
 # Characters that make a word a "symbol" (Gopher: punctuation-only words are not words) and the line-final marks of
@@ -94,22 +103,14 @@ SYMBOL_WORD = r"^[\p{P}\p{S}\p{Cc}]+$"
 TERMINAL_PUNCTUATION = r"\p{Sentence_Terminal}"
 
 
-@cache
-def is_alpha_pattern() -> str:
-    """A word "contains an alphabetic character" as Python's str.isalpha() defines it: Unicode letters."""
-    return r"\p{L}"
-
-
 def sentence_count(line: pl.Expr) -> pl.Expr:
     """Sentences in a line, as a sentencizer counts them: one, plus one per sentence-final mark ('.', '!', '?' and
     the other Unicode sentence terminals, with any closing quotes or brackets) that stands as a word of its own and
     is followed by more text. "3.5", "e.g." and "U.S." do not end sentences."""
+    line = line.str.replace_all(_ABBREVIATION_PERIOD, "${1}")  # "e.g." and "Mr." are words, not sentence ends
     ends = line.str.count_matches(
         r"(?:[\p{Ll}\p{N}\p{P}\p{S}]\.|[\p{Lu}]{2}\.|[!?\p{Sentence_Terminal}&&[^.]])"
         r"[\p{Sentence_Terminal}\"'”’)\]»]*\s+[^\s\p{Sentence_Terminal}\"'”’)\]»]"
     ) + line.str.count_matches(r"[a-z]\.[A-Z]")  # "outbreaks.Crews": the period splits off between the words
     return pl.when(line.str.strip_chars() == "").then(0).otherwise(ends + 1)
 
-
-def nfkc(text: str) -> str:
-    return unicodedata.normalize("NFKC", text)

@@ -1,0 +1,18 @@
+"""Filter blocks: one small unit per published rule, typed thresholds with the published defaults, a reason code
+for every document it drops. `apply_filters` runs a chain of them over a Polars batch."""
+
+from llm_assets.core.filters.base import Block, apply_filters
+from llm_assets.core.filters.c4 import C4BadWords, C4Quality
+from llm_assets.core.filters.fineweb import FineWebQuality
+from llm_assets.core.filters.gopher import GopherQuality, GopherRepetition
+from llm_assets.core.filters.language import LanguageFilter, language_model
+from llm_assets.core.filters.normalize import Normalize
+from llm_assets.core.filters.pii import PIIMasker
+from llm_assets.core.filters.profanity import ProfanityFilter
+from llm_assets.core.filters.url import URLFilter
+from llm_assets.core.filters.vocabulary import DomainVocabulary
+
+__all__ = [
+    "Block", "C4BadWords", "C4Quality", "DomainVocabulary", "FineWebQuality", "GopherQuality", "GopherRepetition",
+    "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "URLFilter", "apply_filters", "language_model",
+]

@@ -1,0 +1,52 @@
+"""Domain-vocabulary selectors: keep the documents of one domain (medical, code, or a user vocabulary), the way
+domain corpora are cut from a web crawl by term density before any model is trained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+
+from llm_assets.core.filters.base import Block, first_reason, reasons_of
+from llm_assets.core.filters.profanity import read_words, word_pattern
+
+ASSETS = Path(__file__).parent / "assets"
+
+
+class DomainVocabulary(Block):
+    """Keeps documents with at least `min_density` vocabulary hits per word and at least `min_distinct` different
+    terms (one repeated word is not a domain). Adds `domain_density`. Reason: off_domain."""
+
+    name = "vocabulary"
+    enabled: bool = False
+    vocabulary: Literal["medical", "code", "custom"] = "medical"
+    terms: tuple[str, ...] = ()
+    terms_file: str | None = None
+    min_density: float = 0.01
+    min_distinct: int = 3
+
+    def lexicon(self) -> tuple[str, ...]:
+        words = list(self.terms)
+        if self.vocabulary != "custom":
+            words += read_words(ASSETS / f"vocabulary_{self.vocabulary}.txt")
+        if self.terms_file:
+            path = Path(self.terms_file)
+            if not path.is_file():
+                raise ValueError(f"vocabulary terms file {self.terms_file} does not exist")
+            words += read_words(path)
+        return tuple(sorted({" ".join(w.lower().split()) for w in words} - {""}))
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        pattern = word_pattern(self.lexicon())
+        if pattern is None:
+            raise ValueError("vocabulary selector: no terms (set vocabulary, terms or terms_file)")
+        text = pl.col("text")
+        hits = text.str.extract_all(pattern).list.eval(pl.element().str.to_lowercase())
+        stats = df.select(
+            density=(hits.list.len() / text.str.count_matches(r"\S+")).fill_nan(0.0),
+            distinct=hits.list.n_unique(),
+        )
+        reason = first_reason(((pl.col("density") < self.min_density) | (pl.col("distinct") < self.min_distinct),
+                               "off_domain"))
+        return df.with_columns(domain_density=stats["density"].cast(pl.Float32)), reasons_of(stats, reason)
