@@ -13,17 +13,22 @@ EXPECTED = {
     "filtered": ["documents"],
     "tokenized": ["filtered"],
 }
+REPORTS = {"crawl_stats": ["filtered"]}  # crawl-level: every shard of the crawl fans in
 
 
 def test_definitions_load():
     dg.Definitions.validate_loadable(defs)
     assert defs.resolve_job_def("lake_job") is not None
+    assert defs.resolve_job_def("crawl_stats_job") is not None
     assert defs.resolve_sensor_def("raw_drop_sensor").job_name == "lake_job"
 
 
 def test_asset_specs_snapshot():
     specs = {s.key.path[-1]: s for s in defs.resolve_all_asset_specs() if not s.key.path[-1].startswith("__")}
-    assert {k: sorted(d.asset_key.path[-1] for d in s.deps) for k, s in specs.items()} == EXPECTED
+    assert {k: sorted(d.asset_key.path[-1] for d in s.deps) for k, s in specs.items()} == EXPECTED | REPORTS
+    stats = specs.pop("crawl_stats")
+    assert stats.group_name == "reports" and stats.partitions_def.name == "crawl"
+    assert stats.description and "funnel" in stats.description
     for name, spec in specs.items():
         assert spec.group_name == "lake"
         assert spec.description and len(spec.description) > 80, f"{name} needs a catalog description"
@@ -37,10 +42,12 @@ def test_asset_specs_snapshot():
 
 def test_code_version_follows_settings():
     from llm_assets.core.filtered import STAGE_VERSION
+    from llm_assets.core.filters import LanguageFilter
     from llm_assets.settings import FilteredSettings
     from llm_assets.stage import code_version
 
     default = code_version(STAGE_VERSION, FilteredSettings().fingerprint())
-    stricter = code_version(STAGE_VERSION, FilteredSettings(language_threshold=0.8).fingerprint())
+    stricter = FilteredSettings(language=LanguageFilter(threshold=0.8))
+    stricter = code_version(STAGE_VERSION, stricter.fingerprint())
     assert default != stricter
     assert default == code_version(STAGE_VERSION, FilteredSettings().fingerprint())

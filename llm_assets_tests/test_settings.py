@@ -8,14 +8,15 @@ from llm_assets.settings import DEFAULT_SETTINGS, Settings
 
 def test_default_settings_file_is_valid():
     s = Settings.from_file(DEFAULT_SETTINGS)
-    assert s.filtered.languages == ("en",) and s.filtered.language_threshold == 0.65
+    assert s.filtered.language.languages == ("en",) and s.filtered.language.threshold == 0.65
+    assert s.filtered == type(s.filtered)()  # the file lists the published defaults, nothing else
     assert s.shard_keys()[:2] == ["0000", "0001"] and len(s.shard_keys()) == s.shards
 
 
 @pytest.mark.parametrize("text, fragment", [
     ("shards: 0\n", "shards"),
-    ("filtered:\n  language_threshold: 2\n", "language_threshold"),
-    ("filtered:\n  min_word: 3\n", "min_word"),  # typo: unknown keys are errors, not silently ignored
+    ("filtered:\n  language:\n    threshold: 2\n", "threshold"),
+    ("filtered:\n  gopher_quality:\n    min_word: 3\n", "min_word"),  # typo: unknown keys are errors, not silently ignored
     ("runner:\n  kind: threads\n", "runner.kind"),
 ])
 def test_invalid_settings_name_the_file_and_the_key(tmp_path, text, fragment):

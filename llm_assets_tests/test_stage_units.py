@@ -26,11 +26,15 @@ from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
 from llm_assets.core.tokenize import load_tokenizer
 from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
 from llm_assets.core.units import UnitResult, run_units, unit_id
+from llm_assets.core.filters import FineWebQuality
 from llm_assets.settings import DocumentsSettings, FilteredSettings, RunnerSettings, Settings, TokenizedSettings
 from llm_assets_tests.conftest import shared
 from llm_assets_tests.test_readers import gzip_members
 
 CC_2020 = "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"
+# The default chain without FineWeb's line rules: its one English page with body text (037426.cn, a table-like
+# company page) then survives to the token stage, so the units downstream have rows to work on.
+UNIT_FILTERS = FilteredSettings(fineweb_quality=FineWebQuality(enabled=False))
 SHARDS = Settings().shards
 EOS = 50256
 
@@ -61,7 +65,7 @@ def intact_records() -> list:
 def filter_unit(store, crawl: str, docs: UnitResult, tag: str = "") -> FilterUnit:
     unit = unit_id("filtered", filtered.STAGE_VERSION, docs.unit, tag)
     shard = docs.part.split("shard=")[1][:4]
-    return FilterUnit(store=store, settings=FilteredSettings(), source=docs.part, unit=unit,
+    return FilterUnit(store=store, settings=UNIT_FILTERS, source=docs.part, unit=unit,
                       part=part_key("filtered", crawl, shard, unit),
                       rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected"))
 
@@ -154,10 +158,10 @@ def test_filtered_row_accounting_and_rejections(chain, lake):
     assert kept.height == r.rows_out >= 1
     assert rejected.height == sum(r.dropped.values())
     assert rejected["reason"].null_count() == 0
-    assert dict(rejected["reason"].value_counts().iter_rows()) == r.dropped
+    assert {f"{b}/{why}": n for b, why, n in rejected.group_by("filter", "reason").len().iter_rows()} == r.dropped
     # Two pages are English: 037426.cn (123 words, kept) and 077678u.info, whose main text is a 7-word copyright
     # line; the Chinese, Russian, German and Dutch pages are dropped for their language.
-    assert r.dropped == {"language": r.rows_in - 2, "too_few_words": 1}
+    assert r.dropped == {"language/language": r.rows_in - 2, "gopher_repetition/top_2_gram": 1}
     assert kept["url"].to_list() == ["http://037426.cn/"]
     docs = read(lake, chain.docs.part)
     assert sorted(kept["doc_id"].to_list() + rejected["doc_id"].to_list()) == sorted(docs["doc_id"].to_list())
@@ -169,10 +173,11 @@ def test_filtered_keeps_what_the_settings_allow(chain, lake):
     kept = read(lake, chain.kept.part)
     assert kept.columns == filtered.SCHEMA.names
     assert set(kept["language"]) == {"en"}
-    assert (kept["language_score"] >= s.language_threshold).all()
-    assert kept["n_words"].is_between(s.min_words, s.max_words).all()
+    assert (kept["language_score"] >= s.language.threshold).all()
+    assert kept["n_words"].is_between(s.gopher_quality.min_doc_words, s.gopher_quality.max_doc_words).all()
     docs = read(lake, chain.docs.part)
-    provenance = ["doc_id", "url", "warc_record_id", "record_offset", "source_key", "crawl", "text"]
+    # the text itself is rewritten (normalization, C4's line cleanup, PII masking); its provenance is not
+    provenance = ["doc_id", "url", "warc_record_id", "record_offset", "source_key", "crawl"]
     assert kept.select(provenance).join(docs.select(provenance), on=provenance, how="anti").height == 0
 
 
@@ -183,9 +188,8 @@ def test_rejected_rows_carry_their_scores(chain, lake):
     assert rejected.columns == filtered.REJECTED_SCHEMA.names
     by_language = rejected.filter(pl.col("reason") == "language")
     assert by_language["language"].null_count() == 0
-    assert not ((by_language["language"] == "en") & (by_language["language_score"] >= s.language_threshold)).any()
-    by_words = rejected.filter(pl.col("reason").str.ends_with("_words"))
-    assert by_words["n_words"].null_count() == 0
+    assert not ((by_language["language"] == "en") & (by_language["language_score"] >= s.language.threshold)).any()
+    assert (rejected.filter(pl.col("filter") == "gopher_quality")["language"] == "en").all()
 
 
 # tokenized
@@ -385,7 +389,7 @@ def test_pool_runner_gives_the_same_results_as_inprocess(store_config, lake, cra
         assert {r.part for r in a}.isdisjoint({r.part for r in b})
     docs = outputs["pool"][0]
     assert [r.source for r in docs] == [raw[0] for raw in raws]
-    assert sum(r.rows_out for r in outputs["pool"][2]) >= 20  # dolma's English pages reach the token stage
+    assert sum(r.rows_out for r in outputs["pool"][2]) >= 10  # dolma's English pages reach the token stage
 
 
 def test_pool_runner_reports_a_failing_unit_without_losing_the_others(store_config, lake, crawl):
