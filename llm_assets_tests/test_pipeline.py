@@ -4,6 +4,9 @@ every stage committed with its metadata and passing checks; then the CLI reads i
 import json
 
 import dagster as dg
+
+from llm_assets.core.inventory import shard_of
+from llm_assets.settings import load_settings
 import pytest
 
 from llm_assets import cli
@@ -25,6 +28,11 @@ def materialized(store_env, object_store, instance, crawl):
     warc = shared("warc", "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz")
     lake = object_store.lake()
     lake.put_file(f"raw/{crawl}/{warc.name}", warc)
+    # English pages that pass the whole filter chain, under a name that lands in the same shard (one partition)
+    shard = shard_of(f"raw/{crawl}/{warc.name}", load_settings().shards)
+    name = next(n for i in range(1000) if shard_of(f"raw/{crawl}/{(n := f'dolma-{i}.warc.gz')}",
+                                                  load_settings().shards) == shard)
+    lake.put_file(f"raw/{crawl}/{name}", shared("warc", "dolma__sample-0000.warc.gz"))
     test_defs = dg.Definitions(
         assets=[raw_files, documents, image_text_pairs, filtered, tokenized],
         jobs=[lake_job],
@@ -50,16 +58,42 @@ def test_every_stage_is_materialized_with_its_report(materialized):
     result, _ = materialized
     assert result.success
     raw, docs, pairs, filt, tok = (_metadata(result, a) for a in STAGES)
-    assert raw["rows_out"] == 1
-    # the CC-MAIN-2020-34 excerpt: 50 records, 16 of them HTML responses, one of which has no main text
-    assert docs["rows_in"] == 50 and docs["rows_out"] == 15
-    assert docs["dropped_by_reason"] == {"not_response": 34, "no_text": 1}
-    assert 0 < filt["rows_out"] < filt["rows_in"] == 15
-    assert set(filt["dropped_by_reason"]) <= {"language", "too_few_words", "too_many_words"}
+    assert raw["rows_out"] == 2
+    # the CC-MAIN-2020-34 excerpt: 50 records, 16 of them HTML responses, one of which has no main text; the dolma
+    # crawl: 22 HTML pages
+    assert docs["rows_in"] > 50 and docs["rows_out"] == 15 + 22
+    assert docs["dropped_by_reason"]["not_response"] >= 34 and docs["dropped_by_reason"]["no_text"] >= 1
+    # 13 pages of the 2020 excerpt are not English; the quality rules drop more; some academic pages pass
+    assert 0 < filt["rows_out"] < filt["rows_in"] == 37
+    assert filt["dropped_by_reason"]["language/language"] >= 13
+    assert "| language |" in filt["filter_funnel"] and "pii_email" in filt["pii_masked"]
     assert tok["rows_out"] == filt["rows_out"]
     assert pairs["rows_out"] > 0
     for meta in (raw, docs, pairs, filt, tok):
         assert meta["seconds"] > 0 and meta["peak_rss_mib"] > 0 and "funnel" in meta
+
+
+def test_crawl_stats_reports_the_crawl_funnel(materialized, object_store, instance, crawl):
+    """The crawl-level asset reads every committed shard of `filtered`: funnel, languages and lengths."""
+    from llm_assets.crawl_stats.assets import crawl_stats
+
+    result = dg.materialize([crawl_stats], partition_key=crawl, instance=instance,
+                            resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)})
+    meta = _metadata(result, "crawl_stats")
+    assert meta["documents_in"] == 37 and meta["shards"] == 1
+    assert "− language `language`" in meta["funnel_chart"] and "█" in meta["funnel_chart"]
+    languages = {r.data["language"]: r.data for r in meta["languages"].records}
+    # lid.176 reads a few of the short Chinese pages as Japanese
+    assert languages["zh"]["dropped"] >= 6 and languages["en"]["kept"] == meta["documents_kept"] > 0
+    assert sum(v["kept"] + v["dropped"] for v in languages.values()) == 37
+    funnel = meta["funnel"].records
+    assert funnel[0].data["step"] == "in" and funnel[-1].data["step"] == "out"
+    assert sum(r.data["documents"] for r in funnel if r.data["step"] == "dropped") == 37 - meta["documents_kept"]
+    stored = object_store.lake().scan(object_store.lake().get_json(
+        f"lake/crawl_stats/crawl={crawl}/shard=all/_manifest.json")["units"][0]["part"] and [
+        object_store.lake().get_json(f"lake/crawl_stats/crawl={crawl}/shard=all/_manifest.json")["units"][0]["part"]]
+    ).collect()
+    assert set(stored["section"]) == {"funnel", "language_kept", "language_dropped", "length_words"}
 
 
 def test_every_check_passes(materialized):
@@ -78,6 +112,11 @@ def test_cli_show_and_status_read_the_lake(materialized, crawl, capsys):
     for row in rows:
         assert row["url"].startswith("http") and len(row["text"]) > 20
         assert row["crawl"] == crawl and row["warc_record_id"].startswith("<urn:uuid:")
+    assert cli.main(["show", "filtered", "--crawl", crawl, "--limit", "2", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 2 and all(r["language"] == "en" and r["language_score"] >= 0.65 for r in rows)
+    assert all(r["n_words"] >= 50 and set(r["pii"]) == {"email", "ip_address", "phone", "credit_card", "iban"}
+               for r in rows)
     assert cli.main(["show", "tokenized", "--crawl", crawl, "--limit", "1", "--json"]) == 0
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert row["tokens"][-1] == 50256 and row["n_tokens"] == len(row["tokens"])
