@@ -31,8 +31,9 @@ read at run time and never copied into the repository.
 3. **image_text_pairs core**: `extract_image_pairs` (the `ImagePairsSettings` defaults) over the same pages:
    pages/s/core and pairs/s; next to it, the `extract_image_text_pairs` work unit from 6 (which also reads the
    raw files).
-4. **filtered core**: `build_filters(FilteredSettings())` + `apply_filters` (fastText lid.176 language ID, Gopher
-   word count) over the extracted documents as Polars frames, in the filtered unit's batch size: docs/s/core.
+4. **filtered core**: `apply_filters` with the default chain (normalization, URL, lid.176, Gopher repetition and
+   quality, C4, FineWeb, PII) over the extracted documents as Polars frames, in the filtered unit's batch size:
+   docs/s/core, per block, next to datatrove's blocks for the same rules on the same documents.
 5. **tokenized core**: `load_tokenizer` (GPT-2 byte-level BPE from `../shared/data/tokenizers/gpt2`) +
    `encode_batch` over the filtered texts: tokens/s and docs/s, with the tokenizer's default thread pool and with
    `RAYON_NUM_THREADS=1` (the per-core figure); `tokenize_documents` uses `encode_batch_fast`.
@@ -201,7 +202,7 @@ def _pages_rate(x: dict, cpu: bool = False) -> float:
 
 def _summary_section(r: dict) -> str:
     w, ex, f, tk1, tk = r["warc"], r["extract"], r["filter"], r["tokenize_1thread"], r["tokenize"]
-    lang_ms = 1000 * f["per_filter_seconds"].get("LanguageFilter", 0.0) / f["docs_in"] if f["docs_in"] else 0.0
+    lang_ms = 1000 * f["per_filter_seconds"].get("language", 0.0) / f["docs_in"] if f["docs_in"] else 0.0
     lo, hi = ANCHOR_TRAFILATURA_MS
     rows = []
     if "e2e" in r:
@@ -442,27 +443,26 @@ def _image_pairs_counts(e: dict) -> tuple[int, int, int]:
 def _filtered_section(r: dict) -> str:
     f = r["filter"]
     docs, ms = f["docs_in"], f["median_seconds"]
-    per = f["per_filter_seconds"]
-    lang, wc = per.get("LanguageFilter", 0.0), per.get("WordCountFilter", 0.0)
-    rows = [
-        ["`apply_filters` (language ID, then word count)", n(docs), n(ms, 3), rate(docs, ms, 0),
-         rate(docs, f["median_cpu_seconds"], 0), rate(f["text_bytes"] / MB, ms, 1), n(1000 * ms / docs, 3),
-         contention(f), mib(f["peak_rss_bytes"]), "–"],
-        ["of which `LanguageFilter.apply` (fastText lid.176)", n(docs), n(lang, 3), rate(docs, lang, 0), "",
-         rate(f["text_bytes"] / MB, lang, 1), n(1000 * lang / docs, 3), "", "", f"language ID {ANCHOR_LANGID_MS} ms/doc"],
-        ["of which `WordCountFilter.apply` (on the language-kept docs)", n(f["docs_kept"] + f["dropped"].get(
-            "too_few_words", 0) + f["dropped"].get("too_many_words", 0)), n(wc, 3), "", "", "", "", "", "", "–"],
-    ]
+    per, dt = f["per_filter_seconds"], f.get("datatrove_seconds", {})
+    rows = [["`apply_filters`, the whole chain of the default settings", n(docs), n(ms, 3), rate(docs, ms, 1),
+             rate(docs, f["median_cpu_seconds"], 1), n(1000 * ms / docs, 2), mib(f["peak_rss_bytes"]),
+             rate(docs, sum(dt.values()), 1) if dt else "–"]]
+    for name, seconds in per.items():
+        rows.append([f"of which `{name}`", "", n(seconds, 3), "", "", n(1000 * seconds / docs, 2), "",
+                     f"{n(1000 * dt[name] / docs, 2)} ms/doc" if name in dt else "–"])
     dropped = ", ".join(f"`{k}` {n(v)}" for k, v in sorted(f["dropped"].items(), key=lambda kv: -kv[1]))
     langs = ", ".join(f"{k} {n(v)}" for k, v in f["top_languages"].items())
     return "\n".join([
         "## 4. filtered stage core",
         "",
-        f"Median of {f['passes']} passes over the extracted documents (per-filter split: median of 3 more passes), "
-        f"in batches of {f['batch_rows']:,} rows (the filtered unit's size); Polars thread pool {f['polars_threads']}.",
+        f"Median of {f['passes']} passes over the extracted documents (per-block split: median of 3 more passes), "
+        f"in batches of {f['batch_rows']:,} rows (the filtered unit's size); Polars thread pool {f['polars_threads']}. "
+        "The last column runs datatrove 0.10.1's blocks for the same rules (URL, language, Gopher repetition and "
+        "quality, C4 as FineWeb runs it, FineWeb quality) on the same documents, chained the same way, one pass; "
+        "its total covers those six blocks (normalization and PII masking have no datatrove counterpart here).",
         "",
-        table(["measurement", "docs", "seconds", "docs/s/core", "docs per CPU-s", "MB/s (text)", "ms/doc",
-               "others (CPUs)", "peak RSS MiB", "datatrove anchor"], rows),
+        table(["measurement", "docs", "seconds", "docs/s/core", "docs per CPU-s", "ms/doc", "peak RSS MiB",
+               "datatrove, same blocks (docs/s or ms/doc)"], rows),
         "",
         f"- Kept {n(f['docs_kept'])} of {n(docs)}; dropped: {dropped or 'none'}. Languages: {langs}.",
         f"- Not in the rate: building the filters and loading lid.176 {n(f['load_seconds'], 2)} s; first (cold) pass "

@@ -378,13 +378,33 @@ class _TimedFilter:
 
     def __init__(self, f, seconds: dict[str, float]):
         self.f, self.seconds = f, seconds
+        self.name, self.enabled, self.rewrites_text = f.name, f.enabled, f.rewrites_text
 
     def apply(self, df):
         t0 = time.perf_counter()
         out = self.f.apply(df)
-        name = type(self.f).__name__
-        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+        self.seconds[self.name] = self.seconds.get(self.name, 0.0) + time.perf_counter() - t0
         return out
+
+
+def _datatrove_seconds(batches, settings) -> dict[str, float]:
+    """datatrove 0.10.1's blocks for the same rules, one after the other on what the previous kept, as the
+    filtered stage chains them: seconds per block over all documents (one pass; it is slow)."""
+    import polars as pl
+
+    from llm_assets_tests import datatrove_oracle as oracle
+
+    steps = [("url", oracle.url), ("language", oracle.language), ("gopher_repetition", oracle.gopher_repetition),
+             ("gopher_quality", oracle.gopher_quality), ("c4_quality", oracle.c4_quality),
+             ("fineweb_quality", oracle.fineweb_quality)]
+    seconds: dict[str, float] = {}
+    for df in batches:
+        for name, reference in steps:
+            t0 = time.perf_counter()
+            verdict = reference(getattr(settings, name), df)
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t0
+            df = df.filter(pl.Series([v is None for v in verdict]))
+    return seconds
 
 
 def stage_filter(workdir: Path) -> dict:
@@ -402,7 +422,7 @@ def stage_filter(workdir: Path) -> dict:
     text_bytes = int(sum(b["text"].str.len_bytes().sum() for b in batches))
     rss_before = maxrss_bytes()
     with Meter() as load:
-        filters = filtered.build_filters(FilteredSettings())
+        filters = FilteredSettings().chain()
         language_model()  # fastText lid.176 load, cached for the process
     kept_parts, dropped_parts, passes = [], [], []
     while not _enough(passes):
@@ -432,6 +452,7 @@ def stage_filter(workdir: Path) -> dict:
         "text_bytes": text_bytes, "batch_rows": filtered.BATCH_ROWS, **_summarise_passes(passes),
         "load_seconds": load.wall,
         "per_filter_seconds": {k: statistics.median(p.get(k, 0.0) for p in per_filter) for k in per_filter[0]},
+        "datatrove_seconds": _datatrove_seconds(batches, FilteredSettings()),
         "polars_threads": pl.thread_pool_size(), "rss_before_bytes": rss_before, "peak_rss_bytes": peak,
     }
 

@@ -61,6 +61,7 @@ def cmd_demo(args) -> int:
     requests = demo.evaluate_sensor(instance, defs, store)
     print(f"raw_drop_sensor requested {len(requests)} partition runs")
     failed = demo.run_requested(instance, defs, requests)
+    failed += demo.run_crawl_stats(instance, defs, list(files))
     print()
     print(format_summary(lake_status(instance)))
     print()

@@ -150,6 +150,22 @@ def run_requested(instance, defs, requests) -> list[str]:
     return failed
 
 
+def run_crawl_stats(instance, defs, crawls: list[str]) -> list[str]:
+    """Materialize crawl_stats for each crawl and print its funnel chart (the one the UI shows)."""
+    job = defs.resolve_job_def("crawl_stats_job")
+    failed = []
+    for crawl in crawls:
+        result = job.execute_in_process(partition_key=crawl, instance=instance, raise_on_error=False,
+                                        run_config=QUIET)
+        if not result.success:
+            failed.append(f"crawl_stats {crawl}")
+            continue
+        (event,) = result.get_asset_materialization_events()
+        chart = event.materialization.metadata["funnel_chart"].value
+        print(f"\ncrawl_stats {crawl}: the filter funnel\n{chart}")
+    return failed
+
+
 def image_pair_examples(lake, crawls: list[str], n: int = 3) -> str:
     """A few image–text pairs of the demo crawls, to look at."""
     import polars as pl
