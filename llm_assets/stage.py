@@ -96,9 +96,10 @@ def run_stage(
     columns: Sequence[str],
     metadata: dict | None = None,
     row_accounting: bool = True,
+    report: Callable[[PartitionOutput], dict] | None = None,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Run the partition's work units, then emit the output (committed by the lake IO manager), its
-    metadata and its checks."""
+    metadata and its checks. `report(output)` adds a stage's own metadata to the common one."""
     start = time.perf_counter()
     results = run_units(fn, units, load_settings().runner)
     seconds = time.perf_counter() - start
@@ -126,6 +127,8 @@ def run_stage(
         "peak_rss_mib": round(max((u.peak_rss_bytes for u in results), default=0) / 2**20, 1),
         "errors": len(out.errors()),
     }
+    if report is not None:
+        metadata.update(report(out))
     if out.errors():
         metadata["error_messages"] = dg.MetadataValue.md("\n".join(f"- {e}" for e in out.errors()))
     yield dg.Output(out, metadata=metadata, data_version=dg.DataVersion(out.data_version))

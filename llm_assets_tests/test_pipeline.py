@@ -6,6 +6,7 @@ import json
 import dagster as dg
 
 from llm_assets.core.inventory import shard_of
+from llm_assets.core.partition import LakeInput
 from llm_assets.settings import load_settings
 import pytest
 
@@ -89,10 +90,7 @@ def test_crawl_stats_reports_the_crawl_funnel(materialized, object_store, instan
     funnel = meta["funnel"].records
     assert funnel[0].data["step"] == "in" and funnel[-1].data["step"] == "out"
     assert sum(r.data["documents"] for r in funnel if r.data["step"] == "dropped") == 37 - meta["documents_kept"]
-    stored = object_store.lake().scan(object_store.lake().get_json(
-        f"lake/crawl_stats/crawl={crawl}/shard=all/_manifest.json")["units"][0]["part"] and [
-        object_store.lake().get_json(f"lake/crawl_stats/crawl={crawl}/shard=all/_manifest.json")["units"][0]["part"]]
-    ).collect()
+    stored = LakeInput.load(object_store.lake(), "crawl_stats", [(crawl, "all")]).scan().collect()
     assert set(stored["section"]) == {"funnel", "language_kept", "language_dropped", "length_words"}
 
 

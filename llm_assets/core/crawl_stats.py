@@ -94,6 +94,6 @@ def bar_chart(labels: list[str], values: list[int], width: int = 40) -> str:
 
 
 def funnel_chart(funnel: pl.DataFrame) -> str:
-    labels = [f"in" if s == "in" else "out" if s == "out" else f"− {b} `{r}`"
+    labels = ["in" if s == "in" else "out" if s == "out" else f"− {b} `{r}`"
               for s, b, r in funnel.select("step", "block", "reason").iter_rows()]
     return bar_chart(labels, funnel["documents"].to_list())

@@ -6,6 +6,7 @@ with the block that dropped it and its reason code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import polars as pl
 import pyarrow as pa
@@ -32,9 +33,14 @@ SCHEMA = pa.schema(list(documents.SCHEMA) + ADDED)
 REJECTED_SCHEMA = pa.schema(list(SCHEMA) + [("filter", pa.string()), ("reason", pa.string())])
 
 
+@cache
+def _polars_schema(schema: pa.Schema) -> pl.Schema:
+    return pl.DataFrame(schema.empty_table()).schema
+
+
 def conform(df: pl.DataFrame, schema: pa.Schema) -> pl.DataFrame:
     """`df` with exactly the schema's columns, in order; a column a disabled block did not add is null."""
-    target = pl.DataFrame(schema.empty_table()).schema
+    target = _polars_schema(schema)
     return df.select([
         pl.col(name).cast(dtype) if name in df.columns else pl.lit(None, dtype).alias(name)
         for name, dtype in target.items()

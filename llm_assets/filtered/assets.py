@@ -2,7 +2,7 @@ import dagster as dg
 
 from llm_assets.core.filtered import SCHEMA, STAGE_VERSION, FilterUnit, filter_documents
 from llm_assets.core.lake import part_key
-from llm_assets.core.partition import LakeInput
+from llm_assets.core.partition import LakeInput, PartitionOutput
 from llm_assets.core.units import unit_id
 from llm_assets.settings import load_settings
 from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
@@ -44,15 +44,12 @@ def filtered(context: dg.AssetExecutionContext, store: ObjectStore, documents: L
         units.append(FilterUnit(store=store.config(), settings=SETTINGS, source=source, unit=unit,
                                 part=part_key("filtered", crawl, shard, unit),
                                 rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected")))
-    outputs = list(run_stage(context, filter_documents, units, CODE_VERSION, SCHEMA.names))
-    output = outputs[0]
-    out = output.value
-    pii = out.counts()
-    output = dg.Output(out, data_version=output.data_version, metadata={
-        **output.metadata,
+    yield from run_stage(context, filter_documents, units, CODE_VERSION, SCHEMA.names, report=_report)
+
+
+def _report(out: PartitionOutput) -> dict:
+    return {
         "filter_funnel": dg.MetadataValue.md(_block_funnel(out.rows_in, out.dropped())),
-        "pii_masked": dg.MetadataValue.json(pii),
-        "pii_masked_total": sum(pii.values()),
-    })
-    yield output
-    yield from outputs[1:]
+        "pii_masked": dg.MetadataValue.json(out.counts()),
+        "pii_masked_total": sum(out.counts().values()),
+    }

@@ -9,6 +9,8 @@ punctuation rule (`filter_no_terminal_punct: false` in its settings); the block'
 
 from __future__ import annotations
 
+from functools import cache
+
 import polars as pl
 
 from llm_assets.core.filters.base import Block, first_reason, reasons_of
@@ -16,7 +18,7 @@ from llm_assets.core.filters.profanity import bad_words
 from llm_assets.core.filters.text import sentence_count
 
 CITATION = r"\[\d*]|\[edit]|\[citation needed]"
-END_PUNCTUATION = ('.', '?', '!', '"', "'")
+END_PUNCTUATION = r"""[.?!"']$"""
 POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
                      "use cookies")
 
@@ -55,9 +57,7 @@ class C4Quality(Block):
             else pl.lit(False),
             line=raw.str.replace_all(CITATION, "") if self.remove_citations else raw,
         )
-        no_punct = (~line.str.ends_with(END_PUNCTUATION[0]) & ~line.str.ends_with(END_PUNCTUATION[1])
-                    & ~line.str.ends_with(END_PUNCTUATION[2]) & ~line.str.ends_with(END_PUNCTUATION[3])
-                    & ~line.str.ends_with(END_PUNCTUATION[4])) | line.str.ends_with("...")
+        no_punct = ~line.str.contains(END_PUNCTUATION) | line.str.ends_with("...")
         candidate = ~pl.col("long_word")
         if self.filter_no_terminal_punct:
             candidate &= ~no_punct
@@ -99,11 +99,17 @@ class C4BadWords(Block):
     languages: tuple[str, ...] = ("en",)
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-        listed = bad_words(self.words_file, self.words, self.use_builtin)
-        if not listed:
+        pattern = _badwords_pattern(self.words_file, self.words, self.use_builtin)
+        if pattern is None:
             return df, reasons_of(df, first_reason())
-        pattern = r"(?:\W|^)(?:%s)(?:\W|$)" % "|".join(pl.escape_regex(w) for w in listed)
         hit = pl.col("text").str.to_lowercase().str.contains(pattern)
         if "language" in df.columns:
             hit &= pl.col("language").is_in(list(self.languages))
         return df, reasons_of(df, first_reason((hit, "badwords")))
+
+
+@cache
+def _badwords_pattern(words_file: str | None, words: tuple[str, ...], use_builtin: bool) -> str | None:
+    """C4's match: a listed word between non-word characters. Built once per process, not once per batch."""
+    listed = bad_words(words_file, words, use_builtin)
+    return r"(?:\W|^)(?:%s)(?:\W|$)" % "|".join(pl.escape_regex(w) for w in listed) if listed else None

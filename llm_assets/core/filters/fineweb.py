@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from llm_assets.core.filters.base import WORDS, Block, first_reason, reasons_of
-from llm_assets.core.filters.gopher import _duplicates
+from llm_assets.core.filters.gopher import duplicates
 from llm_assets.core.filters.text import TERMINAL_PUNCTUATION, with_words
 
 
@@ -33,7 +33,7 @@ class FineWebQuality(Block):
             punct=pl.col("line").str.contains(TERMINAL_PUNCTUATION + "$").sum(),
             short=(pl.col("line").str.len_chars() <= self.short_line_length).sum(),
         )
-        dup_chars = _duplicates(df, pl.col("text").str.split("\n").list.eval(
+        dup_chars = duplicates(df, pl.col("text").str.split("\n").list.eval(
             pl.element().filter(pl.element().str.strip_chars() != "")))[1]
         stats = (pl.DataFrame({"doc": pl.int_range(df.height, eager=True).cast(pl.UInt32)})
                  .join(per_doc, on="doc", how="left")

@@ -7,6 +7,8 @@ most frequent 2-, 3- and 4-gram, and the share covered by repeated 5- to 10-gram
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -85,8 +87,8 @@ class GopherRepetition(Block):
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         text = pl.col("text")
-        paragraphs = _duplicates(df, text.str.strip_chars().str.replace_all(r"\n{2,}", "\x00").str.split("\x00"))
-        lines = _duplicates(df, text.str.replace_all(r"\n+", "\n").str.split("\n"))
+        paragraphs = duplicates(df, text.str.strip_chars().str.replace_all(r"\n{2,}", "\x00").str.split("\x00"))
+        lines = duplicates(df, text.str.replace_all(r"\n+", "\n").str.split("\n"))
         chars = df["text"].str.len_chars()
         stats = pl.DataFrame({
             "chars": chars,
@@ -107,17 +109,18 @@ class GopherRepetition(Block):
         ngram |= {f"dup_{n}": np.zeros(df.height) for n, _ in self.dup_n_grams}
         if len(todo):
             ws = df[WORDS].gather(todo) if WORDS in df.columns else words_column(df["text"].gather(todo))
+            flat = _FlatWords.of(ws)
             for n, _ in self.top_n_grams:
-                ngram[f"top_{n}"][todo] = _top_ngram_chars(ws, n)
+                ngram[f"top_{n}"][todo] = _top_ngram_chars(flat, n)
             for n, _ in self.dup_n_grams:
-                ngram[f"dup_{n}"][todo] = _duplicate_ngram_chars(ws, n)
+                ngram[f"dup_{n}"][todo] = _duplicate_ngram_chars(flat, n)
         stats = stats.with_columns(**{k: pl.Series(v) / pl.col("chars") for k, v in ngram.items()})
         rules += [(pl.col(f"top_{n}") > frac, f"top_{n}_gram") for n, frac in self.top_n_grams]
         rules += [(pl.col(f"dup_{n}") > frac, f"duplicated_{n}_n_grams") for n, frac in self.dup_n_grams]
         return df, reasons_of(stats, first_reason(*rules))
 
 
-def _duplicates(df: pl.DataFrame, parts: pl.Expr) -> tuple[pl.Series, pl.Series, pl.Series]:
+def duplicates(df: pl.DataFrame, parts: pl.Expr) -> tuple[pl.Series, pl.Series, pl.Series]:
     """Per document: how many parts repeat an earlier one, their characters, and the number of parts."""
     exploded = df.select(parts.alias("p")).with_row_index("doc").explode("p").drop_nulls("p")
     per_doc = exploded.group_by("doc").agg(
@@ -131,12 +134,25 @@ def _duplicates(df: pl.DataFrame, parts: pl.Expr) -> tuple[pl.Series, pl.Series,
     return per_doc["dup"], per_doc["dup_chars"], per_doc["n"]
 
 
-def _ngram_frame(ws: pl.Series, n: int) -> pl.DataFrame:
+@dataclass(frozen=True)
+class _FlatWords:
+    """The words of a batch end to end, hashed once for every n: document index, 64-bit hash, characters."""
+
+    docs: int
+    doc: np.ndarray
+    h: np.ndarray
+    length: np.ndarray
+
+    @classmethod
+    def of(cls, ws: pl.Series) -> _FlatWords:
+        flat = pl.DataFrame({"w": ws}).with_row_index("doc").explode("w").drop_nulls("w")
+        return cls(len(ws), flat["doc"].to_numpy(), flat["w"].hash(seed=0).to_numpy(),
+                   flat["w"].str.len_chars().cast(pl.Int64).to_numpy())
+
+
+def _ngram_frame(flat: _FlatWords, n: int) -> pl.DataFrame:
     """One row per word n-gram: doc, position, a 64-bit id of the n-gram, and its characters (words only)."""
-    flat = pl.DataFrame({"w": ws}).with_row_index("doc").explode("w").drop_nulls("w")
-    h = flat["w"].hash(seed=0).to_numpy()
-    length = flat["w"].str.len_chars().cast(pl.Int64).to_numpy()
-    doc = flat["doc"].to_numpy()
+    doc, h, length = flat.doc, flat.h, flat.length
     m = len(h) - n + 1
     if m <= 0:
         return pl.DataFrame(schema={"doc": pl.UInt32, "pos": pl.Int64, "g": pl.UInt64, "chars": pl.Int64})
@@ -149,11 +165,11 @@ def _ngram_frame(ws: pl.Series, n: int) -> pl.DataFrame:
     return pl.DataFrame({"doc": doc[:m][ok], "pos": np.arange(m)[ok], "g": g[ok], "chars": chars[ok]})
 
 
-def _top_ngram_chars(ws: pl.Series, n: int) -> np.ndarray:
+def _top_ngram_chars(flat: _FlatWords, n: int) -> np.ndarray:
     """Characters of the most frequent n-gram times its count (the n-gram joined by spaces); ties go to the n-gram
     seen first, as a Counter's most_common does."""
-    out = np.zeros(len(ws))
-    grams = _ngram_frame(ws, n)
+    out = np.zeros(flat.docs)
+    grams = _ngram_frame(flat, n)
     if grams.height:
         top = (grams.group_by("doc", "g").agg(count=pl.len(), first=pl.col("pos").min(), chars=pl.col("chars").first())
                .sort("doc", "count", "first", descending=[False, True, False])
@@ -162,11 +178,11 @@ def _top_ngram_chars(ws: pl.Series, n: int) -> np.ndarray:
     return out
 
 
-def _duplicate_ngram_chars(ws: pl.Series, n: int) -> np.ndarray:
+def _duplicate_ngram_chars(flat: _FlatWords, n: int) -> np.ndarray:
     """Characters covered by repeated n-grams, scanning left to right and jumping over each repeat (so overlapping
     repeats are not counted twice). Only n-grams that occur more than once can matter, so only they are walked."""
-    out = np.zeros(len(ws))
-    grams = _ngram_frame(ws, n)
+    out = np.zeros(flat.docs)
+    grams = _ngram_frame(flat, n)
     if not grams.height:
         return out
     repeated = grams.filter(pl.len().over("doc", "g") > 1).sort("doc", "pos")

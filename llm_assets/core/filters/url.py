@@ -56,6 +56,12 @@ def _tld_extractor():
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
+@cache
+def _lists(block: URLFilter) -> dict[str, frozenset[str]]:
+    """A block's lists, read once per process, not once per batch."""
+    return block.lists()
+
+
 def registered_domain(host: str) -> str:
     return _tld_extractor()(host).top_domain_under_public_suffix
 
@@ -99,7 +105,7 @@ class URLFilter(Block):
         }
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-        lists = self.lists()
+        lists = _lists(self)
         hosts = df["url"].str.extract(HOST, 1).str.to_lowercase().fill_null("")
         unique = hosts.unique().to_list()
         registered = dict(zip(unique, (registered_domain(h) if h else "" for h in unique)))
