@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import dagster as dg
 
+from llm_assets.core.crawl_stats import bar
 from llm_assets.core.partition import PartitionOutput
 from llm_assets.core.units import UnitResult, run_units
 from llm_assets.settings import load_settings
@@ -62,14 +63,10 @@ def code_version(stage_version: str, *config: str) -> str:
     return f"{stage_version}-{hashlib.sha256('|'.join(config).encode()).hexdigest()[:10]}"
 
 
-def _bar(n: int, top: int, width: int = 30) -> str:
-    return "█" * max(1, round(width * n / top)) if n and top else ""
-
-
 def _funnel_markdown(out: PartitionOutput) -> str:
-    lines = ["| step | documents | |", "|---|---:|---|", f"| in | {out.rows_in:,} | {_bar(out.rows_in, out.rows_in)} |"]
-    lines += [f"| dropped: `{r}` | {n:,} | {_bar(n, out.rows_in)} |" for r, n in out.dropped().items()]
-    lines.append(f"| out | {out.rows_out:,} | {_bar(out.rows_out, out.rows_in)} |")
+    lines = ["| step | documents | |", "|---|---:|---|", f"| in | {out.rows_in:,} | {bar(out.rows_in, out.rows_in)} |"]
+    lines += [f"| dropped: `{r}` | {n:,} | {bar(n, out.rows_in)} |" for r, n in out.dropped().items()]
+    lines.append(f"| out | {out.rows_out:,} | {bar(out.rows_out, out.rows_in)} |")
     return "\n".join(lines)
 
 

@@ -83,13 +83,17 @@ def crawl_stats(lake: Lake, manifests: list[dict], block_order: list[str]) -> Cr
     return CrawlStats(funnel=funnel, languages=languages, lengths=lengths)
 
 
+def bar(n: int, top: int, width: int = 30) -> str:
+    """A text bar of n against top, at least one block for any n > 0."""
+    return "█" * max(1, round(width * n / top)) if n and top else ""
+
+
 def bar_chart(labels: list[str], values: list[int], width: int = 40) -> str:
     """A markdown table with a bar per row: the chart the Dagster UI can show in asset metadata."""
     top = max(values, default=0)
     rows = ["| | documents | |", "|---|---:|---|"]
     for label, v in zip(labels, values):
-        bar = "█" * max(1, round(width * v / top)) if v and top else ""
-        rows.append(f"| {label} | {v:,} | `{bar}` |")
+        rows.append(f"| {label} | {v:,} | `{bar(v, top, width)}` |")
     return "\n".join(rows)
 
 
