@@ -7,6 +7,7 @@ from llm_assets.documents.assets import documents
 from llm_assets.filtered.assets import filtered
 from llm_assets.image_text_pairs.assets import image_text_pairs
 from llm_assets.jobs import lake_job
+from llm_assets.quality_classifier.assets import quality_classifier
 from llm_assets.raw.assets import raw_files
 from llm_assets.raw.sensor import raw_drop_sensor
 from llm_assets.tokenized.assets import tokenized
@@ -15,7 +16,7 @@ from resources import LakeIOManager, object_store_from_env
 store = object_store_from_env()
 
 defs = dg.Definitions(
-    assets=[raw_files, documents, image_text_pairs, filtered, tokenized, crawl_stats],
+    assets=[raw_files, documents, image_text_pairs, filtered, tokenized, crawl_stats, quality_classifier],
     jobs=[lake_job, crawl_stats_job],
     sensors=[raw_drop_sensor],
     resources={"store": store, "lake_io_manager": LakeIOManager(store=store)},

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from llm_assets.core import filters
+from llm_assets.core.quality_model import QualityTraining
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
@@ -66,6 +67,7 @@ class FilteredSettings(_Section):
     c4_badwords: filters.C4BadWords = filters.C4BadWords()
     profanity: filters.ProfanityFilter = filters.ProfanityFilter()
     vocabulary: filters.DomainVocabulary = filters.DomainVocabulary()
+    quality_model: filters.QualityModelFilter = filters.QualityModelFilter()
     pii: filters.PIIMasker = filters.PIIMasker()
 
     def chain(self) -> list[filters.Block]:
@@ -93,6 +95,7 @@ class Settings(_Section):
     documents: DocumentsSettings = DocumentsSettings()
     image_text_pairs: ImagePairsSettings = ImagePairsSettings()
     filtered: FilteredSettings = FilteredSettings()
+    quality_classifier: QualityTraining = QualityTraining()
     tokenized: TokenizedSettings = TokenizedSettings()
     sensor: SensorSettings = SensorSettings()
 

@@ -14,6 +14,7 @@ EXPECTED = {
     "tokenized": ["filtered"],
 }
 REPORTS = {"crawl_stats": ["filtered"]}  # crawl-level: every shard of the crawl fans in
+MODELS = {"quality_classifier": []}  # unpartitioned; `filtered` depends on it only when its block uses it
 
 
 def test_definitions_load():
@@ -25,10 +26,13 @@ def test_definitions_load():
 
 def test_asset_specs_snapshot():
     specs = {s.key.path[-1]: s for s in defs.resolve_all_asset_specs() if not s.key.path[-1].startswith("__")}
-    assert {k: sorted(d.asset_key.path[-1] for d in s.deps) for k, s in specs.items()} == EXPECTED | REPORTS
+    assert {k: sorted(d.asset_key.path[-1] for d in s.deps) for k, s in specs.items()} == EXPECTED | REPORTS | MODELS
     stats = specs.pop("crawl_stats")
     assert stats.group_name == "reports" and stats.partitions_def.name == "crawl"
     assert stats.description and "funnel" in stats.description
+    classifier = specs.pop("quality_classifier")
+    assert classifier.group_name == "models" and classifier.partitions_def is None
+    assert classifier.description and "labels/quality/" in classifier.description
     for name, spec in specs.items():
         assert spec.group_name == "lake"
         assert spec.description and len(spec.description) > 80, f"{name} needs a catalog description"

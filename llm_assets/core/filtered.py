@@ -5,13 +5,15 @@ with the block that dropped it and its reason code.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 
-from llm_assets.core import documents
+from llm_assets.core import documents, quality_model
 from llm_assets.core.filters import apply_filters
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.lake import Lake, StoreConfig
@@ -28,6 +30,7 @@ ADDED = [
     ("pii", pa.struct([(t, pa.uint32()) for t in PII_TYPES])),
     ("profanity_density", pa.float32()),
     ("domain_density", pa.float32()),
+    ("quality_score", pa.float32()),
 ]
 SCHEMA = pa.schema(list(documents.SCHEMA) + ADDED)
 REJECTED_SCHEMA = pa.schema(list(SCHEMA) + [("filter", pa.string()), ("reason", pa.string())])
@@ -52,6 +55,26 @@ def filter_batch(df: pl.DataFrame, settings: FilteredSettings) -> tuple[pl.DataF
     kept, rejected = apply_filters(df, settings.chain())
     kept = kept.with_columns(n_words=pl.col("text").str.count_matches(r"\S+"))
     return conform(kept, SCHEMA), conform(rejected, REJECTED_SCHEMA)
+
+
+def with_quality_model(settings: FilteredSettings, lake: Lake) -> tuple[FilteredSettings, str]:
+    """The settings a run filters with, and the identity of its quality model ("" when the block is off): a block
+    that names no model file gets the one `quality_classifier` published last, fetched once into a local cache."""
+    block = settings.quality_model
+    if not block.enabled:
+        return settings, ""
+    if block.model_path:
+        return settings, file_sha256(Path(block.model_path))
+    path, sha = quality_model.latest_model(lake)
+    return settings.model_copy(update={"quality_model": block.model_copy(update={"model_path": str(path)})}), sha
+
+
+def file_sha256(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as e:
+        raise ValueError(f"quality_model: cannot read model_path {path}: {e}") from e
 
 
 @dataclass(frozen=True)

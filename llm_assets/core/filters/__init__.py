@@ -9,10 +9,11 @@ from llm_assets.core.filters.language import LanguageFilter, language_model
 from llm_assets.core.filters.normalize import Normalize
 from llm_assets.core.filters.pii import PIIMasker
 from llm_assets.core.filters.profanity import ProfanityFilter
+from llm_assets.core.filters.quality_model import QualityModelFilter
 from llm_assets.core.filters.url import URLFilter
 from llm_assets.core.filters.vocabulary import DomainVocabulary
 
 __all__ = [
     "Block", "C4BadWords", "C4Quality", "DomainVocabulary", "FineWebQuality", "GopherQuality", "GopherRepetition",
-    "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "URLFilter", "apply_filters", "language_model",
+    "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "QualityModelFilter", "URLFilter", "apply_filters", "language_model",
 ]

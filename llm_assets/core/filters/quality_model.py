@@ -1,0 +1,30 @@
+"""The optional model-based quality filter: a fastText classifier's probability of the positive ("high quality")
+label, kept at or above a threshold, as DCLM and FineWeb-Edu filter with a trained classifier."""
+
+from __future__ import annotations
+
+import polars as pl
+from pydantic import Field
+
+from llm_assets.core.filters.base import KEEP, Block, reasons_of
+from llm_assets.core.quality_model import load_model, positive_scores
+
+
+class QualityModelFilter(Block):
+    """Adds `quality_score`, P(`label`) under the model, to every document it sees. Keeps a document scoring at
+    least `threshold`. `model_path` is a fastText .bin/.ftz file; left empty, the run uses the model the
+    `quality_classifier` asset trained last. Reason: `low_quality`."""
+
+    name = "quality_model"
+    enabled: bool = False
+    model_path: str | None = None
+    label: str = "hq"
+    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        if not self.model_path:
+            raise ValueError("quality_model: no model; materialize quality_classifier or set model_path")
+        scores = positive_scores(load_model(self.model_path), df["text"].to_list(), self.label)
+        df = df.with_columns(pl.Series("quality_score", scores, pl.Float32))
+        return df, reasons_of(df, pl.when(pl.col("quality_score") >= self.threshold).then(KEEP)
+                              .otherwise(pl.lit("low_quality")))
