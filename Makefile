@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo test ui bench store-start store-stop clean
+.PHONY: demo test ui bench bench-dedup store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly.
 $(VENV)/.synced: pyproject.toml uv.lock
@@ -24,6 +24,10 @@ ui: $(VENV)/.synced
 
 bench: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.dedup
+
+bench-dedup: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.dedup
 
 store-start: $(VENV)/.synced
 	$(BIN)/llm-assets store start

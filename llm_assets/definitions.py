@@ -2,11 +2,12 @@
 
 import dagster as dg
 
-from llm_assets.crawl_stats.assets import crawl_stats, crawl_stats_job
+from llm_assets.crawl_stats.assets import crawl_stats
+from llm_assets.dedup.assets import deduplicated, duplicate_clusters, signatures
 from llm_assets.documents.assets import documents
 from llm_assets.filtered.assets import filtered
 from llm_assets.image_text_pairs.assets import image_text_pairs
-from llm_assets.jobs import lake_job
+from llm_assets.jobs import crawl_job, curated_job, lake_job
 from llm_assets.quality_classifier.assets import quality_classifier
 from llm_assets.raw.assets import raw_files
 from llm_assets.raw.sensor import raw_drop_sensor
@@ -16,8 +17,9 @@ from resources import LakeIOManager, object_store_from_env
 store = object_store_from_env()
 
 defs = dg.Definitions(
-    assets=[raw_files, documents, image_text_pairs, filtered, tokenized, crawl_stats, quality_classifier],
-    jobs=[lake_job, crawl_stats_job],
+    assets=[raw_files, documents, image_text_pairs, filtered, signatures, duplicate_clusters, deduplicated, tokenized,
+            crawl_stats, quality_classifier],
+    jobs=[lake_job, crawl_job, curated_job],
     sensors=[raw_drop_sensor],
     resources={"store": store, "lake_io_manager": LakeIOManager(store=store)},
 )

@@ -131,6 +131,15 @@ def evaluate_sensor(instance, defs, store) -> list:
             if not instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: r.run_key}), limit=1)]
 
 
+def _run(job, partition_key, instance, tags=None):
+    result = job.execute_in_process(partition_key=partition_key, instance=instance, tags=tags,
+                                    raise_on_error=False, run_config=QUIET)
+    for event in result.all_events:
+        if event.is_failure:
+            print(f"  {event.step_key or ''}: {event.message}", file=sys.stderr)
+    return result
+
+
 def run_requested(instance, defs, requests) -> list[str]:
     """Execute each requested partition through lake_job in this process, tagged as the sensor's run."""
     from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
@@ -140,29 +149,44 @@ def run_requested(instance, defs, requests) -> list[str]:
     for i, request in enumerate(requests, 1):
         print(f"[{i}/{len(requests)}] lake_job {request.partition_key}", flush=True)
         tags = {**request.tags, RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: "raw_drop_sensor"}
-        result = job.execute_in_process(partition_key=request.partition_key, instance=instance, tags=tags,
-                                        raise_on_error=False, run_config=QUIET)
-        for event in result.all_events:
-            if event.is_failure:
-                print(f"  {event.step_key or ''}: {event.message}", file=sys.stderr)
-        if not result.success:
+        if not _run(job, request.partition_key, instance, tags).success:
             failed.append(str(request.partition_key))
     return failed
 
 
-def run_crawl_stats(instance, defs, crawls: list[str]) -> list[str]:
-    """Materialize crawl_stats for each crawl and print its funnel chart (the one the UI shows)."""
-    job = defs.resolve_job_def("crawl_stats_job")
+def _metadata(result, asset: str) -> dict:
+    for event in result.get_asset_materialization_events():
+        if event.materialization.asset_key.path[-1] == asset:
+            return {k: v.value for k, v in event.materialization.metadata.items()}
+    return {}
+
+
+def run_crawl_level(instance, defs, crawls: list[str]) -> list[str]:
+    """Materialize each crawl's crawl-level assets (duplicate clusters over every shard, crawl stats) and print
+    the filter funnel chart and what deduplication removed, as the UI shows them."""
+    job = defs.resolve_job_def("crawl_job")
     failed = []
     for crawl in crawls:
-        result = job.execute_in_process(partition_key=crawl, instance=instance, raise_on_error=False,
-                                        run_config=QUIET)
+        print(f"crawl_job {crawl}", flush=True)
+        result = _run(job, crawl, instance)
         if not result.success:
-            failed.append(f"crawl_stats {crawl}")
+            failed.append(f"crawl_job {crawl}")
             continue
-        (event,) = result.get_asset_materialization_events()
-        chart = event.materialization.metadata["funnel_chart"].value
-        print(f"\ncrawl_stats {crawl}: the filter funnel\n{chart}")
+        stats, dedup = _metadata(result, "crawl_stats"), _metadata(result, "duplicate_clusters")
+        print(f"\ncrawl_stats {crawl}: the filter funnel\n{stats['funnel_chart']}")
+        print(f"\nduplicate_clusters {crawl}: {dedup['duplicates_removed']:,} of {dedup['documents']:,} filtered "
+              f"documents removed {dedup['removed_by_reason']}; cluster sizes\n{dedup['cluster_sizes']}\n")
+    return failed
+
+
+def run_curated(instance, defs, partition_keys) -> list[str]:
+    """Deduplicated → tokenized for each partition, now that its crawl's clusters are built."""
+    job = defs.resolve_job_def("curated_job")
+    failed = []
+    for i, key in enumerate(partition_keys, 1):
+        print(f"[{i}/{len(partition_keys)}] curated_job {key}", flush=True)
+        if not _run(job, key, instance).success:
+            failed.append(f"curated_job {key}")
     return failed
 
 

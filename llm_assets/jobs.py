@@ -6,5 +6,19 @@ lake_job = dg.define_asset_job(
     "lake_job",
     selection=dg.AssetSelection.groups("lake"),
     executor_def=dg.in_process_executor,
-    description="Raw files → documents → filtered → tokenized for one crawl × shard partition.",
+    description="Raw files → documents (and image-text pairs) → filtered → signatures for one crawl × shard.",
+)
+
+crawl_job = dg.define_asset_job(
+    "crawl_job",
+    selection=dg.AssetSelection.groups("dedup", "reports"),
+    executor_def=dg.in_process_executor,
+    description="The crawl-level assets of one crawl, once its shards went through lake_job: duplicate clusters "
+                "over every shard, and the crawl stats.",
+)
+curated_job = dg.define_asset_job(
+    "curated_job",
+    selection=dg.AssetSelection.groups("curated"),
+    executor_def=dg.in_process_executor,
+    description="Deduplicated → tokenized for one crawl × shard, once the crawl's duplicate clusters are built.",
 )

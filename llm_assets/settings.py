@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from llm_assets.core import filters
+from llm_assets.core.minhash import MinHasher
 from llm_assets.core.quality_model import QualityTraining
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +76,31 @@ class FilteredSettings(_Section):
         return [block for name in type(self).model_fields if (block := getattr(self, name)).enabled]
 
 
+class DedupSettings(_Section):
+    """FineWeb's MinHash deduplication defaults: word 5-grams, 14 bands × 8 rows (112 hashes)."""
+
+    exact: bool = True  # same normalized text (lowercase words, punctuation and spacing ignored)
+    by_url: bool = False  # also one document per URL
+    near: bool = True  # MinHash LSH
+    ngram: int = Field(default=5, ge=1)
+    bands: int = Field(default=14, ge=1)
+    rows: int = Field(default=8, ge=1)
+    seed: int = 1
+    keep: Literal["earliest", "longest", "first"] = "earliest"  # fetch time, text length, or doc_id order
+    cross_crawl: bool = False  # also drop documents already in an earlier crawl
+    crawl_order: tuple[str, ...] = ()  # earliest first; empty: crawl names sorted (Common Crawl's sort by date)
+
+    def hasher(self) -> MinHasher:
+        return MinHasher(bands=self.bands, rows=self.rows, ngram=self.ngram, seed=self.seed)
+
+    def earlier_crawls(self, crawl: str, known: list[str]) -> list[str]:
+        """The crawls `crawl` is deduplicated against, in order, when `cross_crawl` is on."""
+        if not self.cross_crawl:
+            return []
+        order = list(self.crawl_order) or sorted(known)
+        return order[: order.index(crawl)] if crawl in order else []
+
+
 class TokenizedSettings(_Section):
     tokenizer_path: Path = Path("../shared/data/tokenizers/gpt2")
     eos_token: str = "<|endoftext|>"
@@ -96,6 +122,7 @@ class Settings(_Section):
     image_text_pairs: ImagePairsSettings = ImagePairsSettings()
     filtered: FilteredSettings = FilteredSettings()
     quality_classifier: QualityTraining = QualityTraining()
+    dedup: DedupSettings = DedupSettings()
     tokenized: TokenizedSettings = TokenizedSettings()
     sensor: SensorSettings = SensorSettings()
 

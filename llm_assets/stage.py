@@ -34,7 +34,7 @@ def stage_check_specs(asset: str, row_accounting: bool = True) -> list[dg.AssetC
     return specs
 
 
-def stage_asset(code_version: str, row_accounting: bool = True, **kwargs):
+def stage_asset(code_version: str, row_accounting: bool = True, group_name: str = "lake", **kwargs):
     """A lake stage: a crawl × shard asset committed by the lake IO manager, with the stage checks.
     `row_accounting=False` for stages whose rows are not their inputs' (one page gives many image pairs)."""
     from llm_assets.partitions import crawl_shard_partitions
@@ -46,7 +46,7 @@ def stage_asset(code_version: str, row_accounting: bool = True, **kwargs):
             code_version=code_version,
             io_manager_key="lake_io_manager",
             check_specs=stage_check_specs(fn.__name__, row_accounting),
-            group_name="lake",
+            group_name=group_name,
             kinds={"s3", "parquet"},
             **kwargs,
         )(fn)

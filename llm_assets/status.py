@@ -7,7 +7,7 @@ import dagster as dg
 from llm_assets.partitions import crawl_partitions
 from llm_assets.settings import load_settings
 
-STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "tokenized"]
+STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 
 
 def latest_materializations(instance: dg.DagsterInstance, asset: str) -> dict[str, dg.AssetMaterialization]:

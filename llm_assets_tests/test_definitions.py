@@ -11,16 +11,20 @@ EXPECTED = {
     "documents": ["raw_files"],
     "image_text_pairs": ["raw_files"],
     "filtered": ["documents"],
-    "tokenized": ["filtered"],
+    "signatures": ["filtered"],
+    "deduplicated": ["duplicate_clusters", "filtered"],
+    "tokenized": ["deduplicated"],
 }
-REPORTS = {"crawl_stats": ["filtered"]}  # crawl-level: every shard of the crawl fans in
+GROUPS = {"deduplicated": "curated", "tokenized": "curated"}  # the rest of EXPECTED: "lake"
+# crawl-level: every shard of the crawl fans in
+REPORTS = {"crawl_stats": ["filtered"], "duplicate_clusters": ["signatures"]}
 MODELS = {"quality_classifier": []}  # unpartitioned; `filtered` depends on it only when its block uses it
 
 
 def test_definitions_load():
     dg.Definitions.validate_loadable(defs)
     assert defs.resolve_job_def("lake_job") is not None
-    assert defs.resolve_job_def("crawl_stats_job") is not None
+    assert defs.resolve_job_def("crawl_job") is not None and defs.resolve_job_def("curated_job") is not None
     assert defs.resolve_sensor_def("raw_drop_sensor").job_name == "lake_job"
 
 
@@ -30,11 +34,14 @@ def test_asset_specs_snapshot():
     stats = specs.pop("crawl_stats")
     assert stats.group_name == "reports" and stats.partitions_def.name == "crawl"
     assert stats.description and "funnel" in stats.description
+    clusters = specs.pop("duplicate_clusters")
+    assert clusters.group_name == "dedup" and clusters.partitions_def.name == "crawl"
+    assert clusters.description and "connected components" in clusters.description
     classifier = specs.pop("quality_classifier")
     assert classifier.group_name == "models" and classifier.partitions_def is None
     assert classifier.description and "labels/quality/" in classifier.description
     for name, spec in specs.items():
-        assert spec.group_name == "lake"
+        assert spec.group_name == GROUPS.get(name, "lake")
         assert spec.description and len(spec.description) > 80, f"{name} needs a catalog description"
         assert isinstance(spec.partitions_def, dg.MultiPartitionsDefinition)
         assert spec.partitions_def.partition_dimension_names == ["crawl", "shard"]

@@ -14,14 +14,16 @@ from llm_assets import cli
 from llm_assets.documents.assets import documents
 from llm_assets.filtered.assets import filtered
 from llm_assets.image_text_pairs.assets import image_text_pairs
-from llm_assets.jobs import lake_job
+from llm_assets.crawl_stats.assets import crawl_stats
+from llm_assets.dedup.assets import deduplicated, duplicate_clusters, signatures
+from llm_assets.jobs import crawl_job, curated_job, lake_job
 from llm_assets.raw.assets import raw_files
 from llm_assets.tokenized.assets import tokenized
 from llm_assets.raw.sensor import raw_drop_sensor
 from resources import LakeIOManager
 from llm_assets_tests.conftest import shared
 
-STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "tokenized"]
+STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 
 
 @pytest.fixture
@@ -35,8 +37,9 @@ def materialized(store_env, object_store, instance, crawl):
                                                   load_settings().shards) == shard)
     lake.put_file(f"raw/{crawl}/{name}", shared("warc", "dolma__sample-0000.warc.gz"))
     test_defs = dg.Definitions(
-        assets=[raw_files, documents, image_text_pairs, filtered, tokenized],
-        jobs=[lake_job],
+        assets=[raw_files, documents, image_text_pairs, filtered, signatures, duplicate_clusters, deduplicated,
+                tokenized, crawl_stats],
+        jobs=[lake_job, crawl_job, curated_job],
         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
     )
     with dg.build_sensor_context(instance=instance, definitions=test_defs, resources={"store": object_store}) as ctx:
@@ -44,9 +47,29 @@ def materialized(store_env, object_store, instance, crawl):
     for request in tick.dynamic_partitions_requests:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     (request,) = [r for r in tick.run_requests if r.partition_key.keys_by_dimension["crawl"] == crawl]
-    result = test_defs.resolve_job_def("lake_job").execute_in_process(
-        partition_key=request.partition_key, instance=instance, tags=request.tags)
-    return result, request.partition_key
+    # The sensor's run, then the crawl-level run (dedup clusters over every shard, stats), then the curated stages.
+    results = Runs([
+        test_defs.resolve_job_def("lake_job").execute_in_process(
+            partition_key=request.partition_key, instance=instance, tags=request.tags),
+        test_defs.resolve_job_def("crawl_job").execute_in_process(partition_key=crawl, instance=instance),
+        test_defs.resolve_job_def("curated_job").execute_in_process(
+            partition_key=request.partition_key, instance=instance),
+    ])
+    return results, request.partition_key
+
+
+class Runs(list):
+    """The runs that took the partition through every stage."""
+
+    @property
+    def success(self) -> bool:
+        return all(r.success for r in self)
+
+    def get_asset_materialization_events(self):
+        return [e for r in self for e in r.get_asset_materialization_events()]
+
+    def get_asset_check_evaluations(self):
+        return [e for r in self for e in r.get_asset_check_evaluations()]
 
 
 def _metadata(result, asset):
@@ -58,7 +81,7 @@ def _metadata(result, asset):
 def test_every_stage_is_materialized_with_its_report(materialized):
     result, _ = materialized
     assert result.success
-    raw, docs, pairs, filt, tok = (_metadata(result, a) for a in STAGES)
+    raw, docs, pairs, filt, sigs, dedup, tok = (_metadata(result, a) for a in STAGES)
     assert raw["rows_out"] == 2
     # the CC-MAIN-2020-34 excerpt: 50 records, 16 of them HTML responses, one of which has no main text; the dolma
     # crawl: 22 HTML pages
@@ -68,18 +91,18 @@ def test_every_stage_is_materialized_with_its_report(materialized):
     assert 0 < filt["rows_out"] < filt["rows_in"] == 37
     assert filt["dropped_by_reason"]["language/language"] >= 13
     assert "| language |" in filt["filter_funnel"] and "pii_email" in filt["pii_masked"]
-    assert tok["rows_out"] == filt["rows_out"]
+    assert sigs["rows_out"] == filt["rows_out"] == dedup["rows_in"]
+    clusters = _metadata(result, "duplicate_clusters")
+    assert clusters["documents"] == filt["rows_out"] and clusters["shards"] == 1
+    assert dedup["rows_out"] == filt["rows_out"] - clusters["duplicates_removed"] == tok["rows_out"]
     assert pairs["rows_out"] > 0
-    for meta in (raw, docs, pairs, filt, tok):
+    for meta in (raw, docs, pairs, filt, sigs, dedup, tok):
         assert meta["seconds"] > 0 and meta["peak_rss_mib"] > 0 and "funnel" in meta
 
 
-def test_crawl_stats_reports_the_crawl_funnel(materialized, object_store, instance, crawl):
+def test_crawl_stats_reports_the_crawl_funnel(materialized, object_store, crawl):
     """The crawl-level asset reads every committed shard of `filtered`: funnel, languages and lengths."""
-    from llm_assets.crawl_stats.assets import crawl_stats
-
-    result = dg.materialize([crawl_stats], partition_key=crawl, instance=instance,
-                            resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)})
+    result, _ = materialized
     meta = _metadata(result, "crawl_stats")
     assert meta["documents_in"] == 37 and meta["shards"] == 1
     assert "− language `language`" in meta["funnel_chart"] and "█" in meta["funnel_chart"]
@@ -136,7 +159,7 @@ def test_show_rejects_bad_input(store_env, capsys):
 
 def test_secrets_appear_in_no_metadata_or_log(materialized, seaweed, instance):
     result, _ = materialized
-    logs = "\n".join(str(e.message) for e in instance.all_logs(result.run_id))
+    logs = "\n".join(str(e.message) for r in result for e in instance.all_logs(r.run_id))
     metadata = "\n".join(str(v.value) for m in result.get_asset_materialization_events()
                          for v in m.materialization.metadata.values())
     for secret in (seaweed.secret_key, seaweed.access_key):

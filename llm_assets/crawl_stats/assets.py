@@ -61,11 +61,3 @@ def crawl_stats(context: dg.AssetExecutionContext, store: ObjectStore):
         "shards_without_data": dg.MetadataValue.json(missing),
     }
     return dg.Output(stats.frame(), metadata=metadata)
-
-
-crawl_stats_job = dg.define_asset_job(
-    "crawl_stats_job",
-    selection=dg.AssetSelection.assets(crawl_stats),
-    executor_def=dg.in_process_executor,
-    description="The crawl-level statistics of one crawl (the funnel, languages and lengths of `filtered`).",
-)

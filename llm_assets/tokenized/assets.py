@@ -17,17 +17,17 @@ except OSError:
 CODE_VERSION = code_version(STAGE_VERSION, SETTINGS.fingerprint(), TOKENIZER_HASH)
 
 
-@stage_asset(CODE_VERSION, metadata={"tokenizer_hash": TOKENIZER_HASH})
-def tokenized(context: dg.AssetExecutionContext, store: ObjectStore, filtered: LakeInput):
-    """Token ids of every filtered document with the configured byte-level BPE tokenizer (GPT-2 by default),
+@stage_asset(CODE_VERSION, group_name="curated", metadata={"tokenizer_hash": TOKENIZER_HASH})
+def tokenized(context: dg.AssetExecutionContext, store: ObjectStore, deduplicated: LakeInput):
+    """Token ids of every deduplicated document with the configured byte-level BPE tokenizer (GPT-2 by default),
     EOS appended as the document boundary; uint16 ids when the vocabulary fits, else uint32.
 
-    One work unit per upstream filtered part; the tokenizer's hash is part of this asset's code version.
+    One work unit per upstream deduplicated part; the tokenizer's hash is part of this asset's code version.
     """
     crawl, shard = partition_of(context)
     vocab_size = load_tokenizer(str(SETTINGS.resolved_path())).get_vocab_size()
     units = []
-    for source in filtered.parts:
+    for source in deduplicated.parts:
         unit = unit_id("tokenized", CODE_VERSION, source)
         units.append(TokenizeUnit(store=store.config(), settings=SETTINGS, source=source, unit=unit,
                                   part=part_key("tokenized", crawl, shard, unit)))

@@ -1,0 +1,689 @@
+"""`make bench-dedup`: the deduplication core (MinHash signatures, LSH clustering) per core, written to BENCHMARKS.md.
+
+    .venv/bin/python -m benchmarks.dedup [--output BENCHMARKS.md] [--json FILE] [--signatures 1000000]
+
+The section between `<!-- dedup:begin -->` and `<!-- dedup:end -->` of the output is replaced (appended when
+absent); the rest of the file is left alone. Each measurement runs in its own fresh subprocess (`--child NAME`,
+internal) whose environment sets POLARS_MAX_THREADS, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS to 1 before Polars or
+NumPy are imported: one core, and a peak RSS (`ru_maxrss`) of its own. Input is read at run time from
+../shared/data, never copied into the repository: a first child extracts the shared documents (`shared_documents()`,
+trafilatura, as the tests do) into a temporary folder, which the others read.
+
+1. Signature speed: the shared documents with text, repeated until a pass takes at least 2 s. Ours:
+   `MinHasher().signatures(texts)` in batches of 2,048 texts (what the signatures stage does). datasketch: per
+   document `shingle_set(text)` (the same word 5-gram shingles) then `MinHash(num_perm=112).update_batch(...)`.
+   Shingling is inside the timed block for both. Median of 3 passes, each library in its own process.
+2. Recall and precision: a deterministic corpus (fixed seed) of bases, the shared documents with at least 100 words
+   and WikiText-2 paragraphs joined into ~300-word documents, and one planted variant for most bases: word edits,
+   sentence edits, reordered sentences or paragraphs, added boilerplate (a fixed list of headers and footers), or
+   boilerplate plus word edits, at a spread of strengths. True Jaccard is the exact set Jaccard of `shingle_set`.
+   `signature_frame` + `find_clusters` with `DedupSettings()` run over bases and variants in one crawl; two
+   documents are predicted duplicates when they end in the same cluster. Recall is over planted pairs; precision
+   over predicted pairs (every removed document against the kept document of its cluster), with the true Jaccard of
+   each, planted or not: the shared corpus has real near-duplicates of its own.
+3. Cluster memory: N synthetic rows of the clustering columns (no text: random hashes; 5% exact copies of another
+   row, 5% near copies sharing some LSH bands with another row) are written to a temporary Parquet file by one
+   process; a second, fresh one reads it and runs `find_clusters`: seconds, RSS after loading, peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from itertools import combinations
+from pathlib import Path
+
+from benchmarks.report import MIB, n, table
+from benchmarks.stages import Meter, maxrss_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "<!-- dedup:begin -->", "<!-- dedup:end -->"
+THREADS_ENV = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+CHILD_TIMEOUT = 3600
+SHARED_FILE = "shared.parquet"
+SYNTH_FILE = "signatures.parquet"
+CRAWL, SHARD = "BENCH", "0000"
+
+MIN_PASS_SECONDS = 2.0
+PASSES = 3
+SEED = 20240522
+MIN_BASE_WORDS = 100
+WIKI_DOC_WORDS = 300
+VARIANT_SHARE = 0.8  # of the bases get a planted variant
+BUCKETS = [(0.3, 0.5), (0.5, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.0)]
+DEFAULT_SIGNATURES = 1_000_000
+
+
+def log(msg: str) -> None:
+    print(f"[bench-dedup {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# 1. signature speed -------------------------------------------------------------------------------------------
+
+
+def shared_texts(workdir: Path) -> list[str]:
+    import polars as pl
+
+    return [t for t in pl.read_parquet(workdir / SHARED_FILE)["text"].to_list() if t]
+
+
+def timed_passes(prepare, work) -> dict:
+    """A warm-up pass over the documents once sizes the repeat count for a pass of at least MIN_PASS_SECONDS;
+    then PASSES timed passes of `work(prepare(repeat))` (`prepare` is not timed)."""
+    with Meter() as warm:
+        work(prepare(1))
+    repeat = max(1, math.ceil(1.15 * MIN_PASS_SECONDS / max(warm.wall, 1e-6)))
+    data = prepare(repeat)
+    passes = []
+    for _ in range(PASSES):
+        with Meter() as m:
+            work(data)
+        passes.append(m.dict())
+    return {"repeat": repeat, "warmup_seconds": warm.wall, "passes": passes,
+            "seconds": statistics.median(p["seconds"] for p in passes),
+            "cpu_seconds": statistics.median(p["cpu_seconds"] for p in passes),
+            "other_cpus": sum(p["other_cpu_seconds"] for p in passes) / sum(p["seconds"] for p in passes)}
+
+
+def child_signatures_ours(workdir: Path, args) -> dict:
+    import polars as pl
+
+    from llm_assets.core.dedup import BATCH_ROWS
+    from llm_assets.core.minhash import MinHasher, words
+
+    texts = pl.Series(shared_texts(workdir), dtype=pl.String)
+
+    def prepare(repeat: int) -> list[pl.Series]:
+        series = pl.concat([texts] * repeat)
+        return [series.slice(o, BATCH_ROWS) for o in range(0, len(series), BATCH_ROWS)]
+
+    def work(batches: list[pl.Series]) -> None:
+        for batch in batches:
+            MinHasher().signatures(batch)
+
+    result = timed_passes(prepare, work)
+    n_words = words(texts).list.len()
+    return {**result, "documents": len(texts), "bytes": int(texts.str.len_bytes().sum()),
+            "mean_words": float(n_words.mean()), "median_words": float(n_words.median()),
+            "mean_shingles": float((n_words - 4).clip(lower_bound=1).mean()),
+            "batch_rows": BATCH_ROWS, "peak_rss": maxrss_bytes()}
+
+
+def child_signatures_datasketch(workdir: Path, args) -> dict:
+    from importlib.metadata import version
+
+    from datasketch import MinHash
+
+    from llm_assets.core.minhash import shingle_set
+
+    texts = shared_texts(workdir)
+
+    def work(docs: list[str]) -> None:
+        for text in docs:
+            m = MinHash(num_perm=112)
+            m.update_batch([s.encode() for s in shingle_set(text)])
+
+    result = timed_passes(lambda repeat: texts * repeat, work)
+    return {**result, "documents": len(texts), "bytes": sum(len(t.encode()) for t in texts),
+            "version": version("datasketch"), "scheme": MinHash(num_perm=112).scheme, "peak_rss": maxrss_bytes()}
+
+
+# 2. recall and precision ---------------------------------------------------------------------------------------
+
+BOILERPLATE = [
+    "Home | About us | Products | Services | Blog | Careers | Contact | Sign in | Register | Search this site",
+    "We use cookies to improve your experience on our website, to personalise content and ads and to analyse our "
+    "traffic. By continuing to browse the site you agree to our use of cookies. Accept all cookies or manage your "
+    "preferences.",
+    "Copyright © 2024 Example Media Group. All rights reserved. Reproduction in whole or in part without written "
+    "permission is prohibited.",
+    "Subscribe to our newsletter and get the latest news, exclusive offers and updates delivered straight to your "
+    "inbox every week. Enter your email address below.",
+    "Share this article on Facebook, Twitter, LinkedIn, Pinterest or send it by email to a friend.",
+    "Privacy policy | Terms of use | Accessibility statement | Sitemap | Advertise with us | Help centre",
+    "Skip to main content. Menu. Toggle navigation. You are here: Home > News > World > Article",
+    "Related articles: Ten things you did not know about the history of the city; Why the weather keeps changing; "
+    "The best places to visit this summer; How to save money on your energy bills",
+    "This page was last edited on 12 March 2024, at 10:41. Text is available under the Creative Commons "
+    "Attribution-ShareAlike License; additional terms may apply.",
+    "Leave a comment. Your email address will not be published. Required fields are marked. Name, Email, Website. "
+    "Post comment.",
+    "Download our free app for iPhone and Android to read the latest stories offline, get breaking news alerts and "
+    "save articles for later.",
+    "Advertisement. Continue reading below. Sponsored content from our partners.",
+]
+KINDS = ["word edits", "sentence edits", "reordered", "boilerplate", "boilerplate + word edits"]
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s for p in text.split("\n") for s in re.split(r"(?<=[.!?])\s+", p.strip()) if s]
+
+
+def edit_words(text: str, fraction: float, rng: random.Random, vocab: list[str]) -> str:
+    """Each word, with probability `fraction`, is replaced, followed by an inserted word, or deleted."""
+    out = []
+    for w in text.split():
+        if rng.random() >= fraction:
+            out.append(w)
+            continue
+        op = rng.randrange(3)
+        if op == 0:
+            out.append(rng.choice(vocab))
+        elif op == 1:
+            out += [w, rng.choice(vocab)]
+    return " ".join(out)
+
+
+def edit_sentences(text: str, fraction: float, rng: random.Random, filler: list[str]) -> str:
+    """Each sentence, with probability `fraction`, is replaced, followed by an inserted sentence, or deleted."""
+    out = []
+    for s in split_sentences(text):
+        if rng.random() >= fraction:
+            out.append(s)
+            continue
+        op = rng.randrange(3)
+        if op == 0:
+            out.append(rng.choice(filler))
+        elif op == 1:
+            out += [s, rng.choice(filler)]
+    return " ".join(out)
+
+
+def reorder(text: str, fraction: float, rng: random.Random, unit: str) -> str:
+    """Swap `fraction` × count random pairs of paragraphs (lines) or sentences."""
+    units = [p for p in text.split("\n") if p.strip()] if unit == "paragraphs" else split_sentences(text)
+    for _ in range(max(1, round(fraction * len(units)))):
+        i, j = rng.randrange(len(units)), rng.randrange(len(units))
+        units[i], units[j] = units[j], units[i]
+    return ("\n" if unit == "paragraphs" else " ").join(units)
+
+
+def add_boilerplate(text: str, k: int, rng: random.Random) -> str:
+    """k pieces of the fixed boilerplate list, each as a header or a footer."""
+    head, tail = [], []
+    for piece in rng.sample(BOILERPLATE, k):
+        (head if rng.random() < 0.5 else tail).append(piece)
+    return "\n".join(head + [text] + tail)
+
+
+def plant(text: str, kind: str, rng: random.Random, vocab: list[str], filler: list[str]) -> tuple[str, str]:
+    """-> (variant, its edit in words)."""
+    if kind == "word edits":
+        f = rng.uniform(0.0, 0.12)
+        return edit_words(text, f, rng, vocab), f"{f:.1%} of words"
+    if kind == "sentence edits":
+        f = rng.uniform(0.02, 0.5)
+        return edit_sentences(text, f, rng, filler), f"{f:.0%} of sentences"
+    if kind == "reordered":
+        f, unit = rng.uniform(0.05, 1.0), rng.choice(["sentences", "paragraphs"])
+        return reorder(text, f, rng, unit), f"{f:.0%} of {unit} swapped"
+    if kind == "boilerplate":
+        k = rng.randint(1, 8)
+        return add_boilerplate(text, k, rng), f"{k} boilerplate pieces"
+    k, f = rng.randint(1, 3), rng.uniform(0.0, 0.05)
+    return edit_words(add_boilerplate(text, k, rng), f, rng, vocab), f"{k} boilerplate pieces, {f:.1%} of words"
+
+
+def build_corpus(shared: list[dict], paragraphs: list[str]) -> tuple[list[dict], list[dict], dict]:
+    """-> (documents {doc_id, source_key, url, text, fetch_time}, planted pairs {a, b, kind, edit}, counts). The last tenth of the
+    WikiText paragraphs is not used for bases: it is the source of inserted words and sentences."""
+    rng = random.Random(SEED)
+    cut = len(paragraphs) * 9 // 10
+    filler = [s for p in paragraphs[cut:] for s in split_sentences(p)]
+    vocab = [w for p in paragraphs[cut:] for w in p.split()]
+    bases = [(d["url"], d["text"]) for d in shared if len(re.findall(r"\w+", d["text"])) >= MIN_BASE_WORDS]
+    n_shared = len(bases)
+    current: list[str] = []
+    for p in paragraphs[:cut]:
+        current.append(p)
+        if sum(len(x.split()) for x in current) >= WIKI_DOC_WORDS:
+            bases.append((f"https://wikitext.example/doc/{len(bases) - n_shared:04d}", "\n".join(current)))
+            current = []
+    docs, planted = [], []
+    for i, (url, text) in enumerate(bases):
+        docs.append({"doc_id": f"base-{i:04d}", "source_key": "raw/BENCH/bases", "url": url, "text": text,
+                     "fetch_time": "2024-01-01T00:00:00Z"})
+        if rng.random() < VARIANT_SHARE:
+            kind = rng.choice(KINDS)
+            variant, edit = plant(text, kind, rng, vocab, filler)
+            docs.append({"doc_id": f"var-{i:04d}", "source_key": "raw/BENCH/variants", "url": f"{url}?variant",
+                         "text": variant, "fetch_time": "2024-02-01T00:00:00Z"})
+            planted.append({"a": f"base-{i:04d}", "b": f"var-{i:04d}", "kind": kind, "edit": edit})
+    return docs, planted, {"shared_bases": n_shared, "wiki_bases": len(bases) - n_shared, "variants": len(planted)}
+
+
+def child_quality(workdir: Path, args) -> dict:
+    import numpy as np
+    import polars as pl
+
+    from llm_assets.core.dedup import BATCH_ROWS, CLUSTER_COLUMNS, find_clusters, signature_frame
+    from llm_assets.core.minhash import jaccard_estimate, shingle_set
+    from llm_assets.settings import DedupSettings
+    from llm_assets_tests.quality_labels import wikitext_paragraphs
+
+    shared = pl.read_parquet(workdir / SHARED_FILE).filter(pl.col("text") != "").to_dicts()
+    docs, planted, counts = build_corpus(shared, wikitext_paragraphs(40))
+    df = pl.DataFrame(docs)
+    settings = DedupSettings()
+    with Meter() as m:
+        sigs = pl.concat([signature_frame(df.slice(o, BATCH_ROWS), settings)
+                          for o in range(0, df.height, BATCH_ROWS)])
+        docs_frame = sigs.select(CLUSTER_COLUMNS).with_columns(crawl=pl.lit(CRAWL), shard=pl.lit(SHARD))
+        clusters = find_clusters(docs_frame, settings, CRAWL)
+    removed = clusters.removed.select("doc_id", "duplicate_of", "reason").rows()
+    kept_of = {d: k for d, k, _ in removed}
+    members: dict[str, list[str]] = {}
+    for d in df["doc_id"]:
+        members.setdefault(kept_of.get(d, d), []).append(d)
+
+    shingles = {d["doc_id"]: shingle_set(d["text"], settings.ngram) for d in docs}
+    signature = dict(zip(sigs["doc_id"], sigs["signature"].to_numpy()))
+
+    def jaccard(a: str, b: str) -> float:
+        sa, sb = shingles[a], shingles[b]
+        return len(sa & sb) / len(sa | sb) if sa or sb else 1.0
+
+    pairs = [{**p, "jaccard": jaccard(p["a"], p["b"]),
+              "estimate": jaccard_estimate(signature[p["a"]], signature[p["b"]]),
+              "found": kept_of.get(p["a"], p["a"]) == kept_of.get(p["b"], p["b"])} for p in planted]
+    planted_set = {(p["a"], p["b"]) for p in planted} | {(p["b"], p["a"]) for p in planted}
+    predicted = [{"a": d, "b": k, "reason": r, "jaccard": jaccard(d, k), "planted": (d, k) in planted_set}
+                 for d, k, r in removed]
+    within = [{"a": a, "b": b, "jaccard": jaccard(a, b), "planted": (a, b) in planted_set}
+              for group in members.values() if len(group) > 1 for a, b in combinations(sorted(group), 2)]
+    return {**counts, "documents": df.height, "words": int(sum(len(s) for s in shingles.values())),
+            "seconds": m.wall, "bands": settings.bands, "rows": settings.rows, "removed": len(removed),
+            "clusters": sum(len(g) > 1 for g in members.values()),
+            "largest_cluster": max(len(g) for g in members.values()),
+            "pairs": pairs, "predicted": predicted, "within": within,
+            "estimate_mae": float(np.mean([abs(p["estimate"] - p["jaccard"]) for p in pairs])),
+            "peak_rss": maxrss_bytes()}
+
+
+# 3. cluster memory ---------------------------------------------------------------------------------------------
+
+
+def child_synthesize(workdir: Path, args) -> dict:
+    """N rows of CLUSTER_COLUMNS + crawl + shard: random hashes, then 5% exact copies (text hash and bands of a
+    source row) and 5% near copies (1 band, plus each other band with probability 0.2, of a source row). Sources
+    are never copies, so exactly the copies should be removed."""
+    import numpy as np
+    import polars as pl
+
+    from llm_assets.core.dedup import CLUSTER_COLUMNS
+    from llm_assets.settings import DedupSettings
+
+    n_docs, bands = args.signatures, DedupSettings().bands
+    rng = np.random.default_rng(SEED)
+    text_hash = rng.integers(1, 2**64 - 1, n_docs, dtype=np.uint64)
+    url_hash = rng.integers(1, 2**64 - 1, n_docs, dtype=np.uint64)
+    band = rng.integers(1, 2**64 - 1, (n_docs, bands), dtype=np.uint64)
+    n_chars = rng.integers(200, 20_000, n_docs)
+    order = rng.permutation(n_docs)
+    n_copy = n_docs // 20
+    exact, near, originals = order[:n_copy], order[n_copy:2 * n_copy], order[2 * n_copy:]
+    src = rng.choice(originals, n_copy)
+    text_hash[exact], band[exact], n_chars[exact] = text_hash[src], band[src], n_chars[src]
+    src = rng.choice(originals, n_copy)
+    shared = rng.random((n_copy, bands)) < 0.2
+    shared[np.arange(n_copy), rng.integers(0, bands, n_copy)] = True
+    band[near] = np.where(shared, band[src], band[near])
+    i = pl.int_range(n_docs, eager=True)
+    df = pl.DataFrame({
+        "doc_id": "doc-" + i.cast(pl.String).str.zfill(9),
+        "source_key": "raw/BENCH/file-" + (i % 64).cast(pl.String).str.zfill(3) + ".warc.gz",
+        "url": "https://site" + (i % 50_000).cast(pl.String) + ".example/page/" + i.cast(pl.String),
+        "fetch_time": "2024-05-" + (i % 28 + 1).cast(pl.String).str.zfill(2) + "T"
+                      + (i % 24).cast(pl.String).str.zfill(2) + ":00:00Z",
+        "n_chars": pl.Series(n_chars, dtype=pl.Int64),
+        "text_hash": text_hash, "url_hash": url_hash,
+        "bands": pl.Series(band).cast(pl.Array(pl.UInt64, bands)),
+        "crawl": pl.repeat(CRAWL, n_docs, eager=True),
+        "shard": (i % 4).cast(pl.String).str.zfill(4),
+    }).select(*CLUSTER_COLUMNS, "crawl", "shard")
+    path = workdir / SYNTH_FILE
+    df.write_parquet(path)
+    return {"documents": n_docs, "bands": bands, "columns": df.columns, "exact_copies": n_copy, "near_copies": n_copy,
+            "mean_shared_bands": float(shared.sum(axis=1).mean()), "parquet_bytes": path.stat().st_size,
+            "frame_bytes": df.estimated_size()}
+
+
+def current_rss() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def child_cluster(workdir: Path, args) -> dict:
+    import polars as pl
+
+    from llm_assets.core.dedup import find_clusters
+    from llm_assets.settings import DedupSettings
+
+    rss_imports = current_rss()
+    docs = pl.read_parquet(workdir / SYNTH_FILE)
+    rss_loaded, peak_loaded = current_rss(), maxrss_bytes()
+    with Meter() as m:
+        clusters = find_clusters(docs, DedupSettings(), CRAWL)
+    reasons = dict(clusters.removed.group_by("reason").len().iter_rows())
+    return {"documents": docs.height, "frame_bytes": docs.estimated_size(), "rss_imports": rss_imports,
+            "rss_loaded": rss_loaded, "peak_loaded": peak_loaded, "peak_rss": maxrss_bytes(), **m.dict(),
+            "removed": clusters.removed.height, "reasons": reasons,
+            "clusters": int(clusters.sizes["clusters"].sum()),
+            "largest_cluster": int(clusters.sizes["cluster_size"].max())}
+
+
+def child_prepare(workdir: Path, args) -> dict:
+    from llm_assets_tests.corpus import shared_documents
+
+    t0 = time.perf_counter()
+    df = shared_documents()
+    df.write_parquet(workdir / SHARED_FILE)
+    return {"documents": df.height, "seconds": time.perf_counter() - t0}
+
+
+CHILDREN = {"prepare": child_prepare, "signatures-ours": child_signatures_ours,
+            "signatures-datasketch": child_signatures_datasketch, "quality": child_quality,
+            "synthesize": child_synthesize, "cluster": child_cluster}
+
+
+def run_child(name: str, workdir: Path, signatures: int) -> dict:
+    """One measurement in a fresh interpreter, single-threaded libraries."""
+    result_path = workdir / f"result-{name}.json"
+    cmd = [sys.executable, "-m", "benchmarks.dedup", "--child", name, "--workdir", str(workdir),
+           "--result", str(result_path), "--signatures", str(signatures)]
+    log(f"{name}: running in a fresh subprocess")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **THREADS_ENV}, timeout=CHILD_TIMEOUT)
+    if proc.returncode != 0 or not result_path.exists():
+        raise RuntimeError(f"{name} failed with exit code {proc.returncode}")
+    log(f"{name}: done in {time.perf_counter() - t0:.1f}s")
+    return json.loads(result_path.read_text())
+
+
+# report --------------------------------------------------------------------------------------------------------
+
+
+def in_bucket(j: float, lo: float, hi: float) -> bool:
+    return lo <= j < hi or (hi == 1.0 and j == 1.0)
+
+
+def s_curve(j: float, bands: int, rows: int) -> float:
+    """Probability that two documents of Jaccard j share at least one LSH band."""
+    return 1 - (1 - j ** rows) ** bands
+
+
+def share(k: int, total: int) -> str:
+    return f"{k / total:.3f}" if total else "–"
+
+
+def docs_per_second(r: dict, clock: str = "seconds") -> float:
+    return r["documents"] * r["repeat"] / r[clock]
+
+
+def recall(pairs: list[dict]) -> str:
+    return share(sum(p["found"] for p in pairs), len(pairs))
+
+
+def precision(pairs: list[dict], threshold: float) -> str:
+    return share(sum(p["jaccard"] >= threshold for p in pairs), len(pairs))
+
+
+def high_pairs(q: dict) -> list[dict]:
+    return [p for p in q["pairs"] if p["jaccard"] >= 0.8]
+
+
+def summary_section(r: dict) -> str:
+    ours, ds, q, c = r["signatures-ours"], r["signatures-datasketch"], r["quality"], r["cluster"]
+    high = high_pairs(q)
+    rows = [
+        ["signatures, docs/s/core: ours vs datasketch", f"{docs_per_second(ours):,.0f} vs {docs_per_second(ds):,.0f}",
+         f"**{docs_per_second(ours) / docs_per_second(ds):.1f}×** (per CPU-s "
+         f"{docs_per_second(ours, 'cpu_seconds') / docs_per_second(ds, 'cpu_seconds'):.1f}×)", "≥ 10×"],
+        ["recall, planted pairs with true Jaccard ≥ 0.8", f"{sum(p['found'] for p in high)}/{len(high)}",
+         f"**{recall(high)}**", "≥ 0.95"],
+        ["precision, removed vs kept document with true Jaccard ≥ 0.7", f"{len(q['predicted'])} pairs",
+         f"**{precision(q['predicted'], 0.7)}** (≥ 0.5: {precision(q['predicted'], 0.5)})", "≥ 0.99"],
+        [f"`find_clusters` on {c['documents']:,} signatures, peak RSS MiB", f"{c['seconds']:.1f} s",
+         f"**{c['peak_rss'] / MIB:,.0f}**", "≤ 2,048"],
+    ]
+    return table(["measurement", "count", "result", "target"], rows)
+
+
+def signatures_section(ours: dict, ds: dict) -> str:
+    def row(name: str, r: dict) -> list[str]:
+        return [name, n(r["documents"] * r["repeat"]), f"{r['seconds']:.2f}", n(docs_per_second(r)),
+                n(docs_per_second(r, "cpu_seconds")), f"{r['bytes'] * r['repeat'] / r['seconds'] / 1e6:.2f}",
+                f"{r['other_cpus']:.2f}", n(r["peak_rss"] / MIB)]
+
+    speed = docs_per_second(ours) / docs_per_second(ds)
+    per_cpu = docs_per_second(ours, "cpu_seconds") / docs_per_second(ds, "cpu_seconds")
+    rows = [row(f"ours: `MinHasher().signatures(texts)`, batches of {ours['batch_rows']:,}", ours),
+            row(f"datasketch {ds['version']}: `shingle_set` + `MinHash(num_perm=112).update_batch` per doc", ds)]
+    return "\n".join([
+        "### Signatures: ours against datasketch, same documents and shingles", "",
+        table(["implementation", "docs per pass", "seconds (median pass)", "docs/s/core", "docs per CPU-s", "MB/s",
+               "others (CPUs)", "peak RSS MiB"], rows), "",
+        f"- **Ours is {speed:.1f}× datasketch** in docs/s/core (target ≥ 10×); {per_cpu:.1f}× in docs per "
+        "CPU-second, the figure to read when other processes keep the CPUs busy.",
+        f"- Documents: the {ours['documents']} shared documents with text, {ours['bytes'] / 1e6:.2f} MB; mean "
+        f"{ours['mean_words']:,.0f} words per document (median {ours['median_words']:,.0f}; words as the "
+        f"signature sees them, runs of `\\w`), mean {ours['mean_shingles']:,.0f} shingles. A pass repeats them "
+        f"{ours['repeat']}× (ours) and {ds['repeat']}× (datasketch), sized by a warm-up pass to last ≥ "
+        f"{MIN_PASS_SECONDS:g} s; median of {PASSES} passes.",
+        f"- datasketch's default `scheme` is `{ds['scheme']}` over the SHA-1 of each shingle; its time per document "
+        "includes building the `MinHash` object (its 112 permutations), as a loop over documents does.",
+    ])
+
+
+def recall_table(q: dict) -> str:
+    def row(label: str, pairs: list[dict]) -> list[str]:
+        expected = statistics.fmean(s_curve(p["jaccard"], q["bands"], q["rows"]) for p in pairs) if pairs else None
+        return [label, n(len(pairs)), n(sum(p["found"] for p in pairs)), recall(pairs),
+                "–" if expected is None else f"{expected:.3f}"]
+
+    rows = [row("below 0.3", [p for p in q["pairs"] if p["jaccard"] < 0.3])]
+    rows += [row(f"{lo:.1f}–{hi:.1f}", [p for p in q["pairs"] if in_bucket(p["jaccard"], lo, hi)])
+             for lo, hi in BUCKETS]
+    rows.append(row("**≥ 0.8**", high_pairs(q)))
+    return table(["true Jaccard", "planted pairs", "found", "recall", "expected (LSH S-curve)"], rows)
+
+
+def kinds_table(q: dict) -> str:
+    rows = []
+    for kind in KINDS:
+        pairs = [p for p in q["pairs"] if p["kind"] == kind]
+        js = sorted(p["jaccard"] for p in pairs) or [0.0]
+        high = [p for p in pairs if p["jaccard"] >= 0.8]
+        rows.append([kind, n(len(pairs)), f"{js[0]:.2f} / {statistics.median(js):.2f} / {js[-1]:.2f}",
+                     f"{sum(p['found'] for p in high)}/{len(high)}", f"{sum(p['found'] for p in pairs)}/{len(pairs)}"])
+    return table(["edit", "pairs", "true Jaccard min / median / max", "found, J ≥ 0.8", "found, all"], rows)
+
+
+def precision_table(q: dict) -> str:
+    def row(name: str, pairs: list[dict]) -> list[str]:
+        return [name, n(len(pairs)), n(sum(p["planted"] for p in pairs)), n(sum(p["jaccard"] >= 0.7 for p in pairs)),
+                precision(pairs, 0.7), n(sum(p["jaccard"] >= 0.5 for p in pairs)), precision(pairs, 0.5)]
+
+    return table(["predicted pairs", "pairs", "of them planted", "J ≥ 0.7", "precision @0.7", "J ≥ 0.5",
+                  "precision @0.5"],
+                 [row("removed document vs the kept one", q["predicted"]),
+                  row("every pair within a cluster", q["within"])])
+
+
+def quality_section(q: dict) -> str:
+    high, pred = high_pairs(q), q["predicted"]
+    low = sorted((p for p in pred if p["jaccard"] < 0.7), key=lambda p: p["jaccard"])
+    low_planted = sum(p["planted"] for p in low)
+    lowest = ", ".join(f"{p['jaccard']:.2f}" for p in low[:8])
+    reasons = {r: sum(p["reason"] == r for p in pred) for r in sorted({p["reason"] for p in pred})}
+    curve = ", ".join(f"{s_curve(j, q['bands'], q['rows']):.3f} at {j}" for j in (0.5, 0.6, 0.7, 0.8))
+    return "\n".join([
+        "### Recall and precision on planted near-duplicates", "",
+        f"{q['documents']:,} documents: {q['shared_bases'] + q['wiki_bases']:,} bases ({q['shared_bases']} shared "
+        f"documents with ≥ {MIN_BASE_WORDS} words, {q['wiki_bases']} WikiText-2 documents of ~{WIKI_DOC_WORDS} "
+        f"words from consecutive paragraphs) and {q['variants']:,} planted variants, one each for a random "
+        f"{VARIANT_SHARE:.0%} of the bases (seed {SEED}), edit kind and strength drawn at random: word edits (each "
+        "word replaced, followed by an inserted word, or deleted, with probability 0–12%), sentence edits (the same "
+        "per sentence, 2–50%, new sentences from held-out WikiText paragraphs), reordered sentences or paragraphs "
+        "(5–100% of them swapped), 1–8 boilerplate pieces (navigation, cookie banner, copyright line, ... from a "
+        f"fixed list of {len(BOILERPLATE)}) as header or footer, 1–3 pieces plus 0–5% word edits. True Jaccard: "
+        "the "
+        "exact Jaccard of the `shingle_set`s. `signature_frame` + `find_clusters` with `DedupSettings()` "
+        f"({q['bands']} bands × {q['rows']} rows, exact + near) over all documents as one crawl took "
+        f"{q['seconds']:.2f} s: {q['removed']:,} removed, {q['clusters']:,} clusters of 2 or more (largest "
+        f"{q['largest_cluster']}).", "",
+        f"**Recall at true Jaccard ≥ 0.8: {recall(high)}** ({sum(p['found'] for p in high)}/{len(high)} planted "
+        f"pairs in the same cluster; target ≥ 0.95). **Precision: {precision(pred, 0.7)}** of the predicted pairs "
+        f"have true Jaccard ≥ 0.7, {precision(pred, 0.5)} ≥ 0.5 (target ≥ 0.99 at 0.7).", "",
+        "Recall by true Jaccard of the planted pair (found: base and variant end in the same cluster). The last "
+        "column is what LSH alone should find: the mean over the bucket's pairs of "
+        f"1 − (1 − J^{q['rows']})^{q['bands']}.", "",
+        recall_table(q), "",
+        "By edit kind:", "",
+        kinds_table(q), "",
+        "Precision. A predicted pair is a removed document and the kept document of its cluster "
+        "(`removed.duplicate_of`: the pair the deduplication acts on); precision @t is the share of predicted pairs "
+        "whose true Jaccard is at least t. Every predicted pair's Jaccard is computed, planted or not, so real "
+        "near-duplicates among the bases count as right. The second row takes every pair of documents within a "
+        "predicted cluster instead.", "",
+        precision_table(q), "",
+        f"- Removed by reason: {', '.join(f'{r} {k}' for r, k in reasons.items())}.",
+        f"- Predicted pairs below 0.7: {len(low)}, of which {low_planted} planted and {len(low) - low_planted} "
+        "others" + (f"; lowest {lowest}" if low else "") + ". "
+        f"LSH with {q['bands']} × {q['rows']} joins a pair with probability {curve}: planted pairs just below 0.7 "
+        "are found often, so precision @0.7 depends on how many the corpus plants there.",
+        f"- Signature quality: mean |estimated − true Jaccard| over the planted pairs {q['estimate_mae']:.3f} "
+        "(estimate: the share of equal signature values).",
+    ])
+
+
+def cluster_section(s: dict, c: dict) -> str:
+    row = [n(c["documents"]), f"{s['parquet_bytes'] / MIB:,.0f}", f"{c['frame_bytes'] / MIB:,.0f}",
+           f"{c['seconds']:.2f}", n(c["documents"] / c["seconds"]), n(c["rss_imports"] / MIB),
+           n(c["rss_loaded"] / MIB), f"**{c['peak_rss'] / MIB:,.0f}**",
+           f"{n(c['removed'])} ({n(s['exact_copies'] + s['near_copies'])})"]
+    return "\n".join([
+        f"### Cluster step at {c['documents']:,} signatures", "",
+        f"{c['documents']:,} synthetic rows of the clustering columns ({', '.join(s['columns'])}; random "
+        f"64-bit hashes; {s['exact_copies']:,} exact copies of another row, {s['near_copies']:,} near copies sharing "
+        f"{s['mean_shared_bands']:.1f} of {s['bands']} LSH bands with another row on average; four shards), written "
+        "to a temporary Parquet file by one process, read and clustered by `find_clusters` in a fresh one. The "
+        "expected removals are the copies.", "",
+        table(["documents", "Parquet MiB", "frame MiB (Polars estimate)", "find_clusters seconds", "docs/s",
+               "RSS after imports MiB", "RSS after loading MiB", "peak RSS MiB", "removed (expected)"], [row]), "",
+        f"- Peak RSS {c['peak_rss'] / MIB:,.0f} MiB against the 2 GiB target ({c['peak_rss'] / 2**31:.0%} of it); "
+        f"peak while loading {c['peak_loaded'] / MIB:,.0f} MiB, so the clustering adds "
+        f"{(c['peak_rss'] - c['rss_loaded']) / MIB:,.0f} MiB over the loaded frame.",
+        f"- Removed by reason: {', '.join(f'{r} {k:,}' for r, k in sorted(c['reasons'].items()))}; "
+        f"{c['clusters']:,} clusters, the largest of {c['largest_cluster']}; CPU {c['cpu_seconds']:.2f} s, others "
+        f"{c['other_cpu_seconds'] / c['seconds']:.2f} CPUs.",
+    ])
+
+
+def machine() -> str:
+    from importlib.metadata import version
+
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+                 "?")
+    versions = ", ".join(f"{p} {version(p)}" for p in ("polars", "numpy", "scipy", "datasketch"))
+    return f"{os.cpu_count()} CPUs ({model}), Python {sys.version.split()[0]}; {versions}"
+
+
+def render(r: dict) -> str:
+    run = r["run"]
+    return "\n".join([
+        "## Deduplication (MinHash LSH)", "",
+        "What `make bench-dedup` (exactly: `.venv/bin/python -m benchmarks.dedup`; `--signatures N` sets the size of "
+        "the memory test, `--json FILE` keeps the raw results; `make bench` runs it after `benchmarks.run`) "
+        "measures, per core, each measurement in its own fresh process with `POLARS_MAX_THREADS`, `OMP_NUM_THREADS` "
+        "and `OPENBLAS_NUM_THREADS` at 1, so its peak RSS (`ru_maxrss`) is its own: (1) MinHash signature speed on "
+        "the real shared documents, ours against datasketch over the same shingles; (2) recall and precision of "
+        "`signature_frame` + `find_clusters` on planted near-duplicates of real text, against the exact Jaccard of "
+        f"the shingle sets; (3) time and peak RSS of `find_clusters` on {r['cluster']['documents']:,} synthetic "
+        "signatures. The method in full: the docstring of `benchmarks/dedup.py`. Input is read from "
+        "`../shared/data` at run time.", "",
+        f"- Run: {run['date']}; command: `{run['command']}`; {run['seconds']:.0f} s in all; load average "
+        f"{run['loadavg'][0]:.2f} at the start, {run['loadavg_end'][0]:.2f} at the end (the machine may be shared: "
+        "\"others (CPUs)\" is how many CPUs other processes kept busy during a timed block).",
+        f"- Machine: {run['machine']}.", "",
+        summary_section(r), "",
+        signatures_section(r["signatures-ours"], r["signatures-datasketch"]), "",
+        quality_section(r["quality"]), "",
+        cluster_section(r["synthesize"], r["cluster"]),
+    ])
+
+
+def write_section(path: Path, body: str) -> None:
+    """Replace the text between the markers, or append it with its markers."""
+    block = f"{BEGIN}\n\n{body.rstrip()}\n\n{END}"
+    text = path.read_text() if path.exists() else ""
+    if BEGIN in text and END in text.split(BEGIN, 1)[1]:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block + "\n"
+    path.write_text(text)
+
+
+# main ----------------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dedup", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md",
+                        help=f"the report whose {BEGIN} ... {END} section is replaced (default BENCHMARKS.md)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
+    parser.add_argument("--signatures", type=int, default=DEFAULT_SIGNATURES,
+                        help=f"documents in the clustering memory test (default {DEFAULT_SIGNATURES:,})")
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)  # internal: one measurement
+    parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child:
+        args.result.write_text(json.dumps(CHILDREN[args.child](args.workdir, args)))
+        return 0
+    if args.signatures < 100:
+        parser.error("--signatures must be at least 100")
+
+    started, loadavg = time.perf_counter(), os.getloadavg()
+    workdir = Path(tempfile.mkdtemp(prefix="llm-assets-bench-dedup-"))
+    try:
+        results = {name: run_child(name, workdir, args.signatures) for name in CHILDREN}
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        log(f"FAILED: {e}")
+        return 1
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    given = sys.argv[1:] if argv is None else argv
+    results["run"] = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": " ".join([".venv/bin/python -m benchmarks.dedup", *given]),
+        "seconds": time.perf_counter() - started, "loadavg": loadavg, "loadavg_end": os.getloadavg(),
+        "machine": machine(),
+    }
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    section = render(results)
+    print(section)
+    write_section(args.output, section)
+    log(f"wrote the dedup section of {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

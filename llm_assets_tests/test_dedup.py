@@ -1,0 +1,260 @@
+"""Deduplication: vectorized MinHash against datasketch, exact and near duplicates across shards and crawls, a
+deterministic keep rule, and the three assets on a real object store (incremental when one shard changes)."""
+
+import random
+
+import dagster as dg
+import numpy as np
+import polars as pl
+import pytest
+from datasketch import MinHash
+
+from llm_assets.core.dedup import CLUSTER_COLUMNS, find_clusters, signature_frame
+from llm_assets.core.minhash import EMPTY, MinHasher, jaccard_estimate, shingle_set
+from llm_assets.settings import DedupSettings
+from llm_assets_tests.conftest import shared
+from llm_assets_tests.quality_labels import wikitext_paragraphs
+
+pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
+SETTINGS = DedupSettings()
+
+
+def edited(text: str, share: float, seed: int) -> str:
+    """`text` with about `share` of its words replaced by new ones."""
+    rng = random.Random(seed)
+    return " ".join(f"new{rng.randrange(10**9)}" if rng.random() < share else w for w in text.split())
+
+
+def one_word_changed(text: str, seed: int) -> str:
+    """A near-duplicate: one word replaced (a 120-word paragraph keeps a 5-gram Jaccard of about 0.92)."""
+    words = text.split()
+    words[random.Random(seed).randrange(len(words))] = "changed"
+    return " ".join(words)
+
+
+def docs_frame(texts: list[str], crawl: str = "C", shards: list[str] | None = None, **columns) -> pl.DataFrame:
+    """The clustering input for `texts`: doc_id d0, d1, ...; fetch times in order unless given."""
+    n = len(texts)
+    df = pl.DataFrame({
+        "doc_id": columns.get("doc_id", [f"{crawl}-d{i}" for i in range(n)]),
+        "source_key": [f"raw/{crawl}/file.warc.gz"] * n,
+        "url": columns.get("url", [f"https://example.com/{crawl}/{i}" for i in range(n)]),
+        "fetch_time": columns.get("fetch_time", [f"2024-01-01T00:00:{i:02d}Z" for i in range(n)]),
+        "text": texts,
+    })
+    sig = signature_frame(df, SETTINGS).select(CLUSTER_COLUMNS)
+    return sig.with_columns(crawl=pl.lit(crawl), shard=pl.Series(shards or ["0000"] * n))
+
+
+def removed_of(docs: pl.DataFrame, crawl: str = "C", **settings) -> dict[str, tuple[str, str]]:
+    removed = find_clusters(docs, DedupSettings(**settings), crawl).removed
+    return {r["doc_id"]: (r["reason"], r["duplicate_of"]) for r in removed.iter_rows(named=True)}
+
+
+@pytest.fixture(scope="module")
+def paragraphs() -> list[str]:
+    return wikitext_paragraphs(120)[:60]
+
+
+# --- signatures ------------------------------------------------------------------------------------------------
+
+def test_a_signature_depends_on_its_text_only(paragraphs):
+    hasher = MinHasher()
+    batch = hasher.signatures(paragraphs[:5] + ["", "two words"])
+    alone = np.vstack([hasher.signatures([t]) for t in paragraphs[:5] + ["", "two words"]])
+    assert batch.shape == (7, 112) and batch.dtype == np.uint32
+    assert (batch == alone).all()  # no document's shingles leak into its neighbour's
+    assert (batch[5] == EMPTY).all() and (hasher.band_hashes(batch)[5] == 0).all()
+    assert not (batch[6] == EMPTY).any()  # fewer words than the n-gram: one shingle, densified everywhere
+    # punctuation, case and spacing do not change the shingles
+    assert (hasher.signatures(["Hello, World!  How are you today?"]) ==
+            hasher.signatures(["hello world how are you today"])).all()
+
+
+def test_jaccard_estimates_agree_with_datasketch_within_sampling_error(paragraphs):
+    """For pairs at known similarities, both estimators are unbiased around the exact Jaccard of the same shingle
+    sets, with the binomial standard error sqrt(J(1 - J) / 112); ours is never worse than datasketch's."""
+    hasher = MinHasher()
+    pairs = [(p, edited(p, share, i)) for i, p in enumerate(paragraphs)
+             for share in (0.0, 0.01, 0.03, 0.06, 0.1, 0.2)]
+    a = hasher.signatures([x for x, _ in pairs])
+    b = hasher.signatures([y for _, y in pairs])
+    ours, theirs = [], []
+    for i, (x, y) in enumerate(pairs):
+        sx, sy = shingle_set(x), shingle_set(y)
+        exact = len(sx & sy) / len(sx | sy)
+        mx, my = MinHash(num_perm=112, seed=1), MinHash(num_perm=112, seed=1)
+        mx.update_batch([s.encode() for s in sx]), my.update_batch([s.encode() for s in sy])
+        se = max(np.sqrt(exact * (1 - exact) / 112), 1 / 112)
+        ours.append((jaccard_estimate(a[i], b[i]) - exact) / se)
+        theirs.append((mx.jaccard(my) - exact) / se)
+    ours, theirs = np.array(ours), np.array(theirs)
+    assert abs(ours.mean()) < 0.2 and abs(theirs.mean()) < 0.2  # unbiased: the mean z of 360 pairs is ~N(0, 0.05)
+    assert ours.std() < 1.15 and np.abs(ours).max() < 4.5  # within sampling error
+    assert ours.std() <= theirs.std() + 0.15
+
+
+# --- clusters --------------------------------------------------------------------------------------------------
+
+def test_exact_and_near_duplicates_across_shards_are_removed(paragraphs):
+    p = paragraphs
+    texts = [p[0], p[0].upper(), edited(p[1], 0.0, 0) + " !!", one_word_changed(p[2], 1), p[2], p[3], p[4]]
+    docs = docs_frame(texts, shards=["0000", "0001", "0002", "0003", "0000", "0001", "0002"])
+    removed = removed_of(docs)
+    # earliest fetch wins: d0 keeps over d1 (same words), d3 (edited) is kept over d4 (the original) as earlier
+    assert removed == {"C-d1": ("exact", "C-d0"), "C-d4": ("near", "C-d3")}
+    clusters = find_clusters(docs, SETTINGS, "C")
+    assert clusters.documents == 7 and dict(clusters.sizes.iter_rows()) == {2: 2}
+    assert set(clusters.removed["shard"]) == {"0001", "0000"}
+
+
+def test_unrelated_and_loosely_related_documents_are_kept(paragraphs):
+    texts = paragraphs[:20] + [edited(paragraphs[0], 0.5, 7)]  # half the words changed: Jaccard ~0.03
+    assert removed_of(docs_frame(texts)) == {}
+
+
+@pytest.mark.parametrize("keep, kept", [("earliest", "C-d1"), ("longest", "C-d2"), ("first", "C-d0")])
+def test_the_kept_document_follows_the_keep_rule(paragraphs, keep, kept):
+    p = paragraphs[5]
+    docs = docs_frame([p, p + "", p + " " + p.split()[0]], fetch_time=["2024-03", "2024-01", "2024-02"])
+    removed = removed_of(docs, keep=keep)
+    assert set(removed) == {"C-d0", "C-d1", "C-d2"} - {kept}
+    assert {dup for _, dup in removed.values()} == {kept}
+
+
+def test_clusters_are_deterministic_whatever_the_row_order(paragraphs):
+    texts = [p for p in paragraphs[:30]] + [one_word_changed(p, i) for i, p in enumerate(paragraphs[:30:3])]
+    docs = docs_frame(texts, shards=[f"{i % 4:04d}" for i in range(len(texts))])
+    first = find_clusters(docs, SETTINGS, "C").removed
+    shuffled = find_clusters(docs.sample(fraction=1.0, shuffle=True, seed=3), SETTINGS, "C").removed
+    assert first.height == 10 and first.equals(shuffled)
+
+
+def test_by_url_keeps_one_document_per_url(paragraphs):
+    docs = docs_frame(paragraphs[:3], url=["https://a.org/x", "https://a.org/x", "https://b.org/"])
+    assert removed_of(docs) == {}
+    assert removed_of(docs, by_url=True) == {"C-d1": ("url", "C-d0")}
+
+
+def test_exact_or_near_alone_can_be_turned_off(paragraphs):
+    p = paragraphs[8]
+    docs = docs_frame([p, p, one_word_changed(p, 3)])
+    assert set(removed_of(docs)) == {"C-d1", "C-d2"}
+    assert removed_of(docs, near=False) == {"C-d1": ("exact", "C-d0")}
+    assert set(removed_of(docs, exact=False)) == {"C-d1", "C-d2"}  # identical texts share every band too
+
+
+def test_cross_crawl_an_earlier_crawl_always_wins(paragraphs):
+    p = paragraphs
+    earlier = docs_frame([p[10], p[11]], crawl="CC-2023")
+    later = docs_frame([p[10], one_word_changed(p[11], 2), p[12], p[12]], crawl="CC-2024",
+                       fetch_time=["2020"] * 4)  # fetched "before" the earlier crawl: the crawl order still decides
+    removed = removed_of(pl.concat([later, earlier]), crawl="CC-2024")
+    assert removed == {"CC-2024-d0": ("cross_crawl", "CC-2023-d0"), "CC-2024-d1": ("cross_crawl", "CC-2023-d1"),
+                       "CC-2024-d3": ("exact", "CC-2024-d2")}
+    # the index is never removed from: clustering the earlier crawl alone removes nothing
+    assert removed_of(earlier, crawl="CC-2023") == {}
+
+
+def test_earlier_crawls_follow_the_configured_order():
+    known = ["CC-MAIN-2024-22", "CC-MAIN-2020-34", "CC-MAIN-2023-06"]
+    assert DedupSettings().earlier_crawls("CC-MAIN-2024-22", known) == []
+    on = DedupSettings(cross_crawl=True)
+    assert on.earlier_crawls("CC-MAIN-2024-22", known) == ["CC-MAIN-2020-34", "CC-MAIN-2023-06"]
+    assert on.earlier_crawls("CC-MAIN-2020-34", known) == []
+    ordered = DedupSettings(cross_crawl=True, crawl_order=("CC-MAIN-2024-22", "CC-MAIN-2020-34"))
+    assert ordered.earlier_crawls("CC-MAIN-2020-34", known) == ["CC-MAIN-2024-22"]
+    assert ordered.earlier_crawls("CC-MAIN-2023-06", known) == []  # not in the order: compared with nothing
+
+
+# --- the assets on a real store --------------------------------------------------------------------------------
+
+@pytest.fixture
+def dedup_defs(object_store):
+    from llm_assets.crawl_stats.assets import crawl_stats
+    from llm_assets.dedup.assets import deduplicated, duplicate_clusters, signatures
+    from llm_assets.documents.assets import documents
+    from llm_assets.filtered.assets import filtered
+    from llm_assets.image_text_pairs.assets import image_text_pairs
+    from llm_assets.jobs import crawl_job, curated_job, lake_job
+    from llm_assets.raw.assets import raw_files
+    from llm_assets.tokenized.assets import tokenized
+    from resources import LakeIOManager
+
+    return dg.Definitions(
+        assets=[raw_files, documents, image_text_pairs, filtered, signatures, duplicate_clusters, deduplicated,
+                tokenized, crawl_stats],
+        jobs=[lake_job, crawl_job, curated_job],
+        resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
+    )
+
+
+def name_in_shard(crawl: str, shard: str, stem: str) -> str:
+    from llm_assets.core.inventory import shard_of
+    from llm_assets.settings import load_settings
+
+    return next(n for i in range(10_000) if shard_of(f"raw/{crawl}/{(n := f'{stem}-{i}.warc.gz')}",
+                                                    load_settings().shards) == shard)
+
+
+def run(defs, job: str, key, instance):
+    result = defs.resolve_job_def(job).execute_in_process(partition_key=key, instance=instance)
+    assert result.success
+    return {e.materialization.asset_key.path[-1]: {k: v.value for k, v in e.materialization.metadata.items()}
+            for e in result.get_asset_materialization_events()}
+
+
+def test_the_same_pages_in_two_shards_are_kept_once_and_one_changed_shard_recomputes_only_its_own(
+        store_env, dedup_defs, object_store, instance, crawl):
+    from llm_assets.core.lake import manifest_key
+    from llm_assets.partitions import crawl_shard_key
+
+    lake = object_store.lake()
+    warc = shared("warc", "dolma__sample-0000.warc.gz")
+    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0000', 'a')}", warc)
+    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0001', 'b')}", warc)  # the same crawl, other names
+    instance.add_dynamic_partitions("crawl", [crawl])
+    a, b = crawl_shard_key(crawl, "0000"), crawl_shard_key(crawl, "0001")
+    kept = run(dedup_defs, "lake_job", a, instance)["filtered"]["rows_out"]
+    run(dedup_defs, "lake_job", b, instance)
+    assert kept > 0
+
+    clusters = run(dedup_defs, "crawl_job", crawl, instance)["duplicate_clusters"]
+    assert clusters["documents"] == 2 * kept and clusters["shards"] == 2
+    # every page of the second copy duplicates one of the first: the earliest fetch ties, doc_id decides
+    assert clusters["duplicates_removed"] >= kept and clusters["removed_by_reason"].get("exact", 0) >= kept
+    curated = [run(dedup_defs, "curated_job", key, instance) for key in (a, b)]
+    out = sum(c["deduplicated"]["rows_out"] for c in curated)
+    assert out == 2 * kept - clusters["duplicates_removed"]
+    assert sum(c["tokenized"]["rows_out"] for c in curated) == out
+    rejected = pl.concat([lake.scan([u["rejected_part"] for u in lake.get_json(
+        manifest_key("deduplicated", crawl, s))["units"]]).collect() for s in ("0000", "0001")])
+    assert rejected.height == clusters["duplicates_removed"] and rejected["duplicate_of"].is_not_null().all()
+
+    # A new file in shard 0001: only that shard's signatures are recomputed, the clusters rebuild from both.
+    before = lake.get_json(manifest_key("signatures", crawl, "0000"))
+    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0001', 'c')}", shared("warc", "dolma__sample-0001.warc.gz"))
+    run(dedup_defs, "lake_job", b, instance)
+    assert lake.get_json(manifest_key("signatures", crawl, "0000")) == before
+    again = run(dedup_defs, "crawl_job", crawl, instance)["duplicate_clusters"]
+    assert again["documents"] > clusters["documents"] and again["duplicates_removed"] >= clusters["duplicates_removed"]
+
+
+def test_cross_crawl_dedup_on_the_store_records_the_crawls_compared(store_env, dedup_defs, object_store, instance,
+                                                                    monkeypatch):
+    from llm_assets.partitions import crawl_shard_key
+
+    lake = object_store.lake()
+    warc = shared("warc", "dolma__sample-0000.warc.gz")
+    early, late = "XC-2023-01", "XC-2024-01"
+    for crawl in (early, late):
+        lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0002', 'x')}", warc)
+    instance.add_dynamic_partitions("crawl", [early, late])
+    for crawl in (early, late):
+        run(dedup_defs, "lake_job", crawl_shard_key(crawl, "0002"), instance)
+    monkeypatch.setattr("llm_assets.dedup.assets.SETTINGS", DedupSettings(cross_crawl=True))
+    first = run(dedup_defs, "crawl_job", early, instance)["duplicate_clusters"]
+    second = run(dedup_defs, "crawl_job", late, instance)["duplicate_clusters"]
+    assert first["against_crawls"] == [] and first["duplicates_removed"] == 0
+    assert second["against_crawls"] == [early] and second["index_documents"] == first["documents"]
+    assert second["removed_by_reason"] == {"cross_crawl": second["documents"]}  # every page was there before
