@@ -89,13 +89,16 @@ def cmd_show(args) -> int:
     from llm_assets.core.lake import Lake, validate_crawl, validate_shard
     from llm_assets.core.partition import LakeInput
     from llm_assets.settings import load_settings
-    from llm_assets.status import STAGES
+    from llm_assets.status import CRAWL_LEVEL, STAGES
 
-    if args.asset not in STAGES:
-        print(f"unknown asset {args.asset!r}; one of: {', '.join(STAGES)}", file=sys.stderr)
+    if args.asset not in STAGES + CRAWL_LEVEL:
+        print(f"unknown asset {args.asset!r}; one of: {', '.join(STAGES + CRAWL_LEVEL)}", file=sys.stderr)
         return 2
     validate_crawl(args.crawl)
-    shards = [validate_shard(args.shard)] if args.shard else load_settings().shard_keys()
+    if args.asset in CRAWL_LEVEL:
+        shards = ["all"]
+    else:
+        shards = [validate_shard(args.shard)] if args.shard else load_settings().shard_keys()
     lake = Lake(environment.store_config())
     manifests = [m for s in shards if (m := lake.get_json(f"lake/{args.asset}/crawl={args.crawl}/shard={s}/_manifest.json"))]
     if not manifests:

@@ -8,6 +8,7 @@ from llm_assets.partitions import crawl_partitions
 from llm_assets.settings import load_settings
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
+CRAWL_LEVEL = ["duplicate_clusters", "crawl_stats"]  # one partition per crawl, stored as its shard "all"
 
 
 def latest_materializations(instance: dg.DagsterInstance, asset: str) -> dict[str, dg.AssetMaterialization]:

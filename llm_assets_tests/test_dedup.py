@@ -41,7 +41,7 @@ def docs_frame(texts: list[str], crawl: str = "C", shards: list[str] | None = No
         "url": columns.get("url", [f"https://example.com/{crawl}/{i}" for i in range(n)]),
         "fetch_time": columns.get("fetch_time", [f"2024-01-01T00:00:{i:02d}Z" for i in range(n)]),
         "text": texts,
-    })
+    }, schema={c: pl.String for c in ("doc_id", "source_key", "url", "fetch_time", "text")})
     sig = signature_frame(df, SETTINGS).select(CLUSTER_COLUMNS)
     return sig.with_columns(crawl=pl.lit(crawl), shard=pl.Series(shards or ["0000"] * n))
 
@@ -154,6 +154,13 @@ def test_cross_crawl_an_earlier_crawl_always_wins(paragraphs):
                        "CC-2024-d3": ("exact", "CC-2024-d2")}
     # the index is never removed from: clustering the earlier crawl alone removes nothing
     assert removed_of(earlier, crawl="CC-2023") == {}
+
+
+def test_a_crawl_without_signatures_has_no_clusters():
+    empty = docs_frame([])
+    clusters = find_clusters(empty, SETTINGS, "C")
+    assert clusters.removed.height == 0 and clusters.documents == 0 and clusters.sizes.height == 0
+    assert removed_of(docs_frame(["one lonely document with a few words"])) == {}
 
 
 def test_earlier_crawls_follow_the_configured_order():

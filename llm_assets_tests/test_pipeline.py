@@ -138,6 +138,10 @@ def test_cli_show_and_status_read_the_lake(materialized, crawl, capsys):
     assert len(rows) == 2 and all(r["language"] == "en" and r["language_score"] >= 0.65 for r in rows)
     assert all(r["n_words"] >= 50 and set(r["pii"]) == {"email", "ip_address", "phone", "credit_card", "iban"}
                for r in rows)
+    assert cli.main(["show", "deduplicated", "--crawl", crawl, "--limit", "2", "--json"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert cli.main(["show", "duplicate_clusters", "--crawl", crawl, "--json"]) == 0  # crawl-level: shard "all"
+    assert all(json.loads(line)["reason"] in {"exact", "near"} for line in capsys.readouterr().out.splitlines())
     assert cli.main(["show", "tokenized", "--crawl", crawl, "--limit", "1", "--json"]) == 0
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert row["tokens"][-1] == 50256 and row["n_tokens"] == len(row["tokens"])

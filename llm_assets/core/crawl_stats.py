@@ -88,10 +88,10 @@ def bar(n: int, top: int, width: int = 30) -> str:
     return "█" * max(1, round(width * n / top)) if n and top else ""
 
 
-def bar_chart(labels: list[str], values: list[int], width: int = 40) -> str:
+def bar_chart(labels: list[str], values: list[int], width: int = 40, unit: str = "documents") -> str:
     """A markdown table with a bar per row: the chart the Dagster UI can show in asset metadata."""
     top = max(values, default=0)
-    rows = ["| | documents | |", "|---|---:|---|"]
+    rows = [f"| | {unit} | |", "|---|---:|---|"]
     for label, v in zip(labels, values):
         rows.append(f"| {label} | {v:,} | `{bar(v, top, width)}` |")
     return "\n".join(rows)

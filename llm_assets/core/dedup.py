@@ -65,8 +65,9 @@ REJECTED_SCHEMA = pa.schema(list(filtered.SCHEMA) + [("reason", pa.string()), ("
 def signature_frame(df: pl.DataFrame, settings: DedupSettings) -> pl.DataFrame:
     """Signatures of a batch of documents (`doc_id`, `source_key`, `url`, `fetch_time`, `text`)."""
     hasher = settings.hasher()
-    sig = hasher.signatures(df["text"])
-    normalized = words(df["text"].fill_null("")).list.join(" ")
+    text_words = words(df["text"].fill_null(""))
+    sig = hasher.signatures_of_words(text_words)
+    normalized = text_words.list.join(" ")
     return pl.DataFrame({
         "doc_id": df["doc_id"],
         "source_key": df["source_key"],
@@ -119,6 +120,8 @@ class Clusters:
 def _groups_edges(keys: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Edges joining every row to the first row with the same key (rows where `valid`)."""
     rows = np.nonzero(valid)[0]
+    if len(rows) < 2:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     k = keys[rows]
     order = np.argsort(k, kind="stable")
     k, rows = k[order], rows[order]

@@ -8,32 +8,31 @@ sequence, the same for every document. Two documents then agree on a signature r
 Jaccard similarity of their shingle sets, as with k independent permutations, at a k-th of the cost; the work is a
 handful of NumPy passes over the batch's shingles, never a Python loop over documents or shingles.
 
-Text is simplified first as FineWeb's deduplication does: lowercase, words are runs of letters, digits and `_`
-(punctuation and whitespace only separate). A document with fewer words than the n-gram size is one shingle; a
+Text is simplified first as FineWeb's deduplication does: lowercase, and words are what punctuation, symbols and
+whitespace separate. A document with fewer words than the n-gram size is one shingle; a
 document with no words gets the empty signature (all rows `EMPTY`) and matches no other.
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import polars as pl
+import regex
 
 EMPTY = np.uint32(0xFFFFFFFF)
 _SENTINEL = np.uint64(1 << 32)  # above every 32-bit value: a bin no shingle fell into
-_WORD = r"\w+"
+# A word: a run of anything but whitespace, punctuation and symbols (letters of every script, digits, marks).
+_WORD = r"[^\s\pP\pS]+"
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _DENSIFY_ROUNDS = 32
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer: every output bit depends on every input bit."""
-    x = x ^ (x >> np.uint64(30))
+    """A multiply–xorshift finalizer (in place): every output bit depends on every input bit."""
+    x ^= x >> np.uint64(29)
     x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    x ^= x >> np.uint64(32)
+    return x
 
 
 def words(texts: pl.Series) -> pl.Series:
@@ -43,20 +42,25 @@ def words(texts: pl.Series) -> pl.Series:
 
 def shingle_hashes(texts: pl.Series, ngram: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """-> (hashes, counts): the 64-bit hash of every word n-gram of every text, flat, and each text's count."""
-    w = words(texts.fill_null(""))
-    lens = w.list.len().to_numpy().astype(np.int64)
-    h = w.explode().drop_nulls().hash(seed=seed).to_numpy()
+    return word_shingle_hashes(words(texts.fill_null("")), ngram, seed)
+
+
+def word_shingle_hashes(words: pl.Series, ngram: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The same from the texts' words (a list column)."""
+    lens = words.list.len().to_numpy().astype(np.int64)
+    h = words.explode().drop_nulls().hash(seed=seed).to_numpy()
     counts = np.where(lens > 0, np.maximum(lens - ngram + 1, 1), 0)
-    # The n-gram starting at word i folds words i .. i+n-1 in order: ((w_i·φ + w_i+1)·φ + ...), over the flat
-    # words of the whole batch at once.
+    # The n-gram starting at word i folds words i .. i+n-1 in order, ((w_i·φ + w_i+1)·φ + ...), over the flat
+    # words of the whole batch at once; the last n-1 positions of each text are not n-gram starts.
     g = h.copy()
     for k in range(1, ngram):
-        shifted = np.zeros_like(h)
-        shifted[:-k] = h[k:]
-        g = g * _GOLDEN + shifted
+        g[:-k] *= _GOLDEN
+        g[:-k] += h[k:]
     starts = np.cumsum(lens) - lens
-    first = np.cumsum(counts) - counts
-    g = g[np.repeat(starts, counts) + (np.arange(counts.sum()) - np.repeat(first, counts))]
+    tail = np.zeros(len(h) + 1, np.int8)
+    np.add.at(tail, starts + counts, 1)
+    np.add.at(tail, starts + lens, -1)
+    g = g[np.cumsum(tail[:-1], dtype=np.int8) == 0]
     # A text shorter than n words has one shingle, its words only (the fold above ran into the next text's).
     short = np.nonzero((lens > 0) & (lens < ngram))[0]
     if len(short):
@@ -64,7 +68,7 @@ def shingle_hashes(texts: pl.Series, ngram: int, seed: int) -> tuple[np.ndarray,
         for k in range(ngram - 1):
             inside = k < lens[short]
             folded = np.where(inside, folded * _GOLDEN + h[np.minimum(starts[short] + k, len(h) - 1)], folded)
-        g[first[short]] = folded
+        g[(np.cumsum(counts) - counts)[short]] = folded
     return _mix(g), counts
 
 
@@ -82,13 +86,19 @@ class MinHasher:
     def signatures(self, texts: pl.Series | list[str]) -> np.ndarray:
         """-> (documents, k) uint32."""
         texts = texts if isinstance(texts, pl.Series) else pl.Series(texts, dtype=pl.String)
-        hashes, counts = shingle_hashes(texts, self.ngram, self.seed)
-        n, k = len(counts), np.uint64(self.k)
-        doc = np.repeat(np.arange(n, dtype=np.int64), counts)
+        return self.signatures_of_words(words(texts.fill_null("")))
+
+    def signatures_of_words(self, words: pl.Series) -> np.ndarray:
+        """The same from the texts' words (`words(texts)`), for callers that also need the words."""
+        hashes, counts = word_shingle_hashes(words, self.ngram, self.seed)
+        n = len(counts)
         # High 32 bits choose the bin (Lemire's multiply-shift range reduction), low 32 bits are the value.
-        bins = (((hashes >> np.uint64(32)) * k) >> np.uint64(32)).astype(np.int64)
+        cells = (hashes >> np.uint64(32)) * np.uint64(self.k)
+        cells >>= np.uint64(32)
+        cells += np.repeat(np.arange(0, n * self.k, self.k, dtype=np.uint64), counts)
         sig = np.full(n * self.k, _SENTINEL, np.uint64)
-        np.minimum.at(sig, doc * self.k + bins, hashes & np.uint64(0xFFFFFFFF))
+        hashes &= np.uint64(0xFFFFFFFF)
+        np.minimum.at(sig, cells.astype(np.intp), hashes)
         return self._densify(sig.reshape(n, self.k))
 
     def _densify(self, sig: np.ndarray) -> np.ndarray:
@@ -133,7 +143,7 @@ def jaccard_estimate(a: np.ndarray, b: np.ndarray) -> float:
 
 def shingle_set(text: str, ngram: int = 5) -> set[str]:
     """The shingles of one text as strings, the same ones `shingle_hashes` hashes: for reference implementations."""
-    w = re.findall(_WORD, text.lower())
+    w = regex.findall(_WORD, text.lower())
     if not w:
         return set()
     return {" ".join(w[i:i + ngram]) for i in range(max(len(w) - ngram + 1, 1))}

@@ -90,8 +90,9 @@ def duplicate_clusters(context: dg.AssetExecutionContext, store: ObjectStore):
         "duplicate_rate": round(removed.height / clusters.documents, 4) if clusters.documents else 0.0,
         "removed_by_reason": dg.MetadataValue.json(by_reason),
         "removed_by_shard": dg.MetadataValue.json(dict(removed.group_by("shard").len().sort("shard").iter_rows())),
-        "cluster_sizes": dg.MetadataValue.md(bar_chart([f"{s:,}" for s in sizes["cluster_size"]],
-                                                       sizes["clusters"].to_list())),
+        "cluster_sizes": dg.MetadataValue.md(bar_chart([f"{s:,} documents" for s in sizes["cluster_size"]],
+                                                       sizes["clusters"].to_list(), unit="clusters")
+                                             if sizes.height else "no duplicates"),
         "largest_clusters": _table(clusters.largest),
         "against_crawls": dg.MetadataValue.json(earlier),
         "index_documents": clusters.index_documents,

@@ -47,7 +47,7 @@ def quality_classifier(context: dg.AssetExecutionContext, store: ObjectStore) ->
         "model_bytes": len(model.data),
         "files": len(keys),
         "train_examples": model.train_examples,
-        "labels": dg.MetadataValue.md(bar_chart(list(model.labels), list(model.labels.values()))),
+        "labels": dg.MetadataValue.md(bar_chart(list(model.labels), list(model.labels.values()), unit="examples")),
         "quarantined": sum(examples.quarantined.values()),
         "quarantined_by_reason": dg.MetadataValue.json(dict(examples.quarantined)),
         "seconds": round(time.perf_counter() - start, 3),
