@@ -67,9 +67,46 @@ def cmd_demo(args) -> int:
     print(format_summary(lake_status(instance)))
     print()
     print(demo.image_pair_examples(Lake(environment.store_config()), list(files)))
+    print()
+    failed += demo.run_release(instance, defs)  # last: what a training job reads
     if failed:
         print(f"\nfailed partitions: {', '.join(failed)}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _show_release(args) -> int:
+    """The first sequences of a release in training order, decoded, with the documents each one holds."""
+    import polars as pl
+    from tokenizers import Tokenizer
+
+    from llm_assets.core.lake import Lake
+    from llm_assets.core.release import latest_release, release_prefix
+    from llm_assets.loader import ReleaseLoader
+    from llm_assets.settings import load_settings
+
+    config = environment.store_config()
+    lake = Lake(config)
+    name = args.name or load_settings().release.name
+    prefix = release_prefix(name, args.version) if args.version else latest_release(lake, name)
+    if prefix is None or not lake.exists(prefix + "manifest.json"):
+        print(f"no release {name!r}" + (f" version {args.version!r}" if args.version else ""), file=sys.stderr)
+        return 1
+    tok = Tokenizer.from_str(lake.get_bytes(prefix + "tokenizer.json").decode())
+    prov = lake.scan([prefix + "provenance.parquet"]).filter(pl.col("position") < args.limit).collect()
+    loader = ReleaseLoader(f"s3://{config.bucket}/{prefix}", batch_size=1, storage_options=config.boto_options())
+    rows = []
+    for position, batch in enumerate(loader):
+        if position >= args.limit:
+            break
+        ids = batch[0].tolist()
+        docs = prov.filter(pl.col("position") == position).drop("position").to_dicts()
+        rows.append({"release": name, "version": prefix.rstrip("/").rsplit("/", 1)[1], "position": position,
+                     "n_tokens": len(ids), "documents": docs, "text": tok.decode(ids, skip_special_tokens=False)})
+    for row in rows:
+        print(json.dumps(row, ensure_ascii=False) if args.json else
+              f"--- sequence {row['position']} ({row['n_tokens']} tokens) from "
+              f"{', '.join(d['url'] or d['doc_id'] for d in row['documents'])}\n{row['text'][:2000]}")
     return 0
 
 
@@ -91,8 +128,13 @@ def cmd_show(args) -> int:
     from llm_assets.settings import load_settings
     from llm_assets.status import CRAWL_LEVEL, STAGES
 
+    if args.asset == "release":
+        return _show_release(args)
     if args.asset not in STAGES + CRAWL_LEVEL:
         print(f"unknown asset {args.asset!r}; one of: {', '.join(STAGES + CRAWL_LEVEL)}", file=sys.stderr)
+        return 2
+    if not args.crawl:
+        print(f"show {args.asset} needs --crawl", file=sys.stderr)
         return 2
     validate_crawl(args.crawl)
     if args.asset in CRAWL_LEVEL:
@@ -173,9 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_status)
 
-    p = sub.add_parser("show", help="rows of one asset's partition(s), like head")
+    p = sub.add_parser("show", help="rows of one asset's partition(s), like head; `show release` decodes sequences")
     p.add_argument("asset")
-    p.add_argument("--crawl", required=True)
+    p.add_argument("--crawl", help="the crawl (every asset but release)")
+    p.add_argument("--name", help="release: its name (default: the settings' release.name)")
+    p.add_argument("--version", help="release: a version (default: the latest)")
     p.add_argument("--shard")
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--json", action="store_true", help="JSON Lines, one object per row")

@@ -190,6 +190,20 @@ def run_curated(instance, defs, partition_keys) -> list[str]:
     return failed
 
 
+def run_release(instance, defs) -> list[str]:
+    """Write the settings' training release from every tokenized partition and print what it holds."""
+    print("release_job", flush=True)
+    result = _run(defs.resolve_job_def("release_job"), None, instance)
+    if not result.success:
+        return ["release_job"]
+    m = _metadata(result, "release")
+    print(f"\nrelease {m['release']}: {m['documents']:,} documents, {m['tokens']:,} tokens → {m['sequences']:,} "
+          f"sequences of {m['context']:,} (padding {m['padding_pct']:.2f}%, truncated {m['truncated_pct']:.2f}%)"
+          f"{' (already released: unchanged)' if m['reused'] else ''}\n"
+          "  look at it: .venv/bin/llm-assets show release --limit 2 --json")
+    return []
+
+
 def image_pair_examples(lake, crawls: list[str], n: int = 3) -> str:
     """A few image–text pairs of the demo crawls, to look at."""
     import polars as pl

@@ -22,3 +22,11 @@ curated_job = dg.define_asset_job(
     executor_def=dg.in_process_executor,
     description="Deduplicated → tokenized for one crawl × shard, once the crawl's duplicate clusters are built.",
 )
+
+release_job = dg.define_asset_job(
+    "release_job",
+    selection=dg.AssetSelection.groups("releases") | dg.AssetSelection.assets("tokenizer"),
+    executor_def=dg.in_process_executor,
+    description="Publish the tokenizer, then write the configured training release from every committed tokenized "
+                "partition of its crawls.",
+)

@@ -101,13 +101,37 @@ class DedupSettings(_Section):
         return order[: order.index(crawl)] if crawl in order else []
 
 
+class TokenizerTraining(_Section):
+    """A byte-level BPE trained by the `tokenizer` asset on a deterministic sample of deduplicated documents."""
+
+    vocab_size: int = Field(default=32_000, ge=260)
+    min_frequency: int = Field(default=2, ge=1)
+    special_tokens: tuple[str, ...] = ("<|endoftext|>",)
+    sample_documents: int = Field(default=100_000, ge=1)  # the documents whose doc_id hashes lowest
+    crawls: tuple[str, ...] = ()  # empty: every crawl
+
+
 class TokenizedSettings(_Section):
+    source: Literal["file", "train"] = "file"  # the tokenizer at tokenizer_path, or one the tokenizer asset trains
     tokenizer_path: Path = Path("../shared/data/tokenizers/gpt2")
     eos_token: str = "<|endoftext|>"
+    train: TokenizerTraining = TokenizerTraining()
 
     def resolved_path(self) -> Path:
         path = self.tokenizer_path
         return path if path.is_absolute() else (PROJECT_ROOT / path).resolve()
+
+
+class ReleaseSettings(_Section):
+    """One training release: which crawls, how sequences are packed, the shuffle seed. The tokenizer is the
+    tokenized stage's. Another config is another version; a version is never rewritten."""
+
+    name: str = Field(default="demo", pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
+    crawls: tuple[str, ...] = ()  # empty: every crawl
+    context: int = Field(default=2048, ge=1)
+    packing: Literal["bfd", "concat"] = "bfd"  # best-fit-decreasing of whole documents, or concatenate and chunk
+    seed: int = 0
+    include_text: bool = True  # the curated text as Parquet too, readable by Hugging Face datasets
 
 
 class SensorSettings(_Section):
@@ -124,6 +148,7 @@ class Settings(_Section):
     quality_classifier: QualityTraining = QualityTraining()
     dedup: DedupSettings = DedupSettings()
     tokenized: TokenizedSettings = TokenizedSettings()
+    release: ReleaseSettings = ReleaseSettings()
     sensor: SensorSettings = SensorSettings()
 
     @classmethod

@@ -18,13 +18,16 @@ EXPECTED = {
 GROUPS = {"deduplicated": "curated", "tokenized": "curated"}  # the rest of EXPECTED: "lake"
 # crawl-level: every shard of the crawl fans in
 REPORTS = {"crawl_stats": ["filtered"], "duplicate_clusters": ["signatures"]}
-MODELS = {"quality_classifier": []}  # unpartitioned; `filtered` depends on it only when its block uses it
+# unpartitioned; `filtered` depends on the classifier only when its block uses it, `tokenized` on the tokenizer only
+# when it trains one
+MODELS = {"quality_classifier": [], "tokenizer": [], "release": ["tokenized"]}
 
 
 def test_definitions_load():
     dg.Definitions.validate_loadable(defs)
     assert defs.resolve_job_def("lake_job") is not None
-    assert defs.resolve_job_def("crawl_job") is not None and defs.resolve_job_def("curated_job") is not None
+    for job in ("crawl_job", "curated_job", "release_job"):
+        assert defs.resolve_job_def(job) is not None
     assert defs.resolve_sensor_def("raw_drop_sensor").job_name == "lake_job"
 
 
@@ -40,6 +43,10 @@ def test_asset_specs_snapshot():
     classifier = specs.pop("quality_classifier")
     assert classifier.group_name == "models" and classifier.partitions_def is None
     assert classifier.description and "labels/quality/" in classifier.description
+    assert specs.pop("tokenizer").group_name == "models"
+    release = specs.pop("release")
+    assert release.group_name == "releases" and release.partitions_def is None
+    assert release.description and "Megatron" in release.description
     for name, spec in specs.items():
         assert spec.group_name == GROUPS.get(name, "lake")
         assert spec.description and len(spec.description) > 80, f"{name} needs a catalog description"

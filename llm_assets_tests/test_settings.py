@@ -11,6 +11,8 @@ def test_default_settings_file_is_valid():
     assert s.filtered.language.languages == ("en",) and s.filtered.language.threshold == 0.65
     assert s.filtered == type(s.filtered)()  # the file lists the published defaults, nothing else
     assert s.quality_classifier == type(s.quality_classifier)()
+    assert s.dedup == type(s.dedup)() and s.release == type(s.release)()
+    assert s.tokenized.train == type(s.tokenized.train)()
     assert s.shard_keys()[:2] == ["0000", "0001"] and len(s.shard_keys()) == s.shards
 
 

@@ -94,6 +94,11 @@ class StoreConfig:
     def secure(self) -> bool:
         return not (self.endpoint or "").startswith("http://")
 
+    def boto_options(self) -> dict[str, str | None]:
+        """boto3 client keyword arguments."""
+        return {"endpoint_url": self.endpoint, "aws_access_key_id": self.access_key,
+                "aws_secret_access_key": self.secret_key, "region_name": self.region}
+
     def storage_options(self) -> dict[str, str]:
         """Polars / object_store options for s3:// URLs."""
         opts = {

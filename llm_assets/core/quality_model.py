@@ -214,15 +214,15 @@ def latest_model(lake) -> tuple[Path, str]:
     return cached_model_path(pointer["sha256"], lambda: lake.get_bytes(pointer["key"])), pointer["sha256"]
 
 
-def cached_model_path(sha256: str, fetch) -> Path:
+def cached_model_path(sha256: str, fetch, suffix: str = ".bin") -> Path:
     """A content-addressed local copy of a model (`fetch()` returns its bytes), shared by the processes of a run."""
     root = Path(os.environ.get("LLM_ASSETS_MODEL_CACHE", Path(tempfile.gettempdir()) / "llm-assets-models"))
     root.mkdir(parents=True, exist_ok=True)
-    path = root / f"{sha256}.bin"
+    path = root / f"{sha256}{suffix}"
     if not path.exists():
         data = fetch()
         if hashlib.sha256(data).hexdigest() != sha256:
-            raise ValueError(f"quality model {sha256[:12]}: the stored bytes do not match their hash")
+            raise ValueError(f"model {sha256[:12]}: the stored bytes do not match their hash")
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(data)
         tmp.replace(path)  # atomic: a concurrent reader sees the whole file or none

@@ -39,16 +39,58 @@ def tokenizer_hash(path: str) -> str:
     return h.hexdigest()[:16]
 
 
-def train_bytelevel_bpe(texts: list[str], vocab_size: int, special_tokens: list[str], path: Path) -> Tokenizer:
+def train_bytelevel_bpe(texts: list[str], vocab_size: int, special_tokens: list[str], path: Path,
+                        min_frequency: int = 0) -> Tokenizer:
     """Train a byte-level BPE on `texts` (deterministic for the same texts) and save it as tokenizer.json."""
     from tokenizers import trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special_tokens, show_progress=False,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
+                                  min_frequency=min_frequency,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts, trainer)
     path.parent.mkdir(parents=True, exist_ok=True)
     tok.save(str(path))
     return tok
+
+
+TOKENIZER_PREFIX = "models/tokenizer/"  # <sha256>.json, content-addressed
+TOKENIZER_LATEST = TOKENIZER_PREFIX + "latest.json"
+
+
+def sample_texts(lake, parts: list[str], n: int) -> list[str]:
+    """A deterministic sample: the `n` documents whose doc_id hashes lowest, in that order. The same documents
+    stay in the sample when others are added, unless they are outranked."""
+    import polars as pl
+
+    if not parts:
+        return []
+    return (lake.scan(parts).select("doc_id", "text").with_columns(h=pl.col("doc_id").hash(seed=0))
+            .bottom_k(n, by=["h", "doc_id"]).sort("h", "doc_id").collect()["text"].to_list())
+
+
+def publish_tokenizer(lake, tok: Tokenizer) -> tuple[str, str]:
+    """Store the tokenizer as tokenizer.json under its hash and point latest.json at it. -> (key, sha256)"""
+    data = tok.to_str().encode()
+    sha = hashlib.sha256(data).hexdigest()
+    key = f"{TOKENIZER_PREFIX}{sha}.json"
+    lake.put_bytes(key, data)
+    lake.put_json(TOKENIZER_LATEST, {"key": key, "sha256": sha})
+    return key, sha
+
+
+def resolve_tokenizer(settings, lake):
+    """-> (settings, hash): the tokenized settings a run uses and its tokenizer's hash. With `source: train`, the
+    tokenizer the `tokenizer` asset published last, fetched once into a local content-addressed cache."""
+    from llm_assets.core.quality_model import cached_model_path
+
+    if settings.source == "file":
+        return settings, tokenizer_hash(str(settings.resolved_path()))
+    pointer = lake.get_json(TOKENIZER_LATEST)
+    if pointer is None:
+        raise ValueError(f"tokenized.source is train but no tokenizer was trained ({lake.url(TOKENIZER_LATEST)}): "
+                         "materialize the tokenizer asset first")
+    path = cached_model_path(pointer["sha256"], lambda: lake.get_bytes(pointer["key"]), suffix=".json")
+    return settings.model_copy(update={"tokenizer_path": path}), pointer["sha256"][:16]

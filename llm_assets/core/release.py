@@ -1,0 +1,243 @@
+"""A training release: the tokenized documents of some crawls, packed into fixed-length sequences, shuffled
+globally and written as a Megatron-LM indexed dataset, with its provenance, a manifest and a dataset card.
+
+    releases/<name>/<version>/data.bin, data.idx   the sequences, in training order (Megatron MMapIndexedDataset)
+                             /provenance.parquet   per sequence: the document pieces it holds (doc, crawl, url)
+                             /tokenizer.json       the tokenizer that made the ids (decode with it)
+                             /text/part-*.parquet  optional: the curated documents' text (Hugging Face datasets)
+                             /manifest.json        crawls, partitions and data versions, code versions, config,
+                                                   tokenizer hash, counts; written last: its presence is the commit
+                             /README.md            the dataset card
+
+Memory stays flat in the dataset size: the token stream is spooled to a local file and memory-mapped; packing keeps
+one row per document piece; the shuffle is a keyed Feistel permutation evaluated a chunk of positions at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from llm_assets.core.indexed import IndexedWriter
+from llm_assets.core.lake import Lake
+from llm_assets.core.packing import Plan, pack_bfd, pack_concat
+from llm_assets.core.shuffle import FeistelPermutation
+from llm_assets.settings import ReleaseSettings
+
+STAGE_VERSION = "1"
+RELEASES = "releases"
+CHUNK = 4096  # output positions per step of the shuffled writer
+
+
+def release_prefix(name: str, version: str) -> str:
+    return f"{RELEASES}/{name}/{version}/"
+
+
+def point_latest(lake: Lake, release: Release) -> None:
+    """`releases/<name>/latest.json`: the version the name means now (readers may also name a version)."""
+    lake.put_json(f"{RELEASES}/{release.name}/latest.json", {"version": release.version, "prefix": release.prefix})
+
+
+def latest_release(lake: Lake, name: str) -> str | None:
+    """The prefix of the latest version of release `name`, or None."""
+    pointer = lake.get_json(f"{RELEASES}/{name}/latest.json")
+    return pointer["prefix"] if pointer else None
+
+
+def release_version(settings: ReleaseSettings, tokenizer_hash: str, partitions: list[dict]) -> str:
+    """A release is immutable: its version is a hash of everything that decides its bytes."""
+    blob = json.dumps({"stage": STAGE_VERSION, "config": settings.model_dump(mode="json"),
+                       "tokenizer": tokenizer_hash, "partitions": partitions}, sort_keys=True)
+    return "v-" + hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+@dataclass
+class Documents:
+    """The release's documents in a fixed order, their tokens spooled to a local file."""
+
+    tokens: np.ndarray  # memory-mapped flat stream, every document ending with EOS
+    offsets: np.ndarray  # int64, len(docs) + 1
+    docs: pl.DataFrame  # doc_id, url, crawl, shard, n_tokens
+
+
+def spool_tokens(lake: Lake, parts: list[tuple[str, str, str]], dtype: np.dtype, workdir: Path) -> Documents:
+    """Read the tokenized parts ((crawl, shard, part) in order) into one flat token file."""
+    path = workdir / "tokens.bin"
+    meta = []
+    with path.open("wb") as f:
+        for crawl, shard, part in parts:
+            for batch in lake.iter_batches(part, 1024, columns=["doc_id", "url", "n_tokens", "tokens"]):
+                np.asarray(batch.column("tokens").flatten(), dtype=dtype).tofile(f)
+                meta.append(pl.from_arrow(batch.select(["doc_id", "url", "n_tokens"]))
+                            .with_columns(crawl=pl.lit(crawl), shard=pl.lit(shard)))
+    docs = pl.concat(meta) if meta else pl.DataFrame(schema={"doc_id": pl.String, "url": pl.String,
+                                                            "n_tokens": pl.Int32, "crawl": pl.String,
+                                                            "shard": pl.String})
+    offsets = np.concatenate([[0], np.cumsum(docs["n_tokens"].to_numpy(), dtype=np.int64)]).astype(np.int64)
+    size = int(offsets[-1])
+    tokens = np.memmap(path, dtype=dtype, mode="r", shape=(size,)) if size else np.empty(0, dtype)
+    return Documents(tokens=tokens, offsets=offsets, docs=docs)
+
+
+def plan_sequences(docs: Documents, settings: ReleaseSettings) -> Plan:
+    pack = pack_bfd if settings.packing == "bfd" else pack_concat
+    return pack(docs.offsets, settings.context)
+
+
+def provenance(plan: Plan, perm: FeistelPermutation, docs: Documents) -> pl.DataFrame:
+    """One row per document piece: the output position of its sequence, and where the piece comes from."""
+    seq, start, length = plan.pieces[:, 0], plan.pieces[:, 1], plan.pieces[:, 2]
+    doc = np.searchsorted(docs.offsets, start, side="right") - 1
+    frame = pl.DataFrame({
+        "position": perm.inverse(seq).astype(np.int64) if len(seq) else np.empty(0, np.int64),
+        "sequence": seq,
+        "doc": doc,
+        "start_in_doc": start - docs.offsets[doc] if len(doc) else np.empty(0, np.int64),
+        "length": length,
+    })
+    return frame.join(docs.docs.with_row_index("doc").with_columns(pl.col("doc").cast(pl.Int64)), on="doc",
+                      how="left").sort("position", "start_in_doc").select(
+        "position", "doc_id", "crawl", "shard", "url", "start_in_doc", "length")
+
+
+def write_sequences(plan: Plan, perm: FeistelPermutation, docs: Documents, pad_id: int, dtype: np.dtype,
+                    prefix: Path) -> None:
+    """The packed sequences in shuffled order: output position j holds sequence perm(j)."""
+    with IndexedWriter(prefix, dtype) as out:
+        for first in range(0, plan.sequences, CHUNK):
+            for source in perm(np.arange(first, min(first + CHUNK, plan.sequences), dtype=np.int64)):
+                out.add(plan.sequence(int(source), docs.tokens, pad_id))
+
+
+@dataclass
+class Release:
+    name: str
+    version: str
+    prefix: str  # in the bucket
+    manifest: dict
+    card: str
+    reused: bool = False
+    files: dict[str, int] = field(default_factory=dict)  # name -> bytes
+
+
+def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict], tokenizer_file: Path,
+                  tokenizer_hash: str, eos_id: int, vocab_size: int, code_versions: dict, card_facts: dict,
+                  workdir: Path) -> Release:
+    """Build and upload one release from the committed `tokenized` partitions listed (each: crawl, shard,
+    data_version, parts). An existing version is never rewritten: it is returned as it is."""
+    version = release_version(settings, tokenizer_hash, [{k: p[k] for k in ("crawl", "shard", "data_version")}
+                                                         for p in partitions])
+    prefix = release_prefix(settings.name, version)
+    existing = lake.get_json(prefix + "manifest.json")
+    if existing is not None:
+        card = lake.get_bytes(prefix + "README.md").decode() if lake.exists(prefix + "README.md") else ""
+        return Release(settings.name, version, prefix, existing, card, reused=True)
+
+    start = time.perf_counter()
+    dtype = np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
+    parts = [(p["crawl"], p["shard"], part) for p in partitions for part in p["parts"]]
+    docs = spool_tokens(lake, parts, dtype, workdir)
+    plan = plan_sequences(docs, settings)
+    perm = FeistelPermutation(plan.sequences, settings.seed)
+    write_sequences(plan, perm, docs, eos_id, dtype, workdir / "data")
+    prov = provenance(plan, perm, docs)
+    prov.write_parquet(workdir / "provenance.parquet")
+    stats = plan.stats
+    counts = {
+        "documents": docs.docs.height,
+        "tokens_in": int(stats.tokens_in),
+        "sequences": int(plan.sequences),
+        "context": settings.context,
+        "tokens_out": int(stats.tokens_out),
+        "padding_tokens": int(stats.padding_tokens),
+        "padding_pct": round(stats.padding_pct, 4),
+        "truncated_tokens": int(stats.truncated_tokens),
+        "truncated_pct": round(stats.truncated_pct, 4),
+        "documents_by_crawl": dict(docs.docs.group_by("crawl").len().sort("crawl").iter_rows()),
+    }
+    manifest = {
+        "name": settings.name,
+        "version": version,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "config": settings.model_dump(mode="json"),
+        "crawls": sorted({p["crawl"] for p in partitions}),
+        "partitions": [{k: p[k] for k in ("crawl", "shard", "data_version", "code_version")} for p in partitions],
+        "code_versions": code_versions,
+        "tokenizer": {"hash": tokenizer_hash, "vocab_size": vocab_size, "eos_id": eos_id, "file": "tokenizer.json"},
+        "format": {"data": "Megatron-LM MMapIndexedDataset (data.bin + data.idx), one sequence per document",
+                   "dtype": dtype.name, "pad_id": eos_id, "order": "shuffled (keyed Feistel permutation)",
+                   "provenance": "provenance.parquet"},
+        "counts": counts,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    card = dataset_card(manifest, card_facts)
+    files = {"data.bin": workdir / "data.bin", "data.idx": workdir / "data.idx",
+             "provenance.parquet": workdir / "provenance.parquet", "tokenizer.json": tokenizer_file}
+    if settings.include_text:
+        files |= write_text(lake, partitions, card_facts.get("text_parts", {}), workdir)
+    (workdir / "README.md").write_text(card)
+    files["README.md"] = workdir / "README.md"
+    for name, path in files.items():
+        lake.put_file(prefix + name, path)
+    manifest["files"] = {name: path.stat().st_size for name, path in files.items()}
+    lake.put_json(prefix + "manifest.json", manifest)  # last: the commit
+    return Release(settings.name, version, prefix, manifest, card, files=manifest["files"])
+
+
+def write_text(lake: Lake, partitions: list[dict], text_parts: dict[str, list[str]], workdir: Path) -> dict:
+    """The curated documents (doc_id, url, crawl, text) as Parquet, one file per crawl, for `datasets`."""
+    out = {}
+    for crawl, parts in sorted(text_parts.items()):
+        if not parts:
+            continue
+        path = workdir / f"text-{crawl}.parquet"
+        lake.scan(parts).select("doc_id", "url", "crawl", "language", "text").sink_parquet(path)
+        out[f"text/{crawl}.parquet"] = path
+    return out
+
+
+def dataset_card(manifest: dict, facts: dict) -> str:
+    """The release's README.md: what it holds and how it was made."""
+    c = manifest["counts"]
+    lines = [
+        f"# {manifest['name']} {manifest['version']}", "",
+        f"Training sequences of {c['context']:,} tokens from crawls {', '.join(manifest['crawls']) or '(none)'}, "
+        f"made by llm-assets on {manifest['created_at']}.", "",
+        "## Size", "",
+        "| | |", "|---|---:|",
+        f"| documents | {c['documents']:,} |",
+        f"| tokens (documents, EOS included) | {c['tokens_in']:,} |",
+        f"| sequences × context | {c['sequences']:,} × {c['context']:,} |",
+        f"| packing | {manifest['config']['packing']} |",
+        f"| padding | {c['padding_pct']:.2f}% ({c['padding_tokens']:,} tokens) |",
+        f"| truncated | {c['truncated_pct']:.2f}% ({c['truncated_tokens']:,} tokens) |",
+        f"| shuffle seed | {manifest['config']['seed']} |",
+        f"| tokenizer | `{manifest['tokenizer']['hash']}`, {manifest['tokenizer']['vocab_size']:,} ids, "
+        f"EOS {manifest['tokenizer']['eos_id']} |", "",
+    ]
+    if facts.get("languages"):
+        lines += ["## Language mix (documents kept by the filters)", "", "| language | documents |", "|---|---:|"]
+        lines += [f"| {lang} | {n:,} |" for lang, n in facts["languages"]] + [""]
+    if facts.get("funnel"):
+        lines += ["## Funnel", "", "| crawl | extracted | filtered | deduplicated | dedup rate |",
+                  "|---|---:|---:|---:|---:|"]
+        for crawl, f in sorted(facts["funnel"].items()):
+            rate = 1 - f["deduplicated"] / f["filtered"] if f["filtered"] else 0.0
+            lines.append(f"| {crawl} | {f['documents']:,} | {f['filtered']:,} | {f['deduplicated']:,} | "
+                         f"{rate:.1%} |")
+        lines.append("")
+    lines += ["## Provenance", "",
+              "`manifest.json` lists every (crawl, shard) partition with its data version and the code versions of "
+              "the stages; `provenance.parquet` maps each sequence (its position in `data.bin`) to the document "
+              "pieces it holds.", "",
+              "## Reading it", "",
+              "```python", "from llm_assets.loader import ReleaseLoader",
+              f"for batch in ReleaseLoader('s3://<bucket>/{release_prefix(manifest['name'], manifest['version'])}',"
+              " rank=0, world_size=1, batch_size=8):", "    ...", "```", ""]
+    return "\n".join(lines)

@@ -1,0 +1,145 @@
+"""A release end to end on a real store: real pages through every stage, packed, shuffled and written as a
+Megatron indexed dataset with provenance, immutable per version, readable by the loader and `show release`."""
+
+import json
+
+import dagster as dg
+import numpy as np
+import polars as pl
+import pytest
+
+from llm_assets import cli
+from llm_assets.core.indexed import IndexedDataset
+from llm_assets.core.lake import manifest_key
+from llm_assets.core.release import latest_release
+from llm_assets.loader import ReleaseLoader
+from llm_assets.settings import ReleaseSettings, load_settings
+from llm_assets_tests.conftest import shared
+from llm_assets_tests.test_dedup import dedup_defs, name_in_shard, run  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
+
+
+@pytest.fixture
+def curated(store_env, dedup_defs, object_store, instance, crawl):  # noqa: F811
+    """Two real WARC files in two shards of one crawl, taken through lake_job, crawl_job and curated_job."""
+    from llm_assets.partitions import crawl_shard_key
+
+    lake = object_store.lake()
+    for shard, name in (("0000", "dolma__sample-0000.warc.gz"), ("0001", "dolma__sample-0001.warc.gz")):
+        lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, shard, 'r')}", shared("warc", name))
+    instance.add_dynamic_partitions("crawl", [crawl])
+    keys = [crawl_shard_key(crawl, s) for s in ("0000", "0001")]
+    for key in keys:
+        run(dedup_defs, "lake_job", key, instance)
+    run(dedup_defs, "crawl_job", crawl, instance)
+    for key in keys:
+        run(dedup_defs, "curated_job", key, instance)
+    return lake
+
+
+def release_with(monkeypatch, object_store, instance, **config):
+    from llm_assets.releases.assets import release
+
+    settings = load_settings()
+    monkeypatch.setattr("llm_assets.releases.assets.SETTINGS",
+                        settings.model_copy(update={"release": ReleaseSettings(**config)}))
+    result = dg.materialize([release], instance=instance, resources={"store": object_store})
+    assert result.success
+    (event,) = result.get_asset_materialization_events()
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def tokenized_stream(lake, crawl) -> list[np.ndarray]:
+    docs = []
+    for shard in ("0000", "0001"):
+        m = lake.get_json(manifest_key("tokenized", crawl, shard))
+        for u in m["units"]:
+            docs += [np.asarray(t, dtype=np.uint16) for t in lake.scan([u["part"]]).collect()["tokens"].to_list()]
+    return docs
+
+
+@pytest.mark.parametrize("packing", ["bfd", "concat"])
+def test_a_release_holds_every_token_once_in_shuffled_sequences_with_provenance(
+        curated, monkeypatch, object_store, instance, crawl, tmp_path, packing):
+    lake = curated
+    meta = release_with(monkeypatch, object_store, instance, name="t", crawls=(crawl,), context=256,
+                        packing=packing, seed=7)
+    prefix = latest_release(lake, "t")
+    assert meta["version"] in prefix and not meta["reused"]
+    manifest = lake.get_json(prefix + "manifest.json")
+    assert manifest["crawls"] == [crawl] and {p["shard"] for p in manifest["partitions"]} == {"0000", "0001"}
+    assert all(p["data_version"] and p["code_version"] for p in manifest["partitions"])
+    assert manifest["tokenizer"]["eos_id"] == 50256 and manifest["config"]["seed"] == 7
+    for name in ("data.bin", "data.idx", "provenance.parquet", "tokenizer.json", "README.md",
+                 f"text/{crawl}.parquet"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(lake.get_bytes(prefix + name))
+    data = IndexedDataset(tmp_path / "data")
+    assert len(data) == meta["sequences"] > 1
+    assert all(len(data[i]) == 256 for i in range(len(data)))
+    docs = tokenized_stream(lake, crawl)
+    stream = np.concatenate(docs)
+    released = np.concatenate([data[i] for i in range(len(data))])
+    c = manifest["counts"]
+    assert c["tokens_in"] == len(stream) and c["documents"] == len(docs)
+    assert c["tokens_out"] + c["truncated_tokens"] == c["tokens_in"]
+    assert c["sequences"] * 256 == c["tokens_out"] + c["padding_tokens"]
+    prov = pl.read_parquet(tmp_path / "provenance.parquet")
+    assert prov["length"].sum() == c["tokens_out"] and set(prov["crawl"]) == {crawl}
+    if packing == "bfd":  # whole documents: no token lost, padding with EOS
+        assert c["truncated_tokens"] == 0
+        real = np.bincount(released, minlength=50257)
+        real[50256] -= c["padding_tokens"]
+        assert (real == np.bincount(stream, minlength=50257)).all()
+    else:  # the stream's prefix, cut in sequences, in another order
+        assert c["padding_tokens"] == 0 and c["truncated_tokens"] < 256
+        rows = {data[i].tobytes() for i in range(len(data))}
+        assert rows == {stream[i * 256:(i + 1) * 256].tobytes() for i in range(c["sequences"])}
+        assert any(data[i].tobytes() != stream[i * 256:(i + 1) * 256].tobytes() for i in range(len(data)))
+    text = pl.read_parquet(tmp_path / "text" / f"{crawl}.parquet")  # what Hugging Face datasets reads
+    assert text.height == len(docs) and {"doc_id", "url", "text"} <= set(text.columns)
+    card = (tmp_path / "README.md").read_text()
+    assert "## Size" in card and "dedup rate" in card and crawl in card
+
+
+def test_a_release_version_is_immutable_and_another_config_is_another_version(
+        curated, monkeypatch, object_store, instance, crawl):
+    lake = curated
+    first = release_with(monkeypatch, object_store, instance, name="imm", crawls=(crawl,), context=128, seed=1)
+    prefix = latest_release(lake, "imm")
+    created = lake.get_json(prefix + "manifest.json")["created_at"]
+    again = release_with(monkeypatch, object_store, instance, name="imm", crawls=(crawl,), context=128, seed=1)
+    assert again["version"] == first["version"] and again["reused"]
+    assert lake.get_json(prefix + "manifest.json")["created_at"] == created
+    other = release_with(monkeypatch, object_store, instance, name="imm", crawls=(crawl,), context=128, seed=2)
+    assert other["version"] != first["version"] and not other["reused"]
+    assert lake.exists(prefix + "data.bin")  # the earlier version is still there
+
+
+def test_show_release_prints_decoded_sequences_with_their_documents(
+        curated, monkeypatch, object_store, instance, crawl, capsys):
+    release_with(monkeypatch, object_store, instance, name="demo", crawls=(crawl,), context=512, seed=3)
+    capsys.readouterr()
+    assert cli.main(["show", "release", "--limit", "2", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["position"] for r in rows] == [0, 1]
+    for row in rows:
+        assert row["n_tokens"] == 512 and len(row["text"]) > 100
+        assert row["documents"] and all(d["crawl"] == crawl and d["url"].startswith("http")
+                                        for d in row["documents"])
+        assert sum(d["length"] for d in row["documents"]) <= 512
+
+
+def test_the_loader_streams_the_release_from_the_store(curated, monkeypatch, object_store, instance, crawl,
+                                                       store_config):
+    release_with(monkeypatch, object_store, instance, name="load", crawls=(crawl,), context=64, seed=5)
+    prefix = latest_release(curated, "load")
+    uri = f"s3://{store_config.bucket}/{prefix}"
+    full = [b[0] for b in ReleaseLoader(uri, storage_options=store_config.boto_options())]
+    assert len(full) == curated.get_json(prefix + "manifest.json")["counts"]["sequences"]
+    ranks = [[b[0] for b in ReleaseLoader(uri, rank=r, world_size=2, storage_options=store_config.boto_options())]
+             for r in (0, 1)]
+    assert [x.tobytes() for x in ranks[0]] == [x.tobytes() for x in full[0::2]]
+    resumed = [b[0] for b in ReleaseLoader(uri, start=5, storage_options=store_config.boto_options())]
+    assert [x.tobytes() for x in resumed] == [x.tobytes() for x in full[5:]]
