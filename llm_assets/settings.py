@@ -132,6 +132,7 @@ class ReleaseSettings(_Section):
     packing: Literal["bfd", "concat"] = "bfd"  # best-fit-decreasing of whole documents, or concatenate and chunk
     seed: int = 0
     include_text: bool = True  # the curated text as Parquet too, readable by Hugging Face datasets
+    length_buckets: tuple[int, ...] = ()  # token-count boundaries: documents are packed only with their bucket
 
 
 class SensorSettings(_Section):

@@ -87,6 +87,15 @@ def test_a_release_holds_every_token_once_in_shuffled_sequences_with_provenance(
     assert c["sequences"] * 256 == c["tokens_out"] + c["padding_tokens"]
     prov = pl.read_parquet(tmp_path / "provenance.parquet")
     assert prov["length"].sum() == c["tokens_out"] and set(prov["crawl"]) == {crawl}
+    # every piece is where provenance says: sequence `position` at `offset` holds that document's tokens
+    by_id = {}
+    for shard in ("0000", "0001"):
+        for u in lake.get_json(manifest_key("tokenized", crawl, shard))["units"]:
+            for row in lake.scan([u["part"]]).collect().select("doc_id", "tokens").iter_rows():
+                by_id[row[0]] = np.asarray(row[1], dtype=np.uint16)
+    for p in prov.iter_rows(named=True):
+        piece = data[p["position"]][p["offset"]:p["offset"] + p["length"]]
+        assert (piece == by_id[p["doc_id"]][p["start_in_doc"]:p["start_in_doc"] + p["length"]]).all()
     if packing == "bfd":  # whole documents: no token lost, padding with EOS
         assert c["truncated_tokens"] == 0
         real = np.bincount(released, minlength=50257)
@@ -101,6 +110,25 @@ def test_a_release_holds_every_token_once_in_shuffled_sequences_with_provenance(
     assert text.height == len(docs) and {"doc_id", "url", "text"} <= set(text.columns)
     card = (tmp_path / "README.md").read_text()
     assert "## Size" in card and "dedup rate" in card and crawl in card
+
+
+def test_length_buckets_pack_documents_only_with_their_bucket(curated, monkeypatch, object_store, instance, crawl,
+                                                               tmp_path):
+    lake = curated
+    meta = release_with(monkeypatch, object_store, instance, name="buckets", crawls=(crawl,), context=512,
+                        length_buckets=(300, 1000))
+    prefix = latest_release(lake, "buckets")
+    counts = lake.get_json(prefix + "manifest.json")["counts"]
+    assert sum(counts["documents_by_length_bucket"].values()) == counts["documents"] and counts["truncated_tokens"] == 0
+    prov = pl.read_parquet(lake.get_bytes(prefix + "provenance.parquet"))
+    lengths = {}
+    for shard in ("0000", "0001"):
+        for u in lake.get_json(manifest_key("tokenized", crawl, shard))["units"]:
+            lengths |= dict(lake.scan([u["part"]]).collect().select("doc_id", "n_tokens").iter_rows())
+    bucket = {d: int(np.searchsorted([300, 1000], n)) for d, n in lengths.items()}
+    per_sequence = prov.with_columns(b=pl.col("doc_id").replace_strict(bucket)).group_by("position").agg(
+        pl.col("b").n_unique())
+    assert per_sequence["b"].max() == 1 and meta["sequences"] == per_sequence.height
 
 
 def test_a_release_version_is_immutable_and_another_config_is_another_version(
@@ -143,3 +171,48 @@ def test_the_loader_streams_the_release_from_the_store(curated, monkeypatch, obj
     assert [x.tobytes() for x in ranks[0]] == [x.tobytes() for x in full[0::2]]
     resumed = [b[0] for b in ReleaseLoader(uri, start=5, storage_options=store_config.boto_options())]
     assert [x.tobytes() for x in resumed] == [x.tobytes() for x in full[5:]]
+
+
+
+def test_the_tokenizer_asset_trains_on_a_deterministic_sample_and_the_stage_uses_it(
+        curated, monkeypatch, object_store, instance, crawl, tmp_path):
+    from llm_assets.core.tokenize import TOKENIZER_LATEST, sample_texts
+    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.settings import TokenizedSettings
+    from llm_assets.tokenized import assets as tokenized_assets
+
+    lake = curated
+    parts = [u["part"] for s in ("0000", "0001") for u in lake.get_json(manifest_key("deduplicated", crawl, s))["units"]]
+    sample = sample_texts(lake, parts, 10)
+    assert len(sample) == 10 and sample == sample_texts(lake, list(reversed(parts)), 10)  # order-free
+    assert sample[:5] == sample_texts(lake, parts, 5)  # a larger sample extends a smaller one
+
+    settings = TokenizedSettings(source="train", train={"vocab_size": 400, "sample_documents": 20,
+                                                        "crawls": (crawl,)})
+    monkeypatch.setattr(tokenized_assets, "SETTINGS", settings)
+    monkeypatch.setattr(tokenized_assets, "TRAINS", True)
+    monkeypatch.setenv("LLM_ASSETS_MODEL_CACHE", str(tmp_path / "cache"))
+    result = dg.materialize([tokenized_assets.tokenizer], instance=instance, resources={"store": object_store})
+    (event,) = result.get_asset_materialization_events()
+    meta = {k: v.value for k, v in event.materialization.metadata.items()}
+    assert meta["source"] == "train" and meta["vocab_size"] == 400 and meta["sample_documents"] == 20
+    assert lake.get_json(TOKENIZER_LATEST)["sha256"] == meta["sha256"]
+    again = dg.materialize([tokenized_assets.tokenizer], instance=instance, resources={"store": object_store})
+    (event,) = again.get_asset_materialization_events()
+    assert event.materialization.metadata["sha256"].value == meta["sha256"]  # same sample, same tokenizer
+
+    from llm_assets.dedup.assets import deduplicated, duplicate_clusters, signatures
+    from llm_assets.documents.assets import documents
+    from llm_assets.filtered.assets import filtered
+    from llm_assets.raw.assets import raw_files
+    from resources import LakeIOManager
+
+    key = crawl_shard_key(crawl, "0000")
+    out = dg.materialize([raw_files, documents, filtered, signatures, duplicate_clusters, deduplicated,
+                          tokenized_assets.tokenized],
+                         selection=[tokenized_assets.tokenized], partition_key=key, instance=instance,
+                         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)})
+    tok = [e for e in out.get_asset_materialization_events()][0].materialization.metadata
+    assert tok["tokenizer_sha"].value == meta["sha256"][:16]
+    rows = lake.scan([u["part"] for u in lake.get_json(manifest_key("tokenized", crawl, "0000"))["units"]]).collect()
+    assert rows.height and max(max(t) for t in rows["tokens"].to_list()) < 400

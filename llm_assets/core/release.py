@@ -26,7 +26,7 @@ import polars as pl
 
 from llm_assets.core.indexed import IndexedWriter
 from llm_assets.core.lake import Lake
-from llm_assets.core.packing import Plan, pack_bfd, pack_concat
+from llm_assets.core.packing import PackingStats, Plan, bucket_by_length, pack_bfd, pack_concat
 from llm_assets.core.shuffle import FeistelPermutation
 from llm_assets.settings import ReleaseSettings
 
@@ -87,11 +87,45 @@ def spool_tokens(lake: Lake, parts: list[tuple[str, str, str]], dtype: np.dtype,
 
 def plan_sequences(docs: Documents, settings: ReleaseSettings) -> Plan:
     pack = pack_bfd if settings.packing == "bfd" else pack_concat
-    return pack(docs.offsets, settings.context)
+    if not settings.length_buckets:
+        return pack(docs.offsets, settings.context)
+    # The documents are in bucket order (see by_length_bucket): each bucket is a contiguous run, packed alone.
+    bucket = docs.docs["bucket"].to_numpy()
+    edges = np.searchsorted(bucket, np.arange(len(settings.length_buckets) + 2))
+    plans = [pack(docs.offsets[lo:hi + 1], settings.context) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
+    return merge_plans(plans, settings.context)
+
+
+def merge_plans(plans: list[Plan], context: int) -> Plan:
+    """One plan whose sequences are those of `plans`, one after the other."""
+    first = np.cumsum([0] + [p.sequences for p in plans[:-1]])
+    pieces = np.concatenate([p.pieces + [s, 0, 0] for p, s in zip(plans, first)]) if plans else \
+        np.empty((0, 3), np.int64)
+    total = {f: sum(getattr(p.stats, f) for p in plans)
+             for f in ("sequences", "tokens_in", "tokens_out", "padding_tokens", "truncated_tokens")}
+    return Plan(pieces=pieces, sequences=total["sequences"], context=context,
+                stats=PackingStats(context=context, **total))
+
+
+def by_length_bucket(docs: Documents, boundaries: tuple[int, ...], workdir: Path) -> Documents:
+    """The documents re-spooled in the order of their length bucket (stable inside a bucket), with `bucket`."""
+    bucket = bucket_by_length(docs.offsets, np.asarray(boundaries))
+    order = np.argsort(bucket, kind="stable")
+    path = workdir / "tokens-by-bucket.bin"
+    with path.open("wb") as f:
+        for d in order:  # one copy per document: sequential writes, the token file stays on disk
+            docs.tokens[docs.offsets[d]:docs.offsets[d + 1]].tofile(f)
+    lengths = np.diff(docs.offsets)[order]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    size = int(offsets[-1])
+    tokens = np.memmap(path, dtype=docs.tokens.dtype, mode="r", shape=(size,)) if size else docs.tokens
+    frame = docs.docs.with_columns(bucket=pl.Series(bucket, dtype=pl.Int64))[order]
+    return Documents(tokens=tokens, offsets=offsets, docs=frame)
 
 
 def provenance(plan: Plan, perm: FeistelPermutation, docs: Documents) -> pl.DataFrame:
-    """One row per document piece: the output position of its sequence, and where the piece comes from."""
+    """One row per document piece: the output position of its sequence and its offset there, and where the piece
+    comes from (document, crawl, shard, URL, offset in the document)."""
     seq, start, length = plan.pieces[:, 0], plan.pieces[:, 1], plan.pieces[:, 2]
     doc = np.searchsorted(docs.offsets, start, side="right") - 1
     frame = pl.DataFrame({
@@ -101,9 +135,11 @@ def provenance(plan: Plan, perm: FeistelPermutation, docs: Documents) -> pl.Data
         "start_in_doc": start - docs.offsets[doc] if len(doc) else np.empty(0, np.int64),
         "length": length,
     })
+    # the plan lists a sequence's pieces in the order they are laid out in it
+    frame = frame.with_columns(offset=(pl.col("length").cum_sum() - pl.col("length")).over("sequence"))
     return frame.join(docs.docs.with_row_index("doc").with_columns(pl.col("doc").cast(pl.Int64)), on="doc",
-                      how="left").sort("position", "start_in_doc").select(
-        "position", "doc_id", "crawl", "shard", "url", "start_in_doc", "length")
+                      how="left").sort("position", "offset").select(
+        "position", "offset", "doc_id", "crawl", "shard", "url", "start_in_doc", "length")
 
 
 def write_sequences(plan: Plan, perm: FeistelPermutation, docs: Documents, pad_id: int, dtype: np.dtype,
@@ -143,6 +179,8 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
     dtype = np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
     parts = [(p["crawl"], p["shard"], part) for p in partitions for part in p["parts"]]
     docs = spool_tokens(lake, parts, dtype, workdir)
+    if settings.length_buckets:
+        docs = by_length_bucket(docs, settings.length_buckets, workdir)
     plan = plan_sequences(docs, settings)
     perm = FeistelPermutation(plan.sequences, settings.seed)
     write_sequences(plan, perm, docs, eos_id, dtype, workdir / "data")
@@ -161,6 +199,10 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
         "truncated_pct": round(stats.truncated_pct, 4),
         "documents_by_crawl": dict(docs.docs.group_by("crawl").len().sort("crawl").iter_rows()),
     }
+    if settings.length_buckets:
+        names = [f"≤{b}" for b in settings.length_buckets] + [f">{settings.length_buckets[-1]}"]
+        counts["documents_by_length_bucket"] = {names[b]: n for b, n in
+                                                docs.docs.group_by("bucket").len().sort("bucket").iter_rows()}
     manifest = {
         "name": settings.name,
         "version": version,
