@@ -110,6 +110,25 @@ def _show_release(args) -> int:
     return 0
 
 
+def cmd_stale(args) -> int:
+    from llm_assets.core.lake import Lake
+    from llm_assets.instance import get_instance
+    from llm_assets.stale import as_json, stale_partitions
+
+    _ensure_store()
+    planned = stale_partitions(get_instance(), Lake(environment.store_config()))
+    if args.json:
+        print(json.dumps(as_json(planned)))
+    elif not planned:
+        print("nothing is stale")
+    else:
+        width = max(len(p.asset) for p in planned)
+        for p in planned:
+            print(f"{p.asset.ljust(width)}  {p.partition or '(unpartitioned)'}  {p.cause}")
+        print(f"{len(planned)} partitions to rebuild")
+    return 0
+
+
 def cmd_status(args) -> int:
     from llm_assets.instance import get_instance
     from llm_assets.status import format_summary, lake_status
@@ -214,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("status", help="materialized partitions and rows per asset")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_status)
+
+    p = sub.add_parser("stale", help="every stale or missing partition per asset, with its cause")
+    p.add_argument("--json", action="store_true", help='{"partitions": [{"asset", "partition", "cause"}, ...]}')
+    p.set_defaults(fn=cmd_stale)
 
     p = sub.add_parser("show", help="rows of one asset's partition(s), like head; `show release` decodes sequences")
     p.add_argument("asset")

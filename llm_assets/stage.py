@@ -94,9 +94,11 @@ def run_stage(
     metadata: dict | None = None,
     row_accounting: bool = True,
     report: Callable[[PartitionOutput], dict] | None = None,
+    inputs: dict[str, str] | None = None,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Run the partition's work units, then emit the output (committed by the lake IO manager), its
-    metadata and its checks. `report(output)` adds a stage's own metadata to the common one."""
+    metadata and its checks. `report(output)` adds a stage's own metadata to the common one; `inputs` records
+    what else the partition was built from (for the stale planner)."""
     start = time.perf_counter()
     results = run_units(fn, units, load_settings().runner)
     seconds = time.perf_counter() - start
@@ -104,6 +106,7 @@ def run_stage(
         units=results,
         code_version=code_version,
         data_version=hashlib.sha256("|".join(sorted(u.unit for u in results)).encode()).hexdigest()[:20],
+        inputs=inputs or {},
     )
     for error in out.errors():
         context.log.error(error)

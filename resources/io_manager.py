@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from llm_assets.core.lake import part_key
-from llm_assets.core.partition import LakeInput, PartitionOutput, commit
+from llm_assets.core.partition import FrameOutput, LakeInput, PartitionOutput, commit
 from llm_assets.core.units import UnitResult
 from resources.object_store import ObjectStore
 
@@ -38,7 +38,12 @@ class LakeIOManager(dg.ConfigurableIOManager):
         asset = context.asset_key.path[-1]
         crawl, shard = crawl_shard(context.partition_key)
         lake = self.store.lake()
-        if isinstance(obj, (pl.DataFrame, pa.Table)):
+        if isinstance(obj, FrameOutput):
+            versions = {"code_version": obj.code_version, "data_version": obj.data_version, "inputs": obj.inputs}
+            obj = self._write_frame(lake, asset, crawl, shard, obj.frame)
+            obj.code_version, obj.data_version, obj.inputs = (versions[k] for k in ("code_version", "data_version",
+                                                                                      "inputs"))
+        elif isinstance(obj, (pl.DataFrame, pa.Table)):
             obj = self._write_frame(lake, asset, crawl, shard, obj)
         if not isinstance(obj, PartitionOutput):
             raise TypeError(f"{asset}: the lake IO manager stores PartitionOutput or a frame, not {type(obj).__name__}")

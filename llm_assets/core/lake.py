@@ -157,6 +157,13 @@ class Lake:
             for obj in page.get("Contents", []):
                 yield ObjectInfo(obj["Key"], obj["Size"], obj["ETag"].strip('"'))
 
+    def folders(self, prefix: str) -> list[str]:
+        """The names of the folders directly under `prefix` (e.g. the crawls under raw/)."""
+        paginator = self.s3.get_paginator("list_objects_v2")
+        return sorted(p["Prefix"][len(prefix):].rstrip("/")
+                      for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/")
+                      for p in page.get("CommonPrefixes", []))
+
     def exists(self, key: str) -> bool:
         try:
             self.s3.head_object(Bucket=self.bucket, Key=key)

@@ -6,6 +6,7 @@ open parts a manifest lists, so parts of an interrupted run are never seen.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ class PartitionOutput:
     units: list[UnitResult]
     code_version: str = ""
     data_version: str = ""
+    inputs: dict[str, str] = field(default_factory=dict)  # what it was built from beyond its parts' sources
 
     @property
     def rows_in(self) -> int:
@@ -63,6 +65,7 @@ def commit(lake: Lake, asset: str, crawl: str, shard: str, out: PartitionOutput)
         "shard": shard,
         "code_version": out.code_version,
         "data_version": out.data_version,
+        "inputs": out.inputs,
         "committed_at": time.time(),
         "rows": out.rows_out,
         "units": [u.to_dict() for u in out.units],
@@ -79,6 +82,16 @@ def _part_keys(manifest: dict) -> set[str]:
 
 class MissingPartition(LookupError):
     pass
+
+
+@dataclass
+class FrameOutput:
+    """A frame committed as one part, with the versions the stale planner compares."""
+
+    frame: pl.DataFrame
+    code_version: str
+    data_version: str
+    inputs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,6 +115,12 @@ class LakeInput:
     @property
     def parts(self) -> list[str]:
         return [u["part"] for m in self.manifests for u in m["units"] if u.get("part")]
+
+    @property
+    def data_version(self) -> str:
+        """The version of what was read: the manifests' data versions (one partition: its own)."""
+        versions = [m.get("data_version") or "" for m in self.manifests]
+        return versions[0] if len(versions) == 1 else hashlib.sha256("|".join(versions).encode()).hexdigest()[:20]
 
     @property
     def rows(self) -> int:

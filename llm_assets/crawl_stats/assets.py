@@ -1,15 +1,18 @@
+import hashlib
 import warnings
 
 import dagster as dg
 
 from llm_assets.core.crawl_stats import bar_chart, crawl_stats as compute_crawl_stats, funnel_chart
 from llm_assets.core.lake import manifest_key
+from llm_assets.core.partition import FrameOutput
 from llm_assets.filtered.assets import filtered
 from llm_assets.partitions import crawl_partitions
 from llm_assets.settings import load_settings
 from resources import ObjectStore
 
 SETTINGS = load_settings()
+CODE_VERSION = "1"
 warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*MultiToSingleDimensionPartitionMapping.*")
 
 
@@ -28,7 +31,7 @@ def _table(df) -> dg.TableMetadataValue:
     io_manager_key="lake_io_manager",
     group_name="reports",
     kinds={"duckdb", "parquet"},
-    code_version="1",
+    code_version=CODE_VERSION,
 )
 def crawl_stats(context: dg.AssetExecutionContext, store: ObjectStore):
     """Per crawl, over every committed shard of `filtered`: the filter funnel (documents in, dropped by each block
@@ -60,4 +63,12 @@ def crawl_stats(context: dg.AssetExecutionContext, store: ObjectStore):
         "shards": len(manifests),
         "shards_without_data": dg.MetadataValue.json(missing),
     }
-    return dg.Output(stats.frame(), metadata=metadata)
+    version = stats_version(manifests)
+    return dg.Output(FrameOutput(stats.frame(), CODE_VERSION, version), metadata=metadata,
+                     data_version=dg.DataVersion(version))
+
+
+def stats_version(manifests: list[dict]) -> str:
+    """The stats' data version: every filtered unit they summarise."""
+    units = sorted(u["unit"] for m in manifests for u in m["units"])
+    return hashlib.sha256("|".join([CODE_VERSION, *units]).encode()).hexdigest()[:20]

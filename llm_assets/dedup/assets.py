@@ -9,7 +9,7 @@ from llm_assets.core.crawl_stats import bar_chart
 from llm_assets.core.dedup import (DEDUPLICATED_SCHEMA, STAGE_VERSION, DedupUnit, SignatureUnit, compute_signatures,
                                    find_clusters, read_signatures, remove_duplicates, signature_schema)
 from llm_assets.core.lake import manifest_key, part_key
-from llm_assets.core.partition import LakeInput
+from llm_assets.core.partition import FrameOutput, LakeInput
 from llm_assets.core.units import peak_rss_bytes, unit_id
 from llm_assets.crawl_stats.assets import _table
 from llm_assets.partitions import crawl_partitions
@@ -41,16 +41,32 @@ def signatures(context: dg.AssetExecutionContext, store: ObjectStore, filtered: 
         units.append(SignatureUnit(store=store.config(), settings=SETTINGS, source=source, unit=unit,
                                    part=part_key("signatures", crawl, shard, unit)))
     yield from run_stage(context, compute_signatures, units, SIGNATURES_VERSION,
-                         signature_schema(SETTINGS.bands, SETTINGS.rows).names)
+                         signature_schema(SETTINGS.bands, SETTINGS.rows).names,
+                         inputs={"filtered": filtered.data_version})
 
 
 def _committed(lake, crawl: str) -> dict[str, dict]:
     return {shard: m for shard in SHARDS if (m := lake.get_json(manifest_key("signatures", crawl, shard)))}
 
 
-def _version(*manifest_sets: dict[str, dict]) -> str:
+def clusters_version(*manifest_sets: dict[str, dict]) -> str:
+    """The clusters' data version: their code version and every signatures unit they were built from."""
     units = sorted(u["unit"] for ms in manifest_sets for m in ms.values() for u in m["units"])
     return hashlib.sha256("|".join([CLUSTERS_VERSION, *units]).encode()).hexdigest()[:20]
+
+
+def shard_removals(lake, removed_parts: list[str], shard: str) -> pl.DataFrame:
+    """The documents of one shard the clusters remove."""
+    if not removed_parts:
+        return pl.DataFrame()
+    return lake.scan(removed_parts).filter(pl.col("shard") == shard).select("doc_id", "source_key", "reason").collect()
+
+
+def removals_version(removals: pl.DataFrame) -> str:
+    """A shard's removals as a version: its deduplicated partition changes exactly when they do."""
+    if not removals.height:
+        return ""
+    return hashlib.sha256(removals.sort(removals.columns).write_csv().encode()).hexdigest()[:20]
 
 
 @dg.asset(
@@ -101,7 +117,9 @@ def duplicate_clusters(context: dg.AssetExecutionContext, store: ObjectStore):
         "seconds": round(time.perf_counter() - start, 3),
         "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1),
     }
-    return dg.Output(removed, metadata=metadata, data_version=dg.DataVersion(_version(own, *index.values())))
+    version = clusters_version(own, *index.values())
+    return dg.Output(FrameOutput(removed, CLUSTERS_VERSION, version, {"against": ",".join(earlier)}),
+                     metadata=metadata, data_version=dg.DataVersion(version))
 
 
 @stage_asset(DEDUPLICATED_VERSION, group_name="curated",
@@ -114,9 +132,8 @@ def deduplicated(context: dg.AssetExecutionContext, store: ObjectStore, filtered
     """
     crawl, shard = partition_of(context)
     removed_parts = duplicate_clusters.parts
-    mine = (store.lake().scan(removed_parts).filter(pl.col("shard") == shard)
-            .select("doc_id", "source_key", "reason").collect() if removed_parts else pl.DataFrame())
-    removals = hashlib.sha256(mine.sort(mine.columns).write_csv().encode()).hexdigest()[:20] if mine.height else ""
+    mine = shard_removals(store.lake(), removed_parts, shard)
+    removals = removals_version(mine)
     units = []
     for source in filtered.parts:
         unit = unit_id("deduplicated", DEDUPLICATED_VERSION, source, removals)
@@ -124,4 +141,5 @@ def deduplicated(context: dg.AssetExecutionContext, store: ObjectStore, filtered
                                unit=unit, part=part_key("deduplicated", crawl, shard, unit),
                                rejected_part=part_key("deduplicated", crawl, shard, unit, zone="rejected")))
     yield from run_stage(context, remove_duplicates, units, DEDUPLICATED_VERSION, DEDUPLICATED_SCHEMA.names,
-                         metadata={"removals": mine.height})
+                         metadata={"removals": mine.height},
+                         inputs={"filtered": filtered.data_version, "removals": removals})

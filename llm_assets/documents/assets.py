@@ -45,4 +45,5 @@ def documents(context: dg.AssetExecutionContext, config: DocumentsConfig, store:
                                  unit=unit, part=part_key("documents", crawl, shard, unit),
                                  rejected_part=part_key("documents", crawl, shard, unit, zone="rejected"),
                                  extractor=extractor))
-    yield from run_stage(context, extract_documents, units, CODE_VERSION, SCHEMA.names, {"extractor": extractor})
+    yield from run_stage(context, extract_documents, units, CODE_VERSION, SCHEMA.names, {"extractor": extractor},
+                         inputs={"raw_files": raw_files.data_version})

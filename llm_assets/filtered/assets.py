@@ -63,7 +63,8 @@ def filtered(context: dg.AssetExecutionContext, store: ObjectStore, documents: L
                                 part=part_key("filtered", crawl, shard, unit),
                                 rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected")))
     yield from run_stage(context, filter_documents, units, CODE_VERSION, SCHEMA.names, report=_report,
-                         metadata={"quality_model_sha256": model} if model else None)
+                         metadata={"quality_model_sha256": model} if model else None,
+                         inputs={"documents": documents.data_version, **({"quality_model": model} if model else {})})
 
 
 def _report(out: PartitionOutput) -> dict:

@@ -29,4 +29,5 @@ def image_text_pairs(context: dg.AssetExecutionContext, store: ObjectStore, raw_
         units.append(ImagePairsUnit(store=store.config(), reader=SETTINGS.documents,
                                     settings=SETTINGS.image_text_pairs, crawl=crawl, source=key, size=size,
                                     unit=unit, part=part_key("image_text_pairs", crawl, shard, unit)))
-    yield from run_stage(context, extract_image_text_pairs, units, CODE_VERSION, SCHEMA.names, row_accounting=False)
+    yield from run_stage(context, extract_image_text_pairs, units, CODE_VERSION, SCHEMA.names, row_accounting=False,
+                         inputs={"raw_files": raw_files.data_version})

@@ -87,4 +87,4 @@ def tokenized(context: dg.AssetExecutionContext, store: ObjectStore, deduplicate
         units.append(TokenizeUnit(store=store.config(), settings=settings, source=source, unit=unit,
                                   part=part_key("tokenized", crawl, shard, unit)))
     yield from run_stage(context, tokenize_documents, units, CODE_VERSION, schema(vocab_size).names,
-                         metadata={"tokenizer_sha": tok_hash})
+                         metadata={"tokenizer_sha": tok_hash}, inputs={"deduplicated": deduplicated.data_version})

@@ -1,0 +1,79 @@
+"""The stale planner on a real store and instance: after a full build nothing is stale; a threshold change, a new
+raw file, an identical re-upload and a removed file each plan exactly the partitions they should."""
+
+import json
+
+import pytest
+
+from llm_assets import cli
+from llm_assets.partitions import crawl_shard_key
+from llm_assets.stale import CODE, MISSING, RAW, stale_partitions
+from llm_assets_tests.conftest import shared
+from llm_assets_tests.test_dedup import dedup_defs, name_in_shard, run  # noqa: F401 (fixture)
+from llm_assets_tests.test_release import curated  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
+CHAIN = ["documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
+
+
+def plan(instance, lake, crawl) -> dict[tuple[str, str], str]:
+    """The plan for `crawl` (the release, made of every crawl the instance knows, is left out)."""
+    return {(p.asset, p.partition): p.cause for p in stale_partitions(instance, lake)
+            if p.asset != "release" and p.partition.split("|")[0] == crawl}
+
+
+def test_nothing_is_stale_after_a_build_and_an_identical_reupload_changes_nothing(curated, instance, crawl):  # noqa: F811
+    lake = curated
+    assert plan(instance, lake, crawl) == {}
+    key = next(o.key for o in lake.list(f"raw/{crawl}/"))
+    lake.put_bytes(key, lake.get_bytes(key))  # the same bytes again: same ETag and size
+    assert plan(instance, lake, crawl) == {}
+
+
+def test_a_changed_threshold_plans_the_filtered_stage_and_what_follows_not_the_documents(
+        curated, instance, crawl, monkeypatch):  # noqa: F811
+    from llm_assets.definitions import defs
+
+    specs = defs.resolve_all_asset_specs()
+    changed = [s._replace(code_version="2-changed") if s.key.path[-1] == "filtered" else s for s in specs]
+    monkeypatch.setattr(defs, "resolve_all_asset_specs", lambda: changed)
+    planned = plan(instance, curated, crawl)
+    shards = ("0000", "0001")
+    assert {(a, p) for a, p in planned} == (
+        {(a, f"{crawl}|{s}") for a in ("filtered", "signatures", "deduplicated", "tokenized") for s in shards}
+        | {("crawl_stats", crawl), ("duplicate_clusters", crawl)})
+    assert planned[("filtered", f"{crawl}|0000")] == CODE
+
+
+def test_a_new_file_plans_its_shard_chain_and_the_crawl_level_assets_then_a_rebuild_clears_it(
+        curated, instance, crawl, dedup_defs):  # noqa: F811
+    lake = curated
+    new = f"raw/{crawl}/{name_in_shard(crawl, '0001', 'new')}"
+    lake.put_file(new, shared("warc", "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"))
+    planned = plan(instance, lake, crawl)
+    assert planned[("raw_files", f"{crawl}|0001")] == RAW
+    assert {(a, f"{crawl}|0001") for a in CHAIN} <= set(planned)
+    assert not any(p.endswith("|0000") for a, p in planned if a in ("raw_files", "documents", "filtered"))
+    assert ("duplicate_clusters", crawl) in planned and ("crawl_stats", crawl) in planned
+
+    run(dedup_defs, "lake_job", crawl_shard_key(crawl, "0001"), instance)
+    run(dedup_defs, "crawl_job", crawl, instance)
+    for shard in ("0000", "0001"):
+        run(dedup_defs, "curated_job", crawl_shard_key(crawl, shard), instance)
+    assert plan(instance, lake, crawl) == {}
+
+    lake.delete([new])  # removed again: its documents must go
+    planned = plan(instance, lake, crawl)
+    assert planned[("raw_files", f"{crawl}|0001")] == RAW and ("tokenized", f"{crawl}|0001") in planned
+
+
+def test_a_crawl_dropped_but_never_built_is_missing(curated, instance, capsys):  # noqa: F811
+    lake = curated
+    lake.put_file("raw/NEW-CRAWL-1/a.warc.gz", shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz"))
+    try:
+        assert cli.main(["stale", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        rows = [p for p in out["partitions"] if p["partition"].startswith("NEW-CRAWL-1")]
+        assert [r["asset"] for r in rows][:1] == ["raw_files"] and rows[0]["cause"] == MISSING
+    finally:
+        lake.delete(["raw/NEW-CRAWL-1/a.warc.gz"])
