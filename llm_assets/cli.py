@@ -129,6 +129,25 @@ def cmd_stale(args) -> int:
     return 0
 
 
+def cmd_backfill(args) -> int:
+    from llm_assets.core.lake import Lake
+    from llm_assets.definitions import defs
+    from llm_assets.freshness import launch_stale_backfill
+    from llm_assets.instance import get_instance
+    from llm_assets.stale import stale_partitions
+
+    _ensure_store()
+    instance = get_instance()
+    planned = stale_partitions(instance, Lake(environment.store_config()))
+    if args.dry_run or not planned:
+        print(f"{len(planned)} stale partitions" + ("; nothing to do" if not planned else " (dry run)"))
+        return 0
+    backfill_id = launch_stale_backfill(instance, planned, defs.resolve_asset_graph())
+    print(f"backfill {backfill_id}: {len(planned)} partitions "
+          f"({', '.join(sorted({p.asset for p in planned}))}); the daemon runs it (`make ui`, Backfills page)")
+    return 0
+
+
 def cmd_status(args) -> int:
     from llm_assets.instance import get_instance
     from llm_assets.status import format_summary, lake_status
@@ -237,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("stale", help="every stale or missing partition per asset, with its cause")
     p.add_argument("--json", action="store_true", help='{"partitions": [{"asset", "partition", "cause"}, ...]}')
     p.set_defaults(fn=cmd_stale)
+
+    p = sub.add_parser("backfill", help="launch ONE Dagster backfill of exactly the stale partitions")
+    p.add_argument("--stale", action="store_true", required=True, help="the partitions `stale` lists")
+    p.add_argument("--dry-run", action="store_true")
+    p.set_defaults(fn=cmd_backfill)
 
     p = sub.add_parser("show", help="rows of one asset's partition(s), like head; `show release` decodes sequences")
     p.add_argument("asset")

@@ -5,6 +5,7 @@ import dagster as dg
 from llm_assets.crawl_stats.assets import crawl_stats
 from llm_assets.dedup.assets import deduplicated, duplicate_clusters, signatures
 from llm_assets.documents.assets import documents
+from llm_assets.freshness import stale_sensor
 from llm_assets.filtered.assets import filtered
 from llm_assets.image_text_pairs.assets import image_text_pairs
 from llm_assets.jobs import crawl_job, curated_job, lake_job, release_job
@@ -21,6 +22,6 @@ defs = dg.Definitions(
     assets=[raw_files, documents, image_text_pairs, filtered, signatures, duplicate_clusters, deduplicated, tokenized,
             crawl_stats, quality_classifier, tokenizer, release],
     jobs=[lake_job, crawl_job, curated_job, release_job],
-    sensors=[raw_drop_sensor],
+    sensors=[raw_drop_sensor, stale_sensor],
     resources={"store": store, "lake_io_manager": LakeIOManager(store=store)},
 )

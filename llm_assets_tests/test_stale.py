@@ -77,3 +77,47 @@ def test_a_crawl_dropped_but_never_built_is_missing(curated, instance, capsys): 
         assert [r["asset"] for r in rows][:1] == ["raw_files"] and rows[0]["cause"] == MISSING
     finally:
         lake.delete(["raw/NEW-CRAWL-1/a.warc.gz"])
+
+
+def test_backfill_stale_launches_one_backfill_of_exactly_the_stale_partitions(curated, instance, crawl,
+                                                                              object_store):  # noqa: F811
+    import dagster as dg
+
+    from llm_assets.definitions import defs
+    from llm_assets.freshness import launch_stale_backfill, stale_sensor
+
+    lake = curated
+    graph = defs.resolve_asset_graph()
+    assert launch_stale_backfill(instance, [], graph) is None and not instance.get_backfills()
+    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0000', 'more')}", shared("warc", "pywb__iana.warc.gz"))
+    planned = stale_partitions(instance, lake)
+    backfill_id = launch_stale_backfill(instance, planned, graph)
+    (backfill,) = instance.get_backfills()
+    assert backfill.backfill_id == backfill_id
+    target = {(k.asset_key.path[-1], k.partition_key or "")
+              for k in backfill.asset_backfill_data.target_subset.iterate_asset_partitions()}
+    assert target == {(p.asset, p.partition) for p in planned}
+    assert ("raw_files", f"{crawl}|0000") in target and ("documents", f"{crawl}|0001") not in target
+    # while that backfill is pending, the sensor requests no second one
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}) as ctx:
+        assert isinstance(stale_sensor(ctx), dg.SkipReason)
+
+
+def test_the_stale_sensor_requests_a_backfill_only_when_something_is_stale(curated, instance, crawl,
+                                                                           object_store):  # noqa: F811
+    import dagster as dg
+
+    from llm_assets.freshness import STALE_TAG, stale_sensor
+
+    lake = curated
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}) as ctx:
+        quiet = stale_sensor(ctx)
+    # only the release (never written for this test crawl) may be stale
+    assert isinstance(quiet, dg.SkipReason) or {
+        k.asset_key.path[-1] for k in quiet.asset_graph_subset.iterate_asset_partitions()} == {"release"}
+    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0001', 'late')}", shared("warc", "pywb__iana.warc.gz"))
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}) as ctx:
+        request = stale_sensor(ctx)
+    assert isinstance(request, dg.RunRequest) and request.tags[STALE_TAG] == "sensor"
+    target = {(k.asset_key.path[-1], k.partition_key) for k in request.asset_graph_subset.iterate_asset_partitions()}
+    assert ("raw_files", f"{crawl}|0001") in target and ("raw_files", f"{crawl}|0000") not in target
