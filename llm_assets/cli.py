@@ -43,7 +43,38 @@ def _ensure_store() -> None:
         _store().start()
 
 
+def cmd_demo_change(args) -> int:
+    """The demo's second step: one new raw file and one changed threshold; the stale plan; ONE backfill."""
+    from llm_assets import demo
+    from llm_assets.core.lake import Lake
+
+    _ensure_store()
+    settings = demo.write_changed_settings(environment.home() / "demo")
+    os.environ["LLM_ASSETS_SETTINGS"] = str(settings)
+    from llm_assets.settings import load_settings
+
+    load_settings.cache_clear()
+    from llm_assets.definitions import defs
+    from llm_assets.freshness import launch_stale_backfill
+    from llm_assets.instance import get_instance
+    from llm_assets.stale import stale_partitions
+
+    lake = Lake(environment.store_config())
+    print(f"dropped {demo.drop_late_file(lake)}; settings {settings}: filtered.gopher_quality.min_doc_words 50 → 80")
+    instance = get_instance()
+    planned = stale_partitions(instance, lake)
+    for p in planned:
+        print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
+    backfill_id = launch_stale_backfill(instance, planned, defs.resolve_asset_graph())
+    print(f"backfill {backfill_id}: {len(planned)} partitions. Run it with the changed settings:\n"
+          f"  LLM_ASSETS_SETTINGS={settings} make ui     # the daemon runs it; see the Backfills page\n"
+          f"then `LLM_ASSETS_SETTINGS={settings} .venv/bin/llm-assets stale` lists nothing.")
+    return 0
+
+
 def cmd_demo(args) -> int:
+    if args.change:
+        return cmd_demo_change(args)
     from llm_assets import demo
     from llm_assets.instance import get_instance
     from llm_assets.status import format_summary, lake_status
@@ -60,9 +91,11 @@ def cmd_demo(args) -> int:
     print(f"dropped {len(keys)} raw files into {len(files)} crawls: {', '.join(files)}")
     requests = demo.evaluate_sensor(instance, defs, store)
     print(f"raw_drop_sensor requested {len(requests)} partition runs")
+    lake = Lake(environment.store_config())
     failed = demo.run_requested(instance, defs, requests)
+    failed += demo.run_stale_lake(instance, defs, lake)
     failed += demo.run_crawl_level(instance, defs, list(files))
-    failed += demo.run_curated(instance, defs, [r.partition_key for r in requests])
+    failed += demo.run_curated(instance, defs, demo.stale_keys(instance, lake, demo.CURATED_ASSETS))
     print()
     print(format_summary(lake_status(instance)))
     print()
@@ -247,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llm-assets", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("demo", help="drop the demo crawls, run the sensor's requests, print a summary").set_defaults(fn=cmd_demo)
+    p = sub.add_parser("demo", help="drop the demo crawls, run the sensor's requests, print a summary")
+    p.add_argument("--change", action="store_true",
+                   help="the second step: drop one new file, change one threshold, plan and launch one backfill")
+    p.set_defaults(fn=cmd_demo)
 
     p = sub.add_parser("status", help="materialized partitions and rows per asset")
     p.add_argument("--json", action="store_true")

@@ -179,6 +179,31 @@ def run_crawl_level(instance, defs, crawls: list[str]) -> list[str]:
     return failed
 
 
+LAKE_ASSETS = {"raw_files", "documents", "image_text_pairs", "filtered", "signatures"}
+CURATED_ASSETS = {"deduplicated", "tokenized"}
+
+
+def stale_keys(instance, lake, assets: set[str]) -> list:
+    """The partitions of `assets` the stale planner lists, as partition keys."""
+    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.stale import stale_partitions
+
+    parts = sorted({p.partition for p in stale_partitions(instance, lake) if p.asset in assets})
+    return [crawl_shard_key(*p.split("|")) if "|" in p else p for p in parts]
+
+
+def run_stale_lake(instance, defs, lake) -> list[str]:
+    """lake_job for the partitions still stale after the sensor's runs (code or settings changed since the last
+    build), so that the demo always ends with nothing stale."""
+    keys = stale_keys(instance, lake, LAKE_ASSETS)
+    failed = []
+    for i, key in enumerate(keys, 1):
+        print(f"[{i}/{len(keys)}] lake_job {key} (stale)", flush=True)
+        if not _run(defs.resolve_job_def("lake_job"), key, instance).success:
+            failed.append(str(key))
+    return failed
+
+
 def run_curated(instance, defs, partition_keys) -> list[str]:
     """Deduplicated → tokenized for each partition, now that its crawl's clusters are built."""
     job = defs.resolve_job_def("curated_job")
@@ -202,6 +227,34 @@ def run_release(instance, defs) -> list[str]:
           f"{' (already released: unchanged)' if m['reused'] else ''}\n"
           "  look at it: .venv/bin/llm-assets show release --limit 2 --json")
     return []
+
+
+CHANGED_SETTINGS = "changed-settings.yaml"
+LATE_DROP = ("CC-MAIN-2024-22", "late-drop.warc.gz", "dolma__sample-0001.warc.gz")
+
+
+def write_changed_settings(workdir: Path) -> Path:
+    """The demo's settings with one threshold changed: Gopher's minimum words per document, 50 → 80."""
+    import yaml
+
+    from llm_assets.settings import settings_path
+
+    data = yaml.safe_load(settings_path().read_text())
+    data["filtered"]["gopher_quality"]["min_doc_words"] = 80
+    path = workdir / CHANGED_SETTINGS
+    workdir.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def drop_late_file(lake) -> str:
+    crawl, name, source = LATE_DROP
+    key = f"raw/{crawl}/{name}"
+    if (SHARED_WARC / source).exists():
+        lake.put_file(key, SHARED_WARC / source)
+    else:
+        lake.put_bytes(key, sample_warc(seed=7, pages=6))
+    return key
 
 
 def image_pair_examples(lake, crawls: list[str], n: int = 3) -> str:

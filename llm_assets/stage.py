@@ -85,6 +85,21 @@ def _units_table(units: Sequence[UnitResult]) -> dg.TableMetadataValue:
     )
 
 
+def _committed_units(context: dg.AssetExecutionContext, units: Sequence) -> dict[str, UnitResult]:
+    """Units of the partition's committed manifest that this run would redo identically: a unit id hashes the
+    stage, its code version and its input, so the same id means the same output, already written. Units that
+    reported errors are redone."""
+    if not units:
+        return {}
+    from llm_assets.core.lake import Lake, manifest_key
+
+    crawl, shard = partition_of(context)
+    manifest = Lake(units[0].store).get_json(manifest_key(context.asset_key.path[-1], crawl, shard)) or {}
+    wanted = {u.unit for u in units if hasattr(u, "unit")}  # the raw inventory always lists again
+    return {d["unit"]: UnitResult.from_dict(d) for d in manifest.get("units", [])
+            if d["unit"] in wanted and not d.get("errors")}
+
+
 def run_stage(
     context: dg.AssetExecutionContext,
     fn: Callable,
@@ -100,7 +115,9 @@ def run_stage(
     metadata and its checks. `report(output)` adds a stage's own metadata to the common one; `inputs` records
     what else the partition was built from (for the stale planner)."""
     start = time.perf_counter()
-    results = run_units(fn, units, load_settings().runner)
+    reused = _committed_units(context, units)
+    fresh = iter(run_units(fn, [u for u in units if getattr(u, "unit", None) not in reused], load_settings().runner))
+    results = [reused[u.unit] if getattr(u, "unit", None) in reused else next(fresh) for u in units]
     seconds = time.perf_counter() - start
     out = PartitionOutput(
         units=results,
@@ -126,6 +143,7 @@ def run_stage(
         "docs_per_s": round(out.rows_in / seconds, 1) if seconds > 0 else 0.0,
         "peak_rss_mib": round(max((u.peak_rss_bytes for u in results), default=0) / 2**20, 1),
         "errors": len(out.errors()),
+        "reused_units": len(reused),
     }
     if report is not None:
         metadata.update(report(out))

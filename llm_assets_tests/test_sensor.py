@@ -127,3 +127,57 @@ def test_listing_resumes_across_ticks(instance, bucket_store, monkeypatch):
     assert [len(t.run_requests) for t in ticks[:2]] == [0, 0]
     assert json.loads(ticks[1].cursor)["scan"]["after"] == keys[7]
     assert {r.partition_key.keys_by_dimension["shard"] for r in ticks[2].run_requests} == {_shard(k) for k in keys}
+
+
+def test_a_thousand_files_in_bursts_across_three_crawls_are_each_requested_once_across_a_restart(
+        instance, bucket_store, monkeypatch):
+    """1,000 files land in 4 bursts over 3 crawls while the listing budget makes passes span several ticks; the
+    daemon "restarts" mid-way (a new Sensor object with only the stored cursor). Every file's partition is requested
+    after its burst with the fingerprint that includes it, no run key is ever requested twice, and once everything
+    is in, ticks request nothing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from llm_assets.core.inventory import fingerprint
+
+    monkeypatch.setattr("llm_assets.raw.sensor.SETTINGS",
+                        load_settings().model_copy(update={"sensor": load_settings().sensor.model_copy(
+                            update={"max_keys_per_tick": 300})}))
+    lake, store = bucket_store
+    crawls = ["CC-2024-10", "CC-2024-18", "CC-2024-22"]
+    keys = [f"raw/{crawls[i % 3]}/file-{i:04d}.jsonl" for i in range(1000)]
+    sensor = Sensor(instance, store)
+    run_keys: list[str] = []
+    for burst in range(4):
+        batch = keys[burst * 250:(burst + 1) * 250]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda k: lake.put_bytes(k, f'{{"text": "{k}"}}\n'.encode()), batch))
+        if burst == 2:
+            sensor = _restarted(sensor, instance, store)
+        requested = {}
+        for _ in range(10):  # a pass over raw/ takes ceil(keys / 300) ticks
+            result = sensor.tick()
+            for r in result.run_requests:
+                requested[(r.partition_key.keys_by_dimension["crawl"], r.partition_key.keys_by_dimension["shard"])] = \
+                    r.run_key
+            skip = result.skip_reason.skip_message if result.skip_reason else ""
+            if result.run_requests or (skip or "").startswith("no new"):
+                break
+        run_keys += requested.values()
+        touched = {(k.split("/")[1], _shard(k)) for k in batch}
+        assert set(requested) == touched
+        landed = keys[:(burst + 1) * 250]
+        for (crawl, shard), run_key in requested.items():  # the fingerprint covers every file landed so far
+            files = sorted((o for o in lake.list(f"raw/{crawl}/") if _shard(o.key) == shard), key=lambda o: o.key)
+            assert {o.key for o in files} == {k for k in landed if k.split("/")[1] == crawl and _shard(k) == shard}
+            assert run_key == f"{crawl}|{shard}|{fingerprint(files)}"
+    assert len(run_keys) == len(set(run_keys))
+    for _ in range(5):
+        assert sensor.tick().run_requests == []
+    assert sorted(instance.get_dynamic_partitions("crawl")) == crawls
+
+
+def _restarted(sensor: "Sensor", instance, store) -> "Sensor":
+    """A daemon restart: a new evaluator that only has the cursor the old one stored."""
+    fresh = Sensor(instance, store)
+    fresh.cursor = json.loads(json.dumps(sensor.cursor))
+    return fresh

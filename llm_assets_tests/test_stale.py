@@ -121,3 +121,29 @@ def test_the_stale_sensor_requests_a_backfill_only_when_something_is_stale(curat
     assert isinstance(request, dg.RunRequest) and request.tags[STALE_TAG] == "sensor"
     target = {(k.asset_key.path[-1], k.partition_key) for k in request.asset_graph_subset.iterate_asset_partitions()}
     assert ("raw_files", f"{crawl}|0001") in target and ("raw_files", f"{crawl}|0000") not in target
+
+
+def test_a_rebuild_reuses_unchanged_units_and_equals_a_full_rebuild(curated, instance, crawl, dedup_defs):  # noqa: F811
+    from llm_assets.core.lake import manifest_key
+
+    lake = curated
+    key = crawl_shard_key(crawl, "0000")
+    before = {a: lake.get_json(manifest_key(a, crawl, "0000")) for a in ("documents", "filtered")}
+    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0000', 'added')}", shared("warc", "pywb__iana.warc.gz"))
+    meta = run(dedup_defs, "lake_job", key, instance)
+    # the file that was there is not extracted or filtered again: its units are reused, the new one runs
+    assert meta["documents"]["reused_units"] == len(before["documents"]["units"]) == 1
+    assert meta["filtered"]["reused_units"] == 1 and len(lake.get_json(manifest_key("filtered", crawl, "0000"))["units"]) == 2
+
+    def rows(asset):
+        m = lake.get_json(manifest_key(asset, crawl, "0000"))
+        return lake.scan([u["part"] for u in m["units"] if u.get("part")]).collect().drop("extractor", strict=False) \
+            .sort("doc_id")
+
+    incremental = {a: rows(a) for a in ("documents", "filtered", "signatures")}
+    for asset in ("documents", "filtered", "signatures"):
+        lake.delete([manifest_key(asset, crawl, "0000")])  # forget what was built: a full rebuild
+    full = run(dedup_defs, "lake_job", key, instance)
+    assert full["documents"]["reused_units"] == 0
+    for asset, frame in incremental.items():
+        assert rows(asset).equals(frame), asset
