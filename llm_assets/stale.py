@@ -121,27 +121,27 @@ def plan_stale(lake: Lake, crawls: list[str], shards: list[str], code_versions: 
     """Every planned partition, in build order. The version functions come from the assets that define them:
     `clusters_version(manifests)`, `stats_version(manifests)`, `removals_of(crawl, shard)` (that shard's removals
     version under the current clusters)."""
-    pl_ = Planner(lake, crawls, shards, code_versions)
+    planner = Planner(lake, crawls, shards, code_versions)
     for crawl in crawls:
         for shard in shards:
-            pl_.raw(crawl, shard, len(shards))
+            planner.raw(crawl, shard, len(shards))
             for asset, ups in SHARD_STAGES:
-                pl_.stage(asset, ups, crawl, shard)
-        pl_.crawl_level("crawl_stats", "filtered", crawl, lambda ms: stats_version(list(ms.values())))
-        pl_.crawl_level("duplicate_clusters", "signatures", crawl, lambda ms: clusters_version(ms))
+                planner.stage(asset, ups, crawl, shard)
+        planner.crawl_level("crawl_stats", "filtered", crawl, lambda ms: stats_version(list(ms.values())))
+        planner.crawl_level("duplicate_clusters", "signatures", crawl, lambda ms: clusters_version(ms))
         for shard in shards:
-            clusters_rebuilt = pl_.is_planned("duplicate_clusters", crawl)
+            clusters_rebuilt = planner.is_planned("duplicate_clusters", crawl)
             extra = {"duplicate_clusters": (crawl, None)} if clusters_rebuilt else \
                 {"removals": (None, removals_of(crawl, shard))}
-            pl_.stage("deduplicated", ["filtered"], crawl, shard, extra)
-            pl_.stage("tokenized", ["deduplicated"], crawl, shard)
+            planner.stage("deduplicated", ["filtered"], crawl, shard, extra)
+            planner.stage("tokenized", ["deduplicated"], crawl, shard)
     if release_check is not None:
-        cause = release_check(any(a == "tokenized" for a, _ in pl_.planned))
+        cause = release_check(any(a == "tokenized" for a, _ in planner.planned))
         if cause:
-            pl_.plan("release", "", cause)
+            planner.plan("release", "", cause)
     order = ["raw_files"] + [a for a, _ in SHARD_STAGES] + ["crawl_stats", "duplicate_clusters"] + \
         [a for a, _ in CURATED_STAGES] + ["release"]
-    return sorted((Planned(a, p, c) for (a, p), c in pl_.planned.items()), key=lambda x: (order.index(x.asset),
+    return sorted((Planned(a, p, c) for (a, p), c in planner.planned.items()), key=lambda x: (order.index(x.asset),
                                                                                           x.partition))
 
 
