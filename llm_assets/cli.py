@@ -95,7 +95,7 @@ def cmd_demo(args) -> int:
     failed = demo.run_requested(instance, defs, requests)
     failed += demo.run_stale_lake(instance, defs, lake)
     failed += demo.run_crawl_level(instance, defs, list(files))
-    failed += demo.run_curated(instance, defs, demo.stale_keys(instance, lake, demo.CURATED_ASSETS))
+    failed += demo.run_partitions(instance, defs, "curated_job", demo.stale_keys(instance, lake, demo.CURATED_ASSETS))
     print()
     print(format_summary(lake_status(instance)))
     print()

@@ -192,27 +192,21 @@ def stale_keys(instance, lake, assets: set[str]) -> list:
     return [crawl_shard_key(*p.split("|")) if "|" in p else p for p in parts]
 
 
+def run_partitions(instance, defs, job_name: str, keys: list, note: str = "") -> list[str]:
+    """Run `job_name` for each partition key in this process; -> the keys that failed."""
+    job = defs.resolve_job_def(job_name)
+    failed = []
+    for i, key in enumerate(keys, 1):
+        print(f"[{i}/{len(keys)}] {job_name} {key}{note}", flush=True)
+        if not _run(job, key, instance).success:
+            failed.append(f"{job_name} {key}")
+    return failed
+
+
 def run_stale_lake(instance, defs, lake) -> list[str]:
     """lake_job for the partitions still stale after the sensor's runs (code or settings changed since the last
     build), so that the demo always ends with nothing stale."""
-    keys = stale_keys(instance, lake, LAKE_ASSETS)
-    failed = []
-    for i, key in enumerate(keys, 1):
-        print(f"[{i}/{len(keys)}] lake_job {key} (stale)", flush=True)
-        if not _run(defs.resolve_job_def("lake_job"), key, instance).success:
-            failed.append(str(key))
-    return failed
-
-
-def run_curated(instance, defs, partition_keys) -> list[str]:
-    """Deduplicated → tokenized for each partition, now that its crawl's clusters are built."""
-    job = defs.resolve_job_def("curated_job")
-    failed = []
-    for i, key in enumerate(partition_keys, 1):
-        print(f"[{i}/{len(partition_keys)}] curated_job {key}", flush=True)
-        if not _run(job, key, instance).success:
-            failed.append(f"curated_job {key}")
-    return failed
+    return run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, LAKE_ASSETS), " (stale)")
 
 
 def run_release(instance, defs) -> list[str]:

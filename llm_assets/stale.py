@@ -61,8 +61,8 @@ class Planner:
     def check(self, asset: str, partition: str, built: dict | None, inputs: dict[str, tuple[str, str | None]],
               exists: bool) -> None:
         """`inputs`: input name -> (planned-key partition or "", its current data version, None if absent)."""
-        if any(self.is_planned(name, p) for name, (p, _) in inputs.items() if p is not None):
-            upstream = next(name for name, (p, _) in inputs.items() if p is not None and self.is_planned(name, p))
+        upstream = next((name for name, (p, _) in inputs.items() if p is not None and self.is_planned(name, p)), None)
+        if upstream is not None:
             if built is not None or exists:
                 self.plan(asset, partition, f"{UPSTREAM} ({upstream} is rebuilt)")
             return
@@ -105,7 +105,7 @@ class Planner:
         manifests = {s: m for s in self.shards if (m := self.manifest(upstream, crawl, s)) is not None}
         built = self.manifest(asset, crawl, "all")
         planned_up = [s for s in self.shards if self.is_planned(upstream, f"{crawl}|{s}")]
-        if planned_up and (built is not None or manifests or planned_up):
+        if planned_up:
             self.plan(asset, crawl, f"{UPSTREAM} ({upstream} is rebuilt)")
         elif built is None:
             if manifests:

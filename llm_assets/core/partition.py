@@ -76,6 +76,17 @@ def commit(lake: Lake, asset: str, crawl: str, shard: str, out: PartitionOutput)
     return manifest
 
 
+def committed(lake: Lake, asset: str, crawl: str, shards: list[str]) -> dict[str, dict]:
+    """shard -> committed manifest, for the shards of `crawl` that have one."""
+    return {s: m for s in shards if (m := lake.get_json(manifest_key(asset, crawl, s))) is not None}
+
+
+def units_version(code_version: str, manifests: list[dict]) -> str:
+    """The data version of an asset that fans in these partitions: its code version and every unit it read."""
+    units = sorted(u["unit"] for m in manifests for u in m["units"])
+    return hashlib.sha256("|".join([code_version, *units]).encode()).hexdigest()[:20]
+
+
 def _part_keys(manifest: dict) -> set[str]:
     return {k for u in manifest.get("units", []) for k in (u.get("part"), u.get("rejected_part")) if k}
 

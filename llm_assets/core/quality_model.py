@@ -26,9 +26,11 @@ from pathlib import Path
 import zstandard
 from pydantic import BaseModel, ConfigDict, Field
 
+from llm_assets.core import models
+
 LABEL_PREFIX = "__label__"
 MODEL_PREFIX = "models/quality_classifier/"  # <sha256>.bin, content-addressed, never overwritten
-LATEST = MODEL_PREFIX + "latest.json"  # which one the quality_model block uses when it names no file
+LATEST = models.latest_key(MODEL_PREFIX)  # which one the quality_model block uses when it names no file
 
 
 class QualityTraining(BaseModel):
@@ -198,35 +200,17 @@ def train(examples: Examples, settings: QualityTraining) -> TrainedModel:
 
 
 def publish(lake, model: TrainedModel, record: dict) -> str:
-    """Store the model under its hash, then point `latest.json` at it: readers see the old model or the new one."""
-    key = f"{MODEL_PREFIX}{model.sha256}.bin"
-    lake.put_bytes(key, model.data)
-    lake.put_json(LATEST, {"key": key, "sha256": model.sha256, **record})
-    return key
+    """Store the model under its hash and make it the one the quality_model block uses."""
+    return models.publish(lake, MODEL_PREFIX, model.data, ".bin", record)[0]
 
 
 def latest_model(lake) -> tuple[Path, str]:
     """-> (local path, sha256) of the model `quality_classifier` published last."""
-    pointer = lake.get_json(LATEST)
-    if pointer is None:
+    latest = models.fetch_latest(lake, MODEL_PREFIX, ".bin")
+    if latest is None:
         raise ValueError(f"quality_model: no trained model at {lake.url(LATEST)}; materialize quality_classifier "
                          "or set filtered.quality_model.model_path")
-    return cached_model_path(pointer["sha256"], lambda: lake.get_bytes(pointer["key"])), pointer["sha256"]
-
-
-def cached_model_path(sha256: str, fetch, suffix: str = ".bin") -> Path:
-    """A content-addressed local copy of a model (`fetch()` returns its bytes), shared by the processes of a run."""
-    root = Path(os.environ.get("LLM_ASSETS_MODEL_CACHE", Path(tempfile.gettempdir()) / "llm-assets-models"))
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / f"{sha256}{suffix}"
-    if not path.exists():
-        data = fetch()
-        if hashlib.sha256(data).hexdigest() != sha256:
-            raise ValueError(f"model {sha256[:12]}: the stored bytes do not match their hash")
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)  # atomic: a concurrent reader sees the whole file or none
-    return path
+    return latest
 
 
 @cache

@@ -6,7 +6,10 @@ import hashlib
 from functools import cache
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer, decoders, pre_tokenizers
+from tokenizers import models as bpe_models
+
+from llm_assets.core import models
 
 
 @cache
@@ -23,7 +26,7 @@ def load_tokenizer(path: str) -> Tokenizer:
     merges = next((p / n for n in ("vocab.bpe", "merges.txt") if (p / n).exists()), None)
     if vocab is None or merges is None:
         raise FileNotFoundError(f"{p} holds neither tokenizer.json nor GPT-2 vocab + merges files")
-    tok = Tokenizer(models.BPE.from_file(str(vocab), str(merges)))
+    tok = Tokenizer(bpe_models.BPE.from_file(str(vocab), str(merges)))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     return tok
@@ -44,7 +47,7 @@ def train_bytelevel_bpe(texts: list[str], vocab_size: int, special_tokens: list[
     """Train a byte-level BPE on `texts` (deterministic for the same texts) and save it as tokenizer.json."""
     from tokenizers import trainers
 
-    tok = Tokenizer(models.BPE())
+    tok = Tokenizer(bpe_models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
@@ -57,7 +60,7 @@ def train_bytelevel_bpe(texts: list[str], vocab_size: int, special_tokens: list[
 
 
 TOKENIZER_PREFIX = "models/tokenizer/"  # <sha256>.json, content-addressed
-TOKENIZER_LATEST = TOKENIZER_PREFIX + "latest.json"
+TOKENIZER_LATEST = models.latest_key(TOKENIZER_PREFIX)
 
 
 def sample_texts(lake, parts: list[str], n: int) -> list[str]:
@@ -72,25 +75,18 @@ def sample_texts(lake, parts: list[str], n: int) -> list[str]:
 
 
 def publish_tokenizer(lake, tok: Tokenizer) -> tuple[str, str]:
-    """Store the tokenizer as tokenizer.json under its hash and point latest.json at it. -> (key, sha256)"""
-    data = tok.to_str().encode()
-    sha = hashlib.sha256(data).hexdigest()
-    key = f"{TOKENIZER_PREFIX}{sha}.json"
-    lake.put_bytes(key, data)
-    lake.put_json(TOKENIZER_LATEST, {"key": key, "sha256": sha})
-    return key, sha
+    """Store the tokenizer as tokenizer.json under its hash and make it the latest. -> (key, sha256)"""
+    return models.publish(lake, TOKENIZER_PREFIX, tok.to_str().encode(), ".json")
 
 
 def resolve_tokenizer(settings, lake):
     """-> (settings, hash): the tokenized settings a run uses and its tokenizer's hash. With `source: train`, the
     tokenizer the `tokenizer` asset published last, fetched once into a local content-addressed cache."""
-    from llm_assets.core.quality_model import cached_model_path
-
     if settings.source == "file":
         return settings, tokenizer_hash(str(settings.resolved_path()))
-    pointer = lake.get_json(TOKENIZER_LATEST)
-    if pointer is None:
+    latest = models.fetch_latest(lake, TOKENIZER_PREFIX, ".json")
+    if latest is None:
         raise ValueError(f"tokenized.source is train but no tokenizer was trained ({lake.url(TOKENIZER_LATEST)}): "
                          "materialize the tokenizer asset first")
-    path = cached_model_path(pointer["sha256"], lambda: lake.get_bytes(pointer["key"]), suffix=".json")
-    return settings.model_copy(update={"tokenizer_path": path}), pointer["sha256"][:16]
+    path, sha = latest
+    return settings.model_copy(update={"tokenizer_path": path}), sha[:16]

@@ -1,11 +1,9 @@
-import hashlib
 import warnings
 
 import dagster as dg
 
 from llm_assets.core.crawl_stats import bar_chart, crawl_stats as compute_crawl_stats, funnel_chart
-from llm_assets.core.lake import manifest_key
-from llm_assets.core.partition import FrameOutput
+from llm_assets.core.partition import FrameOutput, committed, units_version
 from llm_assets.filtered.assets import filtered
 from llm_assets.partitions import crawl_partitions
 from llm_assets.settings import load_settings
@@ -40,10 +38,9 @@ def crawl_stats(context: dg.AssetExecutionContext, store: ObjectStore):
     """
     crawl = context.partition_key
     lake = store.lake()
-    manifests, missing = [], []
-    for shard in SETTINGS.shard_keys():
-        m = lake.get_json(manifest_key("filtered", crawl, shard))
-        (manifests.append(m) if m is not None else missing.append(shard))
+    by_shard = committed(lake, "filtered", crawl, SETTINGS.shard_keys())
+    manifests = list(by_shard.values())
+    missing = [s for s in SETTINGS.shard_keys() if s not in by_shard]
     stats = compute_crawl_stats(lake, manifests, [b.name for b in SETTINGS.filtered.chain()])
     rows_in = int(stats.funnel["documents"][0])
     rows_out = int(stats.funnel["documents"][-1])
@@ -70,5 +67,4 @@ def crawl_stats(context: dg.AssetExecutionContext, store: ObjectStore):
 
 def stats_version(manifests: list[dict]) -> str:
     """The stats' data version: every filtered unit they summarise."""
-    units = sorted(u["unit"] for m in manifests for u in m["units"])
-    return hashlib.sha256("|".join([CODE_VERSION, *units]).encode()).hexdigest()[:20]
+    return units_version(CODE_VERSION, manifests)

@@ -8,8 +8,8 @@ import polars as pl
 from llm_assets.core.crawl_stats import bar_chart
 from llm_assets.core.dedup import (DEDUPLICATED_SCHEMA, STAGE_VERSION, DedupUnit, SignatureUnit, compute_signatures,
                                    find_clusters, read_signatures, remove_duplicates, signature_schema)
-from llm_assets.core.lake import manifest_key, part_key
-from llm_assets.core.partition import FrameOutput, LakeInput
+from llm_assets.core.lake import part_key
+from llm_assets.core.partition import FrameOutput, LakeInput, committed, units_version
 from llm_assets.core.units import peak_rss_bytes, unit_id
 from llm_assets.crawl_stats.assets import _table
 from llm_assets.partitions import crawl_partitions
@@ -45,14 +45,9 @@ def signatures(context: dg.AssetExecutionContext, store: ObjectStore, filtered: 
                          inputs={"filtered": filtered.data_version})
 
 
-def _committed(lake, crawl: str) -> dict[str, dict]:
-    return {shard: m for shard in SHARDS if (m := lake.get_json(manifest_key("signatures", crawl, shard)))}
-
-
 def clusters_version(*manifest_sets: dict[str, dict]) -> str:
     """The clusters' data version: their code version and every signatures unit they were built from."""
-    units = sorted(u["unit"] for ms in manifest_sets for m in ms.values() for u in m["units"])
-    return hashlib.sha256("|".join([CLUSTERS_VERSION, *units]).encode()).hexdigest()[:20]
+    return units_version(CLUSTERS_VERSION, [m for ms in manifest_sets for m in ms.values()])
 
 
 def shard_removals(lake, removed_parts: list[str], shard: str) -> pl.DataFrame:
@@ -90,9 +85,9 @@ def duplicate_clusters(context: dg.AssetExecutionContext, store: ObjectStore):
     start = time.perf_counter()
     crawl = context.partition_key
     lake = store.lake()
-    own = _committed(lake, crawl)
+    own = committed(lake, "signatures", crawl, SHARDS)
     earlier = SETTINGS.earlier_crawls(crawl, context.instance.get_dynamic_partitions("crawl"))
-    index = {c: _committed(lake, c) for c in earlier}
+    index = {c: committed(lake, "signatures", c, SHARDS) for c in earlier}
     docs = pl.concat([read_signatures(lake, crawl, own, SETTINGS),
                       *(read_signatures(lake, c, ms, SETTINGS) for c, ms in index.items())])
     clusters = find_clusters(docs, SETTINGS, crawl)

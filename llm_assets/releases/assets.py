@@ -2,7 +2,7 @@ import tempfile
 from pathlib import Path
 
 import dagster as dg
-from llm_assets.core.lake import manifest_key
+from llm_assets.core.partition import committed
 from llm_assets.core.release import STAGE_VERSION, build_release, point_latest
 from llm_assets.core.tokenize import load_tokenizer, resolve_tokenizer
 from llm_assets.core.units import peak_rss_bytes
@@ -17,21 +17,15 @@ SETTINGS = load_settings()
 
 
 def _committed(lake, asset: str, crawls: list[str]) -> list[dict]:
-    out = []
-    for crawl in crawls:
-        for shard in SETTINGS.shard_keys():
-            if (m := lake.get_json(manifest_key(asset, crawl, shard))) is not None:
-                out.append({"crawl": crawl, "shard": shard, "data_version": m["data_version"],
-                            "code_version": m["code_version"], "rows": m["rows"],
-                            "parts": [u["part"] for u in m["units"] if u.get("part")]})
-    return out
+    return [{"crawl": crawl, "shard": shard, "data_version": m["data_version"], "code_version": m["code_version"],
+             "rows": m["rows"], "parts": [u["part"] for u in m["units"] if u.get("part")]}
+            for crawl in crawls for shard, m in committed(lake, asset, crawl, SETTINGS.shard_keys()).items()]
 
 
 def _card_facts(lake, crawls: list[str]) -> dict:
     """Funnel per crawl (extracted → filtered → deduplicated documents), the language mix, the text parts."""
     rows = {asset: _committed(lake, asset, crawls) for asset in ("documents", "filtered", "deduplicated")}
-    funnel = {c: {("documents" if a == "documents" else a): sum(p["rows"] for p in ps if p["crawl"] == c)
-                  for a, ps in rows.items()} for c in crawls}
+    funnel = {c: {a: sum(p["rows"] for p in ps if p["crawl"] == c) for a, ps in rows.items()} for c in crawls}
     text_parts = {c: [part for p in rows["deduplicated"] if p["crawl"] == c for part in p["parts"]] for c in crawls}
     parts = [part for ps in text_parts.values() for part in ps]
     languages = (lake.scan(parts).group_by("language").len().sort("len", descending=True).collect().rows()

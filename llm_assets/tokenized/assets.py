@@ -4,8 +4,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from llm_assets.core.lake import manifest_key, part_key
-from llm_assets.core.partition import LakeInput
+from llm_assets.core.lake import part_key
+from llm_assets.core.partition import LakeInput, committed
 from llm_assets.core.tokenize import (load_tokenizer, publish_tokenizer, resolve_tokenizer, sample_texts,
                                       tokenizer_hash, train_bytelevel_bpe)
 from llm_assets.core.tokenized import STAGE_VERSION, TokenizeUnit, schema, tokenize_documents
@@ -46,8 +46,9 @@ def tokenizer(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.Mater
     if TRAINS:
         train = SETTINGS.train
         crawls = list(train.crawls) or sorted(context.instance.get_dynamic_partitions("crawl"))
-        parts = [u["part"] for c in crawls for s in load_settings().shard_keys()
-                 if (m := lake.get_json(manifest_key("deduplicated", c, s))) for u in m["units"] if u.get("part")]
+        shards = load_settings().shard_keys()
+        parts = [u["part"] for c in crawls for m in committed(lake, "deduplicated", c, shards).values()
+                 for u in m["units"] if u.get("part")]
         texts = sample_texts(lake, parts, train.sample_documents)
         if not texts:
             raise dg.Failure(f"no deduplicated documents in crawls {crawls} to train a tokenizer on")
