@@ -17,7 +17,7 @@ import secrets
 from pathlib import Path
 
 from llm_assets.core.lake import StoreConfig
-from llm_assets.settings import PROJECT_ROOT
+from llm_assets.settings import PROJECT_ROOT, load_settings
 
 EMBEDDED_ENDPOINT = "http://127.0.0.1:8333"
 
@@ -80,4 +80,6 @@ def store_config() -> StoreConfig:
             "no object-store credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
             "or run `llm-assets store start` for the embedded store"
         )
-    return StoreConfig(endpoint=endpoint(), bucket=bucket(), region=region(), access_key=key, secret_key=secret)
+    store = load_settings().store
+    return StoreConfig(endpoint=endpoint(), bucket=bucket(), region=region(), access_key=key, secret_key=secret,
+                       retry=store.retry(), retention_s=store.retention_hours * 3600)

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from llm_assets.core import filters
+from llm_assets.core.lake import RetryPolicy
 from llm_assets.core.minhash import MinHasher
 from llm_assets.core.quality_model import QualityTraining
 
@@ -135,6 +136,19 @@ class ReleaseSettings(_Section):
     length_buckets: tuple[int, ...] = ()  # token-count boundaries: documents are packed only with their bucket
 
 
+class StoreSettings(_Section):
+    """How the lake treats its object store. Not part of any code version: it changes how long a run waits for
+    a failing store, never what a partition holds."""
+
+    retry_budget_s: float = Field(default=300.0, gt=0)  # keep retrying a failing store this long, then fail
+    retry_base_s: float = Field(default=0.5, gt=0)  # first backoff; doubles up to retry_max_s, with full jitter
+    retry_max_s: float = Field(default=20.0, gt=0)
+    retention_hours: float = Field(default=24.0, ge=0)  # superseded parts outlive the manifest that dropped them
+
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(budget_s=self.retry_budget_s, base_s=self.retry_base_s, max_s=self.retry_max_s)
+
+
 class SensorSettings(_Section):
     interval_seconds: int = Field(default=30, ge=1)
     max_keys_per_tick: int = Field(default=100_000, ge=1)
@@ -151,6 +165,7 @@ class Settings(_Section):
     tokenized: TokenizedSettings = TokenizedSettings()
     release: ReleaseSettings = ReleaseSettings()
     sensor: SensorSettings = SensorSettings()
+    store: StoreSettings = StoreSettings()
 
     @classmethod
     def from_file(cls, path: Path) -> Settings:

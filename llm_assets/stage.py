@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 import dagster as dg
 
 from llm_assets.core.crawl_stats import bar
-from llm_assets.core.partition import PartitionOutput
+from llm_assets.core.lake import Lake
+from llm_assets.core.partition import PartitionOutput, data_version, reusable_units
 from llm_assets.core.units import UnitResult, run_units
 from llm_assets.settings import load_settings
 from resources.io_manager import crawl_shard
@@ -85,19 +86,13 @@ def _units_table(units: Sequence[UnitResult]) -> dg.TableMetadataValue:
     )
 
 
-def _committed_units(context: dg.AssetExecutionContext, units: Sequence) -> dict[str, UnitResult]:
-    """Units of the partition's committed manifest that this run would redo identically: a unit id hashes the
-    stage, its code version and its input, so the same id means the same output, already written. Units that
-    reported errors are redone."""
-    if not units:
-        return {}
-    from llm_assets.core.lake import Lake, manifest_key
-
-    crawl, shard = partition_of(context)
-    manifest = Lake(units[0].store).get_json(manifest_key(context.asset_key.path[-1], crawl, shard)) or {}
+def _reusable_units(context: dg.AssetExecutionContext, units: Sequence) -> dict[str, UnitResult]:
+    """Units of the committed manifest this run would redo identically, whose parts are still in the store."""
     wanted = {u.unit for u in units if hasattr(u, "unit")}  # the raw inventory always lists again
-    return {d["unit"]: UnitResult.from_dict(d) for d in manifest.get("units", [])
-            if d["unit"] in wanted and not d.get("errors")}
+    if not wanted:
+        return {}
+    crawl, shard = partition_of(context)
+    return reusable_units(Lake(units[0].store), context.asset_key.path[-1], crawl, shard, wanted)
 
 
 def run_stage(
@@ -115,14 +110,14 @@ def run_stage(
     metadata and its checks. `report(output)` adds a stage's own metadata to the common one; `inputs` records
     what else the partition was built from (for the stale planner)."""
     start = time.perf_counter()
-    reused = _committed_units(context, units)
+    reused = _reusable_units(context, units)
     fresh = iter(run_units(fn, [u for u in units if getattr(u, "unit", None) not in reused], load_settings().runner))
     results = [reused[u.unit] if getattr(u, "unit", None) in reused else next(fresh) for u in units]
     seconds = time.perf_counter() - start
     out = PartitionOutput(
         units=results,
         code_version=code_version,
-        data_version=hashlib.sha256("|".join(sorted(u.unit for u in results)).encode()).hexdigest()[:20],
+        data_version=data_version(results),
         inputs=inputs or {},
     )
     for error in out.errors():

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from llm_assets.core.lake import manifest_key
-from llm_assets.core.partition import LakeInput
+from llm_assets.core.partition import LakeInput, vacuum
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from resources import LakeIOManager
 
@@ -66,7 +66,9 @@ def test_lazy_read_of_many_partitions(object_store, instance, crawl):
                      "sum": sum(int(s) * 10 * 3 + 3 for s in SHARDS)}
 
 
-def test_rewrite_replaces_parts_and_drops_the_old_ones(object_store, instance, crawl):
+def test_rewrite_replaces_parts_and_vacuum_drops_the_old_ones(object_store, instance, crawl):
+    """A recommit lists new parts; the superseded ones stay for readers of the previous manifest until the
+    vacuum runs past the retention."""
     instance.add_dynamic_partitions("crawl", [crawl])
     res = _resources(object_store)
     dg.materialize([numbers], partition_key=_key(crawl, "0000"), resources=res, instance=instance)
@@ -75,6 +77,10 @@ def test_rewrite_replaces_parts_and_drops_the_old_ones(object_store, instance, c
     dg.materialize([numbers], partition_key=_key(crawl, "0000"), resources=res, instance=instance)
     second = LakeInput.load(lake, "numbers", [(crawl, "0000")]).parts
     assert first != second
+    assert lake.exists(first[0])  # a reader holding the first manifest can still finish
+    assert vacuum(lake, retention_s=3600, partitions=[("numbers", crawl, "0000")]) == []
+    assert lake.exists(first[0])
+    vacuum(lake, retention_s=0, partitions=[("numbers", crawl, "0000")])
     assert not lake.exists(first[0])
     listed = [o.key for o in lake.list(f"lake/numbers/crawl={crawl}/shard=0000/part-")]
     assert listed == second

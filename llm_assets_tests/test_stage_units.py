@@ -25,7 +25,7 @@ from llm_assets.core.lake import Lake, part_key
 from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
 from llm_assets.core.tokenize import load_tokenizer
 from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
-from llm_assets.core.units import UnitResult, run_units, unit_id
+from llm_assets.core.units import UnitFailed, UnitResult, run_units, unit_id
 from llm_assets.core.filters import FineWebQuality
 from llm_assets.settings import DocumentsSettings, FilteredSettings, RunnerSettings, Settings, TokenizedSettings
 from llm_assets_tests.conftest import shared
@@ -215,33 +215,33 @@ def test_tokenized_rows_end_with_eos(chain, lake):
 
 # errors
 
-def test_missing_source_is_a_reported_error(store_config, lake, crawl):
-    """A unit whose input does not exist returns a result whose first error names the input; nothing is written."""
+def test_missing_source_fails_the_unit_by_name(store_config, lake, crawl):
+    """A raw file gone between the inventory and the read is no bad record to quarantine: the unit fails, naming
+    its input, and writes nothing (the sensor sees the removal and requests the partition again)."""
     unit = extract_unit(store_config, crawl, f"raw/{crawl}/missing.warc.gz", 1, "etag")
-    r = extract_documents(unit)
-    assert isinstance(r, UnitResult)
-    assert r.errors and r.errors[0].startswith(f"raw/{crawl}/missing.warc.gz: ")
-    assert "NoSuchKey" in r.errors[0] or "404" in r.errors[0]
-    assert (r.unit, r.source, r.part, r.rows_in, r.rows_out) == (unit.unit, unit.source, None, 0, 0)
+    with pytest.raises(UnitFailed, match=f"raw/{crawl}/missing.warc.gz: .*(NoSuchKey|404)"):
+        extract_documents(unit)
     assert lake.exists(unit.part) is False
 
 
-def test_missing_upstream_parts_are_reported_errors(store_config, lake, crawl):
-    """Filter and tokenize units on a part that does not exist report it by name instead of raising."""
+def test_missing_upstream_parts_fail_the_unit_by_name(store_config, lake, crawl):
+    """Filter and tokenize units on a part that does not exist fail, naming the part: a committed partition never
+    silently loses an upstream part's rows."""
     ghost = UnitResult(unit=unit_id("ghost"), source="x", part=part_key("documents", crawl, "0000", unit_id("ghost")))
     for fn, unit in ((filter_documents, filter_unit(store_config, crawl, ghost)),
                      (tokenize_documents, tokenize_unit(store_config, crawl, ghost))):
-        r = fn(unit)
-        assert r.errors and r.errors[0].startswith(ghost.part + ": ")
+        with pytest.raises(UnitFailed, match=f"{ghost.part}: "):
+            fn(unit)
         assert lake.exists(unit.part) is False
 
 
-def test_missing_tokenizer_is_a_reported_error(chain, store_config, tmp_path):
-    """A tokenizer path that does not exist is reported with the path."""
+def test_missing_tokenizer_fails_the_unit_with_the_path(chain, store_config, tmp_path):
+    """A tokenizer path that does not exist is a configuration error, named with the path."""
     unit = tokenize_unit(store_config, chain.crawl, chain.kept, tag="bad-tokenizer")
     unit = replace(unit, settings=TokenizedSettings(tokenizer_path=tmp_path / "nowhere"))
-    r = tokenize_documents(unit)
-    assert "FileNotFoundError" in r.errors[0] and str(tmp_path / "nowhere") in r.errors[0]
+    with pytest.raises(UnitFailed, match="FileNotFoundError") as failed:
+        tokenize_documents(unit)
+    assert str(tmp_path / "nowhere") in str(failed.value)
 
 
 def _documents_of(lake: Lake, r: UnitResult) -> pl.DataFrame:
@@ -392,12 +392,11 @@ def test_pool_runner_gives_the_same_results_as_inprocess(store_config, lake, cra
     assert sum(r.rows_out for r in outputs["pool"][2]) >= 10  # dolma's English pages reach the token stage
 
 
-def test_pool_runner_reports_a_failing_unit_without_losing_the_others(store_config, lake, crawl):
-    """One missing input among good ones: the pool returns every result, the bad one with its error."""
+def test_pool_runner_fails_the_run_on_a_failing_unit(store_config, lake, crawl):
+    """One missing input among good ones: the pool raises that unit's failure, by name, instead of returning a
+    partition that silently lacks it."""
     good = upload(lake, crawl, "whirlwind__CC-MAIN-2024-22.warc.gz")
     units = [extract_unit(store_config, crawl, *good),
              extract_unit(store_config, crawl, f"raw/{crawl}/gone.warc.gz", 10, "x")]
-    results = run_units(extract_documents, units, RunnerSettings(kind="pool", workers=2))
-    assert [r.source for r in results] == [u.source for u in units]
-    assert results[0].errors == [] and results[0].rows_out == 1
-    assert results[1].errors[0].startswith(f"raw/{crawl}/gone.warc.gz: ")
+    with pytest.raises(UnitFailed, match=f"raw/{crawl}/gone.warc.gz: "):
+        run_units(extract_documents, units, RunnerSettings(kind="pool", workers=2))

@@ -6,7 +6,8 @@ import dagster as dg
 from dagster_aws.s3 import S3Resource
 
 from llm_assets import environment
-from llm_assets.core.lake import Lake, StoreConfig
+from llm_assets.core.lake import Lake, RetryPolicy, StoreConfig
+from llm_assets.settings import load_settings
 
 
 class ObjectStore(dg.ConfigurableResource):
@@ -14,6 +15,10 @@ class ObjectStore(dg.ConfigurableResource):
 
     s3: S3Resource
     bucket: str
+    retry_budget_s: float = 300.0  # settings: store.retry_budget_s
+    retry_base_s: float = 0.5
+    retry_max_s: float = 20.0
+    retention_hours: float = 24.0
 
     def config(self) -> StoreConfig:
         return StoreConfig(
@@ -22,6 +27,8 @@ class ObjectStore(dg.ConfigurableResource):
             region=self.s3.region_name or "us-east-1",
             access_key=self.s3.aws_access_key_id or "",
             secret_key=self.s3.aws_secret_access_key or "",
+            retry=RetryPolicy(budget_s=self.retry_budget_s, base_s=self.retry_base_s, max_s=self.retry_max_s),
+            retention_s=self.retention_hours * 3600,
         )
 
     def lake(self) -> Lake:
@@ -30,6 +37,7 @@ class ObjectStore(dg.ConfigurableResource):
 
 def object_store_from_env() -> ObjectStore:
     environment.ensure_embedded_credentials()
+    settings = load_settings().store
     return ObjectStore(
         s3=S3Resource(
             endpoint_url=environment.endpoint(),
@@ -38,4 +46,8 @@ def object_store_from_env() -> ObjectStore:
             aws_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
         ),
         bucket=environment.bucket(),
+        retry_budget_s=settings.retry_budget_s,
+        retry_base_s=settings.retry_base_s,
+        retry_max_s=settings.retry_max_s,
+        retention_hours=settings.retention_hours,
     )

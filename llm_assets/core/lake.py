@@ -11,15 +11,21 @@ multipart upload), so a run killed mid-write leaves at most an unreferenced part
 
 from __future__ import annotations
 
+import errno
+import io
 import json
+import logging
 import os
+import random
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 import polars as pl
@@ -28,12 +34,28 @@ import pyarrow.parquet as pq
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from llm_assets.core.errors import LocalDiskFull, SourceChanged, StoreFull, StoreUnavailable, is_store_full, is_transient
+
+LOGGER = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# A crawl name is a Dagster partition key and a lake key segment (`crawl=<c>`), so it stays strict: Dagster refuses
+# '...' and control characters in partition keys and joins multi-partition keys with '|'; '=' and '/' are lake syntax.
 CRAWL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SHARD_RE = re.compile(r"^(?:[0-9]{4}|all)$")  # "all": a crawl-level asset
 ASSET_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 UNIT_RE = re.compile(r"^[0-9a-f]{8,64}$")
-# One path segment of a raw file name: printable, no separators or traversal.
-RAW_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=@,-]{0,254}$")
+# What a raw file name may not hold. Anything else goes (spaces, any script, a leading dot): a raw key only ever
+# appears as data (hashed into unit ids and part names, stored in Parquet columns, passed to boto3), used as it is,
+# without Unicode normalization.
+RAW_NAME_FORBIDDEN_RE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f"  # control characters: they break log lines and terminals
+    r"\\"  # a path separator to Windows tools; SeaweedFS stores it as '/', so the key would change
+    r"\u2028\u2029"  # line and paragraph separators: line breaks to many readers
+    r"\u202a-\u202e\u2066-\u2069"  # bidi embeddings, overrides and isolates: they reorder how text is displayed
+    r"\ud800-\udfff]"  # lone surrogates: not encodable in UTF-8
+)
+RAW_KEY_MAX_BYTES = 1024  # S3's limit for a whole key, in UTF-8
 
 
 class InvalidKey(ValueError):
@@ -53,14 +75,23 @@ def validate_shard(shard: str) -> str:
 
 
 def parse_raw_key(key: str) -> tuple[str, str]:
-    """`raw/<crawl>/<path>` -> (crawl, path). Sub-folders are allowed; every segment is validated."""
+    """`raw/<crawl>/<path>` -> (crawl, path). Sub-folders are allowed; every segment is validated: the crawl
+    strictly (it becomes a partition key), file names only against what is unsafe (RAW_NAME_FORBIDDEN_RE)."""
     parts = key.split("/")
     if len(parts) < 3 or parts[0] != "raw":
-        raise InvalidKey(f"not a raw key: {key!r} (expected raw/<crawl>/<file>)")
-    validate_crawl(parts[1])
+        raise InvalidKey(f"invalid raw key {key!r}: expected raw/<crawl>/<file>")
+    try:
+        validate_crawl(parts[1])
+    except InvalidKey as e:
+        raise InvalidKey(f"invalid raw key {key!r}: {e}") from None
     for segment in parts[2:]:
-        if not RAW_NAME_RE.fullmatch(segment) or segment in (".", ".."):
-            raise InvalidKey(f"invalid file name segment {segment!r} in {key!r}")
+        if segment in ("", ".", ".."):
+            raise InvalidKey(f"invalid raw key {key!r}: empty, '.' or '..' path segment")
+        if bad := RAW_NAME_FORBIDDEN_RE.search(segment):
+            raise InvalidKey(f"invalid raw key {key!r}: {bad.group()!r} (U+{ord(bad.group()):04X}) in {segment!r}; "
+                             "file names may not hold control characters, '\\', line separators or bidi controls")
+    if (size := len(key.encode("utf-8"))) > RAW_KEY_MAX_BYTES:
+        raise InvalidKey(f"invalid raw key {key[:80]!r}…: {size} bytes in UTF-8, over S3's {RAW_KEY_MAX_BYTES}")
     return parts[1], "/".join(parts[2:])
 
 
@@ -80,6 +111,27 @@ def manifest_key(asset: str, crawl: str, shard: str) -> str:
     return partition_prefix("lake", asset, crawl, shard) + "_manifest.json"
 
 
+def tombstone_key(asset: str, crawl: str, shard: str, committed_at: float, token: str) -> str:
+    """Where a commit records the parts it superseded, for the vacuum to delete once the retention has passed."""
+    return partition_prefix("lake", asset, crawl, shard) + f"_superseded/{int(committed_at * 1000):015d}-{token}.json"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long the lake client keeps retrying a store that fails transiently (unreachable, throttled, 5xx):
+    exponential backoff with full jitter, from `base_s` up to `max_s` between attempts, for `budget_s` in all."""
+
+    budget_s: float = 300.0
+    base_s: float = 0.5
+    max_s: float = 20.0
+
+    def delays(self) -> Iterator[float]:
+        attempt = 0
+        while True:
+            yield random.uniform(0, min(self.max_s, self.base_s * 2**attempt))
+            attempt += 1
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     """Where the lake lives. Picklable, so process-pool workers can open their own clients."""
@@ -89,22 +141,33 @@ class StoreConfig:
     region: str
     access_key: str = field(repr=False)
     secret_key: str = field(repr=False)
+    retry: RetryPolicy = RetryPolicy()
+    retention_s: float = 86_400.0  # superseded and orphaned parts outlive their last use by this long
 
     @property
     def secure(self) -> bool:
         return not (self.endpoint or "").startswith("http://")
+
+    @property
+    def where(self) -> str:
+        """The store, for error messages: endpoint and bucket, never credentials."""
+        return f"{self.endpoint or 'AWS S3'} (bucket {self.bucket})"
 
     def boto_options(self) -> dict[str, str | None]:
         """boto3 client keyword arguments."""
         return {"endpoint_url": self.endpoint, "aws_access_key_id": self.access_key,
                 "aws_secret_access_key": self.secret_key, "region_name": self.region}
 
-    def storage_options(self) -> dict[str, str]:
-        """Polars / object_store options for s3:// URLs."""
+    def storage_options(self) -> dict[str, str | int]:
+        """Polars / object_store options for s3:// URLs, with the same retry budget as the lake client."""
         opts = {
             "aws_access_key_id": self.access_key,
             "aws_secret_access_key": self.secret_key,
             "aws_region": self.region,
+            "max_retries": 1_000_000,  # bounded by the time budget, not a count
+            "retry_timeout_ms": int(self.retry.budget_s * 1000),
+            "retry_init_backoff_ms": int(self.retry.base_s * 1000),
+            "retry_max_backoff_ms": int(self.retry.max_s * 1000),
         }
         if self.endpoint:
             opts["aws_endpoint_url"] = self.endpoint
@@ -117,10 +180,27 @@ class ObjectInfo:
     key: str
     size: int
     etag: str
+    modified: float = 0.0  # seconds since the epoch
+
+
+class CommitConflict(Exception):
+    """A conditional write lost: the object changed since it was read."""
+
+
+def _is_missing(e: ClientError) -> bool:
+    return e.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound")
+
+
+def _is_precondition_failed(e: ClientError) -> bool:
+    return e.response["Error"]["Code"] in ("PreconditionFailed", "412", "ConditionalRequestConflict")
 
 
 class Lake:
-    """A thin client over one bucket: listing, whole-object writes, manifests and lazy Parquet reads."""
+    """A thin client over one bucket: listing, whole-object writes, manifests and lazy Parquet reads.
+
+    Every call to the store goes through `_call`, which retries transient failures within the retry budget and
+    turns what persists into `StoreUnavailable` (or `StoreFull`) naming the store: an outage is never mistaken
+    for bad input, and never ends in a short partition."""
 
     def __init__(self, config: StoreConfig):
         self.config = config
@@ -140,8 +220,31 @@ class Lake:
             aws_access_key_id=self.config.access_key,
             aws_secret_access_key=self.config.secret_key,
             region_name=self.config.region,
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5, "mode": "standard"}),
+            # One attempt per call: `_call` owns retries, with a time budget instead of a count.
+            config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1},
+                          connect_timeout=5, read_timeout=60),
         )
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        start = time.monotonic()
+        delays = self.config.retry.delays()
+        while True:
+            try:
+                return fn()
+            except Exception as e:  # noqa: BLE001 - classified below; anything else is raised as it is
+                if is_store_full(e):
+                    raise StoreFull(f"object store full: {self.config.where} refused {what}: {e}") from e
+                if not is_transient(e):
+                    raise
+                elapsed = time.monotonic() - start
+                delay = next(delays)
+                if elapsed + delay > self.config.retry.budget_s:
+                    raise StoreUnavailable(
+                        f"object store {self.config.where} failing for {elapsed:.0f} s (retry budget "
+                        f"{self.config.retry.budget_s:.0f} s) while {what}: {type(e).__name__}: {e}") from e
+                LOGGER.warning("object store %s: %s failed (%s), retrying in %.1f s", self.config.where, what,
+                               type(e).__name__, delay)
+                time.sleep(delay)
 
     def url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
@@ -149,60 +252,106 @@ class Lake:
     # listing and small objects
 
     def list(self, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
-        paginator = self.s3.get_paginator("list_objects_v2")
-        kwargs = {"Bucket": self.bucket, "Prefix": prefix}
-        if start_after:
-            kwargs["StartAfter"] = start_after
-        for page in paginator.paginate(**kwargs):
+        token = None
+        while True:
+            kwargs = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                kwargs["ContinuationToken"] = token
+            elif start_after:
+                kwargs["StartAfter"] = start_after
+            page = self._call(f"listing {prefix}", lambda: self.s3.list_objects_v2(**kwargs))
             for obj in page.get("Contents", []):
-                yield ObjectInfo(obj["Key"], obj["Size"], obj["ETag"].strip('"'))
+                yield ObjectInfo(obj["Key"], obj["Size"], obj["ETag"].strip('"'), obj["LastModified"].timestamp())
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
 
     def folders(self, prefix: str) -> list[str]:
         """The names of the folders directly under `prefix` (e.g. the crawls under raw/)."""
-        paginator = self.s3.get_paginator("list_objects_v2")
-        return sorted(p["Prefix"][len(prefix):].rstrip("/")
-                      for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/")
-                      for p in page.get("CommonPrefixes", []))
+        names, token = [], None
+        while True:
+            kwargs = {"Bucket": self.bucket, "Prefix": prefix, "Delimiter": "/"}
+            if token:
+                kwargs["ContinuationToken"] = token
+            page = self._call(f"listing {prefix}", lambda: self.s3.list_objects_v2(**kwargs))
+            names += [p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", [])]
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return sorted(names)
+
+    def keys(self, prefix: str) -> set[str]:
+        return {o.key for o in self.list(prefix)}
 
     def exists(self, key: str) -> bool:
-        try:
-            self.s3.head_object(Bucket=self.bucket, Key=key)
-            return True
-        except ClientError as e:
-            if e.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise
+        def head() -> bool:
+            try:
+                self.s3.head_object(Bucket=self.bucket, Key=key)
+                return True
+            except ClientError as e:
+                if _is_missing(e):
+                    return False
+                raise
+
+        return self._call(f"checking {key}", head)
 
     def get_bytes(self, key: str) -> bytes:
-        return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return self._call(f"reading {key}", lambda: self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
 
-    def open(self, key: str):
-        """A streaming, file-like body: memory stays bounded by what the caller reads."""
-        return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"]
+    def open(self, key: str, start: int = 0) -> ObjectStream:
+        """A streaming, file-like body from byte `start`: memory stays bounded by what the caller reads, and a
+        connection lost mid-read resumes where it stopped (the same object version, or `SourceChanged`)."""
+        return ObjectStream(self, key, start)
 
     def put_bytes(self, key: str, data: bytes) -> None:
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=data)
+        self._call(f"writing {key}", lambda: self.s3.put_object(Bucket=self.bucket, Key=key, Body=data))
 
     def put_file(self, key: str, path: Path) -> None:
         # upload_file completes a multipart upload only once every part is in, and aborts it on error:
         # the object appears whole or not at all.
-        self.s3.upload_file(str(path), self.bucket, key)
+        self._call(f"uploading {key}", lambda: self.s3.upload_file(str(path), self.bucket, key))
 
     def delete(self, keys: Iterable[str]) -> None:
         batch = [{"Key": k} for k in keys]
         for i in range(0, len(batch), 1000):
-            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch[i : i + 1000], "Quiet": True})
+            chunk = batch[i : i + 1000]
+            self._call(f"deleting {len(chunk)} objects", lambda: self.s3.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True}))
 
     def get_json(self, key: str) -> dict | None:
-        try:
-            return json.loads(self.get_bytes(key))
-        except ClientError as e:
-            if e.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise
+        return self.get_json_versioned(key)[0]
 
-    def put_json(self, key: str, value: dict) -> None:
-        self.put_bytes(key, json.dumps(value, indent=1, sort_keys=True).encode())
+    def get_json_versioned(self, key: str) -> tuple[dict | None, str | None]:
+        """The object and its ETag (for a conditional write), or (None, None) when absent."""
+        def get() -> tuple[dict | None, str | None]:
+            try:
+                obj = self.s3.get_object(Bucket=self.bucket, Key=key)
+            except ClientError as e:
+                if _is_missing(e):
+                    return None, None
+                raise
+            return json.loads(obj["Body"].read()), obj["ETag"]
+
+        return self._call(f"reading {key}", get)
+
+    def put_json(self, key: str, value: dict, if_match: str | None = None, if_absent: bool = False) -> None:
+        """Write a JSON object. With `if_match` (an ETag) or `if_absent`, the write happens only if the object is
+        still that version (or still absent); otherwise `CommitConflict`."""
+        body = json.dumps(value, indent=1, sort_keys=True).encode()
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body}
+        if if_match:
+            kwargs["IfMatch"] = if_match
+        elif if_absent:
+            kwargs["IfNoneMatch"] = "*"
+
+        def put() -> None:
+            try:
+                self.s3.put_object(**kwargs)
+            except ClientError as e:
+                if _is_precondition_failed(e):
+                    raise CommitConflict(f"{key} changed since it was read") from e
+                raise
+
+        self._call(f"writing {key}", put)
 
     # parquet parts
 
@@ -222,24 +371,121 @@ class Lake:
         with self.open_arrow(key) as f:
             yield from pq.ParquetFile(f).iter_batches(batch_size=batch_rows, columns=columns)
 
-    def open_arrow(self, key: str):
-        return self.arrow_fs.open_input_file(f"{self.bucket}/{key}")
+    def open_arrow(self, key: str) -> io.BufferedReader:
+        """A seekable file over an object, read by ranges through the same retries as every other call (Parquet
+        reads its footer, then only the column chunks it needs)."""
+        return io.BufferedReader(RangeFile(self, key), buffer_size=RANGE_READ)
 
-    @cached_property
-    def arrow_fs(self):
-        from pyarrow import fs as pafs
 
-        endpoint = self.config.endpoint
-        kwargs: dict[str, Any] = {}
-        if endpoint:
-            scheme, _, host = endpoint.partition("://")
-            kwargs = {"endpoint_override": host, "scheme": scheme}
-        return pafs.S3FileSystem(
-            access_key=self.config.access_key,
-            secret_key=self.config.secret_key,
-            region=self.config.region,
-            **kwargs,
-        )
+RANGE_READ = 4 << 20
+
+
+class ObjectStream(io.RawIOBase):
+    """An object's bytes from `start` on, streamed. When the connection fails mid-read, the rest is requested
+    again from the current position, pinned to the ETag first seen, within the lake's retry budget."""
+
+    def __init__(self, lake: Lake, key: str, start: int = 0):
+        self.lake, self.key, self.pos = lake, key, start
+        self.etag: str | None = None
+        self.body = None
+        self._open()
+
+    def _open(self) -> None:
+        def get():
+            kwargs: dict[str, Any] = {"Bucket": self.lake.bucket, "Key": self.key}
+            if self.pos:
+                kwargs["Range"] = f"bytes={self.pos}-"
+            if self.etag:
+                kwargs["IfMatch"] = self.etag
+            try:
+                return self.lake.s3.get_object(**kwargs)
+            except ClientError as e:
+                if _is_precondition_failed(e):
+                    raise SourceChanged(f"{self.key} was replaced while it was being read") from e
+                if e.response["Error"]["Code"] == "InvalidRange":  # resuming exactly at the end
+                    return None
+                raise
+
+        obj = self.lake._call(f"reading {self.key}", get)
+        self.body = obj["Body"] if obj is not None else None
+        if obj is not None:
+            self.etag = self.etag or obj["ETag"]
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            return b"".join(iter(lambda: self.read(RANGE_READ), b""))
+        failing_since, delays = None, self.lake.config.retry.delays()
+        while self.body is not None:
+            try:
+                data = self.body.read(n)
+                self.pos += len(data)
+                return data
+            except Exception as e:  # noqa: BLE001 - a broken connection resumes; anything else is raised
+                if not is_transient(e):
+                    raise
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since > self.lake.config.retry.budget_s:
+                    raise StoreUnavailable(f"object store {self.lake.config.where}: reading {self.key} kept "
+                                           f"failing at byte {self.pos}: {type(e).__name__}: {e}") from e
+                time.sleep(next(delays))
+                self._open()
+        return b""
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if self.body is not None:
+            self.body.close()
+        super().close()
+
+
+class RangeFile(io.RawIOBase):
+    """A seekable, read-only view of one object version: every read is a ranged GET pinned to its ETag."""
+
+    def __init__(self, lake: Lake, key: str):
+        self.lake, self.key, self.pos = lake, key, 0
+        head = lake._call(f"checking {key}", lambda: lake.s3.head_object(Bucket=lake.bucket, Key=key))
+        self.size, self.etag = head["ContentLength"], head["ETag"]
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def readinto(self, b) -> int:
+        n = min(len(b), self.size - self.pos)
+        if n <= 0:
+            return 0
+
+        def get() -> bytes:
+            try:
+                obj = self.lake.s3.get_object(Bucket=self.lake.bucket, Key=self.key, IfMatch=self.etag,
+                                              Range=f"bytes={self.pos}-{self.pos + n - 1}")
+            except ClientError as e:
+                if _is_precondition_failed(e):
+                    raise SourceChanged(f"{self.key} was replaced while it was being read") from e
+                raise
+            return obj["Body"].read()
+
+        data = self.lake._call(f"reading {self.key}", get)
+        b[: len(data)] = data
+        self.pos += len(data)
+        return len(data)
 
 
 class PartWriter:
@@ -265,14 +511,27 @@ class PartWriter:
         if isinstance(data, pl.DataFrame):
             data = data.to_arrow()
         if data.num_rows:
-            self._writer.write(data.select(self.schema.names).cast(self.schema))
+            with _local_disk(self._path):
+                self._writer.write(data.select(self.schema.names).cast(self.schema))
             self.rows += data.num_rows
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
-            self._writer.close()
+            with _local_disk(self._path):
+                self._writer.close()
             if exc_type is None:
                 self.bytes = os.path.getsize(self._path)
                 self.lake.put_file(self.key, self._path)
         finally:
             self._tmp.cleanup()
+
+
+@contextmanager
+def _local_disk(path: Path) -> Iterator[None]:
+    """A full temporary disk is the machine's fault, not the input's: say so, and where."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(e):
+            raise LocalDiskFull(f"no space left on the local temporary disk ({path.parent}): {e}") from e
+        raise

@@ -22,7 +22,7 @@ def _skip(stream, n: int) -> None:
 def original_record(lake: Lake, key: str, fmt: str, offset: int, skip: int, max_bytes: int = 1 << 20) -> str:
     """The raw record as text: WARC headers, HTTP headers and payload (cut at `max_bytes`), or the source line/row."""
     if fmt in ("warc", "arc", "wet"):
-        body = lake.s3.get_object(Bucket=lake.bucket, Key=key, Range=f"bytes={offset}-")["Body"]
+        body = lake.open(key, start=offset)
         src = _Source(body)
         stream = io.BufferedReader(_Member(src), CHUNK) if src.peek(3) == GZIP_MAGIC else io.BufferedReader(
             _SourceIO(src), CHUNK)

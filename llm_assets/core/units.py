@@ -14,7 +14,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from typing import Any, TypeVar
@@ -44,7 +44,7 @@ class UnitResult:
     bytes_out: int = 0
     seconds: float = 0.0
     peak_rss_bytes: int = 0
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # what was wrong with the input (quarantined, counted)
     columns: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)  # other things a stage counts (PII masked, ...)
 
@@ -68,21 +68,32 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+class UnitFailed(Exception):
+    """A work unit failed for a reason that is not its input's (the store, the machine, a bug): the partition is
+    not committed. Bad input never gets here: readers quarantine it record by record. Plain text only, so it
+    crosses process boundaries whatever the original exception was."""
+
+    def __init__(self, source: str, detail: str):
+        super().__init__(f"work unit {source}: {detail}")
+        self.source, self.detail = source, detail
+
+    def __reduce__(self):
+        return type(self), (self.source, self.detail)
+
+
 def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
-    """Fill in seconds and peak RSS, and turn an unexpected failure into a reported error, not a crash:
-    one unreadable input must not cost the other units of the partition."""
+    """Fill in seconds and peak RSS. A failure that escapes the unit fails it, named by its input, with the
+    short traceback: whether input damage was quarantined is the unit's business, never guessed here."""
 
     def wrapper(unit: U) -> UnitResult:
         start = time.perf_counter()
         try:
             result = fn(unit)
-        except Exception as e:  # noqa: BLE001 - reported with the input's name, never swallowed silently
-            result = UnitResult(
-                unit=getattr(unit, "unit", "?"),
-                source=getattr(unit, "source", "?"),
-                errors=[f"{getattr(unit, 'source', '?')}: {type(e).__name__}: {e}"],
-            )
-            result.errors.append(traceback.format_exc(limit=3))
+        except UnitFailed:
+            raise
+        except Exception as e:  # noqa: BLE001 - re-raised as UnitFailed, with the input's name
+            source = getattr(unit, "source", "?")
+            raise UnitFailed(source, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-3)}") from e
         result.seconds = time.perf_counter() - start
         result.peak_rss_bytes = peak_rss_bytes()
         return result
@@ -92,9 +103,16 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
 
 
 def run_units(fn: Callable[[U], UnitResult], units: Sequence[U], runner: RunnerSettings) -> list[UnitResult]:
-    """Execute units and return their results in input order."""
+    """Execute units and return their results in input order. The first unit to fail ends the run: units not
+    started yet are cancelled and its error is raised."""
     if runner.kind == "inprocess" or len(units) <= 1 or runner.workers == 1:
         return [fn(u) for u in units]
     # spawn, not fork: the caller may be a threaded Dagster process.
     with ProcessPoolExecutor(max_workers=min(runner.workers, len(units)), mp_context=get_context("spawn")) as pool:
-        return list(pool.map(fn, units))
+        futures = [pool.submit(fn, u) for u in units]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        if failed := next((f for f in futures if f.done() and f.exception() is not None), None):
+            for f in futures:
+                f.cancel()
+            raise failed.exception()
+        return [f.result() for f in futures]
