@@ -14,6 +14,7 @@ from llm_assets.raw.assets import raw_files
 from llm_assets.raw.sensor import raw_drop_sensor
 from llm_assets.releases.assets import release
 from llm_assets.tokenized.assets import tokenized, tokenizer
+from llm_assets.vacuum import vacuum_job, vacuum_schedule
 from resources import LakeIOManager, object_store_from_env
 
 store = object_store_from_env()
@@ -21,7 +22,8 @@ store = object_store_from_env()
 defs = dg.Definitions(
     assets=[raw_files, documents, image_text_pairs, filtered, signatures, duplicate_clusters, deduplicated, tokenized,
             crawl_stats, quality_classifier, tokenizer, release],
-    jobs=[lake_job, crawl_job, curated_job, release_job],
+    jobs=[lake_job, crawl_job, curated_job, release_job, vacuum_job],
+    schedules=[vacuum_schedule],
     sensors=[raw_drop_sensor, stale_sensor],
     resources={"store": store, "lake_io_manager": LakeIOManager(store=store)},
 )

@@ -1,0 +1,105 @@
+"""The lake client against a real store that goes away: a short outage is waited out, a long one fails with an
+error naming the store, and a stream cut mid-read resumes where it stopped. Each test has its own SeaweedFS
+server, since it stops it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+
+import pytest
+
+from llm_assets.core.errors import StoreUnavailable
+from llm_assets.core.lake import Lake, RetryPolicy, StoreConfig
+from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+
+
+@pytest.fixture
+def own_store(tmp_path):
+    store = EmbeddedStore(state_dir=tmp_path / "store", bucket="outage-test", access_key="k" + secrets.token_hex(6),
+                          secret_key=secrets.token_urlsafe(24),
+                          ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+    store.start()
+    yield store
+    store.stop()
+
+
+def lake_on(store: EmbeddedStore, budget_s: float) -> Lake:
+    return Lake(StoreConfig(endpoint=store.endpoint, bucket=store.bucket, region="us-east-1",
+                            access_key=store.access_key, secret_key=store.secret_key,
+                            retry=RetryPolicy(budget_s=budget_s, base_s=0.05, max_s=0.5)))
+
+
+def test_an_outage_longer_than_the_budget_fails_naming_the_store(own_store):
+    lake = lake_on(own_store, budget_s=1.0)
+    lake.put_json("lake/x/_manifest.json", {"a": 1})
+    own_store.stop()
+    for call in (lambda: lake.get_json("lake/x/_manifest.json"), lambda: lake.put_bytes("k", b"v"),
+                 lambda: list(lake.list("lake/"))):
+        with pytest.raises(StoreUnavailable, match=f"{own_store.endpoint}.*bucket {own_store.bucket}"):
+            call()
+
+
+class _Retries(logging.Handler):
+    """Counts the lake client's retry warnings, so a test can act once a call is known to be waiting."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "retrying" in record.getMessage():
+            self.seen.set()
+
+
+def test_a_call_waits_out_an_outage_within_the_budget(own_store):
+    lake = lake_on(own_store, budget_s=600.0)
+    lake.put_json("lake/x/_manifest.json", {"rows": 30})
+    own_store.stop()
+    retries = _Retries()
+    logging.getLogger("llm_assets.core.lake").addHandler(retries)
+    result: list = []
+    try:
+        reader = threading.Thread(target=lambda: result.append(lake.get_json("lake/x/_manifest.json")))
+        reader.start()
+        assert retries.seen.wait(120), "the call never retried"
+        own_store.start()  # same state folder and ports: the object is still there
+        reader.join(600)
+    finally:
+        logging.getLogger("llm_assets.core.lake").removeHandler(retries)
+    assert result == [{"rows": 30}]
+
+
+def test_a_stream_cut_mid_read_resumes_where_it_stopped(own_store):
+    lake = lake_on(own_store, budget_s=600.0)
+    data = os.urandom(24 << 20)
+    lake.put_bytes("raw/C/big.bin", data)
+    stream = lake.open("raw/C/big.bin")
+    head = stream.read(1 << 20)
+    own_store.stop()
+    own_store.start()
+    rest = b"".join(iter(lambda: stream.read(1 << 20), b""))
+    assert head + rest == data
+
+
+def test_a_ranged_file_reads_the_same_version_or_says_it_changed(own_store):
+    """Parquet parts are read by ranges pinned to the ETag: a replaced object is never read half old, half new."""
+    from llm_assets.core.errors import SourceChanged
+
+    lake = lake_on(own_store, budget_s=5.0)
+    lake.put_bytes("lake/a/part.bin", b"a" * 100)
+    f = lake.open_arrow("lake/a/part.bin")
+    assert f.read(10) == b"a" * 10
+    lake.put_bytes("lake/a/part.bin", b"b" * 100 + b"!" * (8 << 20))
+    f.raw.seek(50)
+    with pytest.raises(SourceChanged, match="lake/a/part.bin"):
+        f.raw.read(10)
+
+
+def test_retry_policy_backs_off_exponentially_with_jitter_up_to_its_cap():
+    policy = RetryPolicy(budget_s=10, base_s=1.0, max_s=8.0)
+    delays = policy.delays()
+    caps = [1, 2, 4, 8, 8, 8]
+    assert all(0 <= next(delays) <= cap for cap in caps)
