@@ -2,6 +2,10 @@
 
 Always started with credentials (SeaweedFS runs open without them), bound to 127.0.0.1, its state in a
 git-ignored folder. `start` is idempotent; `stop` sends SIGTERM and waits.
+
+Only the S3 port takes the S3 credentials; every other port weed opens (master, volume, filer, admin, and their
+gRPC ports) would answer anyone. `start` locks them: each requires a client certificate from a private CA made at
+start (see `store_security`), the master's and filer's HTTP APIs are switched off, and the state folder is private.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from pathlib import Path
 
 import boto3
 from botocore.config import Config
+
+from llm_assets.store_security import make_private, write_private, write_security_config
 
 # weed mini's own defaults; tests pass free ports instead.
 DEFAULT_PORTS = {
@@ -104,14 +110,23 @@ class EmbeddedStore:
             return False
 
     def start(self, timeout: float = 60.0) -> None:
+        """Start weed locked down (see the module's docstring) unless a server already answers with our credentials.
+
+        A server this state folder's earlier version started without the lock-down is restarted with it.
+        """
         if self.ready():  # ours, or a server already serving this endpoint with these credentials
-            return
+            started_before_lock_down = self.pid() is not None and not (self.state_dir / "security.toml").exists()
+            if not started_before_lock_down:
+                return
+            self.stop()  # its master, volume and filer ports are open to anyone: restart it locked down
         busy = [f"{flag}={port}" for flag, port in self.ports.items() if _in_use(port)]
         if busy:
             raise RuntimeError(f"cannot start SeaweedFS: ports in use by another process ({', '.join(busy)}); "
                                "stop it, or point LLM_ASSETS_S3_ENDPOINT at another port")
+        make_private(self.state_dir)  # also tightens folders written before the store was locked down
         data = self.state_dir / "data"
-        data.mkdir(parents=True, exist_ok=True)
+        data.mkdir(mode=0o700, exist_ok=True)
+        write_security_config(self.state_dir)  # weed reads ./security.toml: it runs in state_dir
         args = [
             weed_binary(),
             "mini",
@@ -123,18 +138,27 @@ class EmbeddedStore:
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
             "-master.telemetry=false",
+            # The S3 gateway needs neither the master's nor the filer's HTTP API (it uses gRPC and the volume
+            # server); without them an anonymous /dir/assign or /col/delete has nothing to reach.
+            "-disableHttp",
+            # Relative to the working directory (state_dir), so not in /tmp and never past the 107-byte socket limit.
+            "-filer.localSocket=filer.sock",
+            "-s3.localSocket=s3.sock",
             *(f"-{flag}={port}" for flag, port in self.ports.items()),
         ]
         env = {
-            **os.environ,
+            # WEED_* variables override security.toml: none may loosen it.
+            **{k: v for k, v in os.environ.items() if not k.startswith("WEED_")},
             "AWS_ACCESS_KEY_ID": self.access_key,
             "AWS_SECRET_ACCESS_KEY": self.secret_key,
             "S3_BUCKET": self.bucket,
         }
-        with open(self.log_file, "ab") as log:
+        log_fd = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with open(log_fd, "ab") as log:
+            # umask 077: weed's data files, folders and sockets are the owner's only.
             proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, cwd=self.state_dir)
-        self.pid_file.write_text(str(proc.pid))
+                                    start_new_session=True, cwd=self.state_dir, umask=0o077)
+        write_private(self.pid_file, str(proc.pid).encode())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
