@@ -8,6 +8,7 @@ import os
 import sys
 
 from llm_assets import environment
+from llm_assets.core.errors import InfrastructureError
 
 
 def _store():
@@ -97,7 +98,7 @@ def cmd_demo(args) -> int:
     failed += demo.run_crawl_level(instance, defs, list(files))
     failed += demo.run_partitions(instance, defs, "curated_job", demo.stale_keys(instance, lake, demo.CURATED_ASSETS))
     print()
-    print(format_summary(lake_status(instance)))
+    print(format_summary(lake_status(instance, lake)))
     print()
     print(demo.image_pair_examples(Lake(environment.store_config()), list(files)))
     print()
@@ -181,15 +182,31 @@ def cmd_backfill(args) -> int:
     return 0
 
 
-def cmd_status(args) -> int:
-    from llm_assets.instance import get_instance
-    from llm_assets.status import format_summary, lake_status
+def cmd_vacuum(args) -> int:
+    from llm_assets.core.lake import Lake
+    from llm_assets.core.partition import vacuum
 
-    status = lake_status(get_instance())
+    _ensure_store()
+    config = environment.store_config()
+    retention_s = config.retention_s if args.retention_hours is None else args.retention_hours * 3600
+    deleted = vacuum(Lake(config), retention_s)
+    print(f"deleted {len(deleted)} superseded or orphaned objects older than {retention_s / 3600:g} h")
+    return 0
+
+
+def cmd_status(args) -> int:
+    from llm_assets.core.lake import Lake
+    from llm_assets.instance import get_instance
+    from llm_assets.status import format_rejected, format_summary, lake_status
+
+    _ensure_store()
+    status = lake_status(get_instance(), Lake(environment.store_config()))
     if args.json:
-        print(json.dumps({"crawls": status["crawls"], "assets": status["assets"]}))
+        print(json.dumps({k: status[k] for k in ("crawls", "assets", "rejected_raw_keys")}))
     else:
         print(format_summary(status))
+        if status["rejected_raw_keys"]["count"]:
+            print(format_rejected(status))
     return 0
 
 
@@ -285,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the second step: drop one new file, change one threshold, plan and launch one backfill")
     p.set_defaults(fn=cmd_demo)
 
-    p = sub.add_parser("status", help="materialized partitions and rows per asset")
+    p = sub.add_parser("status", help="materialized partitions and rows per asset; raw keys that will not be ingested")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_status)
 
@@ -314,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-bytes", type=int, default=1 << 20, help="cut the payload after this many bytes")
     p.set_defaults(fn=cmd_record)
 
+    p = sub.add_parser("vacuum", help="delete parts no committed manifest needs, past the retention")
+    p.add_argument("--retention-hours", type=float, help="default: the settings' store.retention_hours")
+    p.set_defaults(fn=cmd_vacuum)
+
     p = sub.add_parser("store", help="the embedded object store (SeaweedFS on 127.0.0.1)")
     p.add_argument("action", choices=["start", "stop", "status"])
     p.add_argument("--json", action="store_true")
@@ -327,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
-    except (ValueError, RuntimeError, LookupError) as e:
+    except (ValueError, RuntimeError, LookupError, InfrastructureError) as e:
         print(f"llm-assets: {e}", file=sys.stderr)
         return 1
 

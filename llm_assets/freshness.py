@@ -14,7 +14,7 @@ from dagster._core.utils import make_new_backfill_id
 
 from llm_assets.partitions import crawl_partitions
 from llm_assets.stale import Planned, stale_partitions
-from resources import ObjectStore
+from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
 STALE_TAG = "llm_assets/stale_backfill"
 
@@ -57,7 +57,7 @@ def stale_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
     stale, or leave it running as the automation mode that keeps the lake fresh after new drops."""
     if stale_backfill_in_progress(context.instance):
         return dg.SkipReason("the previous stale backfill is still running")
-    planned = stale_partitions(context.instance, store.lake())
+    planned = stale_partitions(context.instance, store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S))
     if not planned:
         return dg.SkipReason("nothing is stale")
     from llm_assets.definitions import defs

@@ -1,14 +1,18 @@
-"""What the lake holds, per asset: materialized partitions and rows, from the Dagster instance."""
+"""What the lake holds, per asset: materialized partitions and rows, from the Dagster instance; and the raw keys
+that will not be ingested, from one listing of `raw/`."""
 
 from __future__ import annotations
 
 import dagster as dg
 
+from llm_assets.core.inventory import rejected_raw_keys
+from llm_assets.core.lake import Lake
 from llm_assets.partitions import crawl_partitions
 from llm_assets.settings import load_settings
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 CRAWL_LEVEL = ["duplicate_clusters", "crawl_stats"]  # one partition per crawl, stored as its shard "all"
+REJECTED_SHOWN = 100  # raw keys listed by name; all are counted
 
 
 def latest_materializations(instance: dg.DagsterInstance, asset: str) -> dict[str, dg.AssetMaterialization]:
@@ -31,7 +35,9 @@ def _rows(m: dg.AssetMaterialization) -> int:
     return int(value.value) if value is not None else 0
 
 
-def lake_status(instance: dg.DagsterInstance) -> dict:
+def lake_status(instance: dg.DagsterInstance, lake: Lake | None = None) -> dict:
+    """Crawls, and per asset materialized/total partitions and rows; with `lake`, also `rejected_raw_keys`:
+    every raw key that will not be ingested (counted; the first REJECTED_SHOWN listed with the reason)."""
     crawls = sorted(instance.get_dynamic_partitions(crawl_partitions.name))
     shards = load_settings().shards
     assets = {}
@@ -44,7 +50,11 @@ def lake_status(instance: dg.DagsterInstance) -> dict:
             cell = by_crawl.setdefault(asset, {}).setdefault(p.split("|")[0], {"partitions": 0, "rows": 0})
             cell["partitions"] += 1
             cell["rows"] += _rows(m)
-    return {"crawls": crawls, "assets": assets, "by_crawl": by_crawl}
+    status = {"crawls": crawls, "assets": assets, "by_crawl": by_crawl}
+    if lake is not None:
+        count, shown = rejected_raw_keys(lake, REJECTED_SHOWN)
+        status["rejected_raw_keys"] = {"count": count, "keys": [r.to_dict() for r in shown]}
+    return status
 
 
 def format_summary(status: dict) -> str:
@@ -57,4 +67,17 @@ def format_summary(status: dict) -> str:
                      f"{totals['rows']:,} rows, {totals['materialized']}/{totals['total']} partitions"])
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths))  # noqa: E731
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)])
+    lines = [fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)]
+    if rejected := status.get("rejected_raw_keys", {}).get("count"):
+        lines += ["", f"{rejected:,} raw key{'s' * (rejected != 1)} will not be ingested "
+                      "(`llm-assets status` lists them with the reason)"]
+    return "\n".join(lines)
+
+
+def format_rejected(status: dict) -> str:
+    """The raw keys that will not be ingested, one reason a line (each names its key, escaped)."""
+    rejected = status.get("rejected_raw_keys") or {"count": 0, "keys": []}
+    lines = [f"  {r['reason']}" for r in rejected["keys"]]
+    if rejected["count"] > len(rejected["keys"]):
+        lines.append(f"  … and {rejected['count'] - len(rejected['keys']):,} more")
+    return "\n".join(lines)

@@ -10,10 +10,13 @@ import pytest
 
 from llm_assets.core.inventory import (
     EMPTY_FINGERPRINT,
+    INVALID_RAW_KEY,
     RawScan,
     changed_partitions,
     fingerprint,
     partition_files,
+    partition_listing,
+    rejected_raw_keys,
     shard_of,
 )
 from llm_assets.core.lake import InvalidKey, ObjectInfo, parse_raw_key
@@ -177,40 +180,66 @@ def test_changes_between_passes(lake, crawl):
         new_partition: second_all[new_partition]}
 
 
-def test_invalid_keys_are_reported_not_crashed_on(lake, crawl):
-    """Keys that cannot be lake keys are listed in `invalid` with a reason; valid files are still counted."""
-    good = _upload(lake, crawl, 3)
-    bad = [f"raw/{crawl}/has space.warc.gz", f"raw/{crawl}/.hidden", f"raw/{crawl}/sub/~tilde", f"raw/{crawl}..x/f"]
-    for key in bad:
-        lake.put_bytes(key, b"x")
+SAFE_NAMES = ["has space.warc.gz", "résumé.warc.gz", "日本.jsonl", ".hidden", "sub/~tilde", "a+b%20c?#&.warc"]
+UNSAFE_NAMES = ["ctl\x01.warc.gz", "line\nbreak.jsonl", "rlo\u202egz.exe", "sub/tab\there"]
+
+
+def test_safe_names_are_files_and_unsafe_ones_are_reported(lake, crawl):
+    """Names with spaces, non-ASCII letters, a leading dot or URL punctuation are listed, sharded and
+    fingerprinted like any file; unsafe names and an invalid crawl folder are in `invalid` with the reason (the
+    key, escaped), counted against the budget, and never in a partition."""
+    good = _upload(lake, crawl, 3) + [f"raw/{crawl}/{name}" for name in SAFE_NAMES]
+    bad = [f"raw/{crawl}/{name}" for name in UNSAFE_NAMES] + [f"raw/{crawl}..x/f", f"raw/{crawl} x/f"]
+    for key in good[3:] + bad:
+        lake.put_bytes(key, key.encode())
 
     scan, _ = _scan(lake, budget=2, resume_via_json=False)
     reported = [m for m in scan.invalid if crawl in m]
     assert len(reported) == len(bad)
     for key in bad:
-        assert any(repr(key) in m or repr(key.split("/")[1]) in m for m in reported), key
+        assert any(repr(key) in m for m in reported), key
+    assert all(m.isprintable() for m in reported)
     mine = _mine(scan.fingerprints(), crawl)
-    assert sum(len(partition_files(lake, crawl, p.split("|")[1], SHARDS)) for p in mine) == len(good)
     assert mine == {f"{crawl}|{s}": fingerprint(partition_files(lake, crawl, s, SHARDS))
                     for s in {shard_of(k, SHARDS) for k in good}}
+    listed = [partition_listing(lake, crawl, f"{s:04d}", SHARDS) for s in range(SHARDS)]
+    assert sorted(f.key for files, _ in listed for f in files) == sorted(good)
+    rejected = [r for _, rs in listed for r in rs]
+    assert sorted(r.obj.key for r in rejected) == sorted(bad[:len(UNSAFE_NAMES)])  # other crawls are not its own
+    assert all(shard_of(r.obj.key, SHARDS) == f"{s:04d}" for s, (_, rs) in enumerate(listed) for r in rs)
+
+
+def test_folder_markers_are_neither_files_nor_rejected(lake, crawl):
+    """An empty key ending in '/' (what S3 consoles create for a folder) is ignored, wherever the store lists it."""
+    key = _upload(lake, crawl, 1)[0]
+    lake.put_bytes(f"raw/{crawl}/folder/", b"")
+    files, rejected = partition_listing(lake, crawl, "0000", shards=1)
+    assert [f.key for f in files] == [key] and rejected == []
+    assert not any(crawl in r.obj.key for r in rejected_raw_keys(lake, limit=1_000_000)[1])
 
 
 def test_observe_raw_files_inventories_one_partition(store_config, lake, crawl):
-    """The raw_files unit writes one row per raw file of its shard; its unit id is the partition fingerprint."""
+    """The raw_files unit writes one row per raw file of its shard; its unit id is the partition fingerprint.
+    Keys of the shard that cannot be ingested are dropped as `invalid_raw_key` and kept in its rejected part
+    with the reason; they do not change the fingerprint."""
     keys = _upload(lake, crawl, 8)
-    lake.put_bytes(f"raw/{crawl}/bad name", b"x")
     shard = shard_of(keys[0], SHARDS)
+    bad = next(k for i in range(1000) if shard_of(k := f"raw/{crawl}/bad\x01name-{i}", SHARDS) == shard)
+    lake.put_bytes(bad, b"x")
     mine = sorted(k for k in keys if shard_of(k, SHARDS) == shard)
 
     result = observe_raw_files(InventoryUnit(store=store_config, crawl=crawl, shard=shard, shards=SHARDS))
 
     assert result.errors == []
-    assert result.rows_in == result.rows_out == len(mine)
+    assert (result.rows_in, result.rows_out, result.dropped) == (len(mine) + 1, len(mine), {INVALID_RAW_KEY: 1})
     assert result.unit == fingerprint(partition_files(lake, crawl, shard, SHARDS))
     df = lake.scan([result.part]).collect()
     assert df["key"].to_list() == mine
     assert df["file"].to_list() == [k.split("/", 2)[2] for k in mine]
     assert df["size"].to_list() == [len(f"content {keys.index(k)} of {k}") for k in mine]
+    (rejected,) = lake.scan([result.rejected_part]).collect().to_dicts()
+    assert (rejected["key"], rejected["size"]) == (bad, 1)
+    assert repr(bad) in rejected["reason"] and "U+0001" in rejected["reason"]
 
 
 def _is_valid(key: str) -> bool:
@@ -223,18 +252,21 @@ def _is_valid(key: str) -> bool:
 
 @pytest.mark.parametrize("budget", [1, 2, 7])
 def test_budget_limits_each_step(lake, crawl, budget):
-    """An unfinished step has listed exactly `budget` valid keys, continuing where the previous one stopped
-    in the server's listing order (SeaweedFS lists folder by folder, not in S3's byte order)."""
+    """An unfinished step has listed exactly `budget` keys, valid or not (the budget bounds the listing),
+    continuing where the previous one stopped in the server's listing order (SeaweedFS lists folder by folder,
+    not in S3's byte order)."""
     _upload(lake, crawl, 7)
+    for name in UNSAFE_NAMES[:2]:
+        lake.put_bytes(f"raw/{crawl}/{name}", b"x")
     listing = [o.key for o in lake.list("raw/")]
     position = {key: i for i, key in enumerate(listing)}
     scan, start = RawScan(), -1
     while not scan.step(lake, SHARDS, budget):
         assert scan.after in position, f"the scan does not advance: still after {scan.after!r}"
         end = position[scan.after]
-        assert end > start
-        assert sum(_is_valid(k) for k in listing[start + 1 : end + 1]) == budget
+        assert end - start == budget
         start = end
+    assert len(scan.invalid) == sum(not _is_valid(k) for k in listing if not k.endswith("/"))
     assert _mine(scan.fingerprints(), crawl) == _mine(_scan(lake, budget=1_000_000)[0].fingerprints(), crawl)
 
 

@@ -4,6 +4,7 @@ partition commits and reading committed partitions."""
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import polars as pl
@@ -19,7 +20,7 @@ from llm_assets.core.lake import (
     validate_crawl,
     validate_shard,
 )
-from llm_assets.core.partition import LakeInput, MissingPartition, PartitionOutput, commit
+from llm_assets.core.partition import LakeInput, MissingPartition, PartitionOutput, commit, vacuum
 from llm_assets.core.units import UnitResult, unit_id
 
 SCHEMA = pa.schema([("doc_id", pa.string()), ("n", pa.int64())])
@@ -61,15 +62,43 @@ def test_parse_raw_key_accepts_sub_folders():
     assert parse_raw_key("raw/c/file.arc.gz") == ("c", "file.arc.gz")
 
 
-@pytest.mark.parametrize("key", [
-    "raw/c/../x.warc.gz", "raw/../x.warc.gz", "raw/c/./x.warc.gz", "raw/c/sub/../../x", "raw/c/a//b", "raw/c/",
-    "raw/c", "raw", "lake/c/x.warc.gz", "/raw/c/x", "raw/c/.hidden", "raw/c/has space.warc", "raw/a..b/x",
-    "raw/c/x\\..\\y",
+@pytest.mark.parametrize("name", [
+    "has space.warc.gz", " leading and trailing ", "résumé.warc.gz", "日本.jsonl", "Ελληνικά/ファイル.json",
+    ".hidden", ".../x", "~tilde", "a+b=c@d,e", "q?x#y%20z&.warc", "quote\"'<>|:*", "emoji 😀.jsonl", "nbsp\u00a0x",
+    "e\u0301", "x" * 1000,
 ])
-def test_parse_raw_key_rejects_traversal_and_malformed_keys(key):
-    """No segment may be '..', '.', empty or contain characters outside the allowed set."""
-    with pytest.raises(InvalidKey):
+def test_parse_raw_key_accepts_any_safe_file_name(name):
+    """File names are used as they are: spaces, any script, a leading dot and punctuation are all fine."""
+    assert parse_raw_key(f"raw/c/{name}") == ("c", name)
+
+
+def test_raw_keys_are_not_normalized():
+    """'é' composed and decomposed are two different keys, both valid, each kept exactly."""
+    composed, decomposed = "raw/c/r\u00e9sum\u00e9", "raw/c/re\u0301sume\u0301"
+    assert parse_raw_key(composed)[1] != parse_raw_key(decomposed)[1]
+    assert parse_raw_key(decomposed)[1] == "re\u0301sume\u0301"
+
+
+@pytest.mark.parametrize("key,reason", [
+    ("raw/c/../x.warc.gz", "'..' path segment"), ("raw/c/./x.warc.gz", "'..' path segment"),
+    ("raw/c/sub/../../x", "'..' path segment"), ("raw/c/a//b", "empty"), ("raw/c/", "empty"),
+    ("raw/../x.warc.gz", "invalid crawl name"), ("raw/a..b/x", "invalid crawl name"),
+    ("raw/bad crawl/x", "invalid crawl name"), ("raw/crawl=1/x", "invalid crawl name"), ("raw/.c/x", "invalid crawl"),
+    ("raw/c", "expected raw/<crawl>/<file>"), ("raw", "expected"), ("lake/c/x.warc.gz", "expected"),
+    ("/raw/c/x", "expected"), ("raw/x.warc.gz", "expected"),
+    ("raw/c/x\\..\\y", "U+005C"), ("raw/c/tab\tx", "U+0009"), ("raw/c/nl\nx", "U+000A"), ("raw/c/cr\rx", "U+000D"),
+    ("raw/c/nul\x00", "U+0000"), ("raw/c/del\x7f", "U+007F"), ("raw/c/c1\x85", "U+0085"),
+    ("raw/c/esc\x1b[31m", "U+001B"),
+    ("raw/c/ls\u2028x", "U+2028"), ("raw/c/rlo\u202egz.exe", "U+202E"), ("raw/c/iso\u2066x", "U+2066"),
+    ("raw/c/lone\ud800", "U+D800"), ("raw/c/" + "é" * 510, "1026 bytes"),
+])
+def test_parse_raw_key_rejects_what_is_unsafe(key, reason):
+    """No segment may be empty, '.' or '..', nor hold a control character, '\\', a line separator, a bidi control
+    or a lone surrogate; the crawl stays strict; a key is at most 1,024 bytes in UTF-8. The message names the
+    key (escaped) and why."""
+    with pytest.raises(InvalidKey, match=re.escape(reason)) as e:
         parse_raw_key(key)
+    assert str(e.value).isprintable()
 
 
 def test_part_and_manifest_keys():
@@ -231,9 +260,9 @@ def test_load_spans_several_partitions(lake, crawl):
     assert loaded.rows == 7 and loaded.scan().collect().height == 7
 
 
-def test_commit_deletes_parts_the_new_manifest_dropped(lake, crawl):
-    """Parts (and rejected parts) the previous manifest listed and the new one does not are deleted; reused
-    and uncommitted parts are left alone."""
+def test_commit_leaves_dropped_parts_to_the_vacuum(lake, crawl):
+    """Parts (and rejected parts) the previous manifest listed and the new one does not stay until the vacuum
+    runs past the retention; then they go, with uncommitted strays, while reused and new parts stay."""
     old_only = _result(lake, crawl, "0000", "old", 4, rejected=True)
     kept = _result(lake, crawl, "0000", "kept", 3)
     commit(lake, "test_stage", crawl, "0000", PartitionOutput([old_only, kept]))
@@ -242,10 +271,13 @@ def test_commit_deletes_parts_the_new_manifest_dropped(lake, crawl):
     write_part(lake, stray, 0, 1)
 
     commit(lake, "test_stage", crawl, "0000", PartitionOutput([kept, new]))
+    assert lake.exists(old_only.part) and lake.exists(old_only.rejected_part) and lake.exists(stray)
 
+    vacuum(lake, retention_s=0, partitions=[("test_stage", crawl, "0000")])
     assert lake.exists(old_only.part) is False
     assert lake.exists(old_only.rejected_part) is False
-    assert lake.exists(kept.part) and lake.exists(new.part) and lake.exists(stray)
+    assert lake.exists(stray) is False
+    assert lake.exists(kept.part) and lake.exists(new.part)
     assert LakeInput.load(lake, "test_stage", [(crawl, "0000")]).rows == 5
 
 

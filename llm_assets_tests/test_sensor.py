@@ -105,11 +105,27 @@ def test_new_crawl_is_added_and_only_its_partitions_requested(instance, bucket_s
     assert sorted(instance.get_dynamic_partitions("crawl")) == ["CC-A", "CC-B"]
 
 
-def test_invalid_keys_are_ignored_not_fatal(instance, bucket_store):
+def test_invalid_keys_are_logged_not_fatal(instance, bucket_store, capsys):
     lake, store = bucket_store
     lake.put_bytes("raw/bad crawl/x.warc.gz", b"x")
+    lake.put_bytes("raw/CC-A/bell\x07.warc.gz", b"x")
     lake.put_bytes("raw/CC-A/ok.warc.gz", b"y")
     assert Sensor(instance, store).requested() == {("CC-A", _shard("raw/CC-A/ok.warc.gz"))}
+    logged = [line for line in capsys.readouterr().err.splitlines() if "ignored raw key" in line]  # Dagster's log
+    assert len(logged) == 2 and any("'raw/CC-A/bell\\x07.warc.gz'" in m for m in logged)
+    assert instance.get_dynamic_partitions("crawl") == ["CC-A"]
+
+
+def test_names_with_spaces_non_ascii_letters_or_a_leading_dot_request_their_partitions(instance, bucket_store):
+    """Any name the validator allows is a file: its partition is requested with the fingerprint that includes it."""
+    lake, store = bucket_store
+    keys = [f"raw/CC-A/{name}" for name in ("has space.warc.gz", "résumé.warc.gz", "日本.jsonl", ".hidden.jsonl")]
+    for k in keys:
+        lake.put_bytes(k, k.encode())
+    sensor = Sensor(instance, store)
+    assert sensor.requested() == {("CC-A", _shard(k)) for k in keys}
+    lake.put_bytes(keys[1], b"changed")
+    assert sensor.requested() == {("CC-A", _shard(keys[1]))}
 
 
 def test_listing_resumes_across_ticks(instance, bucket_store, monkeypatch):

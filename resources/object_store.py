@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import dagster as dg
 from dagster_aws.s3 import S3Resource
 
 from llm_assets import environment
 from llm_assets.core.lake import Lake, RetryPolicy, StoreConfig
 from llm_assets.settings import load_settings
+
+
+# A sensor tick gives up on a failing store after this long, well inside Dagster's 60 s sensor timeout.
+SENSOR_RETRY_BUDGET_S = 30.0
 
 
 class ObjectStore(dg.ConfigurableResource):
@@ -31,8 +37,13 @@ class ObjectStore(dg.ConfigurableResource):
             retention_s=self.retention_hours * 3600,
         )
 
-    def lake(self) -> Lake:
-        return Lake(self.config())
+    def lake(self, retry_budget_s: float | None = None) -> Lake:
+        """The lake client; `retry_budget_s` shortens how long it waits out a failing store (a sensor tick must
+        give up well inside Dagster's 60 s sensor timeout, and simply tries again on the next tick)."""
+        config = self.config()
+        if retry_budget_s is not None:
+            config = replace(config, retry=replace(config.retry, budget_s=retry_budget_s))
+        return Lake(config)
 
 
 def object_store_from_env() -> ObjectStore:

@@ -3,6 +3,10 @@
 A partition's fingerprint is a sum (mod 2^128) of one hash per file over (key, ETag, size): it is independent
 of listing order, so a listing can be split across sensor ticks and still add up to the same value, and an
 identical re-upload leaves it unchanged.
+
+A key that cannot be ingested (`parse_raw_key` says why) is not a file of any partition, and is never skipped
+silently: the partition it hashes to keeps it with the reason, and `rejected_raw_keys` finds every one, including
+those under an invalid crawl folder that no partition can claim.
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ EMPTY_FINGERPRINT = "0" * 32
 _MOD = 1 << 128
 
 SCHEMA = pa.schema([("key", pa.string()), ("file", pa.string()), ("size", pa.int64()), ("etag", pa.string())])
+# What the raw inventory keeps under rejected/raw_files/: keys of its shard that cannot be ingested, with the reason.
+REJECTED_SCHEMA = pa.schema(
+    [("key", pa.string()), ("size", pa.int64()), ("etag", pa.string()), ("reason", pa.string())])
+INVALID_RAW_KEY = "invalid_raw_key"  # the raw inventory's drop reason
 
 
 def shard_of(key: str, shards: int) -> str:
@@ -34,18 +42,62 @@ def fingerprint(files: Iterable[ObjectInfo]) -> str:
     return f"{sum(_file_hash(f) for f in files) % _MOD:032x}"
 
 
-def partition_files(lake: Lake, crawl: str, shard: str, shards: int) -> list[ObjectInfo]:
-    """The raw files of one (crawl, shard) partition, in key order. Invalid keys are skipped."""
-    files = []
+@dataclass(frozen=True)
+class RejectedKey:
+    """A raw object that will not be ingested, and why."""
+
+    obj: ObjectInfo
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"key": self.obj.key, "size": self.obj.size, "reason": self.reason}
+
+
+def is_folder_marker(obj: ObjectInfo) -> bool:
+    """An empty object whose key ends in '/', as S3 consoles create for a folder: not a file, so neither ingested
+    nor reported."""
+    return obj.key.endswith("/") and obj.size == 0
+
+
+def rejection(obj: ObjectInfo) -> RejectedKey | None:
+    """Why a listed raw object cannot be ingested; None when it can."""
+    try:
+        parse_raw_key(obj.key)
+    except InvalidKey as e:
+        return RejectedKey(obj, str(e))
+    return None
+
+
+def partition_listing(lake: Lake, crawl: str, shard: str, shards: int) -> tuple[list[ObjectInfo], list[RejectedKey]]:
+    """The raw files of one (crawl, shard) partition, and the keys under the crawl that hash to the shard but
+    cannot be ingested; both in key order."""
+    files, rejected = [], []
     for obj in lake.list(f"raw/{crawl}/"):
-        try:
-            parse_raw_key(obj.key)
-        except InvalidKey:
+        if is_folder_marker(obj) or shard_of(obj.key, shards) != shard:
             continue
-        if shard_of(obj.key, shards) == shard:
+        if (r := rejection(obj)) is None:
             files.append(obj)
+        else:
+            rejected.append(r)
     # S3 servers differ in listing order (SeaweedFS lists a folder before sibling keys that sort earlier).
-    return sorted(files, key=lambda o: o.key)
+    return sorted(files, key=lambda o: o.key), sorted(rejected, key=lambda r: r.obj.key)
+
+
+def partition_files(lake: Lake, crawl: str, shard: str, shards: int) -> list[ObjectInfo]:
+    """The raw files of one (crawl, shard) partition, in key order."""
+    return partition_listing(lake, crawl, shard, shards)[0]
+
+
+def rejected_raw_keys(lake: Lake, limit: int = 100) -> tuple[int, list[RejectedKey]]:
+    """Every raw key that will not be ingested, from one listing of `raw/`: how many, and the first `limit`.
+    It includes the keys no partition can report: those under an invalid crawl folder or directly under raw/."""
+    count, shown = 0, []
+    for obj in lake.list("raw/"):
+        if not is_folder_marker(obj) and (r := rejection(obj)) is not None:
+            count += 1
+            if len(shown) < limit:
+                shown.append(r)
+    return count, shown
 
 
 @dataclass
@@ -54,24 +106,27 @@ class RawScan:
 
     after: str = ""
     sums: dict[str, int] = field(default_factory=dict)  # "crawl|shard" -> running sum
-    invalid: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)  # why listed keys cannot be ingested; not in the cursor
 
     def step(self, lake: Lake, shards: int, budget: int) -> bool:
-        """List up to `budget` keys. True when the pass has reached the end of `raw/`."""
+        """List up to `budget` keys. True when the pass has reached the end of `raw/`. Keys that cannot be
+        ingested count against the budget too (it bounds the listing), and are noted in `invalid` with the reason."""
         seen = 0
         for obj in lake.list("raw/", start_after=self.after):
             self.after = obj.key
-            try:
-                crawl, _ = parse_raw_key(obj.key)
-            except InvalidKey as e:
-                self.invalid.append(str(e))
-                continue
-            p = f"{crawl}|{shard_of(obj.key, shards)}"
-            self.sums[p] = (self.sums.get(p, 0) + _file_hash(obj)) % _MOD
             seen += 1
+            if not is_folder_marker(obj):
+                self._add(obj, shards)
             if seen >= budget:
                 return False
         return True
+
+    def _add(self, obj: ObjectInfo, shards: int) -> None:
+        if (r := rejection(obj)) is not None:
+            self.invalid.append(r.reason)
+            return
+        p = f"{obj.key.split('/')[1]}|{shard_of(obj.key, shards)}"
+        self.sums[p] = (self.sums.get(p, 0) + _file_hash(obj)) % _MOD
 
     def fingerprints(self) -> dict[str, str]:
         return {p: f"{s:032x}" for p, s in self.sums.items()}

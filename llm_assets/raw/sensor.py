@@ -6,9 +6,10 @@ from llm_assets.core.inventory import RawScan, changed_partitions
 from llm_assets.jobs import lake_job
 from llm_assets.partitions import crawl_partitions, crawl_shard_key
 from llm_assets.settings import load_settings
-from resources import ObjectStore
+from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
 RAW_FINGERPRINT_TAG = "llm_assets/raw_fingerprint"
+LOGGED_INVALID = 20  # per tick; `llm-assets status` lists every raw key that will not be ingested
 
 
 SETTINGS = load_settings()
@@ -31,9 +32,12 @@ def raw_drop_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
     cursor = json.loads(context.cursor) if context.cursor else {}
     seen: dict[str, str] = cursor.get("seen", {})
     scan = RawScan.from_json(cursor.get("scan") or {})
-    finished = scan.step(store.lake(), SETTINGS.shards, SETTINGS.sensor.max_keys_per_tick)
-    for message in scan.invalid:
+    finished = scan.step(store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S), SETTINGS.shards, SETTINGS.sensor.max_keys_per_tick)
+    for message in scan.invalid[:LOGGED_INVALID]:
         context.log.warning(f"ignored raw key: {message}")
+    if len(scan.invalid) > LOGGED_INVALID:
+        context.log.warning(f"ignored {len(scan.invalid) - LOGGED_INVALID} more raw keys that cannot be ingested; "
+                            "`llm-assets status` lists them with the reason")
     if not finished:
         return dg.SensorResult(cursor=json.dumps({"seen": seen, "scan": scan.to_json()}),
                                skip_reason=f"listing raw/ continues after {scan.after!r}")
