@@ -1,0 +1,276 @@
+"""Dead runs do not block the queue, tested on a real deployment: a `dagster-daemon run` and a `dagster api grpc`
+code server on 127.0.0.1, configured by the project's dagster.yaml (polling every second instead of every 30 s),
+running the tiny job of run_monitoring_job.py. Run workers are killed with SIGKILL.
+
+Nothing here asserts a duration: every wait polls a condition until a generous deadline.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import psutil
+import pytest
+import yaml
+from dagster._core.storage.tags import GRPC_INFO_TAG
+
+from llm_assets.instance import _alive, _runs_on_this_host
+from llm_assets_tests import run_monitoring_job as job_module
+
+# Killing the code server makes Dagster warn, in this process too, that it cannot load the code location.
+pytestmark = pytest.mark.filterwarnings("ignore:Error loading repository location:UserWarning")
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+DEADLINE_S = 120
+LOCATION = "run_monitoring"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition, what: str, deadline_s: float = DEADLINE_S, alive=()):
+    """Poll `condition` until it returns something truthy; fail after the deadline or when a process in `alive` died."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        for process in alive:
+            if process.poll() is not None:
+                pytest.fail(f"{process.args[0]} exited ({process.returncode}) while waiting for {what}")
+        time.sleep(0.25)
+    pytest.fail(f"gave up after {deadline_s} s waiting for {what}")
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """Stop a process started in its own session, with everything it spawned (run workers, log tailers)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):  # politely, then whatever is left of the group
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+class Deployment:
+    """DAGSTER_HOME, code server and daemon of one test module; every process it starts is stopped in close()."""
+
+    def __init__(self, root: Path):
+        self.home = root / "dagster_home"
+        self.files = root / "files"  # the job's pid and release files
+        self.home.mkdir()
+        self.files.mkdir()
+        self.port = free_port()
+        self.processes: list[subprocess.Popen] = []
+        self.env = dict(os.environ, DAGSTER_HOME=str(self.home), RUN_MONITORING_DIR=str(self.files),
+                        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+
+        config = yaml.safe_load((REPO / "dagster.yaml").read_text())
+        # The project's settings, polled faster so the test is short. Dagster waits in 0.5 s steps between
+        # monitoring iterations and the setting is an int: 1 s is the shortest poll that is not a busy loop.
+        config["run_monitoring"]["poll_interval_seconds"] = 1
+        config["run_coordinator"]["config"]["dequeue_interval_seconds"] = 1
+        (self.home / "dagster.yaml").write_text(yaml.safe_dump(config))
+        self.workspace_file = self.home / "workspace.yaml"
+        self.workspace_file.write_text(yaml.safe_dump({"load_from": [
+            {"grpc_server": {"host": "127.0.0.1", "port": self.port, "location_name": LOCATION}}]}))
+
+        # Create the SQLite storage before any other process opens it: concurrent first opens race on the schema.
+        self.instance = dg.DagsterInstance.from_config(str(self.home))
+        self.instance.get_runs(limit=1)
+        self.context = None
+
+    def _spawn(self, args: list[str], log: str) -> subprocess.Popen:
+        with open(self.home / log, "ab") as out:
+            process = subprocess.Popen(args, env=self.env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        self.processes.append(process)
+        return process
+
+    def start_code_server(self) -> None:
+        from dagster._grpc.client import DagsterGrpcClient
+
+        self.code_server = self._spawn(
+            [str(BIN / "dagster"), "api", "grpc", "--host", "127.0.0.1", "--port", str(self.port),
+             "--module-name", job_module.__name__, "--working-directory", str(REPO), "--location-name", LOCATION],
+            "code_server.log")
+        client = DagsterGrpcClient(host="127.0.0.1", port=self.port)
+
+        def serving():
+            try:
+                return client.ping("up")
+            except Exception:
+                return False
+
+        wait_for(serving, "the code server", alive=[self.code_server])
+
+    def start_daemon(self) -> None:
+        from dagster._core.workspace.context import WorkspaceProcessContext
+        from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+        self.daemon = self._spawn([str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_file)], "daemon.log")
+        wanted = {"QUEUED_RUN_COORDINATOR", "MONITORING"}
+        wait_for(lambda: wanted <= set(self.instance.get_daemon_heartbeats()), "the daemon's first heartbeats",
+                 alive=[self.daemon])
+        self.context = WorkspaceProcessContext(self.instance, WorkspaceFileTarget(paths=[str(self.workspace_file)]))
+
+    def listening_addresses(self) -> set[str]:
+        addresses = set()
+        for process in self.processes:
+            try:
+                family = [process.pid] + [c.pid for c in psutil.Process(process.pid).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+            for pid in family:
+                try:
+                    connections = psutil.Process(pid).net_connections(kind="inet")
+                except psutil.NoSuchProcess:
+                    continue
+                addresses |= {c.laddr.ip.removeprefix("::ffff:") for c in connections  # IPv4 on an IPv6 socket
+                              if c.status == psutil.CONN_LISTEN}
+        return addresses
+
+    def submit(self, shard: str) -> str:
+        """Queue one run of the job for partition crawl-a|<shard>, with the tags Dagster gives a partition's run."""
+        request = self.context.create_request_context()
+        location = request.get_code_location(LOCATION)
+        repo = location.get_repository(next(iter(location.get_repositories())))
+        job = repo.get_full_job(job_module.blocking_job.name)
+        key = dg.MultiPartitionKey({"crawl": "crawl-a", "shard": shard})
+        tags = job_module.blocking_job.get_tags_for_partition_key(key, None)
+        plan = location.get_execution_plan(job, {}, step_keys_to_execute=None, known_state=None,
+                                           instance=self.instance)
+        run = self.instance.create_run(
+            job_name=job.name, run_id=None, run_config={}, resolved_op_selection=None, step_keys_to_execute=None,
+            op_selection=None, status=None, root_run_id=None, parent_run_id=None, tags=tags,
+            job_snapshot=job.job_snapshot, execution_plan_snapshot=plan.execution_plan_snapshot,
+            parent_job_snapshot=None, remote_job_origin=job.get_remote_origin(),
+            job_code_origin=job.get_python_origin(), asset_selection=None, asset_check_selection=None,
+            asset_graph=repo.asset_graph)
+        return self.instance.submit_run(run.run_id, request).run_id
+
+    def status(self, run_id: str) -> dg.DagsterRunStatus:
+        return self.instance.get_run_by_id(run_id).status
+
+    def wait_status(self, run_id: str, status: dg.DagsterRunStatus) -> None:
+        def reached():
+            current = self.status(run_id)
+            if current != status and current in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,
+                                                 dg.DagsterRunStatus.CANCELED):
+                pytest.fail(f"run {run_id} ended {current.value}, expected {status.value}:\n{self.messages(run_id)}")
+            return current == status
+
+        wait_for(reached, f"run {run_id} to be {status.value}", alive=[self.daemon])
+
+    def wait_running(self, run_id: str) -> int:
+        """Wait until the run's op runs; return its run worker's pid, checked against what Dagster recorded."""
+        pid_file = job_module.pid_file(self.files, run_id)
+        wait_for(pid_file.exists, f"run {run_id} to run its op", alive=[self.daemon])
+        self.wait_status(run_id, dg.DagsterRunStatus.STARTED)
+        pid = int(pid_file.read_text())
+        assert f"Started process for run (pid: {pid})." in self.messages(run_id)
+        assert psutil.Process(pid) in psutil.Process(self.code_server.pid).children(recursive=True)
+        return pid
+
+    def release(self, run_id: str) -> None:
+        job_module.release_file(self.files, run_id).touch()
+
+    def messages(self, run_id: str) -> str:
+        return "\n".join(entry.message or "" for entry in self.instance.all_logs(run_id))
+
+    def close(self) -> None:
+        if self.context is not None:
+            self.context.__exit__(None, None, None)
+        for process in reversed(self.processes):
+            stop_group(process)
+        self.instance.dispose()
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    deployment = Deployment(tmp_path_factory.mktemp("run_monitoring"))
+    try:
+        deployment.start_code_server()
+        deployment.start_daemon()
+        assert deployment.listening_addresses() == {"127.0.0.1"}
+        yield deployment
+    finally:
+        deployment.close()
+
+
+def test_killed_worker_fails_its_run_and_frees_its_partition(deployment):
+    # Queued in this order, the first run of partition crawl-a|0 starts; the second of crawl-a|0 waits, while the
+    # run of crawl-a|1 starts beside the first.
+    first = deployment.submit("0")
+    same = deployment.submit("0")
+    other = deployment.submit("1")
+    first_pid = deployment.wait_running(first)
+    deployment.wait_running(other)
+    assert deployment.status(same) == dg.DagsterRunStatus.QUEUED  # it was passed over when `other` was dequeued
+    deployment.release(other)
+    deployment.wait_status(other, dg.DagsterRunStatus.SUCCESS)
+    assert deployment.status(same) == dg.DagsterRunStatus.QUEUED  # a slot is free, the partition is not
+
+    os.kill(first_pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    deployment.wait_status(first, dg.DagsterRunStatus.FAILURE)
+    print(f"\nkilled worker -> run FAILURE in {time.monotonic() - killed_at:.1f} s")
+    messages = deployment.messages(first)
+    assert "SIGKILL" in messages or f"run worker process {first_pid} is gone" in messages, messages
+
+    deployment.wait_running(same)  # the dead run no longer holds its partition
+    deployment.release(same)
+    deployment.wait_status(same, dg.DagsterRunStatus.SUCCESS)
+
+
+def test_worker_dead_with_its_code_server_is_failed_by_run_monitoring(deployment):
+    # Without a code server to notice, only the monitoring daemon can: this run used to stay STARTED forever.
+    run = deployment.submit("1")
+    pid = deployment.wait_running(run)
+    os.kill(deployment.code_server.pid, signal.SIGKILL)  # first, so that it cannot report the worker's death
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    deployment.wait_status(run, dg.DagsterRunStatus.FAILURE)
+    print(f"\nkilled worker and code server -> run FAILURE in {time.monotonic() - killed_at:.1f} s")
+    assert f"run worker process {pid} is gone" in deployment.messages(run)
+
+    deployment.start_code_server()  # as `make ui` would after a crash
+    deployment.context.reload_code_location(LOCATION)  # the test's own view of it; the daemon finds it by itself
+    after = deployment.submit("1")
+    deployment.wait_running(after)
+    deployment.release(after)
+    deployment.wait_status(after, dg.DagsterRunStatus.SUCCESS)
+
+
+def test_worker_health_check_on_real_processes():
+    me = psutil.Process()
+    assert _alive(me.pid, reported_at=me.create_time())
+    # the same pid reported long before this process was created: the pid was handed out again
+    assert not _alive(me.pid, reported_at=me.create_time() - 3600)
+    child = subprocess.Popen(["true"])
+    wait_for(lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE, "an exited, unreaped child")
+    assert not _alive(child.pid, reported_at=time.time())  # exited: a zombie is no worker
+    child.wait()
+    assert not _alive(child.pid, reported_at=time.time())
+
+    def run(grpc_info=None):
+        tags = {GRPC_INFO_TAG: json.dumps(grpc_info)} if grpc_info else {}
+        return dg.DagsterRun(job_name="job", tags=tags)
+
+    assert _runs_on_this_host(run({"host": "localhost", "socket": "/tmp/x"}))
+    assert _runs_on_this_host(run({"host": "127.0.0.1", "port": 4000}))
+    assert _runs_on_this_host(run())  # executed in-process, here
+    assert not _runs_on_this_host(run({"host": "10.0.0.7", "port": 4000}))  # its pid means nothing here
