@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo test ui bench bench-dedup bench-lake-io store-start store-stop clean
+.PHONY: demo test ui bench bench-dedup bench-lake-io bench-oversized store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly.
 $(VENV)/.synced: pyproject.toml uv.lock
@@ -28,6 +28,9 @@ bench: $(VENV)/.synced
 
 bench-dedup: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.dedup
+
+bench-oversized: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.oversized
 
 bench-lake-io: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.lake_io

@@ -24,7 +24,7 @@ read at run time and never copied into the repository.
 2. **extractor comparison** ("pages/s/core and MB/s for each extractor on the real shared pages"): `extract_html`
    over the same HTML pages, every HTML page of the shared WARC files as `read_records` yields them, held in
    memory, one core, one pass per corpus repeat (more if a pass is too short to time): trafilatura without a time
-   limit, trafilatura with a 1 s per-page timeout (timeouts counted, and the text they cost; fixed at 1 s
+   limit, trafilatura with a 1 CPU-s per-page limit (timeouts counted, and the text they cost; fixed at 1 s
    whatever the settings' `extract_timeout_s`), and resiliparse. Each runs in its own fresh process (peak RSS
    each): pages/s/core, MB/s of HTML, ms/page mean/p50/p99, pages with text, against the anchor's trafilatura
    (76–80 ms/doc) and resiliparse alone (349 docs/s/core).
@@ -48,8 +48,8 @@ outside it and reported separately. Fast stages, and the per-page measurements o
 median pass is reported. "per CPU-s" divides by the process's user + system CPU time instead: the fair per-core
 figure where a library runs several threads. "others (CPUs)" is how many CPUs other processes kept busy on
 average meanwhile (from /proc/stat): the machine may be shared, and a high value means contention slowed the
-wall-clock rate. The extraction timeout is wall-clock (SIGALRM), so contention can also push a page near the
-limit over it: with a tight limit, the timeout counts and the documents kept downstream can vary between runs.
+wall-clock rate. The extraction limit counts the extracting thread's CPU time, not wall time, so other processes
+do not push a page over it; CPU time itself still grows with contention for caches and memory (up to ~2x here).
 
 The anchor column holds the published datatrove 0.10.1 figures of ARCHITECTURE.md ("The anchor, measured here"),
 not a re-run. Its pipeline has more filters (URL, Gopher repetition, C4, FineWeb) and its corpus was these files

@@ -40,8 +40,13 @@ class RunnerSettings(_Section):
 
 class DocumentsSettings(_Section):
     extractor: Literal["trafilatura", "resiliparse"] = "trafilatura"
+    # A larger record is quarantined (oversized) unread: an HTML or WET payload, a JSON line or array element, a
+    # Parquet text.
     max_payload_bytes: int = Field(default=5_000_000, gt=0)
-    extract_timeout_s: float = Field(default=5.0, gt=0)
+    # CPU seconds of the extracting thread per page, so that other processes' load does not count. CPU time still
+    # grows with contention for caches and memory (the slowest shared page: 2.2 CPU-s on a quiet machine, 4.9 with
+    # the other core busy), hence far above it.
+    extract_timeout_s: float = Field(default=30.0, gt=0)
     max_html_chars: int = Field(default=2_000_000, gt=0)
     min_text_chars: int = Field(default=1, ge=0)
     text_field: str = "text"

@@ -12,6 +12,8 @@ import io
 import json
 import random
 import re
+import subprocess
+import sys
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -21,13 +23,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
+from botocore.exceptions import ResponseStreamingError
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from llm_assets.core import readers
 from llm_assets.core.charset import decode_html, detect_charset, normalize_label
 from llm_assets.core.extract import extract_html
 from llm_assets.core.filters import LanguageFilter, language_model
+from llm_assets.core.errors import StoreUnavailable
 from llm_assets.core.readers import (HTML_TYPES, ReaderSettings, ReadReport, SourceRecord, UnreadableFile, is_parquet,
                                      read_parquet, read_records, sniff_format)
 from llm_assets_tests.conftest import shared
@@ -421,15 +426,39 @@ def test_json_lines_with_a_bad_line_keep_the_others():
 
 
 def test_json_array_document():
-    """A JSON (not JSON Lines) array of objects: one record per object, `offset` its index."""
+    """A JSON (not JSON Lines) array of objects: one record per object, `offset` its index. An array cut short
+    keeps the elements before the cut and counts the damage as `truncated_file`; bytes after the array are
+    `corrupt_json`."""
     rows = _ccnet_rows()
     data = json.dumps(rows[:4] + ["a string"] + rows[4:], indent=1).encode()
     records, report = read(data, name="corpus.jsonl.gz")
     assert [(r.fmt, r.text, r.record_id) for r in records] == [("json", row["text"], row["id"]) for row in rows]
     assert [r.offset for r in records] == [0, 1, 2, 3, 5, 6, 7, 8, 9, 10]
     assert [(q["reason"], q["record_offset"]) for q in report.quarantined] == [("corrupt_json", 4)]
-    with pytest.raises(UnreadableFile):
-        read(data[:-10])
+
+    records, report = read(data[:-10])
+    assert [r.record_id for r in records] == [row["id"] for row in rows[:-1]]
+    assert [(q["reason"], q["record_offset"]) for q in report.quarantined] == [
+        ("corrupt_json", 4), ("truncated_file", 10)]
+    records, report = read(data + b"\n[]\n")
+    assert len(records) == 10 and report.quarantined[-1]["reason"] == "corrupt_json"
+    assert read(b" [ ] \n") == ([], ReadReport())
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64 * 1024])
+@pytest.mark.parametrize("ensure_ascii", [True, False], ids=["escaped", "utf-8"])
+def test_json_array_is_split_like_json_loads_reads_it(monkeypatch, chunk, ensure_ascii):
+    """The streaming split of a JSON array (strings, escapes, nesting, followed across chunk boundaries) gives the
+    elements json.loads gives: the CCNet rows (nested metadata, quotes, newlines, non-ASCII text), plus
+    strings and objects made of the bytes that matter ([ ] { } " , and backslashes)."""
+    monkeypatch.setattr(readers, "CHUNK", chunk)
+    tricky = ['x\\', '\\"', '"]},[{', '\\\\,', 'é😀\n\t']
+    rows = _ccnet_rows()[:3] + [{"id": f"t{i}", "text": t, "meta": {"a": [t, {"b": [t]}]}}
+                                for i, t in enumerate(tricky)]
+    data = json.dumps(rows, ensure_ascii=ensure_ascii).encode()
+    records, report = read(data)
+    assert [(r.offset, r.text, r.record_id) for r in records] == [(i, r["text"], r["id"]) for i, r in enumerate(rows)]
+    assert report.quarantined == []
 
 
 def test_parquet_with_text_url_and_id_columns(tmp_path):
@@ -869,3 +898,162 @@ def test_cut_mid_payload_is_never_yielded_as_whole():
     assert [r.offset for r in records] == [o for o in full if o < start]
     assert [(q["reason"], q["record_offset"]) for q in report.quarantined] == [("truncated_file", start)]
     assert report.drops["truncated_file"] == 1
+
+
+# ------------------------------------------------------------------------------ oversized JSON and Parquet
+
+
+def _wikitext(n_bytes: int) -> str:
+    """Real English text (WikiText-2), repeated to n_bytes characters."""
+    text = shared("text", "pytorch-examples__wikitext-2-v1.valid.txt").read_text()
+    return (text * (n_bytes // len(text) + 1))[:n_bytes]
+
+
+@pytest.mark.parametrize("compression", ["plain", "gzip"])
+def test_a_60_mb_json_line_is_quarantined_and_its_neighbours_kept(compression):
+    """A 60 MB JSON line between the CCNet rows is quarantined as `oversized` at its offset, never read whole;
+    the rows before and after it are yielded with their own offsets."""
+    rows = _ccnet_rows()
+    lines = [json.dumps(r).encode() + b"\n" for r in rows]
+    big = json.dumps({"id": "big", "text": _wikitext(60_000_000)}).encode() + b"\n"
+    lines.insert(5, big)
+    plain = b"".join(lines)
+    records, report = read(plain if compression == "plain" else gzip.compress(plain, compresslevel=1))
+    offsets = [sum(map(len, lines[:i])) for i in range(len(lines))]
+    assert [(r.record_id, r.offset) for r in records] == [
+        (json.loads(line)["id"], offsets[i]) for i, line in enumerate(lines) if i != 5]
+    assert [(r.text, r.payload_bytes) for r in records] == [(row["text"], len(row["text"])) for row in rows]
+    assert [(q["reason"], q["record_offset"]) for q in report.quarantined] == [("oversized", offsets[5])]
+    assert str(len(big)) in report.quarantined[0]["detail"]
+
+
+def test_json_lines_at_and_over_the_cap():
+    """The cap counts a line's bytes without its newline: a line of exactly max_payload_bytes is read, a longer
+    one is quarantined, also as the last line without a newline; offsets stay right after each."""
+    short, middle, long = sorted((json.dumps(r).encode() + b"\n" for r in _ccnet_rows()), key=len)[::4][:3]
+    cap = len(middle) - 1  # `middle` exactly at the cap
+    data = middle + long + short + long.rstrip(b"\n")
+    records, report = read(data, ReaderSettings(max_payload_bytes=cap))
+    assert [(r.record_id, r.offset) for r in records] == [
+        (json.loads(middle)["id"], 0), (json.loads(short)["id"], len(middle + long))]
+    assert [(q["reason"], q["record_offset"]) for q in report.quarantined] == [
+        ("oversized", len(middle)), ("oversized", len(middle + long + short))]
+
+
+def test_an_oversized_json_array_element_is_quarantined_and_its_neighbours_kept():
+    """A 60 MB element of a JSON array is quarantined as `oversized` at its index, never held; the others are
+    yielded with their indexes."""
+    rows = _ccnet_rows()
+    elements = [json.dumps(r).encode() for r in rows]
+    elements.insert(3, json.dumps({"id": "big", "text": _wikitext(60_000_000)}).encode())
+    records, report = read(b"[" + b",\n".join(elements) + b"]")
+    assert [(r.offset, r.record_id, r.text) for r in records] == [
+        (i + (i >= 3), row["id"], row["text"]) for i, row in enumerate(rows)]
+    assert [(q["reason"], q["record_offset"]) for q in report.quarantined] == [("oversized", 3)]
+
+
+def test_parquet_texts_over_the_cap_are_quarantined(tmp_path):
+    """Parquet texts longer than max_payload_bytes (here the median CCNet text) are quarantined as `oversized` at
+    their row; the others are yielded."""
+    rows = _ccnet_rows()
+    cap = sorted(len(r["text"].encode()) for r in rows)[len(rows) // 2]
+    path = tmp_path / "docs.parquet"
+    pq.write_table(pa.table({"id": [r["id"] for r in rows], "text": [r["text"] for r in rows]}), path,
+                   row_group_size=4)
+    report = ReadReport()
+    records = list(read_parquet(path, ReaderSettings(max_payload_bytes=cap), report))
+    small = [i for i, r in enumerate(rows) if len(r["text"].encode()) <= cap]
+    assert [(r.offset, r.text) for r in records] == [(i, rows[i]["text"]) for i in small]
+    assert [(q["reason"], q["record_offset"]) for q in report.quarantined] == [
+        ("oversized", i) for i in range(len(rows)) if i not in small]
+
+
+_PEAK_RSS = """
+import io, json, resource, sys
+from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
+path = sys.argv[1]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+report = ReadReport()
+with open(path, "rb") as f:
+    ids = [r.record_id for r in read_records(f, path, ReaderSettings(), report)]
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"ids": ids, "reasons": [q["reason"] for q in report.quarantined], "grew_kib": after - before}))
+"""
+
+
+def test_memory_stays_bounded_on_a_200_mb_json_line(tmp_path):
+    """A 200 MB JSON line, read in a fresh process: the peak memory grows by far less than the line (reading it
+    whole and parsing it took 2.6 GB)."""
+    path = tmp_path / "big.jsonl"
+    piece = json.dumps(_wikitext(1_000_000))[1:-1].encode()  # escaped: the pieces join into one JSON string
+    with path.open("wb") as f:
+        f.write(b'{"id": "before", "text": "a"}\n{"id": "big", "text": "')
+        for _ in range(200):
+            f.write(piece)
+        f.write(b'"}\n{"id": "after", "text": "b"}\n')
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(path)], cwd=root, capture_output=True, text=True,
+                          check=True)
+    out = json.loads(done.stdout)
+    assert (out["ids"], out["reasons"]) == (["before", "after"], ["oversized"])
+    assert out["grew_kib"] < 50_000
+
+
+# ---------------------------------------------------------------- infrastructure errors are not bad input
+
+
+class _FailingStream(io.RawIOBase):
+    """The bytes of a file until `at`, then the error a broken connection to the store raises."""
+
+    def __init__(self, data: bytes, at: int, error: Exception):
+        self.data, self.at, self.error, self.pos = data, at, error, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.pos >= self.at:
+            raise self.error
+        n = min(len(b), self.at - self.pos)
+        b[:n] = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return n
+
+
+def _jsonl_of_random_text() -> bytes:
+    rng = random.Random(5)
+    return b"".join(json.dumps({"id": i, "text": rng.randbytes(1500).hex()}).encode() + b"\n" for i in range(1500))
+
+
+INFRA_FILES = {
+    "gzip per record WARC": lambda: shared("warc", AUT).read_bytes(),
+    "uncompressed WARC": lambda: gzip.decompress(shared("warc", AUT).read_bytes()),
+    "whole-file gzip WET": lambda: gzip.compress(gzip.decompress(shared("wet", CC_WET).read_bytes()) * 30),
+    "JSON Lines": _jsonl_of_random_text,
+    "gzip JSON Lines": lambda: gzip.compress(_jsonl_of_random_text(), compresslevel=1),
+    "zstd JSON Lines": lambda: zstandard.ZstdCompressor().compress(_jsonl_of_random_text()),
+    "JSON array": lambda: json.dumps([json.loads(line) for line in _jsonl_of_random_text().splitlines()]).encode(),
+}
+INFRA_ERRORS = {
+    "StoreUnavailable": lambda: StoreUnavailable("object store http://127.0.0.1:1: reading raw/x kept failing"),
+    "ResponseStreamingError": lambda: ResponseStreamingError(error="Connection broken: IncompleteRead"),
+    "ConnectionResetError": lambda: ConnectionResetError(104, "Connection reset by peer"),
+}
+
+
+@pytest.mark.parametrize("error", sorted(INFRA_ERRORS))
+@pytest.mark.parametrize("kind", sorted(INFRA_FILES))
+def test_a_store_failure_mid_file_propagates_and_quarantines_nothing(kind, error):
+    """The stream of a raw file breaks three quarters in (the store gone, a connection reset): the reader raises
+    that error after the records before it, and quarantines nothing; before, it counted a `truncated_file` or a
+    `corrupt_record` and the partition would have committed without the rest of the file."""
+    data = INFRA_FILES[kind]()
+    assert len(data) > 2 * readers.LOOKAHEAD  # the break comes after the format sniffing, mid-records
+    raised = INFRA_ERRORS[error]()
+    report, records = ReadReport(), []
+    with pytest.raises(type(raised)) as caught:
+        for record in read_records(io.BufferedReader(_FailingStream(data, len(data) * 3 // 4, raised)), "raw",
+                                   SETTINGS, report):
+            records.append(record)
+    assert caught.value is raised
+    assert records and report.quarantined == [] and damage(report) == 0

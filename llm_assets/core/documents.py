@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
+from llm_assets.core.errors import is_store_error
 from llm_assets.core.extract import ExtractionTimeout, extract_html, extractor_version
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.core.readers import (ReaderSettings, ReadReport, SourceRecord, UnreadableFile, is_parquet,
@@ -19,7 +20,7 @@ from llm_assets.core.readers import (ReaderSettings, ReadReport, SourceRecord, U
 from llm_assets.core.units import UnitResult, timed_unit
 from llm_assets.settings import DocumentsSettings
 
-STAGE_VERSION = "2"
+STAGE_VERSION = "3"  # 3: CPU-time extraction limit; JSON, JSON Lines and Parquet records capped
 BATCH_ROWS = 256
 
 SCHEMA = pa.schema(
@@ -98,6 +99,12 @@ def iter_source(lake: Lake, key: str, settings: ReaderSettings, report: ReadRepo
     except UnreadableFile as e:
         report.quarantine("unreadable_file", 0, detail=str(e))
         report.errors.append(f"{key}: unreadable: {e}")
+    except Exception as e:  # noqa: BLE001 - bytes that crash a reader cost their file's rest, not the partition
+        if is_store_error(e):
+            raise
+        report.quarantine("unreadable_file", 0, detail=f"reader failed: {type(e).__name__}: {e}")
+        report.errors.append(f"{key}: the reader failed; records before it are kept, the rest of the file is "
+                             f"quarantined: {type(e).__name__}: {e}")
 
 
 class _Prepend:
@@ -125,7 +132,8 @@ def _document(u: ExtractUnit, rec: SourceRecord, report: ReadReport) -> dict | N
             extracted = extract_html(rec.html, rec.url, extractor=u.effective_extractor,
                                      timeout_s=s.extract_timeout_s, max_chars=s.max_html_chars)
         except ExtractionTimeout:
-            report.quarantine("extraction_timeout", rec.offset, rec.skip, rec.url, f"over {s.extract_timeout_s}s")
+            report.quarantine("extraction_timeout", rec.offset, rec.skip, rec.url,
+                              f"over {s.extract_timeout_s} CPU seconds")
             return None
         if extracted is not None:
             text, title, date = extracted.text, extracted.title, extracted.date

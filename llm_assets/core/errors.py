@@ -83,3 +83,9 @@ def is_infrastructure(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return is_transient(exc) or is_store_full(exc)
+
+
+def is_store_error(exc: BaseException) -> bool:
+    """An error from the store or the machine, rather than from the bytes read: an infrastructure error, or the
+    store's own answer (a key that is gone, access denied). Never quarantined as bad input."""
+    return is_infrastructure(exc) or isinstance(exc, (bce.ClientError, bce.BotoCoreError))

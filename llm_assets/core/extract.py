@@ -12,14 +12,22 @@
 
 Guards for a worker that must not hang on one page:
 
-* ``timeout_s``: a per-document time limit. In the main thread it is enforced with ``SIGALRM`` and
-  ``setitimer(ITIMER_REAL)``; when the limit passes, ``ExtractionTimeout`` is raised. The previous SIGALRM
-  handler and any running ``ITIMER_REAL`` timer (for example pytest-timeout's) are restored afterwards, always.
-  Limits of this mechanism: a Python signal handler runs between bytecodes, so a single long call into C code
-  (lxml's parser, resiliparse's C++ extractor) finishes before the exception is raised; ``max_chars`` bounds
-  those calls. Outside the main thread (signals can only be handled there) and on platforms without
-  ``setitimer`` the extraction runs **without** a time limit; run extraction in worker processes, not threads,
-  to keep it.
+* ``timeout_s``: a per-document limit in **CPU seconds** of the extracting thread, so that the same page meets
+  the same limit whatever else the machine runs (a wall-clock limit let pages needing 1-2 CPU-s pass a 5 s limit
+  under load, and the same partition held different rows at different loads). In the main thread, ``SIGPROF``
+  and ``setitimer(ITIMER_PROF)`` wake a handler every few milliseconds of the process's CPU time; the handler
+  reads the main thread's own CPU time (``time.thread_time()``: it runs in the main thread), so CPU used by
+  other threads or processes never counts, and raises ``ExtractionTimeout`` once the page has used more than
+  ``timeout_s``. After that it keeps raising at every tick until the extraction stops, so a library that
+  swallows the exception cannot escape the limit. The previous SIGPROF handler and ``ITIMER_PROF`` timer (a
+  sampling profiler's) are restored afterwards, always; SIGALRM and ``ITIMER_REAL`` (pytest-timeout's) are not
+  touched. Limits of this mechanism: a Python signal handler runs between bytecodes, so a single long call into
+  C code (lxml's parser, resiliparse's C++ extractor) finishes before the exception is raised; ``max_chars``
+  bounds those calls. CPU time is steadier than wall time but not exact: on these shared virtual machines a
+  page's CPU time grew up to ~2x when the other core was busy (caches and memory shared), so keep the limit
+  far from real pages' costs. Outside the main thread (signals can only be handled there) and on platforms
+  without ``setitimer`` the extraction runs **without** a limit; run extraction in worker processes, not
+  threads, to keep it.
 * resiliparse only: HTML whose ``<div>``/``<article>`` nesting would cost resiliparse more than ~0.1 s (its
   cost grows with elements x depth, inside C++ code the time limit cannot interrupt) is cut at the tag where that
   budget runs out; no shared real page comes near it (see ``_NESTING_BUDGET``).
@@ -27,8 +35,9 @@ Guards for a worker that must not hang on one page:
   parsers are lenient and close the open elements). trafilatura's own ``MAX_TREE_SIZE`` setting is not used: it
   only caps the size of the *extracted* tree, after all the parsing work has been done.
 
-Any other failure of an extractor on a malformed page is logged and returns ``None``; only ``ExtractionTimeout``
-and ``ValueError``/``TypeError`` for bad arguments are raised.
+Any other failure of an extractor on a malformed page is logged and returns ``None``; only ``ExtractionTimeout``,
+``ValueError``/``TypeError`` for bad arguments and store or machine errors (``errors.is_store_error``) are
+raised.
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ from importlib.metadata import version
 from typing import Any
 
 import trafilatura
+
+from llm_assets.core.errors import is_store_error
 
 LOGGER = logging.getLogger(__name__)
 
@@ -67,8 +78,11 @@ def extractor_version(name: str) -> str:
 EXTRACTOR_VERSION = extractor_version(DEFAULT_EXTRACTOR)
 
 
-class ExtractionTimeout(TimeoutError):
-    """The extraction of one document took longer than its `timeout_s`."""
+class ExtractionTimeout(Exception):
+    """The extraction of one document used more than its `timeout_s` CPU seconds.
+
+    Not a TimeoutError: that is what a timed-out connection raises, an infrastructure error, while this one is
+    the page's own fault."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +102,8 @@ def extract_html(
     """Main text, title and date of a page, or None when the page has no main text.
 
     extractor: "trafilatura" (default) or "resiliparse"; anything else is a ValueError.
-    timeout_s: raise ExtractionTimeout when the extraction takes longer (main thread only, see the module doc).
+    timeout_s: raise ExtractionTimeout when the extraction uses more CPU seconds (main thread only, see the
+        module doc).
     max_chars: cut longer HTML to this many characters before parsing.
     """
     _check_extractor(extractor)
@@ -104,13 +119,12 @@ def extract_html(
         html = html[:max_chars]
     if not html or html.isspace():
         return None
-    alarm = _TimeLimit(timeout_s)
     try:
-        return alarm.call(_EXTRACT[extractor], html, url or None)
+        return _CPULimit(timeout_s).call(_EXTRACT[extractor], html, url or None)
     except ExtractionTimeout:
         raise
     except Exception as err:  # noqa: BLE001 - one malformed page must not end a shard
-        if err is alarm.outer_error:  # raised by an outer SIGALRM handler, not by the extractor
+        if is_store_error(err):
             raise
         LOGGER.warning("%s failed on %s: %s: %s", extractor, url, type(err).__name__, err)
         return None
@@ -171,7 +185,7 @@ def _resiliparse(html: str, url: str | None) -> Extracted | None:
 
 
 # resiliparse's parser and main-content heuristics cost about (number of <div>/<article> elements) x (their
-# nesting depth), inside C++ code that SIGALRM cannot interrupt: 10,000 nested <div> take ~2 s, 20,000 ~8 s,
+# nesting depth), inside C++ code that a signal cannot interrupt: 10,000 nested <div> take ~2 s, 20,000 ~8 s,
 # 100 nested levels holding 100,000 sibling <div> ~0.8 s. The sum of the depths of all opening <div>/<article>
 # tags measures that cost; past this budget (~0.1 s of resiliparse time) the HTML is cut at that tag. The
 # shared WARC pages stay under 3,000 (FAQ and home pages with a few hundred <div>), so real pages are not cut.
@@ -218,94 +232,67 @@ _EXTRACT: dict[str, Callable[[str, str | None], Extracted | None]] = {
 }
 
 
-# --- time limit ------------------------------------------------------------------------------------------------
+# --- CPU time limit --------------------------------------------------------------------------------------------
 
-# After the limit passes, SIGALRM keeps firing at this interval until the extraction stops: a library that
-# catches Exception (trafilatura does, around its fallbacks and JSON-LD parsing) cannot swallow the timeout.
-_REFIRE_S = 0.005
+# ITIMER_PROF counts the CPU time of the whole process: the handler is woken at the limit, then at this interval
+# (of process CPU time), and compares the main thread's own CPU time with the limit each time. The interval is
+# also how often a timeout that a library swallowed is raised again (trafilatura catches Exception around its
+# fallbacks and JSON-LD parsing).
+_CHECK_EVERY_S = 0.005
 
 
-def _can_use_alarm() -> bool:
+def _can_use_timer() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
-class _TimeLimit:
-    """Run a function with SIGALRM raising ExtractionTimeout after `seconds`; restore the previous SIGALRM
-    handler and ITIMER_REAL timer afterwards, always.
-
-    A timer already running (pytest-timeout's, a caller's own) keeps its schedule: when it is due before our
-    limit its handler is called from ours on time (SIG_DFL/SIG_IGN: the signal is re-delivered, with that
-    disposition, as soon as we are done); when it is due later it is re-armed afterwards with the time it had left.
-    """
+class _CPULimit:
+    """Run a function with SIGPROF raising ExtractionTimeout once the main thread has used `seconds` of CPU time;
+    restore the previous SIGPROF handler and ITIMER_PROF timer afterwards, always. A timer already running (a
+    sampling profiler's) pauses meanwhile and goes on with the time it had left."""
 
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
         self.armed = False
         self.fired = False
-        self.outer_error: BaseException | None = None
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self.seconds is None or not _can_use_alarm():
+        if self.seconds is None or not _can_use_timer():
             return fn(*args)
-        seconds = self.seconds
-        start = time.monotonic()
-        self.deadline = start + seconds
-        self.previous = signal.getsignal(signal.SIGALRM)
-        outer_delay, outer_interval = signal.getitimer(signal.ITIMER_REAL)
-        self.outer_deadline = start + outer_delay if outer_delay > 0 else None
-        self.outer_done = False
+        self.start = time.thread_time()
+        previous_handler = signal.getsignal(signal.SIGPROF)
+        previous_timer = signal.getitimer(signal.ITIMER_PROF)
         try:
             self.armed = True
-            signal.signal(signal.SIGALRM, self._on_alarm)
-            first = seconds
-            if self.outer_deadline is not None and self.outer_deadline < self.deadline:
-                first = max(outer_delay, 1e-6)
-            signal.setitimer(signal.ITIMER_REAL, first, _REFIRE_S)
+            signal.signal(signal.SIGPROF, self._on_tick)
+            signal.setitimer(signal.ITIMER_PROF, self.seconds, _CHECK_EVERY_S)
             try:
                 result = fn(*args)
             except ExtractionTimeout:
                 raise
             except Exception as err:
                 if self.fired:  # the library turned our timeout into another error
-                    raise ExtractionTimeout(f"HTML extraction took longer than {seconds} s") from err
+                    raise self._timeout() from err
                 raise
-            if self.fired:  # raised once, but swallowed by the library
-                raise ExtractionTimeout(f"HTML extraction took longer than {seconds} s")
+            if self.fired:  # raised, but swallowed by the library
+                raise self._timeout()
             return result
         finally:
             # A signal already pending may run our handler at any bytecode from here on: the loop makes sure the
-            # handler is disarmed and the timer stopped before the old handler is put back.
+            # handler is disarmed and the timer stopped before the old ones are put back.
             while True:
                 try:
                     self.armed = False
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    signal.setitimer(signal.ITIMER_PROF, 0)
                     break
                 except ExtractionTimeout:
                     continue
-            previous = self.previous
-            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
-            if self.outer_deadline is not None:
-                if not self.outer_done:
-                    remaining = self.outer_deadline - time.monotonic()
-                    signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-6), outer_interval)
-                elif outer_interval > 0:  # delivered through our handler; a periodic timer goes on
-                    signal.setitimer(signal.ITIMER_REAL, outer_interval, outer_interval)
+            signal.signal(signal.SIGPROF, previous_handler if previous_handler is not None else signal.SIG_DFL)
+            signal.setitimer(signal.ITIMER_PROF, *previous_timer)
 
-    def _on_alarm(self, signum: int, frame: Any) -> None:
-        if not self.armed:
-            return
-        now = time.monotonic()
-        if now >= self.deadline:
+    def _on_tick(self, signum: int, frame: Any) -> None:
+        if self.armed and time.thread_time() - self.start >= self.seconds:
             self.fired = True
-            raise ExtractionTimeout(f"HTML extraction took longer than {self.seconds} s")
-        # Woken early: the outer timer is due before our limit. Re-arm ours, then deliver the outer one.
-        signal.setitimer(signal.ITIMER_REAL, max(self.deadline - now, 1e-6), _REFIRE_S)
-        if self.outer_deadline is None or now < self.outer_deadline or self.outer_done:
-            return
-        if callable(self.previous):
-            self.outer_done = True
-            try:
-                self.previous(signum, frame)
-            except BaseException as err:
-                self.outer_error = err
-                raise
+            raise self._timeout()
+
+    def _timeout(self) -> ExtractionTimeout:
+        return ExtractionTimeout(f"HTML extraction used more than {self.seconds} CPU seconds")

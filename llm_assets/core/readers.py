@@ -6,7 +6,12 @@ JSON Lines, JSON, Parquet or a loose HTML page. Memory is bounded by a record or
 Every record a reader passes over is accounted for: yielded, counted under a skip reason (`report.skip`), or
 quarantined with its offset and what is wrong (`report.quarantine`). Damage never ends the shard: a
 gzip-per-record file resynchronizes at the next gzip member; other damage ends the file, keeping what came
-before it.
+before it. A record over `max_payload_bytes` (an HTML or WET payload, a JSON line or array element, a Parquet
+text) is quarantined as `oversized` without being held whole.
+
+Only the input's faults are quarantined: an error of the store or the machine while the raw bytes stream in (the
+store unreachable, a connection reset, a key gone; see `errors.is_store_error`) propagates, so that the unit fails
+instead of committing a file that looks damaged.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +29,7 @@ import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
 from llm_assets.core.charset import decode_html
+from llm_assets.core.errors import is_store_error
 from llm_assets.core.units import DropCounter
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
@@ -75,11 +82,10 @@ class ReadReport:
 
 @dataclass(frozen=True)
 class ReaderSettings:
-    max_payload_bytes: int = 5_000_000
+    max_payload_bytes: int = 5_000_000  # per record: HTML/WET payload, JSON line or array element, Parquet text
     text_field: str = "text"
     url_field: str = "url"
     id_field: str = "id"
-    max_json_bytes: int = 256_000_000  # a JSON (not JSON Lines) document is parsed whole
 
 
 class UnreadableFile(ValueError):
@@ -295,6 +301,8 @@ def _read_warc_gzip(src: _Source, fmt: str, settings: ReaderSettings, report: Re
             report.quarantine(e.reason, member.start, skip, detail=str(e))
             damaged = True
         except Exception as e:  # noqa: BLE001 - a corrupt WARC header inside a member that decompresses
+            if is_store_error(e):
+                raise
             report.quarantine("corrupt_record", member.start, skip, detail=f"{type(e).__name__}: {e}")
             try:
                 member.drain()
@@ -309,6 +317,8 @@ def _read_warc_plain(stream: BinaryIO, fmt: str, settings: ReaderSettings, repor
     except DamagedMember as e:
         report.quarantine(e.reason, 0, detail=str(e))
     except Exception as e:  # noqa: BLE001 - uncompressed: no member boundary to resynchronize at
+        if is_store_error(e):
+            raise
         report.quarantine("truncated_file", 0, detail=f"damaged after the last intact record: {type(e).__name__}: {e}")
 
 
@@ -332,9 +342,17 @@ def _json_record(obj, fmt: str, offset: int, settings: ReaderSettings, report: R
 
 
 def _read_jsonl(stream: BinaryIO, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
+    """One record per line; `offset` is the line's byte offset. A line over max_payload_bytes (newline not
+    counted) is quarantined as `oversized` and skipped in bounded chunks: a JSON line is read and parsed whole, and
+    a parsed line takes many times its size in memory."""
+    cap = settings.max_payload_bytes
     offset = 0
-    for line in stream:
+    while line := stream.readline(cap + 1):
         start, offset = offset, offset + len(line)
+        if len(line) > cap and not line.endswith(b"\n"):
+            offset += _skip_line(stream)
+            report.quarantine("oversized", start, detail=f"JSON line of {offset - start} bytes, over {cap}")
+            continue
         if not line.strip():
             continue
         try:
@@ -346,33 +364,127 @@ def _read_jsonl(stream: BinaryIO, settings: ReaderSettings, report: ReadReport) 
             yield rec
 
 
+def _skip_line(stream: BinaryIO) -> int:
+    """Read on to the end of the current line, a chunk at a time; the number of bytes skipped."""
+    skipped = 0
+    while chunk := stream.readline(CHUNK):
+        skipped += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return skipped
+
+
 def _read_json(stream: BinaryIO, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
-    data = stream.read(settings.max_json_bytes + 1)
-    if len(data) > settings.max_json_bytes:
-        raise UnreadableFile(f"JSON document over {settings.max_json_bytes} bytes: use JSON Lines")
-    try:
-        doc = json.loads(data)
-    except ValueError as e:
-        # JSON Lines whose first line is an array or a file that starts like JSON but is not
-        raise UnreadableFile(f"not valid JSON: {e}") from e
-    for i, obj in enumerate(doc if isinstance(doc, list) else [doc]):
-        if (rec := _json_record(obj, "json", i, settings, report)) is not None:
+    """A JSON array of objects, streamed element by element; `offset` is the element's index. An element over
+    max_payload_bytes is quarantined as `oversized` without being held; an array cut short keeps the elements
+    before the cut."""
+    cap = settings.max_payload_bytes
+    for index, item in _json_array_items(stream, cap, report):
+        if item is None:
+            report.quarantine("oversized", index, detail=f"JSON array element over {cap} bytes")
+            continue
+        try:
+            obj = json.loads(item)
+        except ValueError as e:
+            report.quarantine("corrupt_json", index, detail=str(e))
+            continue
+        if (rec := _json_record(obj, "json", index, settings, report)) is not None:
             yield rec
 
 
+# Outside strings only these bytes matter; a string runs to the next quote that no backslash escapes.
+_JSON_STRUCTURE = re.compile(rb'[][{}",]')
+_JSON_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+
+
+def _json_array_items(stream: BinaryIO, cap: int, report: ReadReport) -> Iterator[tuple[int, bytes | None]]:
+    """(index, bytes) of each element of the JSON array `stream` holds, split by following strings and nesting
+    a chunk at a time, so that only one element is ever held; bytes is None for an element over `cap` bytes."""
+    chunk = stream.read(CHUNK).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not chunk.startswith(b"["):
+        raise UnreadableFile("not a JSON array")
+    pos, depth, in_string, escaped = 1, 1, False, False
+    item, oversized, index = bytearray(), False, 0
+    while chunk:
+        start = pos  # the current element's bytes in this chunk begin here
+        while pos < len(chunk):
+            if escaped:  # the byte after a backslash that ended the previous chunk
+                pos, escaped = pos + 1, False
+            elif in_string:
+                end = _JSON_STRING_REST.match(chunk, pos).end()
+                if end == len(chunk):
+                    pos = end
+                elif chunk[end] == ord('"'):
+                    pos, in_string = end + 1, False
+                else:  # a backslash is the chunk's last byte
+                    pos, escaped = len(chunk), True
+            elif (match := _JSON_STRUCTURE.search(chunk, pos)) is None:
+                pos = len(chunk)
+            else:
+                pos, byte = match.end(), match.group()
+                if byte == b'"':
+                    in_string = True
+                elif byte in (b"[", b"{"):
+                    depth += 1
+                elif depth > 1 and byte in (b"]", b"}"):
+                    depth -= 1
+                elif depth == 1 and byte in (b",", b"]"):
+                    if not oversized:
+                        item += chunk[start:match.start()]
+                    last = byte == b"]"
+                    if not (last and index == 0 and not item.strip()):  # not the empty array
+                        yield index, None if oversized or len(item) > cap else bytes(item)
+                    index, item, oversized, start = index + 1, bytearray(), False, pos
+                    if last:
+                        _check_trailing(chunk[pos:], stream, index, report)
+                        return
+        if not oversized:
+            item += chunk[start:]
+            if len(item) > cap:
+                item, oversized = bytearray(), True
+        chunk, pos = stream.read(CHUNK), 0
+    report.quarantine("truncated_file", index, detail=f"the JSON array ends inside element {index}")
+
+
+def _check_trailing(rest: bytes, stream: BinaryIO, index: int, report: ReadReport) -> None:
+    """Quarantine what follows the end of the JSON array, unless it is only whitespace."""
+    while rest:
+        if rest.strip():
+            report.quarantine("corrupt_json", index, detail="data after the end of the JSON array")
+            return
+        rest = stream.read(CHUNK)
+
+
 def read_parquet(file, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
-    """A Parquet file (random access), batch by batch; `offset` is the row number."""
+    """A Parquet file (random access), batch by batch; `offset` is the row number. A text over max_payload_bytes
+    is quarantined as `oversized` before it becomes a Python string (the batch itself is in memory already)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(file)
     names = set(pf.schema_arrow.names)
-    if settings.text_field not in names:
-        raise UnreadableFile(f"Parquet file has no column {settings.text_field!r} (settings: documents.text_field)")
-    columns = [c for c in (settings.text_field, settings.url_field, settings.id_field) if c in names]
+    field = settings.text_field
+    if field not in names:
+        raise UnreadableFile(f"Parquet file has no column {field!r} (settings: documents.text_field)")
+    text_type = pf.schema_arrow.field(field).type
+    measurable = pa.types.is_string(text_type) or pa.types.is_large_string(text_type)
+    columns = [c for c in (field, settings.url_field, settings.id_field) if c in names]
+    cap = settings.max_payload_bytes
     row = 0
     for batch in pf.iter_batches(batch_size=1024, columns=columns):
-        for obj in batch.to_pylist():
-            if (rec := _json_record(obj, "parquet", row, settings, report)) is not None:
+        oversized = [False] * batch.num_rows
+        if measurable:
+            texts = batch.column(field)
+            over = pc.fill_null(pc.greater(pc.binary_length(texts), cap), False)
+            if pc.any(over).as_py():
+                oversized = over.to_pylist()
+                batch = batch.set_column(batch.schema.get_field_index(field), field,
+                                         pc.if_else(over, pa.scalar(None, texts.type), texts))
+        for obj, too_big in zip(batch.to_pylist(), oversized):
+            if too_big:
+                report.quarantine("oversized", row, detail=f"text over {cap} bytes")
+            elif (rec := _json_record(obj, "parquet", row, settings, report)) is not None:
                 yield rec
             row += 1
 
@@ -436,6 +548,8 @@ def read_records(raw: BinaryIO, name: str, settings: ReaderSettings, report: Rea
         try:
             fmt = sniff_format(stream.peek(4096)[:4096])
         except (OSError, EOFError, zstandard.ZstdError) as e:
+            if is_store_error(e):
+                raise
             raise UnreadableFile(f"cannot decompress: {e}") from e
     if fmt in ("warc", "arc"):
         records = _read_warc_plain(stream, fmt, settings, report)
@@ -450,6 +564,8 @@ def read_records(raw: BinaryIO, name: str, settings: ReaderSettings, report: Rea
     try:
         yield from records
     except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
+        if is_store_error(e):  # e.g. a connection reset: says nothing about the file
+            raise
         # a whole-file gzip or zstd stream damaged part-way: what was read before the damage is kept
         report.quarantine("truncated_file", 0, detail=f"damaged after the last intact record: {type(e).__name__}: {e}")
 
