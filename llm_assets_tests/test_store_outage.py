@@ -6,21 +6,35 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import secrets
+import socket
 import threading
 
 import pytest
 
 from llm_assets.core.errors import StoreUnavailable
 from llm_assets.core.lake import Lake, RetryPolicy, StoreConfig
-from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore
+
+
+def quiet_ports(n: int) -> list[int]:
+    """Free ports below Linux's ephemeral range (32768-60999): while the store is down for a test, no other
+    process's bind-to-any-port (another test server, an outgoing connection) takes them before the restart."""
+    rng = random.Random()
+    ports: list[int] = []
+    while len(ports) < n:
+        port = rng.randrange(20_000, 32_000)
+        with socket.socket() as s:
+            if port not in ports and s.connect_ex(("127.0.0.1", port)) != 0:
+                ports.append(port)
+    return ports
 
 
 @pytest.fixture
 def own_store(tmp_path):
     store = EmbeddedStore(state_dir=tmp_path / "store", bucket="outage-test", access_key="k" + secrets.token_hex(6),
-                          secret_key=secrets.token_urlsafe(24),
-                          ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+                          secret_key=secrets.token_urlsafe(24), ports=dict(zip(DEFAULT_PORTS, quiet_ports(len(DEFAULT_PORTS)))))
     store.start()
     yield store
     store.stop()
