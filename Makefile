@@ -29,6 +29,10 @@ bench: $(VENV)/.synced
 bench-dedup: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.dedup
 
+# The full fault-injection suite (about an hour; root, for a tmpfs): its figures go into BENCHMARKS.md.
+chaos: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.chaos
+
 bench-oversized: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.oversized
 

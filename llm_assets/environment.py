@@ -8,6 +8,8 @@
                              credentials. For the embedded store only, when they are unset, the ones that
                              `llm-assets store start` generated are read from $LLM_ASSETS_HOME/store/credentials.env
     LLM_ASSETS_HOME          local state: embedded store data, Dagster instance (default: <repo>/.llm-assets)
+    LLM_ASSETS_STORE_DATA    the embedded store's data folder, when it is not $LLM_ASSETS_HOME/store/data (lets a
+                             server error on a full disk be reported as "object store full")
 """
 
 from __future__ import annotations
@@ -72,6 +74,14 @@ def ensure_embedded_credentials(create: bool = False) -> None:
             os.environ[key] = value
 
 
+def embedded_data_dir() -> str | None:
+    """The embedded store's data folder (where a full disk can be seen), or None for a remote store.
+    LLM_ASSETS_STORE_DATA names it when the store is not the one under LLM_ASSETS_HOME."""
+    if not uses_embedded_store():
+        return None
+    return os.environ.get("LLM_ASSETS_STORE_DATA") or str(home() / "store" / "data")
+
+
 def store_config() -> StoreConfig:
     ensure_embedded_credentials()
     key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
@@ -82,4 +92,5 @@ def store_config() -> StoreConfig:
         )
     store = load_settings().store
     return StoreConfig(endpoint=endpoint(), bucket=bucket(), region=region(), access_key=key, secret_key=secret,
-                       retry=store.retry(), retention_s=store.retention_hours * 3600)
+                       retry=store.retry(), retention_s=store.retention_hours * 3600,
+                       local_data_dir=embedded_data_dir())

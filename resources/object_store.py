@@ -25,6 +25,7 @@ class ObjectStore(dg.ConfigurableResource):
     retry_base_s: float = 0.5
     retry_max_s: float = 20.0
     retention_hours: float = 24.0
+    local_data_dir: str = ""  # the embedded store's data folder: a 500 with that disk full is reported as full
 
     def config(self) -> StoreConfig:
         return StoreConfig(
@@ -35,6 +36,7 @@ class ObjectStore(dg.ConfigurableResource):
             secret_key=self.s3.aws_secret_access_key or "",
             retry=RetryPolicy(budget_s=self.retry_budget_s, base_s=self.retry_base_s, max_s=self.retry_max_s),
             retention_s=self.retention_hours * 3600,
+            local_data_dir=self.local_data_dir or None,
         )
 
     def lake(self, retry_budget_s: float | None = None) -> Lake:
@@ -61,4 +63,5 @@ def object_store_from_env() -> ObjectStore:
         retry_base_s=settings.retry_base_s,
         retry_max_s=settings.retry_max_s,
         retention_hours=settings.retention_hours,
+        local_data_dir=environment.embedded_data_dir() or "",
     )

@@ -18,6 +18,7 @@ import logging
 import os
 import random
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -38,6 +39,7 @@ from llm_assets.core.errors import LocalDiskFull, SourceChanged, StoreFull, Stor
 
 LOGGER = logging.getLogger(__name__)
 T = TypeVar("T")
+LOW_DISK_BYTES = 64 << 20  # a local store's disk with less free space than this cannot take another part
 
 # A crawl name is a Dagster partition key and a lake key segment (`crawl=<c>`), so it stays strict: Dagster refuses
 # '...' and control characters in partition keys and joins multi-partition keys with '|'; '=' and '/' are lake syntax.
@@ -143,6 +145,9 @@ class StoreConfig:
     secret_key: str = field(repr=False)
     retry: RetryPolicy = RetryPolicy()
     retention_s: float = 86_400.0  # superseded and orphaned parts outlive their last use by this long
+    # The store's data folder when it runs on this machine (the embedded store). Some servers (SeaweedFS) answer a
+    # write to a full disk with a bare 500 "internal error": with the folder known, that is reported as full.
+    local_data_dir: str | None = None
 
     @property
     def secure(self) -> bool:
@@ -191,6 +196,17 @@ def _is_missing(e: ClientError) -> bool:
     return e.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound")
 
 
+def _is_server_error(e: BaseException | None) -> bool:
+    """A 5xx answer, also wrapped (boto3's transfer manager raises S3UploadFailedError from the ClientError)."""
+    while e is not None:
+        if isinstance(e, ClientError):
+            return (e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0) >= 500
+        if type(e).__name__ == "S3UploadFailedError" and "(InternalError)" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def _is_precondition_failed(e: ClientError) -> bool:
     return e.response["Error"]["Code"] in ("PreconditionFailed", "412", "ConditionalRequestConflict")
 
@@ -234,6 +250,9 @@ class Lake:
             except Exception as e:  # noqa: BLE001 - classified below; anything else is raised as it is
                 if is_store_full(e):
                     raise StoreFull(f"object store full: {self.config.where} refused {what}: {e}") from e
+                if (free := self._local_free_bytes(e)) is not None:
+                    raise StoreFull(f"object store full: {self.config.where} failed {what} with its data folder "
+                                    f"{self.config.local_data_dir} down to {free / 2**20:.1f} MiB free: {e}") from e
                 if not is_transient(e):
                     raise
                 elapsed = time.monotonic() - start
@@ -245,6 +264,16 @@ class Lake:
                 LOGGER.warning("object store %s: %s failed (%s), retrying in %.1f s", self.config.where, what,
                                type(e).__name__, delay)
                 time.sleep(delay)
+
+    def _local_free_bytes(self, e: Exception) -> int | None:
+        """The free bytes of the local store's disk when a server error coincides with that disk being full."""
+        if not self.config.local_data_dir or not _is_server_error(e):
+            return None
+        try:
+            free = shutil.disk_usage(self.config.local_data_dir).free
+        except OSError:
+            return None
+        return free if free < LOW_DISK_BYTES else None
 
     def url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
