@@ -29,7 +29,7 @@ bench: $(VENV)/.synced
 bench-dedup: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.dedup
 
-# The full fault-injection suite (about an hour; root, for a tmpfs): its figures go into BENCHMARKS.md.
+# The full fault-injection suite (about 30 minutes; root, for a tmpfs): its figures go into BENCHMARKS.md.
 chaos: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.chaos
 
