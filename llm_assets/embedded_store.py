@@ -81,6 +81,17 @@ class EmbeddedStore:
         return self.state_dir / "weed.pid"
 
     @property
+    def credentials_file(self) -> Path:
+        """The store's credentials, readable by the owner only: processes that open the lake (pool and cluster
+        workers) read them here, so work units never carry them."""
+        return self.state_dir / "credentials.env"
+
+    def _write_credentials_file(self) -> None:
+        text = f"AWS_ACCESS_KEY_ID={self.access_key}\nAWS_SECRET_ACCESS_KEY={self.secret_key}\n"
+        if not self.credentials_file.exists() or self.credentials_file.read_text() != text:
+            write_private(self.credentials_file, text.encode())
+
+    @property
     def log_file(self) -> Path:
         return self.state_dir / "weed.log"
 
@@ -127,6 +138,7 @@ class EmbeddedStore:
         data = self.state_dir / "data"
         data.mkdir(mode=0o700, exist_ok=True)
         write_security_config(self.state_dir)  # weed reads ./security.toml: it runs in state_dir
+        self._write_credentials_file()
         args = [
             weed_binary(),
             "mini",

@@ -18,7 +18,7 @@ import os
 import secrets
 from pathlib import Path
 
-from llm_assets.core.lake import StoreConfig
+from llm_assets.core.lake import Credentials, StoreConfig
 from llm_assets.settings import PROJECT_ROOT, load_settings
 
 EMBEDDED_ENDPOINT = "http://127.0.0.1:8333"
@@ -82,15 +82,20 @@ def embedded_data_dir() -> str | None:
     return os.environ.get("LLM_ASSETS_STORE_DATA") or str(home() / "store" / "data")
 
 
+def embedded_credentials_file() -> str | None:
+    """The embedded store's credentials file, when the environment names no credentials of its own."""
+    if Credentials.from_env() is not None or not uses_embedded_store():
+        return None
+    if not credentials_file().exists():
+        raise RuntimeError("no object-store credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                           "or run `llm-assets store start` for the embedded store")
+    return str(credentials_file())
+
+
 def store_config() -> StoreConfig:
-    ensure_embedded_credentials()
-    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
-    if not key or not secret:
-        raise RuntimeError(
-            "no object-store credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-            "or run `llm-assets store start` for the embedded store"
-        )
+    """The lake's configuration. It names where credentials come from (the environment, the embedded store's
+    file, or boto3's default chain for AWS), never the credentials themselves."""
     store = load_settings().store
-    return StoreConfig(endpoint=endpoint(), bucket=bucket(), region=region(), access_key=key, secret_key=secret,
-                       retry=store.retry(), retention_s=store.retention_hours * 3600,
-                       local_data_dir=embedded_data_dir())
+    return StoreConfig(endpoint=endpoint(), bucket=bucket(), region=region(),
+                       credentials_file=embedded_credentials_file(), retry=store.retry(),
+                       retention_s=store.retention_hours * 3600, local_data_dir=embedded_data_dir())

@@ -138,8 +138,9 @@ class ChaosStore:
         (self.tmpfs / "ballast").unlink(missing_ok=True)
 
     def config(self, bucket: str, budget_s: float = 60.0) -> StoreConfig:
-        return StoreConfig(endpoint=self.endpoint, bucket=bucket, region="us-east-1", access_key=self.store.access_key,
-                           secret_key=self.store.secret_key, retry=RetryPolicy(budget_s=budget_s, base_s=0.2, max_s=2))
+        return StoreConfig(endpoint=self.endpoint, bucket=bucket, region="us-east-1",
+                           credentials_file=str(self.store.credentials_file),
+                           retry=RetryPolicy(budget_s=budget_s, base_s=0.2, max_s=2))
 
     def lake(self, bucket: str) -> Lake:
         return Lake(self.config(bucket))

@@ -40,7 +40,7 @@ def seaweed(tmp_path_factory) -> EmbeddedStore:
 @pytest.fixture(scope="session")
 def store_config(seaweed) -> StoreConfig:
     return StoreConfig(endpoint=seaweed.endpoint, bucket=seaweed.bucket, region="us-east-1",
-                       access_key=seaweed.access_key, secret_key=seaweed.secret_key)
+                       credentials_file=str(seaweed.credentials_file))
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def store_env(monkeypatch, seaweed, tmp_path):
 
 
 @pytest.fixture
-def object_store(store_config):
+def object_store(store_config, seaweed):
     """The Dagster object-store resource on the test server (credentials passed in, as EnvVar would)."""
     from dagster_aws.s3 import S3Resource
 
@@ -75,8 +75,9 @@ def object_store(store_config):
 
     return ObjectStore(
         s3=S3Resource(endpoint_url=store_config.endpoint, region_name=store_config.region,
-                      aws_access_key_id=store_config.access_key, aws_secret_access_key=store_config.secret_key),
+                      aws_access_key_id=seaweed.access_key, aws_secret_access_key=seaweed.secret_key),
         bucket=store_config.bucket,
+        credentials_file=store_config.credentials_file,
     )
 
 

@@ -204,8 +204,7 @@ def s3_release(lake, crawl, release) -> str:
 
 
 def s3_options(store_config) -> dict:
-    return {"endpoint_url": store_config.endpoint, "aws_access_key_id": store_config.access_key,
-            "aws_secret_access_key": store_config.secret_key, "region_name": store_config.region}
+    return store_config.boto_options()
 
 
 @pytest.mark.parametrize("world_size, start", [(1, 0), (3, 0), (2, 321)])
@@ -247,10 +246,11 @@ def test_s3_missing_release_and_secrets(lake, crawl, store_config):
     with pytest.raises(FileNotFoundError, match=f"releases/test-{crawl}/absent/manifest.json"):
         ReleaseLoader(uri, storage_options=s3_options(store_config))
     with pytest.raises(ValueError, match="unknown storage option 'secret'") as e:
-        ReleaseLoader(uri, storage_options={"secret": store_config.secret_key})
-    assert store_config.secret_key not in str(e.value)
+        ReleaseLoader(uri, storage_options={"secret": store_config.credentials().secret_key})
+    assert store_config.credentials().secret_key not in str(e.value)
 
 
 def test_repr_holds_no_credentials(s3_release, store_config):
     loader = ReleaseLoader(s3_release, storage_options=s3_options(store_config))
-    assert store_config.secret_key not in repr(loader) and store_config.access_key not in repr(loader)
+    creds = store_config.credentials()
+    assert creds.secret_key not in repr(loader) and creds.access_key not in repr(loader)

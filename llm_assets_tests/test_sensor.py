@@ -22,7 +22,8 @@ def bucket_store(store_config):
     lake = Lake(cfg)
     lake.s3.create_bucket(Bucket=cfg.bucket)
     resource = ObjectStore(s3=S3Resource(endpoint_url=cfg.endpoint, region_name=cfg.region,
-                                         aws_access_key_id=cfg.access_key, aws_secret_access_key=cfg.secret_key),
+                                         aws_access_key_id=lake.credentials.access_key,
+                                      aws_secret_access_key=lake.credentials.secret_key),
                            bucket=cfg.bucket)
     return lake, resource
 

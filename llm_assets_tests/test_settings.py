@@ -1,8 +1,10 @@
 """Settings: validated, typed, with clear errors naming the file."""
 
+import pickle
+
 import pytest
 
-from llm_assets.core.lake import StoreConfig
+from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.settings import DEFAULT_SETTINGS, Settings
 
 
@@ -30,7 +32,21 @@ def test_invalid_settings_name_the_file_and_the_key(tmp_path, text, fragment):
     assert str(path) in str(e.value) and fragment in str(e.value)
 
 
-def test_store_config_never_prints_its_secret():
-    cfg = StoreConfig(endpoint="http://127.0.0.1:1", bucket="b", region="us-east-1", access_key="AK",
-                      secret_key="very-secret-value")
-    assert "very-secret-value" not in repr(cfg) and "very-secret-value" not in str(cfg)
+def test_credentials_never_print_and_never_travel(tmp_path, monkeypatch):
+    """A StoreConfig holds no secret (it travels inside work units); credentials are read by each process and
+    refuse to be pickled, so no task argument or engine log can hold them."""
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    path = tmp_path / "credentials.env"
+    path.write_text("AWS_ACCESS_KEY_ID=AK\nAWS_SECRET_ACCESS_KEY=very-secret-value\n")
+    cfg = StoreConfig(endpoint="http://127.0.0.1:1", bucket="b", region="us-east-1", credentials_file=str(path))
+    creds = cfg.credentials()
+    assert creds.secret_key == "very-secret-value"
+    assert "very-secret-value" not in repr(creds) + str(creds) + repr(cfg)
+    assert b"very-secret-value" not in pickle.dumps(cfg) and b"very-secret-value" not in pickle.dumps(Lake(cfg))
+    with pytest.raises(TypeError, match="do not travel"):
+        pickle.dumps(creds)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "EK")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    assert cfg.credentials().access_key == "AK"  # the store's own file first
+    assert StoreConfig(endpoint=None, bucket="b", region="us-east-1").credentials().secret_key == "env-secret"

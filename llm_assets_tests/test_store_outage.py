@@ -42,7 +42,7 @@ def own_store(tmp_path):
 
 def lake_on(store: EmbeddedStore, budget_s: float) -> Lake:
     return Lake(StoreConfig(endpoint=store.endpoint, bucket=store.bucket, region="us-east-1",
-                            access_key=store.access_key, secret_key=store.secret_key,
+                            credentials_file=str(store.credentials_file),
                             retry=RetryPolicy(budget_s=budget_s, base_s=0.05, max_s=0.5)))
 
 

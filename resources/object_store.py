@@ -8,7 +8,7 @@ import dagster as dg
 from dagster_aws.s3 import S3Resource
 
 from llm_assets import environment
-from llm_assets.core.lake import Lake, RetryPolicy, StoreConfig
+from llm_assets.core.lake import Credentials, Lake, RetryPolicy, StoreConfig
 from llm_assets.settings import load_settings
 
 
@@ -26,14 +26,15 @@ class ObjectStore(dg.ConfigurableResource):
     retry_max_s: float = 20.0
     retention_hours: float = 24.0
     local_data_dir: str = ""  # the embedded store's data folder: a 500 with that disk full is reported as full
+    # Where workers read the embedded store's credentials; empty: their environment (work units carry none).
+    credentials_file: str = ""
 
     def config(self) -> StoreConfig:
         return StoreConfig(
             endpoint=self.s3.endpoint_url,
             bucket=self.bucket,
             region=self.s3.region_name or "us-east-1",
-            access_key=self.s3.aws_access_key_id or "",
-            secret_key=self.s3.aws_secret_access_key or "",
+            credentials_file=self.credentials_file or None,
             retry=RetryPolicy(budget_s=self.retry_budget_s, base_s=self.retry_base_s, max_s=self.retry_max_s),
             retention_s=self.retention_hours * 3600,
             local_data_dir=self.local_data_dir or None,
@@ -45,10 +46,12 @@ class ObjectStore(dg.ConfigurableResource):
         config = self.config()
         if retry_budget_s is not None:
             config = replace(config, retry=replace(config.retry, budget_s=retry_budget_s))
-        return Lake(config)
+        key, secret = self.s3.aws_access_key_id, self.s3.aws_secret_access_key
+        return Lake(config, Credentials(key, secret) if key and secret else None)
 
 
 def object_store_from_env() -> ObjectStore:
+    credentials_file = environment.embedded_credentials_file() if environment.credentials_file().exists() else None
     environment.ensure_embedded_credentials()
     settings = load_settings().store
     return ObjectStore(
@@ -64,4 +67,5 @@ def object_store_from_env() -> ObjectStore:
         retry_max_s=settings.retry_max_s,
         retention_hours=settings.retention_hours,
         local_data_dir=environment.embedded_data_dir() or "",
+        credentials_file=credentials_file or "",
     )

@@ -35,7 +35,9 @@ import pyarrow.parquet as pq
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from llm_assets.core.errors import LocalDiskFull, SourceChanged, StoreFull, StoreUnavailable, is_store_full, is_transient
+from llm_assets.core.errors import (
+    InfrastructureError, LocalDiskFull, SourceChanged, StoreFull, StoreUnavailable, is_store_full, is_transient,
+)
 
 LOGGER = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -135,14 +137,43 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
+class Credentials:
+    """An S3 key pair. It never leaves the process that read it: pickling raises, so no work unit, task argument,
+    engine log or event log can hold it. Every process (a pool worker, a cluster worker) reads its own."""
+
+    access_key: str = field(repr=False)
+    secret_key: str = field(repr=False)
+
+    def __reduce__(self):
+        raise TypeError("S3 credentials do not travel between processes: each worker reads its own "
+                        "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the store's credentials file)")
+
+    @classmethod
+    def from_env(cls) -> Credentials | None:
+        key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+        return cls(key, secret) if key and secret else None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Credentials:
+        """`AWS_ACCESS_KEY_ID=...` and `AWS_SECRET_ACCESS_KEY=...` lines, as the embedded store writes them."""
+        try:
+            values = dict(line.partition("=")[::2] for line in Path(path).read_text().splitlines() if "=" in line)
+            return cls(values["AWS_ACCESS_KEY_ID"], values["AWS_SECRET_ACCESS_KEY"])
+        except (OSError, KeyError) as e:
+            raise InfrastructureError(f"cannot read S3 credentials from {path}: {type(e).__name__}: {e}") from e
+
+
+@dataclass(frozen=True)
 class StoreConfig:
-    """Where the lake lives. Picklable, so process-pool workers can open their own clients."""
+    """Where the lake lives, and where each process finds its credentials: never the credentials themselves, so a
+    StoreConfig travels inside work units to pool and cluster workers, which open their own clients."""
 
     endpoint: str | None  # None: AWS S3
     bucket: str
     region: str
-    access_key: str = field(repr=False)
-    secret_key: str = field(repr=False)
+    # A file of the embedded store's credentials, read by each process that opens the lake. Without it: the
+    # environment's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, else boto3's default chain (profiles, IAM roles).
+    credentials_file: str | None = None
     retry: RetryPolicy = RetryPolicy()
     retention_s: float = 86_400.0  # superseded and orphaned parts outlive their last use by this long
     # The store's data folder when it runs on this machine (the embedded store). Some servers (SeaweedFS) answer a
@@ -158,22 +189,32 @@ class StoreConfig:
         """The store, for error messages: endpoint and bucket, never credentials."""
         return f"{self.endpoint or 'AWS S3'} (bucket {self.bucket})"
 
-    def boto_options(self) -> dict[str, str | None]:
-        """boto3 client keyword arguments."""
-        return {"endpoint_url": self.endpoint, "aws_access_key_id": self.access_key,
-                "aws_secret_access_key": self.secret_key, "region_name": self.region}
+    def credentials(self) -> Credentials | None:
+        """This process's credentials for the store; None leaves them to boto3's default chain."""
+        if self.credentials_file:
+            return Credentials.from_file(self.credentials_file)
+        return Credentials.from_env()
 
-    def storage_options(self) -> dict[str, str | int]:
+    def boto_options(self, credentials: Credentials | None = None) -> dict[str, str | None]:
+        """boto3 client keyword arguments."""
+        creds = credentials or self.credentials()
+        opts = {"endpoint_url": self.endpoint, "region_name": self.region}
+        if creds:
+            opts |= {"aws_access_key_id": creds.access_key, "aws_secret_access_key": creds.secret_key}
+        return opts
+
+    def storage_options(self, credentials: Credentials | None = None) -> dict[str, str | int]:
         """Polars / object_store options for s3:// URLs, with the same retry budget as the lake client."""
+        creds = credentials or self.credentials()
         opts = {
-            "aws_access_key_id": self.access_key,
-            "aws_secret_access_key": self.secret_key,
             "aws_region": self.region,
             "max_retries": 1_000_000,  # bounded by the time budget, not a count
             "retry_timeout_ms": int(self.retry.budget_s * 1000),
             "retry_init_backoff_ms": int(self.retry.base_s * 1000),
             "retry_max_backoff_ms": int(self.retry.max_s * 1000),
         }
+        if creds:
+            opts |= {"aws_access_key_id": creds.access_key, "aws_secret_access_key": creds.secret_key}
         if self.endpoint:
             opts["aws_endpoint_url"] = self.endpoint
             opts["aws_allow_http"] = str(not self.secure).lower()
@@ -218,12 +259,13 @@ class Lake:
     turns what persists into `StoreUnavailable` (or `StoreFull`) naming the store: an outage is never mistaken
     for bad input, and never ends in a short partition."""
 
-    def __init__(self, config: StoreConfig):
+    def __init__(self, config: StoreConfig, credentials: Credentials | None = None):
         self.config = config
         self.bucket = config.bucket
+        self.credentials = credentials or config.credentials()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config}
+        return {"config": self.config}  # the receiving process reads its own credentials
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["config"])
@@ -232,10 +274,7 @@ class Lake:
     def s3(self):
         return boto3.client(
             "s3",
-            endpoint_url=self.config.endpoint,
-            aws_access_key_id=self.config.access_key,
-            aws_secret_access_key=self.config.secret_key,
-            region_name=self.config.region,
+            **self.config.boto_options(self.credentials),
             # One attempt per call: `_call` owns retries, with a time budget instead of a count.
             config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1},
                           connect_timeout=5, read_timeout=60),
@@ -387,13 +426,17 @@ class Lake:
     def part_writer(self, key: str, schema: pa.Schema) -> PartWriter:
         return PartWriter(self, key, schema)
 
+    def storage_options(self) -> dict[str, str | int]:
+        """Polars options for this lake's s3:// URLs, with this process's credentials."""
+        return self.config.storage_options(self.credentials)
+
     def scan(self, keys: list[str], schema: pa.Schema | None = None) -> pl.LazyFrame:
         """A lazy frame over parts; nothing is read until it is collected or streamed."""
         if not keys:
             if schema is None:
                 return pl.LazyFrame()
             return pl.from_arrow(schema.empty_table()).lazy()
-        return pl.scan_parquet([self.url(k) for k in keys], storage_options=self.config.storage_options())
+        return pl.scan_parquet([self.url(k) for k in keys], storage_options=self.storage_options())
 
     def iter_batches(self, key: str, batch_rows: int = 1024, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
         """Read one part batch by batch (row groups are fetched by range, not the whole object)."""
