@@ -42,13 +42,13 @@ def main() -> None:
 
 def run(store: EmbeddedStore, mb: int, repeat: int) -> None:
     config = StoreConfig(endpoint=store.endpoint, bucket=store.bucket, region="us-east-1",
-                         access_key=store.access_key, secret_key=store.secret_key)
+                         credentials_file=str(store.credentials_file))
     lake = Lake(config)
     rows = mb * 1_000_000 // 2_000
     table = pa.table({"doc_id": [str(i) for i in range(rows)], "text": [secrets.token_hex(1_000) for _ in range(rows)]})
     with lake.part_writer(KEY, table.schema) as w:
         w.write(table)
-    arrow = pafs.S3FileSystem(access_key=config.access_key, secret_key=config.secret_key, region=config.region,
+    arrow = pafs.S3FileSystem(access_key=store.access_key, secret_key=store.secret_key, region=config.region,
                               endpoint_override=store.endpoint.split("://")[1], scheme="http")
 
     def lake_client() -> int:

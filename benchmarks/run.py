@@ -141,7 +141,7 @@ def run_e2e(workdir: Path, corpus: dict) -> dict:
         store.start()
         out["store_start_seconds"] = time.perf_counter() - t0
         config = StoreConfig(endpoint=store.endpoint, bucket=store.bucket, region="us-east-1",
-                             access_key=store.access_key, secret_key=store.secret_key)
+                             credentials_file=str(store.credentials_file))
         lake = Lake(config)
 
         t0 = time.perf_counter()
@@ -153,7 +153,7 @@ def run_e2e(workdir: Path, corpus: dict) -> dict:
         out["raw_objects"] = len(raw)
         out["raw_bytes"] = sum(r["size"] for r in raw)
         spec = {"store": {"endpoint": config.endpoint, "bucket": config.bucket, "region": config.region,
-                          "access_key": config.access_key, "secret_key": config.secret_key},
+                          "credentials_file": config.credentials_file},
                 "crawl": CRAWL, "shard": SHARD, "raw": raw}
         spec_path = workdir / "e2e.json"
 
