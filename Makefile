@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo test ui bench bench-dedup bench-lake-io bench-oversized store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test ui bench bench-dedup bench-lake-io bench-oversized store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly.
 $(VENV)/.synced: pyproject.toml uv.lock
@@ -39,6 +39,17 @@ bench-oversized: $(VENV)/.synced
 bench-lake-io: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.lake_io
 
+# A real Dask cluster on 127.0.0.1 (a scheduler and NODES-1 workers), and the demo with every unit on it.
+NODES ?= 3
+cluster-start: $(VENV)/.synced
+	$(BIN)/llm-assets cluster start --nodes $(NODES)
+
+cluster-stop: $(VENV)/.synced
+	$(BIN)/llm-assets cluster stop
+
+demo-cluster: cluster-start
+	LLM_ASSETS_SETTINGS=llm_assets/settings.cluster.yaml $(BIN)/llm-assets demo
+
 store-start: $(VENV)/.synced
 	$(BIN)/llm-assets store start
 
@@ -46,5 +57,6 @@ store-stop: $(VENV)/.synced
 	$(BIN)/llm-assets store stop
 
 clean:
+	-$(BIN)/llm-assets cluster stop
 	-$(BIN)/llm-assets store stop
 	rm -rf .llm-assets

@@ -39,7 +39,7 @@ read at run time and never copied into the repository.
    `RAYON_NUM_THREADS=1` (the per-core figure); `tokenize_documents` uses `encode_batch_fast`.
 6. **end to end**: the real work units (`extract_documents`, with its rejected part under `rejected/documents/`,
    `filter_documents`, `tokenize_documents`, and `extract_image_text_pairs`, a branch off the raw files that is
-   not in the end-to-end total) with `run_units(..., RunnerSettings(kind="inprocess"))` against an embedded
+   not in the end-to-end total) with `run_units(..., InProcessRunner())` against an embedded
    SeaweedFS on free loopback ports (started in a temporary folder, always stopped), corpus uploaded under
    `raw/BENCH/`, one stage per process.
 
@@ -589,7 +589,7 @@ def _e2e_section(r: dict) -> str:
         "",
         f"{e['raw_objects']} raw objects ({n(e['raw_bytes'])} bytes) under `raw/BENCH/`; one work unit per raw file "
         "(documents, image_text_pairs) or per upstream part (filtered, tokenized); `run_units` with "
-        "`RunnerSettings(kind=\"inprocess\")`; each stage in a fresh process. documents runs with the settings' "
+        "`InProcessRunner()`; each stage in a fresh process. documents runs with the settings' "
         "extractor and its per-page timeout, and writes each unit's quarantined records to its rejected part "
         "(`part_key(..., zone=\"rejected\")`). Seconds are the `run_units` call: S3 reads and Parquet part uploads "
         "included, interpreter start-up and imports not. Peak RSS is the stage process's `ru_maxrss`.",

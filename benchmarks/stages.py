@@ -5,7 +5,7 @@ Core stages call the processing core directly, one worker, in-process, on local 
 extract (read_records + extract_html, as the documents unit does) over the corpus; extractor-* (extract_html with
 each extractor) and image-pairs (extract_image_pairs) over every HTML page of the shared WARC files held in
 memory; filter and tokenize over the extracted documents. The e2e-* stages run the real work units with
-`run_units(..., RunnerSettings(kind='inprocess'))` against the SeaweedFS started by the parent.
+`run_units(..., InProcessRunner())` against the SeaweedFS started by the parent.
 """
 
 from __future__ import annotations
@@ -557,12 +557,11 @@ def _store_config(spec: dict):
 
 
 def _run(fn, units, spec: dict) -> dict:
-    from llm_assets.core.units import run_units
-    from llm_assets.settings import RunnerSettings
+    from llm_assets.core.units import InProcessRunner, run_units
 
     rss_before = maxrss_bytes()
     with Meter(also_ours=[spec["store_pid"]]) as m:
-        results = run_units(fn, units, RunnerSettings(kind="inprocess", workers=1))
+        results = run_units(fn, units, InProcessRunner())
     return {
         "units": len(units), "results": [r.to_dict() for r in results], **m.dict(),
         "store_cpu_seconds": m.helpers_cpu, "rss_before_bytes": rss_before, "peak_rss_bytes": maxrss_bytes(),

@@ -39,6 +39,30 @@ def cmd_store(args) -> int:
     return 0
 
 
+def cmd_cluster(args) -> int:
+    """The local Dask cluster the `dask` runner uses when no runner.address is set."""
+    from llm_assets.runners import local_cluster
+
+    cluster = local_cluster()
+    if args.action == "start":
+        environment.ensure_embedded_credentials(create=True)  # workers open the lake with these
+        state = cluster.start(nodes=args.nodes, dashboard=args.dashboard)
+        print(f"cluster running at {state.address}: scheduler and {len(state.workers)} workers "
+              f"(state and logs in {cluster.state_dir})" + (f"; dashboard {state.dashboard}" if state.dashboard else ""))
+    elif args.action == "stop":
+        print("cluster stopped" if cluster.stop() else "no cluster was running")
+    else:
+        status = cluster.status()
+        if args.json:
+            print(json.dumps(status))
+        elif status["running"]:
+            print(f"running: {status['address']}, workers {', '.join(status['workers']) or 'none'}")
+        else:
+            print("stopped" + (f": {status['error']}" if "error" in status else ""))
+        return 0 if status["running"] else 3
+    return 0
+
+
 def _ensure_store() -> None:
     if environment.uses_embedded_store():
         _store().start()
@@ -339,6 +363,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("action", choices=["start", "stop", "status"])
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_store)
+
+    p = sub.add_parser("cluster", help="a local Dask cluster on 127.0.0.1 for runner.kind: dask")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--nodes", type=int, default=3, help="start: the scheduler plus NODES-1 workers (default 3)")
+    p.add_argument("--dashboard", action="store_true", help="start: serve Dask's dashboard on 127.0.0.1")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_cluster)
 
     p = sub.add_parser("ui", help="dagster dev: webserver and daemon on this workspace")
     p.add_argument("--host", default="127.0.0.1")

@@ -234,7 +234,7 @@ def write_changed_settings(workdir: Path) -> Path:
     from llm_assets.settings import settings_path
 
     data = yaml.safe_load(settings_path().read_text())
-    data["filtered"]["gopher_quality"]["min_doc_words"] = 80
+    data.setdefault("filtered", {}).setdefault("gopher_quality", {})["min_doc_words"] = 80
     path = workdir / CHANGED_SETTINGS
     workdir.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))

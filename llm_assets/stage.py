@@ -17,6 +17,7 @@ from llm_assets.core.crawl_stats import bar
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import PartitionOutput, data_version, reusable_units
 from llm_assets.core.units import UnitResult, run_units
+from llm_assets.runners import runner_for
 from llm_assets.settings import load_settings
 from resources.io_manager import crawl_shard
 
@@ -111,7 +112,8 @@ def run_stage(
     what else the partition was built from (for the stale planner)."""
     start = time.perf_counter()
     reused = _reusable_units(context, units)
-    fresh = iter(run_units(fn, [u for u in units if getattr(u, "unit", None) not in reused], load_settings().runner))
+    todo = [u for u in units if getattr(u, "unit", None) not in reused]
+    fresh = iter(run_units(fn, todo, runner_for(load_settings().runner)))
     results = [reused[u.unit] if getattr(u, "unit", None) in reused else next(fresh) for u in units]
     seconds = time.perf_counter() - start
     out = PartitionOutput(

@@ -63,15 +63,16 @@ def make_private(root: Path) -> None:
                 pass
 
 
-def _certificates() -> tuple[bytes, bytes, bytes]:
+def loopback_certificates(name: str = "llm-assets embedded store") -> tuple[bytes, bytes, bytes]:
     """A throw-away CA and one certificate for 127.0.0.1 signed by it: (CA certificate, certificate, its key), PEM.
 
-    One certificate serves every component, as server and as client: all of them run in the one weed process.
+    One certificate serves every component, as server and as client (all of weed's run in one process; the local
+    cluster's processes are one trust domain). The CA's key is dropped: no one can issue another certificate.
     """
     now = datetime.datetime.now(datetime.timezone.utc)
     valid_from, valid_to = now - datetime.timedelta(days=1), now + datetime.timedelta(days=3650)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "llm-assets embedded store CA")])
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} CA")])
     ca = (
         x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number()).not_valid_before(valid_from).not_valid_after(valid_to)
@@ -84,7 +85,7 @@ def _certificates() -> tuple[bytes, bytes, bytes]:
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "llm-assets embedded store")]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
         .issuer_name(ca_name).public_key(key.public_key())
         .serial_number(x509.random_serial_number()).not_valid_before(valid_from).not_valid_after(valid_to)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -109,7 +110,7 @@ def write_security_config(state_dir: Path) -> Path:
     """Write fresh certificates, JWT keys and `state_dir/security.toml` (all 0600, in 0700 folders); return its path."""
     files = tls_files(state_dir)
     files["ca"].parent.mkdir(mode=0o700, exist_ok=True)
-    for name, pem in zip(("ca", "cert", "key"), _certificates()):
+    for name, pem in zip(("ca", "cert", "key"), loopback_certificates()):
         write_private(files[name], pem)
     ca, cert, key = (json.dumps(str(files[name])) for name in ("ca", "cert", "key"))  # JSON strings are TOML strings
 

@@ -25,8 +25,9 @@ from llm_assets.core.lake import Lake, part_key
 from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
 from llm_assets.core.tokenize import load_tokenizer
 from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
-from llm_assets.core.units import UnitFailed, UnitResult, run_units, unit_id
+from llm_assets.core.units import PoolRunner, UnitFailed, UnitResult, run_units, unit_id
 from llm_assets.core.filters import FineWebQuality
+from llm_assets.runners import runner_for
 from llm_assets.settings import DocumentsSettings, FilteredSettings, RunnerSettings, Settings, TokenizedSettings
 from llm_assets_tests.conftest import shared
 from llm_assets_tests.test_readers import gzip_members
@@ -374,7 +375,7 @@ def test_pool_runner_gives_the_same_results_as_inprocess(store_config, lake, cra
     raws = [upload(lake, crawl, name) for name in RUNNER_FILES]
     outputs = {}
     for kind in ("inprocess", "pool"):
-        runner = RunnerSettings(kind=kind, workers=2)
+        runner = runner_for(RunnerSettings(kind=kind, workers=2))
         docs = run_units(extract_documents, [extract_unit(store_config, crawl, *raw, tag=kind) for raw in raws],
                          runner)
         kept = run_units(filter_documents, [filter_unit(store_config, crawl, d, tag=kind) for d in docs], runner)
@@ -399,4 +400,4 @@ def test_pool_runner_fails_the_run_on_a_failing_unit(store_config, lake, crawl):
     units = [extract_unit(store_config, crawl, *good),
              extract_unit(store_config, crawl, f"raw/{crawl}/gone.warc.gz", 10, "x")]
     with pytest.raises(UnitFailed, match=f"raw/{crawl}/gone.warc.gz: "):
-        run_units(extract_documents, units, RunnerSettings(kind="pool", workers=2))
+        run_units(extract_documents, units, PoolRunner(2))

@@ -32,6 +32,10 @@ class LocalDiskFull(InfrastructureError):
     """This machine's temporary space is full."""
 
 
+class ClusterUnavailable(InfrastructureError):
+    """The cluster engine's scheduler could not be reached, or was lost during a run."""
+
+
 class SourceChanged(InfrastructureError):
     """An object was replaced while it was being read: the run saw two versions of it, so it must not commit."""
 

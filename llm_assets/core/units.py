@@ -1,8 +1,9 @@
 """Work units and the runner that executes them.
 
 A work unit takes one input (a raw file, or one upstream part) through one stage and writes its own part.
-It is a pure function of picklable values, so a runner can execute units in-process, in a process pool,
-or (later) on a distributed engine, and a partition can reuse units whose inputs did not change.
+It is a pure function of picklable values, so a runner can execute units in-process, in a process pool or on a
+cluster (`core.dask_runner`), and a partition can reuse units whose inputs did not change. Units carry no
+credentials: each process that runs one reads its own (see `lake.StoreConfig`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from llm_assets.settings import RunnerSettings
+from llm_assets.core.errors import is_infrastructure
 
 U = TypeVar("U")
 
@@ -71,14 +72,15 @@ def peak_rss_bytes() -> int:
 class UnitFailed(Exception):
     """A work unit failed for a reason that is not its input's (the store, the machine, a bug): the partition is
     not committed. Bad input never gets here: readers quarantine it record by record. Plain text only, so it
-    crosses process boundaries whatever the original exception was."""
+    crosses process boundaries whatever the original exception was. `infrastructure`: the store or the machine
+    failed (a cluster runner tries such a unit again), not the code."""
 
-    def __init__(self, source: str, detail: str):
+    def __init__(self, source: str, detail: str, infrastructure: bool = False):
         super().__init__(f"work unit {source}: {detail}")
-        self.source, self.detail = source, detail
+        self.source, self.detail, self.infrastructure = source, detail, infrastructure
 
     def __reduce__(self):
-        return type(self), (self.source, self.detail)
+        return type(self), (self.source, self.detail, self.infrastructure)
 
 
 def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
@@ -93,7 +95,8 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
             raise
         except Exception as e:  # noqa: BLE001 - re-raised as UnitFailed, with the input's name
             source = getattr(unit, "source", "?")
-            raise UnitFailed(source, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-3)}") from e
+            raise UnitFailed(source, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-3)}",
+                             infrastructure=is_infrastructure(e)) from e
         result.seconds = time.perf_counter() - start
         result.peak_rss_bytes = peak_rss_bytes()
         return result
@@ -102,17 +105,40 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
     return functools.update_wrapper(wrapper, fn)
 
 
-def run_units(fn: Callable[[U], UnitResult], units: Sequence[U], runner: RunnerSettings) -> list[UnitResult]:
-    """Execute units and return their results in input order. The first unit to fail ends the run: units not
-    started yet are cancelled and its error is raised."""
-    if runner.kind == "inprocess" or len(units) <= 1 or runner.workers == 1:
+class Runner(Protocol):
+    """Executes a partition's units and returns their results in input order. The first unit that fails for good
+    ends the run: units not started are cancelled and its `UnitFailed` (naming its input) is raised."""
+
+    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U]) -> list[UnitResult]: ...
+
+
+class InProcessRunner:
+    """One unit after the other in this process (tests, debugging, tiny partitions)."""
+
+    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U]) -> list[UnitResult]:
         return [fn(u) for u in units]
-    # spawn, not fork: the caller may be a threaded Dagster process.
-    with ProcessPoolExecutor(max_workers=min(runner.workers, len(units)), mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(fn, u) for u in units]
-        wait(futures, return_when=FIRST_EXCEPTION)
-        if failed := next((f for f in futures if f.done() and f.exception() is not None), None):
-            for f in futures:
-                f.cancel()
-            raise failed.exception()
-        return [f.result() for f in futures]
+
+
+@dataclass(frozen=True)
+class PoolRunner:
+    """A process pool on this machine."""
+
+    workers: int = 2
+
+    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U]) -> list[UnitResult]:
+        if len(units) <= 1 or self.workers == 1:
+            return InProcessRunner().run(fn, units)
+        # spawn, not fork: the caller may be a threaded Dagster process.
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(fn, u) for u in units]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            if failed := next((f for f in futures if f.done() and f.exception() is not None), None):
+                for f in futures:
+                    f.cancel()
+                raise failed.exception()
+            return [f.result() for f in futures]
+
+
+def run_units(fn: Callable[[U], UnitResult], units: Sequence[U], runner: Runner) -> list[UnitResult]:
+    """Execute units on `runner` and return their results in input order."""
+    return runner.run(fn, units) if units else []

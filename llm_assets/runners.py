@@ -1,0 +1,36 @@
+"""The runner a deployment's settings choose for work units: in-process, a local process pool, or a Dask cluster."""
+
+from __future__ import annotations
+
+import os
+
+from llm_assets import environment
+from llm_assets.core.units import InProcessRunner, PoolRunner, Runner
+from llm_assets.local_cluster import LocalCluster
+from llm_assets.settings import RunnerSettings
+
+
+def local_cluster() -> LocalCluster:
+    """The cluster `llm-assets cluster start` runs on this machine."""
+    return LocalCluster(environment.home() / "cluster")
+
+
+def runner_for(settings: RunnerSettings) -> Runner:
+    if settings.kind == "inprocess":
+        return InProcessRunner()
+    if settings.kind == "pool":
+        return PoolRunner(settings.workers)
+    from llm_assets.core.dask_runner import DaskRunner  # distributed costs ~1 s to import: only when used
+
+    address, security = settings.address or os.environ.get("DASK_SCHEDULER_ADDRESS"), None
+    local = local_cluster()
+    if (state := local.state()) is not None and address in (None, state.address):
+        address, security = state.address, local.security()
+    if address is None:
+        raise RuntimeError("runner.kind is dask but no scheduler is known: set runner.address (or "
+                           "DASK_SCHEDULER_ADDRESS), or start a local cluster with `llm-assets cluster start`")
+    # For another cluster, security=None lets Dask take TLS settings from its own configuration
+    # (distributed.comm.tls.* in ~/.config/dask or DASK_DISTRIBUTED__COMM__TLS__* variables).
+    return DaskRunner(address=address, security=security, num_cpus=settings.num_cpus,
+                      memory_bytes=settings.memory_bytes, max_retries=settings.max_retries,
+                      max_in_flight=settings.max_in_flight, connect_timeout_s=settings.connect_timeout_s)

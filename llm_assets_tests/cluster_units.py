@@ -1,0 +1,45 @@
+"""Work-unit functions the cluster tests run on Dask workers (shipped by value: workers need not import tests)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from llm_assets.core.documents import extract_documents
+from llm_assets.core.errors import StoreUnavailable
+from llm_assets.core.units import UnitResult, timed_unit
+
+
+def announced_extract(args: tuple) -> UnitResult:
+    """extract_documents, after leaving `<folder>/<pid>-<n>` behind so the test knows which worker runs what."""
+    unit, folder = args
+    Path(folder, f"{os.getpid()}-{len(os.listdir(folder))}").touch()
+    return extract_documents(unit)
+
+
+@dataclass(frozen=True)
+class Probe:
+    source: str  # a file the unit counts its attempts in
+
+
+def _attempt(probe: Probe) -> int:
+    counter = Path(probe.source)
+    attempt = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(attempt))
+    return attempt
+
+
+@timed_unit
+def store_fails_once(probe: Probe) -> UnitResult:
+    """Fails like a store outage past the retry budget on its first attempt, then succeeds."""
+    if _attempt(probe) == 1:
+        raise StoreUnavailable("object store http://127.0.0.1:1 (bucket b) unreachable for 300 s")
+    return UnitResult(unit=probe.source, source=probe.source, rows_in=1, rows_out=1)
+
+
+@timed_unit
+def buggy(probe: Probe) -> UnitResult:
+    """A unit with a bug: the code's fault, so no retry helps."""
+    _attempt(probe)
+    raise ValueError(f"a bug while processing {probe.source}")
