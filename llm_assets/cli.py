@@ -45,7 +45,7 @@ def cmd_cluster(args) -> int:
 
     cluster = local_cluster()
     if args.action == "start":
-        environment.ensure_embedded_credentials(create=True)  # workers open the lake with these
+        # No credentials are handed to the workers: each unit names where its process reads them.
         state = cluster.start(nodes=args.nodes, dashboard=args.dashboard)
         print(f"cluster running at {state.address}: scheduler and {len(state.workers)} workers "
               f"(state and logs in {cluster.state_dir})" + (f"; dashboard {state.dashboard}" if state.dashboard else ""))
