@@ -325,22 +325,78 @@ def test_timeout_swallowed_by_the_library_is_raised_anyway(monkeypatch, timers_u
         extract_html("<p>x</p>", None, timeout_s=0.02)
 
 
-def test_outside_the_main_thread_there_is_no_limit(timers_untouched):
-    """Signals only reach the main thread: there the extraction runs to the end, without a limit."""
-    url, html = biggest_page()
+def _in_a_thread(fn, *args):
+    """fn(*args) in a thread that is not the main one (as a Dask worker runs a task): its result or its error."""
     box = {}
 
     def work():
         try:
-            box["result"] = extract_html(html, url, extractor="resiliparse", timeout_s=0.001)
-        except BaseException as err:  # noqa: BLE001
+            box["result"] = fn(*args)
+        except BaseException as err:  # noqa: BLE001 - handed to the test
             box["error"] = err
 
     thread = threading.Thread(target=work)
     thread.start()
-    thread.join(60)
-    assert "error" not in box
-    assert box["result"] is not None and box["result"].text
+    thread.join()
+    return box
+
+
+def _spins(seconds: float):
+    def spins(html, url):
+        start = time.thread_time()
+        while time.thread_time() - start < seconds:
+            pass
+        return Extracted(text="never stopped" if seconds > 0.5 else "done", title=None, date=None)
+
+    return spins
+
+
+@pytest.mark.parametrize("name", EXTRACTORS)
+def test_outside_the_main_thread_the_same_limit_holds(name, timers_untouched):
+    """Cluster workers run units in threads: a page over its CPU limit times out there as in the main thread, and
+    the same thread goes on extracting afterwards with no stray error."""
+    url, html = biggest_page()
+    box = _in_a_thread(extract_html, html, url, name, 0.001)
+    assert isinstance(box.get("error"), ExtractionTimeout) and "more than 0.001 CPU seconds" in str(box["error"])
+
+    def timeout_then_more_work():
+        with pytest.raises(ExtractionTimeout):
+            extract_html(html, url, extractor=name, timeout_s=0.001)
+        first = extract_html(article(), ARTICLE_URL, extractor=name, timeout_s=30)
+        _spins(0.2)(None, None)  # CPU after the limited calls: nothing may interrupt it
+        return first
+
+    box = _in_a_thread(timeout_then_more_work)
+    assert "error" not in box and box["result"] == extract_html(article(), ARTICLE_URL, extractor=name)
+
+
+def test_outside_the_main_thread_only_the_threads_own_cpu_counts(monkeypatch, timers_untouched):
+    """Two limited threads at once: the one that spins is stopped, the one that sleeps meanwhile is not; a swallowed
+    timeout is raised anyway, as in the main thread."""
+    def sleeps(html, url):
+        time.sleep(0.5)
+        return Extracted(text="waited", title=None, date=None)
+
+    def stubborn(html, url):
+        start = time.thread_time()
+        while time.thread_time() - start < 1.0:
+            try:
+                sum(range(1000))
+            except Exception:  # noqa: BLE001 - what a library might do
+                pass
+        return Extracted(text="done", title=None, date=None)
+
+    boxes = {}
+    threads = [threading.Thread(target=lambda k=k, f=f: boxes.__setitem__(k, _in_a_thread(
+        lambda: extract._CPULimit(0.05).call(f, "<p>x</p>", None))))
+        for k, f in (("spins", _spins(1.0)), ("sleeps", sleeps), ("stubborn", stubborn))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert isinstance(boxes["spins"].get("error"), ExtractionTimeout)
+    assert isinstance(boxes["stubborn"].get("error"), ExtractionTimeout)
+    assert boxes["sleeps"] == {"result": Extracted(text="waited", title=None, date=None)}
 
 
 # --- the same partition, idle and under load -------------------------------------------------------------------

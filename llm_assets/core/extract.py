@@ -42,6 +42,7 @@ raised.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import re
 import signal
@@ -245,10 +246,18 @@ def _can_use_timer() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
+def _can_use_watchdog() -> bool:
+    return hasattr(time, "pthread_getcpuclockid")
+
+
 class _CPULimit:
-    """Run a function with SIGPROF raising ExtractionTimeout once the main thread has used `seconds` of CPU time;
-    restore the previous SIGPROF handler and ITIMER_PROF timer afterwards, always. A timer already running (a
-    sampling profiler's) pauses meanwhile and goes on with the time it had left."""
+    """Run a function with ExtractionTimeout raised inside it once its thread has used `seconds` of CPU time.
+
+    The same limit holds in every thread, so a page times out alike in-process, in a pool and on a cluster worker
+    (Dask runs tasks in worker threads). In the main thread, SIGPROF does it: the previous SIGPROF handler and
+    ITIMER_PROF timer are restored afterwards, always, and a timer already running (a sampling profiler's) pauses
+    meanwhile and goes on with the time it had left. Signal handlers run only in the main thread, so elsewhere
+    `_Watchdog` reads the thread's CPU clock and raises the error in it; both interrupt between two bytecodes."""
 
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
@@ -256,8 +265,28 @@ class _CPULimit:
         self.fired = False
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self.seconds is None or not _can_use_timer():
+        if self.seconds is None:
             return fn(*args)
+        if _can_use_timer():
+            return self._with_signal(fn, *args)
+        if _can_use_watchdog():
+            return self._with_watchdog(fn, *args)
+        return fn(*args)
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            result = fn(*args)
+        except ExtractionTimeout:
+            raise self._timeout() from None
+        except Exception as err:
+            if self.fired:  # the library turned our timeout into another error
+                raise self._timeout() from err
+            raise
+        if self.fired:  # raised, but swallowed by the library
+            raise self._timeout()
+        return result
+
+    def _with_signal(self, fn: Callable[..., Any], *args: Any) -> Any:
         self.start = time.thread_time()
         previous_handler = signal.getsignal(signal.SIGPROF)
         previous_timer = signal.getitimer(signal.ITIMER_PROF)
@@ -265,17 +294,7 @@ class _CPULimit:
             self.armed = True
             signal.signal(signal.SIGPROF, self._on_tick)
             signal.setitimer(signal.ITIMER_PROF, self.seconds, _CHECK_EVERY_S)
-            try:
-                result = fn(*args)
-            except ExtractionTimeout:
-                raise
-            except Exception as err:
-                if self.fired:  # the library turned our timeout into another error
-                    raise self._timeout() from err
-                raise
-            if self.fired:  # raised, but swallowed by the library
-                raise self._timeout()
-            return result
+            return self._run(fn, *args)
         finally:
             # A signal already pending may run our handler at any bytecode from here on: the loop makes sure the
             # handler is disarmed and the timer stopped before the old ones are put back.
@@ -289,6 +308,28 @@ class _CPULimit:
             signal.signal(signal.SIGPROF, previous_handler if previous_handler is not None else signal.SIG_DFL)
             signal.setitimer(signal.ITIMER_PROF, *previous_timer)
 
+    def _with_watchdog(self, fn: Callable[..., Any], *args: Any) -> Any:
+        self.thread = threading.get_ident()
+        self.clock = time.pthread_getcpuclockid(self.thread)
+        self.start = time.clock_gettime(self.clock)
+        try:
+            self.armed = True
+            _WATCHDOG.watch(self)
+            return self._run(fn, *args)
+        finally:
+            # The watchdog may have sent the error just before it was told to stop: it can surface at any bytecode
+            # until `forget` (which also drops an error not yet delivered) has returned.
+            while True:
+                try:
+                    self.armed = False
+                    _WATCHDOG.forget(self)
+                    break
+                except ExtractionTimeout:
+                    continue
+
+    def over(self) -> bool:
+        return self.armed and time.clock_gettime(self.clock) - self.start >= self.seconds
+
     def _on_tick(self, signum: int, frame: Any) -> None:
         if self.armed and time.thread_time() - self.start >= self.seconds:
             self.fired = True
@@ -296,3 +337,47 @@ class _CPULimit:
 
     def _timeout(self) -> ExtractionTimeout:
         return ExtractionTimeout(f"HTML extraction used more than {self.seconds} CPU seconds")
+
+
+class _Watchdog:
+    """One daemon thread that raises ExtractionTimeout in threads over their CPU limit (not the main thread: SIGPROF
+    serves it). It checks every `_CHECK_EVERY_S` while a limit is armed, like the signal path, and sends the error
+    again at each check until the limited call returns, in case a library swallowed it; it sleeps otherwise."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._limits: dict[int, _CPULimit] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, limit: _CPULimit) -> None:
+        with self._lock:
+            self._limits[limit.thread] = limit
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="extraction-cpu-limit", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+
+    def forget(self, limit: _CPULimit) -> None:
+        with self._lock:
+            if self._limits.get(limit.thread) is limit:
+                del self._limits[limit.thread]
+            _set_async_exc(limit.thread, None)  # an error sent but not yet raised is dropped
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._limits:
+                    self._lock.wait()
+                for thread, limit in self._limits.items():
+                    if limit.over():
+                        limit.fired = True
+                        _set_async_exc(thread, ExtractionTimeout)
+            time.sleep(_CHECK_EVERY_S)
+
+
+def _set_async_exc(thread: int, exc: type[BaseException] | None) -> None:
+    """Raise `exc` in `thread` at its next bytecode (None: cancel one not raised yet)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(exc) if exc else None)
+
+
+_WATCHDOG = _Watchdog()
