@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test ui bench bench-dedup bench-lake-io bench-oversized store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test ui bench bench-dedup bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly.
 $(VENV)/.synced: pyproject.toml uv.lock
@@ -38,6 +38,15 @@ bench-oversized: $(VENV)/.synced
 
 bench-lake-io: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.lake_io
+
+# The cluster runner's overhead against the pool, driver memory at 100k units, 1-3 workers, S3 requests per file.
+bench-cluster: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.cluster
+
+# Ray against Dask distributed: cold starts idle and loaded, loopback confinement, a killed worker, per-task cost.
+# Ray is not a dependency: it is installed into .bench/engine-bakeoff/ on first use.
+bench-engine-bakeoff: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.engine_bakeoff
 
 # A real Dask cluster on 127.0.0.1 (a scheduler and NODES-1 workers), and the demo with every unit on it.
 NODES ?= 3

@@ -569,13 +569,13 @@ def _run(fn, units, spec: dict) -> dict:
     }
 
 
-def stage_e2e_documents(workdir: Path) -> dict:
-    from llm_assets.core.documents import ExtractUnit, extract_documents
+def documents_units(spec: dict) -> list:
+    """One extraction unit per raw file of the spec, as the documents asset makes them."""
+    from llm_assets.core.documents import ExtractUnit
     from llm_assets.core.lake import part_key
     from llm_assets.core.units import unit_id
     from llm_assets.settings import load_settings
 
-    spec = load_json(workdir / "e2e.json")
     store, settings = _store_config(spec), load_settings().documents
     units = []
     for raw in spec["raw"]:
@@ -586,7 +586,46 @@ def stage_e2e_documents(workdir: Path) -> dict:
                                  rejected_part=part_key("documents", spec["crawl"], spec["shard"], unit,
                                                         zone="rejected"),
                                  extractor=settings.extractor))
-    return _run(extract_documents, units, spec)
+    return units
+
+
+def filtered_units(spec: dict) -> list:
+    from llm_assets.core.filtered import FilterUnit
+    from llm_assets.core.lake import part_key
+    from llm_assets.core.units import unit_id
+    from llm_assets.settings import load_settings
+
+    store, settings = _store_config(spec), load_settings().filtered
+    crawl, shard = spec["crawl"], spec["shard"]
+    units = []
+    for source in spec["documents_parts"]:
+        unit = unit_id("filtered", "bench", source)
+        units.append(FilterUnit(store=store, settings=settings, source=source, unit=unit,
+                                part=part_key("filtered", crawl, shard, unit),
+                                rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected")))
+    return units
+
+
+def tokenized_units(spec: dict) -> list:
+    from llm_assets.core.lake import part_key
+    from llm_assets.core.tokenized import TokenizeUnit
+    from llm_assets.core.units import unit_id
+    from llm_assets.settings import load_settings
+
+    store, settings = _store_config(spec), load_settings().tokenized
+    units = []
+    for source in spec["filtered_parts"]:
+        unit = unit_id("tokenized", "bench", source)
+        units.append(TokenizeUnit(store=store, settings=settings, source=source, unit=unit,
+                                  part=part_key("tokenized", spec["crawl"], spec["shard"], unit)))
+    return units
+
+
+def stage_e2e_documents(workdir: Path) -> dict:
+    from llm_assets.core.documents import extract_documents
+
+    spec = load_json(workdir / "e2e.json")
+    return _run(extract_documents, documents_units(spec), spec)
 
 
 def stage_e2e_image_pairs(workdir: Path) -> dict:
@@ -607,37 +646,17 @@ def stage_e2e_image_pairs(workdir: Path) -> dict:
 
 
 def stage_e2e_filtered(workdir: Path) -> dict:
-    from llm_assets.core.filtered import FilterUnit, filter_documents
-    from llm_assets.core.lake import part_key
-    from llm_assets.core.units import unit_id
-    from llm_assets.settings import load_settings
+    from llm_assets.core.filtered import filter_documents
 
     spec = load_json(workdir / "e2e.json")
-    store, settings = _store_config(spec), load_settings().filtered
-    crawl, shard = spec["crawl"], spec["shard"]
-    units = []
-    for source in spec["documents_parts"]:
-        unit = unit_id("filtered", "bench", source)
-        units.append(FilterUnit(store=store, settings=settings, source=source, unit=unit,
-                                part=part_key("filtered", crawl, shard, unit),
-                                rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected")))
-    return _run(filter_documents, units, spec)
+    return _run(filter_documents, filtered_units(spec), spec)
 
 
 def stage_e2e_tokenized(workdir: Path) -> dict:
-    from llm_assets.core.lake import part_key
-    from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
-    from llm_assets.core.units import unit_id
-    from llm_assets.settings import load_settings
+    from llm_assets.core.tokenized import tokenize_documents
 
     spec = load_json(workdir / "e2e.json")
-    store, settings = _store_config(spec), load_settings().tokenized
-    units = []
-    for source in spec["filtered_parts"]:
-        unit = unit_id("tokenized", "bench", source)
-        units.append(TokenizeUnit(store=store, settings=settings, source=source, unit=unit,
-                                  part=part_key("tokenized", spec["crawl"], spec["shard"], unit)))
-    return _run(tokenize_documents, units, spec)
+    return _run(tokenize_documents, tokenized_units(spec), spec)
 
 
 STAGES = {

@@ -113,7 +113,9 @@ def run_stage(
     start = time.perf_counter()
     reused = _reusable_units(context, units)
     todo = [u for u in units if getattr(u, "unit", None) not in reused]
-    fresh = iter(run_units(fn, todo, runner_for(load_settings().runner)))
+    runner = runner_for(load_settings().runner)
+    context.log.info(f"{len(todo)} work units on {runner} ({len(reused)} reused from the last commit)")
+    fresh = iter(run_units(fn, todo, runner))
     results = [reused[u.unit] if getattr(u, "unit", None) in reused else next(fresh) for u in units]
     seconds = time.perf_counter() - start
     out = PartitionOutput(
@@ -141,6 +143,7 @@ def run_stage(
         "peak_rss_mib": round(max((u.peak_rss_bytes for u in results), default=0) / 2**20, 1),
         "errors": len(out.errors()),
         "reused_units": len(reused),
+        "runner": str(runner),
     }
     if report is not None:
         metadata.update(report(out))

@@ -112,6 +112,7 @@ class Runner(Protocol):
     def run(self, fn: Callable[[U], UnitResult], units: Sequence[U]) -> list[UnitResult]: ...
 
 
+@dataclass(frozen=True)
 class InProcessRunner:
     """One unit after the other in this process (tests, debugging, tiny partitions)."""
 
