@@ -112,8 +112,8 @@ def evaluate_sensor(instance, defs, store) -> list:
     """One tick of the raw-drop sensor, as the daemon would run it: cursor kept in the instance, new crawls
     registered, and requests whose run key already ran skipped."""
     import dagster as dg
-    from dagster._core.storage.tags import RUN_KEY_TAG
 
+    from llm_assets.dagster_private import RUN_KEY_TAG
     from llm_assets.raw.sensor import raw_drop_sensor
 
     cursor = instance.run_storage.get_cursor_values({SENSOR_CURSOR_KEY}).get(SENSOR_CURSOR_KEY)
@@ -142,7 +142,7 @@ def _run(job, partition_key, instance, tags=None):
 
 def run_requested(instance, defs, requests) -> list[str]:
     """Execute each requested partition through lake_job in this process, tagged as the sensor's run."""
-    from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
+    from llm_assets.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
 
     job = defs.resolve_job_def("lake_job")
     failed = []

@@ -7,11 +7,9 @@ from __future__ import annotations
 import time
 
 import dagster as dg
-from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
-from dagster._core.definitions.events import AssetKeyPartitionKey
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-from dagster._core.utils import make_new_backfill_id
 
+from llm_assets.dagster_private import (AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus, PartitionBackfill,
+                                        make_new_backfill_id)
 from llm_assets.partitions import crawl_partitions
 from llm_assets.stale import Planned, stale_partitions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore

@@ -1,7 +1,7 @@
 """The local Dagster instance: DAGSTER_HOME under the state folder, configured by the repository's dagster.yaml.
 
 Every Dagster process (daemon, webserver, code servers, run workers) imports this module to build the run launcher
-that dagster.yaml names, so its top level imports nothing of the project.
+that dagster.yaml names, so its top level imports nothing of the project but `dagster_private` (Dagster only).
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from pathlib import Path
 
 import dagster as dg
 import psutil
-from dagster._core.events import DagsterEventType
-from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
-from dagster._core.storage.tags import GRPC_INFO_TAG
+
+from llm_assets.dagster_private import GRPC_INFO_TAG, CheckRunHealthResult, WorkerStatus
 
 # A worker's pid is trusted only for a process created before the worker reported that pid (plus this much clock
 # slack), so a pid the OS handed out again after the worker died does not look like the worker.
@@ -50,7 +49,7 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
     def _worker_pid(self, run_id: str) -> tuple[int, float] | None:
         """The pid of the first engine event that names one: the run worker ("Started process for run (pid: N)"),
         or for a run executed in-process, the process that executes its steps."""
-        records = self._instance.get_records_for_run(run_id, of_type=DagsterEventType.ENGINE_EVENT, limit=20).records
+        records = self._instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, limit=20).records
         for record in records:
             entry = record.event_log_entry
             pid = entry.dagster_event.engine_event_data.metadata.get("pid") if entry.dagster_event else None

@@ -18,8 +18,8 @@ import dagster as dg
 import psutil
 import pytest
 import yaml
-from dagster._core.storage.tags import GRPC_INFO_TAG
 
+from llm_assets.dagster_private import GRPC_INFO_TAG
 from llm_assets.instance import _alive, _runs_on_this_host
 from llm_assets_tests import run_monitoring_job as job_module
 
@@ -101,7 +101,7 @@ class Deployment:
         return process
 
     def start_code_server(self) -> None:
-        from dagster._grpc.client import DagsterGrpcClient
+        from llm_assets.dagster_private import DagsterGrpcClient
 
         self.code_server = self._spawn(
             [str(BIN / "dagster"), "api", "grpc", "--host", "127.0.0.1", "--port", str(self.port),
@@ -118,8 +118,7 @@ class Deployment:
         wait_for(serving, "the code server", alive=[self.code_server])
 
     def start_daemon(self) -> None:
-        from dagster._core.workspace.context import WorkspaceProcessContext
-        from dagster._core.workspace.load_target import WorkspaceFileTarget
+        from llm_assets.dagster_private import WorkspaceFileTarget, WorkspaceProcessContext
 
         self.daemon = self._spawn([str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_file)], "daemon.log")
         wanted = {"QUEUED_RUN_COORDINATOR", "MONITORING"}
