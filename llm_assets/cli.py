@@ -120,7 +120,7 @@ def cmd_demo(args) -> int:
     failed = demo.run_requested(instance, defs, requests)
     failed += demo.run_stale_lake(instance, defs, lake)
     failed += demo.run_crawl_level(instance, defs, list(files))
-    failed += demo.run_partitions(instance, defs, "curated_job", demo.stale_keys(instance, lake, demo.CURATED_ASSETS))
+    failed += demo.run_partitions(instance, defs, "curated_job", demo.stale_keys(instance, lake, defs, "curated_job"))
     print()
     print(format_summary(lake_status(instance, lake)))
     print()

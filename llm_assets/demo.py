@@ -179,15 +179,18 @@ def run_crawl_level(instance, defs, crawls: list[str]) -> list[str]:
     return failed
 
 
-LAKE_ASSETS = {"raw_files", "documents", "image_text_pairs", "filtered", "signatures"}
-CURATED_ASSETS = {"deduplicated", "tokenized"}
+def job_assets(defs, job_name: str) -> set[str]:
+    """The assets a job of the definitions materializes."""
+    job = next(j for j in defs.jobs if j.name == job_name)
+    return {key.path[-1] for key in job.selection.resolve(defs.resolve_asset_graph())}
 
 
-def stale_keys(instance, lake, assets: set[str]) -> list:
-    """The partitions of `assets` the stale planner lists, as partition keys."""
+def stale_keys(instance, lake, defs, job_name: str) -> list:
+    """The partitions of `job_name`'s assets the stale planner lists, as partition keys."""
     from llm_assets.partitions import crawl_shard_key
     from llm_assets.stale import stale_partitions
 
+    assets = job_assets(defs, job_name)
     parts = sorted({p.partition for p in stale_partitions(instance, lake) if p.asset in assets})
     return [crawl_shard_key(*p.split("|")) if "|" in p else p for p in parts]
 
@@ -206,7 +209,7 @@ def run_partitions(instance, defs, job_name: str, keys: list, note: str = "") ->
 def run_stale_lake(instance, defs, lake) -> list[str]:
     """lake_job for the partitions still stale after the sensor's runs (code or settings changed since the last
     build), so that the demo always ends with nothing stale."""
-    return run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, LAKE_ASSETS), " (stale)")
+    return run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, defs, "lake_job"), " (stale)")
 
 
 def run_release(instance, defs) -> list[str]:

@@ -58,8 +58,6 @@ def stale_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
     planned = stale_partitions(context.instance, store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S))
     if not planned:
         return dg.SkipReason("nothing is stale")
-    from llm_assets.definitions import defs
-
     register_crawls(context.instance, planned)
-    return dg.RunRequest.for_asset_graph_subset(stale_subset(planned, defs.resolve_asset_graph()),
+    return dg.RunRequest.for_asset_graph_subset(stale_subset(planned, context.repository_def.asset_graph),
                                                 tags={STALE_TAG: "sensor"})

@@ -8,10 +8,12 @@ import dagster as dg
 from llm_assets.core.inventory import rejected_raw_keys
 from llm_assets.core.lake import Lake
 from llm_assets.partitions import crawl_partitions
+from llm_assets.pipeline import SPECS
+from llm_assets.registry import by_level
 from llm_assets.settings import load_settings
 
-STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
-CRAWL_LEVEL = ["duplicate_clusters", "crawl_stats"]  # one partition per crawl, stored as its shard "all"
+STAGES = by_level(SPECS, "shard")
+CRAWL_LEVEL = by_level(SPECS, "crawl")  # one partition per crawl, stored as its shard "all"
 REJECTED_SHOWN = 100  # raw keys listed by name; all are counted
 
 

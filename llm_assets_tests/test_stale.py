@@ -16,9 +16,9 @@ pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/d
 CHAIN = ["documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 
 
-def plan(instance, lake, crawl) -> dict[tuple[str, str], str]:
+def plan(instance, lake, crawl, code=None) -> dict[tuple[str, str], str]:
     """The plan for `crawl` (the release, made of every crawl the instance knows, is left out)."""
-    return {(p.asset, p.partition): p.cause for p in stale_partitions(instance, lake)
+    return {(p.asset, p.partition): p.cause for p in stale_partitions(instance, lake, code)
             if p.asset != "release" and p.partition.split("|")[0] == crawl}
 
 
@@ -31,13 +31,10 @@ def test_nothing_is_stale_after_a_build_and_an_identical_reupload_changes_nothin
 
 
 def test_a_changed_threshold_plans_the_filtered_stage_and_what_follows_not_the_documents(
-        curated, instance, crawl, monkeypatch):  # noqa: F811
-    from llm_assets.definitions import defs
+        curated, instance, crawl):  # noqa: F811
+    from llm_assets.pipeline import code_versions
 
-    specs = defs.resolve_all_asset_specs()
-    changed = [s._replace(code_version="2-changed") if s.key.path[-1] == "filtered" else s for s in specs]
-    monkeypatch.setattr(defs, "resolve_all_asset_specs", lambda: changed)
-    planned = plan(instance, curated, crawl)
+    planned = plan(instance, curated, crawl, code_versions() | {"filtered": "2-changed"})
     shards = ("0000", "0001")
     assert {(a, p) for a, p in planned} == (
         {(a, f"{crawl}|{s}") for a in ("filtered", "signatures", "deduplicated", "tokenized") for s in shards}
@@ -99,7 +96,7 @@ def test_backfill_stale_launches_one_backfill_of_exactly_the_stale_partitions(cu
     assert target == {(p.asset, p.partition) for p in planned}
     assert ("raw_files", f"{crawl}|0000") in target and ("documents", f"{crawl}|0001") not in target
     # while that backfill is pending, the sensor requests no second one
-    with dg.build_sensor_context(instance=instance, resources={"store": object_store}) as ctx:
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
         assert isinstance(stale_sensor(ctx), dg.SkipReason)
 
 
@@ -107,6 +104,7 @@ def test_the_stale_sensor_requests_a_backfill_only_when_something_is_stale(curat
                                                                            object_store):  # noqa: F811
     import dagster as dg
 
+    from llm_assets.definitions import defs
     from llm_assets.freshness import STALE_TAG, stale_sensor
 
     lake = curated
@@ -118,10 +116,10 @@ def test_the_stale_sensor_requests_a_backfill_only_when_something_is_stale(curat
         return {(k.asset_key.path[-1], k.partition_key) for k in result.asset_graph_subset.iterate_asset_partitions()
                 if k.partition_key and k.partition_key.split("|")[0] == crawl}
 
-    with dg.build_sensor_context(instance=instance, resources={"store": object_store}) as ctx:
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
         assert mine(stale_sensor(ctx)) == set()
     lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0001', 'late')}", shared("warc", "pywb__iana.warc.gz"))
-    with dg.build_sensor_context(instance=instance, resources={"store": object_store}) as ctx:
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
         request = stale_sensor(ctx)
     assert isinstance(request, dg.RunRequest) and request.tags[STALE_TAG] == "sensor"
     target = mine(request)

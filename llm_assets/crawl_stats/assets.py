@@ -6,6 +6,7 @@ from llm_assets.core.crawl_stats import bar_chart, crawl_stats as compute_crawl_
 from llm_assets.core.partition import FrameOutput, committed, units_version
 from llm_assets.filtered.assets import filtered
 from llm_assets.partitions import crawl_partitions
+from llm_assets.registry import StageSpec
 from llm_assets.settings import load_settings
 from resources import ObjectStore
 
@@ -68,3 +69,7 @@ def crawl_stats(context: dg.AssetExecutionContext, store: ObjectStore):
 def stats_version(manifests: list[dict]) -> str:
     """The stats' data version: every filtered unit they summarise."""
     return units_version(CODE_VERSION, manifests)
+
+
+SPEC = StageSpec("crawl_stats", "crawl", ("filtered",),
+                 expected_version=lambda planner, crawl: stats_version(list(planner.committed("filtered", crawl).values())))

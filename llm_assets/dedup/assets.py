@@ -8,11 +8,12 @@ import polars as pl
 from llm_assets.core.crawl_stats import bar_chart
 from llm_assets.core.dedup import (DEDUPLICATED_SCHEMA, STAGE_VERSION, DedupUnit, SignatureUnit, compute_signatures,
                                    find_clusters, read_signatures, remove_duplicates, signature_schema)
-from llm_assets.core.lake import part_key
+from llm_assets.core.lake import manifest_key, part_key
 from llm_assets.core.partition import FrameOutput, LakeInput, committed, units_version
 from llm_assets.core.units import peak_rss_bytes, unit_id
 from llm_assets.crawl_stats.assets import _table
 from llm_assets.partitions import crawl_partitions
+from llm_assets.registry import StageSpec
 from llm_assets.settings import load_settings
 from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
 from resources import ObjectStore
@@ -138,3 +139,26 @@ def deduplicated(context: dg.AssetExecutionContext, store: ObjectStore, filtered
     yield from run_stage(context, remove_duplicates, units, DEDUPLICATED_VERSION, DEDUPLICATED_SCHEMA.names,
                          metadata={"removals": mine.height},
                          inputs={"filtered": filtered.data_version, "removals": removals})
+
+
+def removals_of(lake, crawl: str, shard: str) -> str:
+    """The removals version of one shard under the crawl's committed clusters."""
+    m = lake.get_json(manifest_key("duplicate_clusters", crawl, "all"))
+    parts = [u["part"] for u in (m or {}).get("units", []) if u.get("part")]
+    return removals_version(shard_removals(lake, parts, shard))
+
+
+def _clusters_now(planner, crawl: str) -> str:
+    """The clusters' data version if built now: this crawl's signatures and, with cross_crawl, the earlier crawls'."""
+    earlier = SETTINGS.earlier_crawls(crawl, planner.crawls)
+    return clusters_version(planner.committed("signatures", crawl), *(planner.committed("signatures", c) for c in earlier))
+
+
+SIGNATURES_SPEC = StageSpec("signatures", "shard", ("filtered",))
+CLUSTERS_SPEC = StageSpec("duplicate_clusters", "crawl", ("signatures",), expected_version=_clusters_now)
+# deduplicated records its shard's removals, not the clusters' data version: a new cluster elsewhere in the crawl
+# does not make this shard stale.
+DEDUPLICATED_SPEC = StageSpec("deduplicated", "shard", ("filtered", "duplicate_clusters"),
+                              current_inputs=lambda planner, crawl, shard: {
+                                  "filtered": planner.data_version("filtered", crawl, shard),
+                                  "removals": removals_of(planner.lake, crawl, shard)})

@@ -6,6 +6,7 @@ from llm_assets.core.documents import SCHEMA, STAGE_VERSION, ExtractUnit, extrac
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput
 from llm_assets.core.units import unit_id
+from llm_assets.registry import StageSpec
 from llm_assets.settings import load_settings
 from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
 from resources import ObjectStore
@@ -47,3 +48,6 @@ def documents(context: dg.AssetExecutionContext, config: DocumentsConfig, store:
                                  extractor=extractor))
     yield from run_stage(context, extract_documents, units, CODE_VERSION, SCHEMA.names, {"extractor": extractor},
                          inputs={"raw_files": raw_files.data_version})
+
+
+SPEC = StageSpec("documents", "shard", ("raw_files",))

@@ -8,6 +8,7 @@ from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput, PartitionOutput
 from llm_assets.core.units import unit_id
 from llm_assets.quality_classifier.assets import quality_classifier
+from llm_assets.registry import StageSpec
 from llm_assets.settings import load_settings
 from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
 from resources import ObjectStore
@@ -73,3 +74,6 @@ def _report(out: PartitionOutput) -> dict:
         "pii_masked": dg.MetadataValue.json(out.counts()),
         "pii_masked_total": sum(out.counts().values()),
     }
+
+
+SPEC = StageSpec("filtered", "shard", ("documents",))

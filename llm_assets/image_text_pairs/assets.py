@@ -4,6 +4,7 @@ from llm_assets.core.image_text_pairs import SCHEMA, STAGE_VERSION, ImagePairsUn
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput
 from llm_assets.core.units import unit_id
+from llm_assets.registry import StageSpec
 from llm_assets.settings import load_settings
 from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
 from resources import ObjectStore
@@ -31,3 +32,6 @@ def image_text_pairs(context: dg.AssetExecutionContext, store: ObjectStore, raw_
                                     unit=unit, part=part_key("image_text_pairs", crawl, shard, unit)))
     yield from run_stage(context, extract_image_text_pairs, units, CODE_VERSION, SCHEMA.names, row_accounting=False,
                          inputs={"raw_files": raw_files.data_version})
+
+
+SPEC = StageSpec("image_text_pairs", "shard", ("raw_files",))

@@ -1,9 +1,10 @@
 import dagster as dg
 
-from llm_assets.core.inventory import INVALID_RAW_KEY, SCHEMA
+from llm_assets.core.inventory import INVALID_RAW_KEY, SCHEMA, fingerprint, partition_files
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import PartitionOutput
 from llm_assets.core.raw_files import STAGE_VERSION, InventoryUnit, observe_raw_files
+from llm_assets.registry import CODE, MISSING, RAW, StageSpec
 from llm_assets.settings import load_settings
 from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
 from resources import ObjectStore
@@ -39,3 +40,18 @@ def rejected_keys_metadata(lake: Lake, out: PartitionOutput) -> dict:
                                            dg.TableColumn("reason", "string")]),
         ),
     }
+
+
+def _stale(planner, crawl: str, shard: str) -> str | None:
+    """The inventory is stale when the shard's files differ from those it listed (key, ETag, size): an identical
+    re-upload changes nothing."""
+    files = partition_files(planner.lake, crawl, shard, len(planner.shards))
+    built = planner.manifest("raw_files", crawl, shard)
+    if built is None:
+        return MISSING if files else None
+    if fingerprint(files) not in [u.get("unit") for u in built.get("units", [])]:  # the inventory unit's id
+        return RAW
+    return CODE if planner.code_changed("raw_files", built) else None
+
+
+SPEC = StageSpec("raw_files", "shard", plan=_stale)

@@ -3,10 +3,11 @@ from pathlib import Path
 
 import dagster as dg
 from llm_assets.core.partition import committed
-from llm_assets.core.release import STAGE_VERSION, build_release, point_latest
+from llm_assets.core.release import STAGE_VERSION, build_release, point_latest, release_version
 from llm_assets.core.tokenize import load_tokenizer, resolve_tokenizer
 from llm_assets.core.units import peak_rss_bytes
 from llm_assets.dedup.assets import DEDUPLICATED_VERSION
+from llm_assets.registry import MISSING, UPSTREAM, StageSpec
 from llm_assets.settings import load_settings
 from llm_assets.stage import code_version
 from llm_assets.tokenized.assets import CODE_VERSION as TOKENIZED_VERSION
@@ -91,3 +92,22 @@ def release(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.Materia
         },
         data_version=dg.DataVersion(built.version),
     )
+
+
+def _stale(planner, crawl=None, shard=None) -> str | None:
+    """The release is stale when a tokenized partition is rebuilt, or when the release its settings and the
+    committed tokenized partitions make (its version) was not written yet."""
+    if planner.any_planned("tokenized"):
+        return f"{UPSTREAM} (tokenized is rebuilt)"
+    settings = SETTINGS.release
+    names = list(settings.crawls) or planner.crawls
+    partitions = [{"crawl": c, "shard": s, "data_version": m["data_version"]} for c in names
+                  for s, m in planner.committed("tokenized", c).items()]
+    if not partitions:
+        return None
+    _, tok_hash = resolve_tokenizer(SETTINGS.tokenized, planner.lake)
+    version = release_version(settings, tok_hash, partitions)
+    return None if planner.lake.exists(f"releases/{settings.name}/{version}/manifest.json") else MISSING
+
+
+SPEC = StageSpec("release", "release", ("tokenized",), plan=_stale)

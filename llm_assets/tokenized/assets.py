@@ -11,6 +11,7 @@ from llm_assets.core.tokenize import (load_tokenizer, publish_tokenizer, resolve
 from llm_assets.core.tokenized import STAGE_VERSION, TokenizeUnit, schema, tokenize_documents
 from llm_assets.core.units import peak_rss_bytes, unit_id
 from llm_assets.dedup.assets import deduplicated
+from llm_assets.registry import StageSpec
 from llm_assets.settings import load_settings
 from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
 from resources import ObjectStore
@@ -89,3 +90,6 @@ def tokenized(context: dg.AssetExecutionContext, store: ObjectStore, deduplicate
                                   part=part_key("tokenized", crawl, shard, unit)))
     yield from run_stage(context, tokenize_documents, units, CODE_VERSION, schema(vocab_size).names,
                          metadata={"tokenizer_sha": tok_hash}, inputs={"deduplicated": deduplicated.data_version})
+
+
+SPEC = StageSpec("tokenized", "shard", ("deduplicated",))
