@@ -422,7 +422,7 @@ def stage_filter(workdir: Path) -> dict:
     text_bytes = int(sum(b["text"].str.len_bytes().sum() for b in batches))
     rss_before = maxrss_bytes()
     with Meter() as load:
-        filters = FilteredSettings().chain()
+        filters = FilteredSettings().blocks()
         language_model()  # fastText lid.176 load, cached for the process
     kept_parts, dropped_parts, passes = [], [], []
     while not _enough(passes):

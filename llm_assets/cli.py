@@ -85,7 +85,7 @@ def cmd_demo_change(args) -> int:
     from llm_assets.stale import stale_partitions
 
     lake = Lake(environment.store_config())
-    print(f"dropped {demo.drop_late_file(lake)}; settings {settings}: filtered.gopher_quality.min_doc_words 50 → 80")
+    print(f"dropped {demo.drop_late_file(lake)}; settings {settings}: the gopher_quality block's min_doc_words 50 → 80")
     instance = get_instance()
     planned = stale_partitions(instance, lake)
     for p in planned:

@@ -237,7 +237,8 @@ def write_changed_settings(workdir: Path) -> Path:
     from llm_assets.settings import settings_path
 
     data = yaml.safe_load(settings_path().read_text())
-    data.setdefault("filtered", {}).setdefault("gopher_quality", {})["min_doc_words"] = 80
+    chain = data.setdefault("filtered", {}).setdefault("chain", [{"block": "gopher_quality"}])
+    next(b for b in chain if b["block"] == "gopher_quality")["min_doc_words"] = 80
     path = workdir / CHANGED_SETTINGS
     workdir.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))

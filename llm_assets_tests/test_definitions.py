@@ -65,7 +65,9 @@ def test_code_version_follows_settings():
     from llm_assets.stage import code_version
 
     default = code_version(STAGE_VERSION, FilteredSettings().fingerprint())
-    stricter = FilteredSettings(language=LanguageFilter(threshold=0.8))
+    stricter = FilteredSettings.default_with(language=LanguageFilter(threshold=0.8))
     stricter = code_version(STAGE_VERSION, stricter.fingerprint())
     assert default != stricter
     assert default == code_version(STAGE_VERSION, FilteredSettings().fingerprint())
+    reordered = FilteredSettings(chain=tuple(reversed(FilteredSettings().chain)))
+    assert code_version(STAGE_VERSION, reordered.fingerprint()) not in (default, stricter)

@@ -74,12 +74,23 @@ def test_apply_filters_records_block_and_reason_and_keeps_order():
 
 
 def test_disabled_blocks_do_not_run_and_the_chain_follows_fineweb():
-    chain = [b.name for b in FilteredSettings().chain()]
+    chain = [b.name for b in FilteredSettings().blocks()]
     assert chain == ["normalize", "url", "language", "gopher_repetition", "gopher_quality", "c4_quality",
                      "fineweb_quality", "pii"]
-    assert FilteredSettings().c4_quality.filter_no_terminal_punct is False  # as FineWeb runs C4
+    assert FilteredSettings().block("c4_quality").filter_no_terminal_punct is False  # as FineWeb runs C4
     kept, dropped = apply_filters(pl.DataFrame({"text": ["x"]}), [GopherQuality(enabled=False)])
     assert kept.height == 1 and dropped.height == 0
+
+
+def test_the_chain_runs_as_listed_with_repeats_and_without_omitted_blocks():
+    from llm_assets.settings import FilteredSettings
+
+    s = FilteredSettings.model_validate({"chain": [{"block": "gopher_quality", "min_doc_words": 3}, {"block": "url"},
+                                                   {"block": "gopher_quality", "min_doc_words": 10}]})
+    assert [b.name for b in s.blocks()] == ["gopher_quality", "url", "gopher_quality"]
+    docs = pl.DataFrame({"text": ["these gardens have the lovely flowers"], "url": ["https://example.org/a"]})
+    kept, dropped = apply_filters(docs, s.blocks())
+    assert kept.height == 0 and dropped.select("filter", "reason").rows() == [("gopher_quality", "gopher_short_doc")]
 
 
 # URL filter

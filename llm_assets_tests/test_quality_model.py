@@ -10,6 +10,7 @@ import sys
 import dagster as dg
 import polars as pl
 import pytest
+import yaml
 import zstandard
 
 from llm_assets.core.filtered import filter_batch, with_quality_model
@@ -92,8 +93,8 @@ def test_the_block_scores_every_document_and_drops_below_the_threshold(model_pat
 def test_the_stage_keeps_exactly_the_documents_scoring_at_least_the_threshold(model_path):
     docs = shared_documents()
     block = QualityModelFilter(enabled=True, model_path=str(model_path), threshold=0.5)
-    without = FilteredSettings(language={"enabled": False}, pii={"enabled": False})
-    kept, rejected = filter_batch(docs, without.model_copy(update={"quality_model": block}))
+    without = FilteredSettings.default_with(language={"enabled": False}, pii={"enabled": False})
+    kept, rejected = filter_batch(docs, without.replaced("quality_model", block))
     assert kept["quality_score"].min() >= 0.5
     low = rejected.filter(pl.col("filter") == "quality_model")
     assert (low["quality_score"] < 0.5).all() and set(low["reason"]) == {"low_quality"}
@@ -105,12 +106,12 @@ def test_the_stage_keeps_exactly_the_documents_scoring_at_least_the_threshold(mo
 
 def test_a_named_model_file_is_its_own_identity(model_path, lake):
     block = QualityModelFilter(enabled=True, model_path=str(model_path))
-    settings, identity = with_quality_model(FilteredSettings(quality_model=block), lake)
-    assert settings.quality_model.model_path == str(model_path) and len(identity) == 64
+    settings, identity = with_quality_model(FilteredSettings.default_with(quality_model=block), lake)
+    assert settings.block("quality_model").model_path == str(model_path) and len(identity) == 64
     assert with_quality_model(FilteredSettings(), lake) == (FilteredSettings(), "")
     with pytest.raises(ValueError, match="cannot read model_path /nonexistent.bin"):
-        with_quality_model(FilteredSettings(quality_model=QualityModelFilter(enabled=True,
-                                                                             model_path="/nonexistent.bin")), lake)
+        with_quality_model(FilteredSettings.default_with(
+            quality_model=QualityModelFilter(enabled=True, model_path="/nonexistent.bin")), lake)
 
 
 def test_quality_classifier_asset_trains_publishes_and_the_stage_uses_it(object_store, instance, tmp_path,
@@ -132,9 +133,9 @@ def test_quality_classifier_asset_trains_publishes_and_the_stage_uses_it(object_
     assert event.materialization.tags["dagster/data_version"] == meta["model_sha256"][:20]
     assert lake.get_json(LATEST)["sha256"] == meta["model_sha256"]
 
-    settings, identity = with_quality_model(FilteredSettings(quality_model={"enabled": True}), lake)
+    settings, identity = with_quality_model(FilteredSettings.default_with(quality_model={"enabled": True}), lake)
     assert identity == meta["model_sha256"]
-    path = settings.quality_model.model_path
+    path = settings.block("quality_model").model_path
     assert path.startswith(str(tmp_path / "cache"))
     good = wikitext_paragraphs()[-1]
     assert positive_scores(load_model(path), [good], "hq")[0] >= 0.5
@@ -142,7 +143,8 @@ def test_quality_classifier_asset_trains_publishes_and_the_stage_uses_it(object_
 
 def test_the_stage_depends_on_the_classifier_only_when_it_uses_the_trained_model(tmp_path):
     settings = tmp_path / "settings.yaml"
-    settings.write_text("filtered:\n  quality_model:\n    enabled: true\n")
+    chain = FilteredSettings.default_with(quality_model={"enabled": True})
+    settings.write_text(yaml.safe_dump({"filtered": chain.model_dump(mode="json")}))
     code = ("import dagster as dg; from llm_assets.filtered.assets import filtered, CHAIN; "
             "print(sorted(k.to_user_string() for k in filtered.dependency_keys), CHAIN[-2:])")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

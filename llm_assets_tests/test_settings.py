@@ -10,7 +10,8 @@ from llm_assets.settings import DEFAULT_SETTINGS, Settings
 
 def test_default_settings_file_is_valid():
     s = Settings.from_file(DEFAULT_SETTINGS)
-    assert s.filtered.language.languages == ("en",) and s.filtered.language.threshold == 0.65
+    language = s.filtered.block("language")
+    assert language.languages == ("en",) and language.threshold == 0.65
     assert s.filtered == type(s.filtered)()  # the file lists the published defaults, nothing else
     assert s.quality_classifier == type(s.quality_classifier)()
     assert s.dedup == type(s.dedup)() and s.release == type(s.release)()
@@ -20,8 +21,10 @@ def test_default_settings_file_is_valid():
 
 @pytest.mark.parametrize("text, fragment", [
     ("shards: 0\n", "shards"),
-    ("filtered:\n  language:\n    threshold: 2\n", "threshold"),
-    ("filtered:\n  gopher_quality:\n    min_word: 3\n", "min_word"),  # typo: unknown keys are errors, not silently ignored
+    ("filtered:\n  chain:\n    - block: language\n      threshold: 2\n", "threshold"),
+    ("filtered:\n  chain:\n    - block: gopher_quality\n      min_word: 3\n", "min_word"),  # typo: unknown keys are errors
+    ("filtered:\n  chain:\n    - block: gopher_qualty\n", "gopher_qualty"),  # so are unknown blocks
+    ("filtered:\n  gopher_quality:\n    min_doc_words: 3\n", "gopher_quality"),  # the chain is a list
     ("runner:\n  kind: threads\n", "runner.kind"),
 ])
 def test_invalid_settings_name_the_file_and_the_key(tmp_path, text, fragment):

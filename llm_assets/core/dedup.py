@@ -16,18 +16,46 @@ that collide (about 150 bytes a document at FineWeb's 14 bands): a million docum
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
+from pydantic import Field
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from llm_assets.core import filtered
+from llm_assets.core.config import Section
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.core.minhash import words
+from llm_assets.core.minhash import MinHasher, words
 from llm_assets.core.units import DropCounter, UnitResult, timed_unit
-from llm_assets.settings import DedupSettings
+
+
+class DedupSettings(Section):
+    """FineWeb's MinHash deduplication defaults: word 5-grams, 14 bands × 8 rows (112 hashes)."""
+
+    exact: bool = True  # same normalized text (lowercase words, punctuation and spacing ignored)
+    by_url: bool = False  # also one document per URL
+    near: bool = True  # MinHash LSH
+    ngram: int = Field(default=5, ge=1)
+    bands: int = Field(default=14, ge=1)
+    rows: int = Field(default=8, ge=1)
+    seed: int = 1
+    keep: Literal["earliest", "longest", "first"] = "earliest"  # fetch time, text length, or doc_id order
+    cross_crawl: bool = False  # also drop documents already in an earlier crawl
+    crawl_order: tuple[str, ...] = ()  # earliest first; empty: crawl names sorted (Common Crawl's sort by date)
+
+    def hasher(self) -> MinHasher:
+        return MinHasher(bands=self.bands, rows=self.rows, ngram=self.ngram, seed=self.seed)
+
+    def earlier_crawls(self, crawl: str, known: list[str]) -> list[str]:
+        """The crawls `crawl` is deduplicated against, in order, when `cross_crawl` is on."""
+        if not self.cross_crawl:
+            return []
+        order = list(self.crawl_order) or sorted(known)
+        return order[: order.index(crawl)] if crawl in order else []
+
 
 STAGE_VERSION = "1"
 BATCH_ROWS = 2048

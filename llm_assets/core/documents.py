@@ -8,17 +8,43 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import urlsplit
 
 import pyarrow as pa
+from pydantic import Field
 
+from llm_assets.core.config import Section
 from llm_assets.core.errors import is_store_error
 from llm_assets.core.extract import ExtractionTimeout, extract_html, extractor_version
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.core.readers import (ReaderSettings, ReadReport, SourceRecord, UnreadableFile, is_parquet,
-                                     read_parquet, read_records)
+from llm_assets.core.readers import (
+    ReaderSettings,
+    ReadReport,
+    SourceRecord,
+    UnreadableFile,
+    is_parquet,
+    read_parquet,
+    read_records,
+)
 from llm_assets.core.units import UnitResult, timed_unit
-from llm_assets.settings import DocumentsSettings
+
+
+class DocumentsSettings(Section):
+    extractor: Literal["trafilatura", "resiliparse"] = "trafilatura"
+    # A larger record is quarantined (oversized) unread: an HTML or WET payload, a JSON line or array element, a
+    # Parquet text.
+    max_payload_bytes: int = Field(default=5_000_000, gt=0)
+    # CPU seconds of the extracting thread per page, so that other processes' load does not count. CPU time still
+    # grows with contention for caches and memory (the slowest shared page: 2.2 CPU-s on a quiet machine, 4.9 with
+    # the other core busy), hence far above it.
+    extract_timeout_s: float = Field(default=30.0, gt=0)
+    max_html_chars: int = Field(default=2_000_000, gt=0)
+    min_text_chars: int = Field(default=1, ge=0)
+    text_field: str = "text"
+    url_field: str = "url"
+    id_field: str = "id"
+
 
 STAGE_VERSION = "3"  # 3: CPU-time extraction limit; JSON, JSON Lines and Parquet records capped
 BATCH_ROWS = 256

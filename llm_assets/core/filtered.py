@@ -14,11 +14,11 @@ import polars as pl
 import pyarrow as pa
 
 from llm_assets.core import documents, quality_model
-from llm_assets.core.filters import apply_filters
+from llm_assets.core.config import Section
+from llm_assets.core.filters import DEFAULT_CHAIN, Block, ChainBlock, apply_filters
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.core.units import DropCounter, UnitResult, timed_unit
-from llm_assets.settings import FilteredSettings
 
 STAGE_VERSION = "2"
 BATCH_ROWS = 1024
@@ -34,6 +34,38 @@ ADDED = [
 ]
 SCHEMA = pa.schema(list(documents.SCHEMA) + ADDED)
 REJECTED_SCHEMA = pa.schema(list(SCHEMA) + [("filter", pa.string()), ("reason", pa.string())])
+
+
+class FilteredSettings(Section):
+    """The filter chain: blocks in the order they run, each named by `block` with its thresholds (the published
+    defaults where omitted). A deployment may reorder, repeat or drop blocks; `enabled: false` keeps a block listed
+    but skips it. Unknown blocks and keys are errors."""
+
+    chain: tuple[ChainBlock, ...] = DEFAULT_CHAIN
+
+    @classmethod
+    def default_with(cls, **blocks: Block | dict) -> FilteredSettings:
+        """The default chain with some blocks replaced (a block, or the fields to change): `language={"enabled":
+        False}`."""
+        changed = {name: b if isinstance(b, Block) else DEFAULT_CHAIN[_index(DEFAULT_CHAIN, name)].model_copy(update=b)
+                   for name, b in blocks.items()}
+        return cls(chain=tuple(changed.get(b.name, b) for b in DEFAULT_CHAIN))
+
+    def blocks(self) -> list[Block]:
+        """The enabled blocks, in order."""
+        return [b for b in self.chain if b.enabled]
+
+    def block(self, name: str) -> Block | None:
+        """The first block of that kind in the chain, enabled or not."""
+        return next((b for b in self.chain if b.name == name), None)
+
+    def replaced(self, name: str, block: Block) -> FilteredSettings:
+        """These settings with every block of that kind replaced."""
+        return self.model_copy(update={"chain": tuple(block if b.name == name else b for b in self.chain)})
+
+
+def _index(chain, name: str) -> int:
+    return next(i for i, b in enumerate(chain) if b.name == name)
 
 
 @cache
@@ -52,7 +84,7 @@ def conform(df: pl.DataFrame, schema: pa.Schema) -> pl.DataFrame:
 
 def filter_batch(df: pl.DataFrame, settings: FilteredSettings) -> tuple[pl.DataFrame, pl.DataFrame]:
     """-> (kept, rejected) for one batch of documents, both in the stage's schemas."""
-    kept, rejected = apply_filters(df, settings.chain())
+    kept, rejected = apply_filters(df, settings.blocks())
     kept = kept.with_columns(n_words=pl.col("text").str.count_matches(r"\S+"))
     return conform(kept, SCHEMA), conform(rejected, REJECTED_SCHEMA)
 
@@ -60,13 +92,13 @@ def filter_batch(df: pl.DataFrame, settings: FilteredSettings) -> tuple[pl.DataF
 def with_quality_model(settings: FilteredSettings, lake: Lake) -> tuple[FilteredSettings, str]:
     """The settings a run filters with, and the identity of its quality model ("" when the block is off): a block
     that names no model file gets the one `quality_classifier` published last, fetched once into a local cache."""
-    block = settings.quality_model
-    if not block.enabled:
+    block = settings.block("quality_model")
+    if block is None or not block.enabled:
         return settings, ""
     if block.model_path:
         return settings, file_sha256(Path(block.model_path))
     path, sha = quality_model.latest_model(lake)
-    return settings.model_copy(update={"quality_model": block.model_copy(update={"model_path": str(path)})}), sha
+    return settings.replaced("quality_model", block.model_copy(update={"model_path": str(path)})), sha
 
 
 def file_sha256(path: Path) -> str:

@@ -10,13 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+from pydantic import Field
 
+from llm_assets.core.config import Section
 from llm_assets.core.documents import doc_id, iter_source, reader_settings
 from llm_assets.core.images import IMAGE_PAIRS_SCHEMA, ImagePairSettings, extract_image_pairs
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.core.readers import ReadReport
 from llm_assets.core.units import UnitResult, timed_unit
-from llm_assets.settings import DocumentsSettings, ImagePairsSettings
+
+
+class ImagePairsSettings(Section):
+    min_text_chars: int = Field(default=5, ge=0)
+    nearby_chars: int = Field(default=300, ge=0)
+    min_side_px: int = Field(default=32, ge=0)
+    max_images_per_page: int = Field(default=100, ge=1)
+
 
 STAGE_VERSION = "1"
 BATCH_ROWS = 2048

@@ -34,10 +34,32 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from pydantic import Field
 
+from llm_assets.core.config import Section
 from llm_assets.core.errors import (
-    InfrastructureError, LocalDiskFull, SourceChanged, StoreFull, StoreUnavailable, is_store_full, is_transient,
+    InfrastructureError,
+    LocalDiskFull,
+    SourceChanged,
+    StoreFull,
+    StoreUnavailable,
+    is_store_full,
+    is_transient,
 )
+
+
+class StoreSettings(Section):
+    """How the lake treats its object store. Not part of any code version: it changes how long a run waits for
+    a failing store, never what a partition holds."""
+
+    retry_budget_s: float = Field(default=300.0, gt=0)  # keep retrying a failing store this long, then fail
+    retry_base_s: float = Field(default=0.5, gt=0)  # first backoff; doubles up to retry_max_s, with full jitter
+    retry_max_s: float = Field(default=20.0, gt=0)
+    retention_hours: float = Field(default=24.0, ge=0)  # superseded parts outlive the manifest that dropped them
+
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(budget_s=self.retry_budget_s, base_s=self.retry_base_s, max_s=self.retry_max_s)
+
 
 LOGGER = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -209,7 +209,7 @@ def latest_model(lake) -> tuple[Path, str]:
     latest = models.fetch_latest(lake, MODEL_PREFIX, ".bin")
     if latest is None:
         raise ValueError(f"quality_model: no trained model at {lake.url(LATEST)}; materialize quality_classifier "
-                         "or set filtered.quality_model.model_path")
+                         "or set model_path in the quality_model block of filtered.chain")
     return latest
 
 

@@ -20,15 +20,31 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import polars as pl
+from pydantic import Field
 
+from llm_assets.core.config import Section
 from llm_assets.core.indexed import IndexedWriter
 from llm_assets.core.lake import Lake
 from llm_assets.core.packing import PackingStats, Plan, bucket_by_length, pack_bfd, pack_concat
 from llm_assets.core.shuffle import FeistelPermutation
-from llm_assets.settings import ReleaseSettings
+
+
+class ReleaseSettings(Section):
+    """One training release: which crawls, how sequences are packed, the shuffle seed. The tokenizer is the
+    tokenized stage's. Another config is another version; a version is never rewritten."""
+
+    name: str = Field(default="demo", pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
+    crawls: tuple[str, ...] = ()  # empty: every crawl
+    context: int = Field(default=2048, ge=1)
+    packing: Literal["bfd", "concat"] = "bfd"  # best-fit-decreasing of whole documents, or concatenate and chunk
+    seed: int = 0
+    include_text: bool = True  # the curated text as Parquet too, readable by Hugging Face datasets
+    length_buckets: tuple[int, ...] = ()  # token-count boundaries: documents are packed only with their bucket
+
 
 STAGE_VERSION = "1"
 RELEASES = "releases"

@@ -6,13 +6,37 @@ One work unit tokenizes one `filtered` part, batch by batch, with the tokenizer'
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 import pyarrow as pa
+from pydantic import Field
 
+from llm_assets.core.config import PROJECT_ROOT, Section
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.core.tokenize import load_tokenizer
 from llm_assets.core.units import UnitResult, timed_unit
-from llm_assets.settings import TokenizedSettings
+
+
+class TokenizerTraining(Section):
+    """A byte-level BPE trained by the `tokenizer` asset on a deterministic sample of deduplicated documents."""
+
+    vocab_size: int = Field(default=32_000, ge=260)
+    min_frequency: int = Field(default=2, ge=1)
+    special_tokens: tuple[str, ...] = ("<|endoftext|>",)
+    sample_documents: int = Field(default=100_000, ge=1)  # the documents whose doc_id hashes lowest
+    crawls: tuple[str, ...] = ()  # empty: every crawl
+
+class TokenizedSettings(Section):
+    source: Literal["file", "train"] = "file"  # the tokenizer at tokenizer_path, or one the tokenizer asset trains
+    tokenizer_path: Path = Path("../shared/data/tokenizers/gpt2")
+    eos_token: str = "<|endoftext|>"
+    train: TokenizerTraining = TokenizerTraining()
+
+    def resolved_path(self) -> Path:
+        path = self.tokenizer_path
+        return path if path.is_absolute() else (PROJECT_ROOT / path).resolve()
+
 
 STAGE_VERSION = "1"
 BATCH_ROWS = 256  # encodings of a batch are held at once: keep it small

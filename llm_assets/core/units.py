@@ -18,9 +18,32 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
+from pydantic import Field
+
+from llm_assets.core.config import Section
 from llm_assets.core.errors import is_infrastructure
+
+
+class RunnerSettings(Section):
+    """Where a partition's work units run: in this process, in a local process pool, or on a Dask cluster.
+
+    The runner never changes what a unit computes, so it is part of no code version."""
+
+    kind: Literal["inprocess", "pool", "dask"] = "pool"
+    workers: int = Field(default=2, ge=1)  # pool: processes
+    # dask: the scheduler, e.g. tls://10.0.0.5:8786. Unset: DASK_SCHEDULER_ADDRESS, else the cluster that
+    # `llm-assets cluster start` runs on this machine.
+    address: str | None = None
+    # dask: what one unit needs, as worker resources (workers declare them: `dask worker --resources
+    # "CPU=4,MEMORY=16e9"`). Unset: one unit per worker thread.
+    num_cpus: float | None = Field(default=None, gt=0)
+    memory_bytes: int | None = Field(default=None, gt=0)
+    max_retries: int = Field(default=3, ge=0)  # dask: resubmissions of a unit lost to a node or the store
+    max_in_flight: int = Field(default=64, ge=1)  # dask: units submitted and not yet collected
+    connect_timeout_s: float = Field(default=30.0, gt=0)
+
 
 U = TypeVar("U")
 

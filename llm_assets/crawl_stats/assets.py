@@ -42,7 +42,7 @@ def crawl_stats(context: dg.AssetExecutionContext, store: ObjectStore):
     by_shard = committed(lake, "filtered", crawl, SETTINGS.shard_keys())
     manifests = list(by_shard.values())
     missing = [s for s in SETTINGS.shard_keys() if s not in by_shard]
-    stats = compute_crawl_stats(lake, manifests, [b.name for b in SETTINGS.filtered.chain()])
+    stats = compute_crawl_stats(lake, manifests, list(dict.fromkeys(b.name for b in SETTINGS.filtered.blocks())))
     rows_in = int(stats.funnel["documents"][0])
     rows_out = int(stats.funnel["documents"][-1])
     metadata = {

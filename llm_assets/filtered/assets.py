@@ -21,11 +21,12 @@ def _file_version(path: str) -> str:
         return file_sha256(Path(path))
     except ValueError:
         return "unreadable"  # the run reports the file by name
-CHAIN = [block.name for block in SETTINGS.chain()]
+CHAIN = [block.name for block in SETTINGS.blocks()]
 # The quality_model block, when on and naming no file, filters with the model quality_classifier trained (whose
 # data version then marks this stage stale); a model file it names is part of the code version.
-USES_TRAINED_MODEL = SETTINGS.quality_model.enabled and not SETTINGS.quality_model.model_path
-MODEL_FILE = SETTINGS.quality_model.model_path if SETTINGS.quality_model.enabled else None
+_MODEL = next((b for b in SETTINGS.blocks() if b.name == "quality_model"), None)
+USES_TRAINED_MODEL = _MODEL is not None and not _MODEL.model_path
+MODEL_FILE = _MODEL.model_path if _MODEL is not None else None
 CODE_VERSION = code_version(STAGE_VERSION, SETTINGS.fingerprint(), *([_file_version(MODEL_FILE)] if MODEL_FILE else []))
 
 
@@ -33,7 +34,7 @@ def _block_funnel(rows_in: int, dropped: dict[str, int]) -> str:
     """In → dropped by each block, in chain order → out, with the documents left after each block."""
     lines = ["| block | dropped | left | reasons |", "|---|---:|---:|---|", f"| in | | {rows_in:,} | |"]
     left = rows_in
-    for block in CHAIN:
+    for block in dict.fromkeys(CHAIN):  # a block listed twice reports once: its drops share its name
         reasons = {k.split("/", 1)[1]: n for k, n in dropped.items() if k.split("/", 1)[0] == block}
         left -= sum(reasons.values())
         detail = ", ".join(f"`{r}` {n:,}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))

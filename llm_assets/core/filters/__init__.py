@@ -1,5 +1,12 @@
 """Filter blocks: one small unit per published rule, typed thresholds with the published defaults, a reason code
-for every document it drops. `apply_filters` runs a chain of them over a Polars batch."""
+for every document it drops. `apply_filters` runs a chain of them over a Polars batch.
+
+A chain is an ordered list of blocks, each named by its `block` field (`ChainBlock` validates one entry of the
+settings' list); `DEFAULT_CHAIN` is FineWeb's order, then the optional blocks (off), PII masking last."""
+
+from typing import Annotated, Union
+
+from pydantic import Field
 
 from llm_assets.core.filters.base import Block, apply_filters
 from llm_assets.core.filters.c4 import C4BadWords, C4Quality
@@ -13,7 +20,20 @@ from llm_assets.core.filters.quality_model import QualityModelFilter
 from llm_assets.core.filters.url import URLFilter
 from llm_assets.core.filters.vocabulary import DomainVocabulary
 
+ChainBlock = Annotated[
+    Union[Normalize, URLFilter, LanguageFilter, GopherRepetition, GopherQuality, C4Quality, FineWebQuality, C4BadWords,
+          ProfanityFilter, DomainVocabulary, QualityModelFilter, PIIMasker],
+    Field(discriminator="block"),
+]
+
+DEFAULT_CHAIN: tuple[Block, ...] = (
+    Normalize(), URLFilter(), LanguageFilter(), GopherRepetition(), GopherQuality(),
+    C4Quality(filter_no_terminal_punct=False),  # as FineWeb runs it
+    FineWebQuality(), C4BadWords(), ProfanityFilter(), DomainVocabulary(), QualityModelFilter(), PIIMasker(),
+)
+
 __all__ = [
+    "ChainBlock", "DEFAULT_CHAIN",
     "Block", "C4BadWords", "C4Quality", "DomainVocabulary", "FineWebQuality", "GopherQuality", "GopherRepetition",
     "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "QualityModelFilter", "URLFilter", "apply_filters", "language_model",
 ]

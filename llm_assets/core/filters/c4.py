@@ -10,6 +10,7 @@ punctuation rule (`filter_no_terminal_punct: false` in its settings); the block'
 from __future__ import annotations
 
 from functools import cache
+from typing import Literal
 
 import polars as pl
 
@@ -28,6 +29,7 @@ class C4Quality(Block):
     (checked line by line, the first one met wins), too_few_sentences."""
 
     name = "c4_quality"
+    block: Literal["c4_quality"] = "c4_quality"  # how the chain names it
     rewrites_text = True
     split_paragraph: bool = True
     remove_citations: bool = True
@@ -92,6 +94,7 @@ class C4BadWords(Block):
     documents labelled with one of `languages` are checked when a `language` column exists. Reason: badwords."""
 
     name = "c4_badwords"
+    block: Literal["c4_badwords"] = "c4_badwords"  # how the chain names it
     enabled: bool = False
     words_file: str | None = None
     words: tuple[str, ...] = ()

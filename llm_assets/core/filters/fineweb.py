@@ -3,6 +3,8 @@ pages whose lines mostly lack final punctuation, are mostly short, repeat each o
 
 from __future__ import annotations
 
+from typing import Literal
+
 import polars as pl
 
 from llm_assets.core.filters.base import WORDS, Block, first_reason, reasons_of
@@ -17,6 +19,7 @@ class FineWebQuality(Block):
     newlines per word (list_ratio). An all-blank text is `empty`."""
 
     name = "fineweb_quality"
+    block: Literal["fineweb_quality"] = "fineweb_quality"  # how the chain names it
     line_punct_thr: float = 0.12
     line_punct_exclude_zero: bool = False
     short_line_thr: float = 0.67

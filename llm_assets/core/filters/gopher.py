@@ -8,6 +8,7 @@ most frequent 2-, 3- and 4-gram, and the share covered by repeated 5- to 10-gram
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -26,6 +27,7 @@ class GopherQuality(Block):
     gopher_below_alpha_threshold, gopher_enough_stop_words."""
 
     name = "gopher_quality"
+    block: Literal["gopher_quality"] = "gopher_quality"  # how the chain names it
     min_doc_words: int = 50
     max_doc_words: int = 100_000
     min_avg_word_length: float = 3
@@ -78,6 +80,7 @@ class GopherRepetition(Block):
     top_{n}_gram, duplicated_{n}_n_grams."""
 
     name = "gopher_repetition"
+    block: Literal["gopher_repetition"] = "gopher_repetition"  # how the chain names it
     dup_line_frac: float = 0.3
     dup_para_frac: float = 0.3
     dup_line_char_frac: float = 0.2

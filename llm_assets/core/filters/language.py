@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.resources
 from functools import cache
+from typing import Literal
 
 import polars as pl
 from pydantic import Field
@@ -27,6 +28,7 @@ class LanguageFilter(Block):
     it is. Reason: `language`."""
 
     name = "language"
+    block: Literal["language"] = "language"  # how the chain names it
     languages: tuple[str, ...] = ("en",)
     threshold: float = Field(default=0.65, ge=0.0, le=1.0)
     multilingual: bool = False

@@ -10,6 +10,7 @@ A document left empty is dropped with reason `empty`.
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 import ftfy
 import polars as pl
@@ -28,6 +29,7 @@ HSPACE = r"[ \t\p{Zs}]"
 
 class Normalize(Block):
     name = "normalize"
+    block: Literal["normalize"] = "normalize"  # how the chain names it
     rewrites_text = True
 
     nfc: bool = True

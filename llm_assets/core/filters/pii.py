@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable
+from typing import Literal
 
 import polars as pl
 
@@ -137,6 +138,7 @@ def mask(text: str, kind: str) -> tuple[str, int]:
 
 class PIIMasker(Block):
     name = "pii"
+    block: Literal["pii"] = "pii"  # how the chain names it
     rewrites_text = True
 
     email: bool = True

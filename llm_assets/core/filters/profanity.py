@@ -12,6 +12,7 @@ entry may be a phrase. `bad_words` loads the built-in list and a user list, and 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import polars as pl
 from pydantic import PrivateAttr
@@ -51,6 +52,7 @@ def word_pattern(words: tuple[str, ...]) -> str | None:
 
 class ProfanityFilter(Block):
     name = "profanity"
+    block: Literal["profanity"] = "profanity"  # how the chain names it
 
     enabled: bool = False
     words: tuple[str, ...] = ()

@@ -3,6 +3,8 @@ label, kept at or above a threshold, as DCLM and FineWeb-Edu filter with a train
 
 from __future__ import annotations
 
+from typing import Literal
+
 import polars as pl
 from pydantic import Field
 
@@ -16,6 +18,7 @@ class QualityModelFilter(Block):
     `quality_classifier` asset trained last. Reason: `low_quality`."""
 
     name = "quality_model"
+    block: Literal["quality_model"] = "quality_model"  # how the chain names it
     enabled: bool = False
     model_path: str | None = None
     label: str = "hq"

@@ -10,6 +10,7 @@ import importlib.resources
 import re
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
 import polars as pl
 
@@ -72,6 +73,7 @@ class URLFilter(Block):
     `soft_word_threshold` soft-banned words), blacklisted_subword (a banned subword occurs anywhere)."""
 
     name = "url"
+    block: Literal["url"] = "url"  # how the chain names it
     use_builtin: bool = True
     soft_word_threshold: int = 2
     blocked_domains: tuple[str, ...] = ()

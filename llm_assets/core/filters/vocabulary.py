@@ -19,6 +19,7 @@ class DomainVocabulary(Block):
     terms (one repeated word is not a domain). Adds `domain_density`. Reason: off_domain."""
 
     name = "vocabulary"
+    block: Literal["vocabulary"] = "vocabulary"  # how the chain names it
     enabled: bool = False
     vocabulary: Literal["medical", "code", "custom"] = "medical"
     terms: tuple[str, ...] = ()
