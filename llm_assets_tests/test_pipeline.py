@@ -153,6 +153,15 @@ def test_cli_show_and_status_read_the_lake(materialized, crawl, capsys):
         assert status["assets"][asset]["materialized"] >= 1
         assert status["assets"][asset]["rows"] > 0
         assert status["assets"][asset]["total"] == len(status["crawls"]) * 4
+    # every asset of the code location is listed: crawl-level ones per crawl, the models and the release once
+    for asset in ("duplicate_clusters", "crawl_stats"):
+        assert status["assets"][asset]["total"] == len(status["crawls"]) and status["assets"][asset]["materialized"] >= 1
+    assert {a: status["assets"][a]["total"] for a in ("tokenizer", "quality_classifier", "release")} == {
+        "tokenizer": 1, "quality_classifier": 1, "release": 1}
+    assert cli.main(["status"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert {a for a in ("crawl_stats", "tokenizer", "release") if any(line.startswith(f"{a} ") for line in lines)} == {
+        "crawl_stats", "tokenizer", "release"}
 
 
 def test_show_rejects_bad_input(store_env, capsys):
