@@ -235,7 +235,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from llm_assets.core.lake import Lake, validate_crawl, validate_shard
+    from llm_assets.core.lake import Lake, manifest_key, validate_crawl, validate_shard
     from llm_assets.core.partition import LakeInput
     from llm_assets.settings import load_settings
     from llm_assets.status import CRAWL_LEVEL, STAGES
@@ -254,7 +254,7 @@ def cmd_show(args) -> int:
     else:
         shards = [validate_shard(args.shard)] if args.shard else load_settings().shard_keys()
     lake = Lake(environment.store_config())
-    manifests = [m for s in shards if (m := lake.get_json(f"lake/{args.asset}/crawl={args.crawl}/shard={s}/_manifest.json"))]
+    manifests = [m for s in shards if (m := lake.get_json(manifest_key(args.asset, args.crawl, s)))]
     if not manifests:
         print(f"{args.asset} has no committed partition for crawl {args.crawl}"
               + (f" shard {args.shard}" if args.shard else ""), file=sys.stderr)
@@ -283,7 +283,7 @@ def _records(df, width: int = 240) -> str:
 def cmd_record(args) -> int:
     import polars as pl
 
-    from llm_assets.core.lake import Lake, validate_crawl
+    from llm_assets.core.lake import Lake, manifest_key, validate_crawl
     from llm_assets.core.partition import LakeInput
     from llm_assets.core.provenance import original_record
     from llm_assets.settings import load_settings
@@ -293,7 +293,7 @@ def cmd_record(args) -> int:
         raise ValueError(f"invalid doc_id {args.doc_id!r}: expected hex digits")
     lake = Lake(environment.store_config())
     manifests = [m for s in load_settings().shard_keys()
-                 if (m := lake.get_json(f"lake/documents/crawl={args.crawl}/shard={s}/_manifest.json"))]
+                 if (m := lake.get_json(manifest_key("documents", args.crawl, s)))]
     found = (LakeInput(lake, "documents", manifests).scan()
              .filter(pl.col("doc_id") == args.doc_id)
              .select("source_key", "source_format", "record_offset", "record_skip", "url").collect())

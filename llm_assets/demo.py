@@ -259,13 +259,14 @@ def image_pair_examples(lake, crawls: list[str], n: int = 3) -> str:
     """A few image–text pairs of the demo crawls, to look at."""
     import polars as pl
 
+    from llm_assets.core.lake import manifest_key
     from llm_assets.core.partition import LakeInput
     from llm_assets.settings import load_settings
 
     lines = ["image–text pairs, for example:"]
     for crawl in crawls:
         manifests = [m for s in load_settings().shard_keys()
-                     if (m := lake.get_json(f"lake/image_text_pairs/crawl={crawl}/shard={s}/_manifest.json"))]
+                     if (m := lake.get_json(manifest_key("image_text_pairs", crawl, s)))]
         pairs = (LakeInput(lake, "image_text_pairs", manifests).scan()
                  .filter(pl.col("alt").str.len_chars() > 10).head(n).collect())
         for image_url, alt in pairs.select("image_url", "alt").iter_rows():

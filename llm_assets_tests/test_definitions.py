@@ -13,14 +13,14 @@ EXPECTED = {
     "filtered": ["documents"],
     "signatures": ["filtered"],
     "deduplicated": ["duplicate_clusters", "filtered"],
-    "tokenized": ["deduplicated"],
+    "tokenized": ["deduplicated", "tokenizer"],
 }
 GROUPS = {"deduplicated": "curated", "tokenized": "curated"}  # the rest of EXPECTED: "lake"
 # crawl-level: every shard of the crawl fans in
 REPORTS = {"crawl_stats": ["filtered"], "duplicate_clusters": ["signatures"]}
-# unpartitioned; `filtered` depends on the classifier only when its block uses it, `tokenized` on the tokenizer only
-# when it trains one
-MODELS = {"quality_classifier": [], "tokenizer": [], "release": ["tokenized"]}
+# unpartitioned; `filtered` depends on the classifier only when its block uses it; the tokenizer (configured or
+# trained) is upstream of every token
+MODELS = {"quality_classifier": [], "tokenizer": [], "release": ["tokenized", "tokenizer"]}
 
 
 def test_definitions_load():

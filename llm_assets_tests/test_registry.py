@@ -24,3 +24,11 @@ def test_every_lake_asset_has_a_spec_whose_inputs_are_its_upstreams_in_the_asset
     for spec in SPECS:
         upstream = {k.path[-1] for k in graph.get(dg.AssetKey(spec.name)).parent_keys}
         assert set(spec.inputs) <= upstream, f"{spec.name} reads {set(spec.inputs) - upstream} outside the graph"
+
+
+def test_the_tokenizer_is_upstream_of_every_token():
+    from llm_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    for asset in ("tokenized", "release"):
+        assert dg.AssetKey("tokenizer") in graph.get(dg.AssetKey(asset)).parent_keys

@@ -15,7 +15,7 @@ import dagster as dg
 import polars as pl
 import pyarrow as pa
 
-from llm_assets.core.lake import part_key
+from llm_assets.core.lake import manifest_key, part_key
 from llm_assets.core.partition import FrameOutput, LakeInput, PartitionOutput, commit
 from llm_assets.core.units import UnitResult
 from resources.object_store import ObjectStore
@@ -49,7 +49,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
             raise TypeError(f"{asset}: the lake IO manager stores PartitionOutput or a frame, not {type(obj).__name__}")
         manifest = commit(lake, asset, crawl, shard, obj)
         context.add_output_metadata({"lake_manifest": dg.MetadataValue.text(lake.url(
-            f"lake/{asset}/crawl={crawl}/shard={shard}/_manifest.json")), "parts": len(obj.units)})
+            manifest_key(asset, crawl, shard))), "parts": len(obj.units)})
         context.log.debug(f"committed {asset} crawl={crawl} shard={shard}: {manifest['rows']} rows")
 
     @staticmethod

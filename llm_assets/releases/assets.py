@@ -11,7 +11,7 @@ from llm_assets.registry import MISSING, UPSTREAM, StageSpec
 from llm_assets.settings import load_settings
 from llm_assets.stage import code_version
 from llm_assets.tokenized.assets import CODE_VERSION as TOKENIZED_VERSION
-from llm_assets.tokenized.assets import tokenized
+from llm_assets.tokenized.assets import tokenized, tokenizer
 from resources import ObjectStore
 
 SETTINGS = load_settings()
@@ -35,7 +35,7 @@ def _card_facts(lake, crawls: list[str]) -> dict:
 
 
 @dg.asset(
-    deps=[dg.AssetDep(tokenized, partition_mapping=dg.AllPartitionMapping())],
+    deps=[dg.AssetDep(tokenized, partition_mapping=dg.AllPartitionMapping()), tokenizer],
     group_name="releases",
     kinds={"s3", "numpy"},
     code_version=code_version(STAGE_VERSION, SETTINGS.release.fingerprint()),

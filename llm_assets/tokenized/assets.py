@@ -72,7 +72,7 @@ def tokenizer(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.Mater
 
 
 @stage_asset(CODE_VERSION, group_name="curated", metadata={"tokenizer_hash": TOKENIZER_HASH},
-             deps=[tokenizer] if TRAINS else None)
+             deps=[tokenizer])  # configured or trained, the tokenizer is in the lineage of every token
 def tokenized(context: dg.AssetExecutionContext, store: ObjectStore, deduplicated: LakeInput):
     """Token ids of every deduplicated document with the configured byte-level BPE tokenizer (GPT-2 by default,
     or the one the `tokenizer` asset trained), EOS appended as the document boundary: the list column is a flat
