@@ -1,19 +1,18 @@
 """Typed pipeline settings, read from one declarative YAML file per deployment.
 
-Nothing here imports Dagster: the processing core and the work units take these models as plain values.
+Each section is defined beside the core code it configures (`core.documents.DocumentsSettings`, the filter chain in
+`core.filtered`, ...); this module only composes them into `Settings` and loads the file. Nothing here imports
+Dagster: the processing core and the work units take these models as plain values.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from functools import cache
 from pathlib import Path
-from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from llm_assets.core.config import PROJECT_ROOT, Section
 from llm_assets.core.dedup import DedupSettings
@@ -27,6 +26,10 @@ from llm_assets.core.tokenized import TokenizedSettings, TokenizerTraining
 from llm_assets.core.units import RunnerSettings
 
 DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
+# The sections, re-exported for the Dagster layer: each lives beside the core code it configures.
+__all__ = ["PROJECT_ROOT", "DedupSettings", "DocumentsSettings", "FilteredSettings", "ImagePairsSettings",
+           "ReleaseSettings", "RunnerSettings", "Settings", "StoreSettings", "TokenizedSettings", "TokenizerTraining",
+           "load_settings", "settings_path"]
 
 
 class SensorSettings(Section):

@@ -13,7 +13,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core.config import Section
-from llm_assets.core.documents import doc_id, iter_source, reader_settings
+from llm_assets.core.documents import DocumentsSettings, doc_id, iter_source, reader_settings
 from llm_assets.core.images import IMAGE_PAIRS_SCHEMA, ImagePairSettings, extract_image_pairs
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.core.readers import ReadReport
