@@ -23,6 +23,7 @@ A worker reads JSON commands on stdin, one per line, and answers one JSON line e
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -128,14 +129,30 @@ class ChaosStore:
         self.paused = False
 
     def fill(self, leave_bytes: int = 0) -> None:
-        """Take all the tmpfs's free space but `leave_bytes` with a ballast file."""
-        stat = os.statvfs(self.tmpfs)
-        size = stat.f_bavail * stat.f_frsize - leave_bytes
-        if size > 0:
-            subprocess.run(["fallocate", "-l", str(size), str(self.tmpfs / "ballast")], check=True)
+        """Take all the tmpfs's free space but `leave_bytes` with ballast files. The store keeps writing meanwhile, so
+        the free space is measured again for each piece, and a piece that no longer fits is tried again smaller."""
+        chunk, n = 64 * 2**20, 0
+        while chunk >= 4096:
+            stat = os.statvfs(self.tmpfs)
+            free = stat.f_bavail * stat.f_frsize - leave_bytes
+            if free <= 0:
+                return
+            path = self.tmpfs / f"ballast-{n}"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, min(chunk, free))
+                n += 1
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                chunk //= 2
+            finally:
+                os.close(fd)
+        (self.tmpfs / f"ballast-{n}").unlink(missing_ok=True)  # the piece that did not fit
 
     def unfill(self) -> None:
-        (self.tmpfs / "ballast").unlink(missing_ok=True)
+        for ballast in self.tmpfs.glob("ballast-*"):
+            ballast.unlink()
 
     def config(self, bucket: str, budget_s: float = 60.0) -> StoreConfig:
         return StoreConfig(endpoint=self.endpoint, bucket=bucket, region="us-east-1",
