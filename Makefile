@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test ui bench bench-dedup bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint ui bench bench-dedup bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -23,9 +23,17 @@ demo: $(VENV)/.synced
 	@$(COMPILE)
 	$(BIN)/llm-assets demo
 
-test: $(VENV)/.synced
+test: lint
 	@$(COMPILE)
 	$(BIN)/python -m pytest
+
+# The processing core's tests alone: no object store, no Dagster instance.
+test-core: $(VENV)/.synced
+	$(BIN)/python -m pytest -m core
+
+lint: $(VENV)/.synced
+	$(BIN)/ruff check llm_assets resources benchmarks llm_assets_tests
+	$(BIN)/mypy llm_assets/core
 
 ui: $(VENV)/.synced
 	@$(COMPILE)

@@ -99,8 +99,9 @@ def s3_measurements(folder: Path) -> list[dict]:
     """Raw single-GET read and loader read of the release uploaded to the configured store (deleted after)."""
     from llm_assets.core.lake import Lake
     from llm_assets.environment import store_config
+    from llm_assets.settings import load_settings
 
-    config = store_config()
+    config = store_config(load_settings().store)
     lake = Lake(config)
     prefix = f"bench/loader-{secrets.token_hex(6)}"
     keys = [f"{prefix}/{name}" for name in ("data.bin", "data.idx", "manifest.json")]

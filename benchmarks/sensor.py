@@ -19,7 +19,8 @@ from dagster_aws.s3 import S3Resource
 
 from llm_assets import environment
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.raw.sensor import raw_drop_sensor
+from llm_assets.raw.sensor import build_raw_drop_sensor
+from llm_assets.settings import load_settings
 from resources import ObjectStore
 
 
@@ -27,7 +28,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=10_000)
     args = parser.parse_args()
-    base = environment.store_config()
+    settings = load_settings()
+    raw_drop_sensor = build_raw_drop_sensor(settings)
+    base = environment.store_config(settings.store)
     cfg = StoreConfig(**{**base.__dict__, "bucket": f"bench-sensor-{secrets.token_hex(4)}"})
     lake = Lake(cfg)
     lake.s3.create_bucket(Bucket=cfg.bucket)

@@ -9,6 +9,12 @@ import sys
 
 from llm_assets import environment
 from llm_assets.core.errors import InfrastructureError
+from llm_assets.core.lake import Lake, validate_crawl, validate_shard
+from llm_assets.core.partition import LakeInput, committed
+from llm_assets.settings import PROJECT_ROOT, Settings, settings_path
+
+# What needs Dagster (the instance, the definitions) is imported by the commands that use it: `show`, `record` or
+# `store` start without paying for it.
 
 
 def _store():
@@ -71,29 +77,25 @@ def _ensure_store() -> None:
 def cmd_demo_change(args) -> int:
     """The demo's second step: one new raw file and one changed threshold; the stale plan; ONE backfill."""
     from llm_assets import demo
-    from llm_assets.core.lake import Lake
 
-    _ensure_store()
-    settings = demo.write_changed_settings(environment.home() / "demo")
-    os.environ["LLM_ASSETS_SETTINGS"] = str(settings)
-    from llm_assets.settings import load_settings
-
-    load_settings.cache_clear()
-    from llm_assets.definitions import defs
+    from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill
     from llm_assets.instance import get_instance
     from llm_assets.stale import stale_partitions
 
-    lake = Lake(environment.store_config())
-    print(f"dropped {demo.drop_late_file(lake)}; settings {settings}: the gopher_quality block's min_doc_words 50 → 80")
+    _ensure_store()
+    path = demo.write_changed_settings(args.settings_path, environment.home() / "demo")
+    settings = Settings.from_file(path)
+    lake = Lake(environment.store_config(settings.store))
+    print(f"dropped {demo.drop_late_file(lake)}; settings {path}: the gopher_quality block's min_doc_words 50 → 80")
     instance = get_instance()
-    planned = stale_partitions(instance, lake)
+    planned = stale_partitions(instance, lake, settings)
     for p in planned:
         print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
-    backfill_id = launch_stale_backfill(instance, planned, defs.resolve_asset_graph())
+    backfill_id = launch_stale_backfill(instance, planned, build_defs(settings).resolve_asset_graph())
     print(f"backfill {backfill_id}: {len(planned)} partitions. Run it with the changed settings:\n"
-          f"  LLM_ASSETS_SETTINGS={settings} make ui     # the daemon runs it; see the Backfills page\n"
-          f"then `LLM_ASSETS_SETTINGS={settings} .venv/bin/llm-assets stale` lists nothing.")
+          f"  LLM_ASSETS_SETTINGS={path} make ui     # the daemon runs it; see the Backfills page\n"
+          f"then `LLM_ASSETS_SETTINGS={path} .venv/bin/llm-assets stale` lists nothing.")
     return 0
 
 
@@ -101,30 +103,29 @@ def cmd_demo(args) -> int:
     if args.change:
         return cmd_demo_change(args)
     from llm_assets import demo
+    from llm_assets.definitions import build_defs
     from llm_assets.instance import get_instance
     from llm_assets.status import format_summary, lake_status
 
     _ensure_store()
     instance = get_instance()
-    from llm_assets.core.lake import Lake
-
-    # Before the code location is imported: without ../shared/data this points the settings at a sample tokenizer.
-    files = demo.demo_files(environment.home() / "demo")
-    from llm_assets.definitions import defs, store
-
-    keys = demo.drop_files(Lake(environment.store_config()), files)
+    # Without ../shared/data: a generated sample, and the settings pointed at a tokenizer trained on it.
+    files, settings = demo.demo_files(environment.home() / "demo", args.settings)
+    defs = build_defs(settings)
+    lake = Lake(environment.store_config(settings.store))
+    keys = demo.drop_files(lake, files)
     print(f"dropped {len(keys)} raw files into {len(files)} crawls: {', '.join(files)}")
-    requests = demo.evaluate_sensor(instance, defs, store)
+    requests = demo.evaluate_sensor(instance, defs)
     print(f"raw_drop_sensor requested {len(requests)} partition runs")
-    lake = Lake(environment.store_config())
     failed = demo.run_requested(instance, defs, requests)
-    failed += demo.run_stale_lake(instance, defs, lake)
+    failed += demo.run_stale_lake(instance, defs, lake, settings)
     failed += demo.run_crawl_level(instance, defs, list(files))
-    failed += demo.run_partitions(instance, defs, "curated_job", demo.stale_keys(instance, lake, defs, "curated_job"))
+    failed += demo.run_partitions(instance, defs, "curated_job",
+                                  demo.stale_keys(instance, lake, settings, defs, "curated_job"))
     print()
-    print(format_summary(lake_status(instance, lake)))
+    print(format_summary(lake_status(lake, settings)))
     print()
-    print(demo.image_pair_examples(Lake(environment.store_config()), list(files)))
+    print(demo.image_pair_examples(lake, settings, list(files)))
     print()
     failed += demo.run_release(instance, defs)  # last: what a training job reads
     if failed:
@@ -138,14 +139,12 @@ def _show_release(args) -> int:
     import polars as pl
     from tokenizers import Tokenizer
 
-    from llm_assets.core.lake import Lake
     from llm_assets.core.release import latest_release, release_prefix
     from llm_assets.loader import ReleaseLoader
-    from llm_assets.settings import load_settings
 
-    config = environment.store_config()
+    config = environment.store_config(args.settings.store)
     lake = Lake(config)
-    name = args.name or load_settings().release.name
+    name = args.name or args.settings.release.name
     prefix = release_prefix(name, args.version) if args.version else latest_release(lake, name)
     if prefix is None or not lake.exists(prefix + "manifest.json"):
         print(f"no release {name!r}" + (f" version {args.version!r}" if args.version else ""), file=sys.stderr)
@@ -169,12 +168,11 @@ def _show_release(args) -> int:
 
 
 def cmd_stale(args) -> int:
-    from llm_assets.core.lake import Lake
     from llm_assets.instance import get_instance
     from llm_assets.stale import as_json, stale_partitions
 
     _ensure_store()
-    planned = stale_partitions(get_instance(), Lake(environment.store_config()))
+    planned = stale_partitions(get_instance(), Lake(environment.store_config(args.settings.store)), args.settings)
     if args.json:
         print(json.dumps(as_json(planned)))
     elif not planned:
@@ -188,30 +186,28 @@ def cmd_stale(args) -> int:
 
 
 def cmd_backfill(args) -> int:
-    from llm_assets.core.lake import Lake
-    from llm_assets.definitions import defs
+    from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill
     from llm_assets.instance import get_instance
     from llm_assets.stale import stale_partitions
 
     _ensure_store()
     instance = get_instance()
-    planned = stale_partitions(instance, Lake(environment.store_config()))
+    planned = stale_partitions(instance, Lake(environment.store_config(args.settings.store)), args.settings)
     if args.dry_run or not planned:
         print(f"{len(planned)} stale partitions" + ("; nothing to do" if not planned else " (dry run)"))
         return 0
-    backfill_id = launch_stale_backfill(instance, planned, defs.resolve_asset_graph())
+    backfill_id = launch_stale_backfill(instance, planned, build_defs(args.settings).resolve_asset_graph())
     print(f"backfill {backfill_id}: {len(planned)} partitions "
           f"({', '.join(sorted({p.asset for p in planned}))}); the daemon runs it (`make ui`, Backfills page)")
     return 0
 
 
 def cmd_vacuum(args) -> int:
-    from llm_assets.core.lake import Lake
     from llm_assets.core.partition import vacuum
 
     _ensure_store()
-    config = environment.store_config()
+    config = environment.store_config(args.settings.store)
     retention_s = config.retention_s if args.retention_hours is None else args.retention_hours * 3600
     deleted = vacuum(Lake(config), retention_s)
     print(f"deleted {len(deleted)} superseded or orphaned objects older than {retention_s / 3600:g} h")
@@ -219,12 +215,10 @@ def cmd_vacuum(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from llm_assets.core.lake import Lake
-    from llm_assets.instance import get_instance
     from llm_assets.status import format_rejected, format_summary, lake_status
 
     _ensure_store()
-    status = lake_status(get_instance(), Lake(environment.store_config()))
+    status = lake_status(Lake(environment.store_config(args.settings.store)), args.settings)
     if args.json:
         print(json.dumps({k: status[k] for k in ("crawls", "assets", "rejected_raw_keys")}))
     else:
@@ -235,9 +229,6 @@ def cmd_status(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from llm_assets.core.lake import Lake, manifest_key, validate_crawl, validate_shard
-    from llm_assets.core.partition import LakeInput
-    from llm_assets.settings import load_settings
     from llm_assets.status import CRAWL_LEVEL, STAGES
 
     if args.asset == "release":
@@ -252,9 +243,9 @@ def cmd_show(args) -> int:
     if args.asset in CRAWL_LEVEL:
         shards = ["all"]
     else:
-        shards = [validate_shard(args.shard)] if args.shard else load_settings().shard_keys()
-    lake = Lake(environment.store_config())
-    manifests = [m for s in shards if (m := lake.get_json(manifest_key(args.asset, args.crawl, s)))]
+        shards = [validate_shard(args.shard)] if args.shard else args.settings.shard_keys()
+    lake = Lake(environment.store_config(args.settings.store))
+    manifests = list(committed(lake, args.asset, args.crawl, shards).values())
     if not manifests:
         print(f"{args.asset} has no committed partition for crawl {args.crawl}"
               + (f" shard {args.shard}" if args.shard else ""), file=sys.stderr)
@@ -283,17 +274,13 @@ def _records(df, width: int = 240) -> str:
 def cmd_record(args) -> int:
     import polars as pl
 
-    from llm_assets.core.lake import Lake, manifest_key, validate_crawl
-    from llm_assets.core.partition import LakeInput
     from llm_assets.core.provenance import original_record
-    from llm_assets.settings import load_settings
 
     validate_crawl(args.crawl)
     if not all(c in "0123456789abcdef" for c in args.doc_id) or not args.doc_id:
         raise ValueError(f"invalid doc_id {args.doc_id!r}: expected hex digits")
-    lake = Lake(environment.store_config())
-    manifests = [m for s in load_settings().shard_keys()
-                 if (m := lake.get_json(manifest_key("documents", args.crawl, s)))]
+    lake = Lake(environment.store_config(args.settings.store))
+    manifests = list(committed(lake, "documents", args.crawl, args.settings.shard_keys()).values())
     found = (LakeInput(lake, "documents", manifests).scan()
              .filter(pl.col("doc_id") == args.doc_id)
              .select("source_key", "source_format", "record_offset", "record_skip", "url").collect())
@@ -308,12 +295,13 @@ def cmd_record(args) -> int:
 
 def cmd_ui(args) -> int:
     from llm_assets.instance import dagster_home
-    from llm_assets.settings import PROJECT_ROOT
 
     _ensure_store()
     dagster_home()
-    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
-    os.execv(dagster, [dagster, "dev", "-h", args.host, "-p", str(args.port), "-w", str(PROJECT_ROOT / "workspace.yaml")])
+    # `dg dev` finds the code location in pyproject.toml's [tool.dg] (the project's own environment: this one).
+    dg = os.path.join(os.path.dirname(sys.executable), "dg")
+    os.chdir(PROJECT_ROOT)
+    os.execv(dg, [dg, "dev", "--use-active-venv", "--host", args.host, "--port", str(args.port)])
     return 0
 
 
@@ -371,13 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_cluster)
 
-    p = sub.add_parser("ui", help="dagster dev: webserver and daemon on this workspace")
+    p = sub.add_parser("ui", help="dg dev: Dagster's webserver and daemon on this project")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=3000)
     p.set_defaults(fn=cmd_ui)
 
     args = parser.parse_args(argv)
     try:
+        args.settings_path = settings_path()
+        args.settings = Settings.from_file(args.settings_path)
         return args.fn(args)
     except (ValueError, RuntimeError, LookupError, InfrastructureError) as e:
         print(f"llm-assets: {e}", file=sys.stderr)

@@ -17,11 +17,18 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 from dagster._grpc.client import DagsterGrpcClient
 
+
+def backfill_targets(backfill: PartitionBackfill) -> set[tuple[str, str]]:
+    """(asset name, partition key) of every asset partition an asset backfill targets ("" when unpartitioned)."""
+    return {(k.asset_key.path[-1], str(k.partition_key or ""))
+            for k in backfill.asset_backfill_data.target_subset.iterate_asset_partitions()}
+
+
 # The Dagster release these names were checked against (the lock file's); the test compares it with the installed one.
 CHECKED_WITH = "1.13.27"
 
 __all__ = [
-    "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "CHECKED_WITH", "CheckRunHealthResult",
+    "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "backfill_targets", "CHECKED_WITH", "CheckRunHealthResult",
     "DagsterGrpcClient", "GRPC_INFO_TAG", "PartitionBackfill", "RUN_KEY_TAG", "SENSOR_NAME_TAG", "WorkerStatus",
     "WorkspaceFileTarget", "WorkspaceProcessContext", "make_new_backfill_id",
 ]

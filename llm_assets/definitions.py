@@ -1,20 +1,42 @@
-"""The llm-assets code location. This module only composes."""
+"""The llm-assets code location: `build_defs(settings)` composes it; `defs` is the deployment's (the settings file
+LLM_ASSETS_SETTINGS names, else the embedded default), loaded when Dagster asks for it."""
 
 import dagster as dg
 
-from llm_assets.freshness import stale_sensor
-from llm_assets.jobs import crawl_job, curated_job, lake_job, release_job
-from llm_assets.pipeline import ASSETS
-from llm_assets.raw.sensor import raw_drop_sensor
+from llm_assets.crawl_stats import assets as crawl_stats
+from llm_assets.dedup import assets as dedup
+from llm_assets.documents import assets as documents
+from llm_assets.filtered import assets as filtered
+from llm_assets.freshness import build_stale_sensor
+from llm_assets.image_text_pairs import assets as image_text_pairs
+from llm_assets.jobs import JOBS
+from llm_assets.quality_classifier import assets as quality_classifier
+from llm_assets.raw import assets as raw
+from llm_assets.raw.sensor import build_raw_drop_sensor
+from llm_assets.releases import assets as releases
+from llm_assets.settings import Settings, load_settings
+from llm_assets.tokenized import assets as tokenized
 from llm_assets.vacuum import vacuum_job, vacuum_schedule
 from resources import LakeIOManager, object_store_from_env
 
-store = object_store_from_env()
+STAGES = [raw, documents, image_text_pairs, filtered, dedup, crawl_stats, quality_classifier, tokenized, releases]
 
-defs = dg.Definitions(
-    assets=ASSETS,
-    jobs=[lake_job, crawl_job, curated_job, release_job, vacuum_job],
-    schedules=[vacuum_schedule],
-    sensors=[raw_drop_sensor, stale_sensor],
-    resources={"store": store, "lake_io_manager": LakeIOManager(store=store)},
-)
+
+def build_assets(settings: Settings) -> list[dg.AssetsDefinition]:
+    return [asset for stage in STAGES for asset in stage.build(settings)]
+
+
+def build_defs(settings: Settings) -> dg.Definitions:
+    store = object_store_from_env(settings.store)
+    return dg.Definitions(
+        assets=build_assets(settings),
+        jobs=[*JOBS, vacuum_job],
+        schedules=[vacuum_schedule],
+        sensors=[build_raw_drop_sensor(settings), build_stale_sensor(settings)],
+        resources={"store": store, "lake_io_manager": LakeIOManager(store=store)},
+    )
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build_defs(load_settings())

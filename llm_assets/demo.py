@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import random
 import sys
 from pathlib import Path
 
-from llm_assets.settings import PROJECT_ROOT
+import dagster as dg
+import polars as pl
+import yaml
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from llm_assets.core.lake import parse_raw_key
+from llm_assets.core.partition import LakeInput, committed
+from llm_assets.core.tokenize import train_bytelevel_bpe
+from llm_assets.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
+from llm_assets.partitions import crawl_shard_key
+from llm_assets.settings import PROJECT_ROOT, Settings
+from llm_assets.stale import stale_partitions
 
 SHARED_WARC = PROJECT_ROOT.parent / "shared" / "data" / "warc"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -30,43 +41,33 @@ DEMO_CRAWLS = {
 }
 
 
-def demo_files(workdir: Path) -> dict[str, list[Path]]:
-    """crawl -> local files to drop: the shared real WARC files, or a generated sample where they are absent."""
+def demo_files(workdir: Path, settings: Settings) -> tuple[dict[str, list[Path]], Settings]:
+    """crawl -> local files to drop, and the settings to run them with: the shared real WARC files, or a generated
+    sample where they are absent."""
     if SHARED_WARC.is_dir():
         return {crawl: [SHARED_WARC / name for name in names if (SHARED_WARC / name).exists()]
-                for crawl, names in DEMO_CRAWLS.items()}
+                for crawl, names in DEMO_CRAWLS.items()}, settings
     workdir.mkdir(parents=True, exist_ok=True)
     out = {}
     for i, crawl in enumerate(["SAMPLE-2025-01", "SAMPLE-2025-02"]):
         path = workdir / f"sample-{i}.warc.gz"
         path.write_bytes(sample_warc(seed=i, pages=12))
         out[crawl] = [path]
-    use_sample_tokenizer(workdir)
-    return out
+    return out, with_sample_tokenizer(workdir, settings)
 
 
-def use_sample_tokenizer(workdir: Path) -> None:
-    """Without the shared GPT-2 files, train a small byte-level BPE on sample text and point a copy of the
-    settings at it (LLM_ASSETS_SETTINGS), so the tokenized stage still runs a real tokenizer."""
-    import yaml
-
-    from llm_assets.core.tokenize import train_bytelevel_bpe
-    from llm_assets.settings import load_settings, settings_path
-
-    settings = load_settings()
+def with_sample_tokenizer(workdir: Path, settings: Settings) -> Settings:
+    """Without the shared GPT-2 files: the settings pointed at a small byte-level BPE trained on sample text, so the
+    tokenized stage still runs a real tokenizer."""
     if settings.tokenized.resolved_path().exists():
-        return
+        return settings
     rng = random.Random(0)
     texts = [" ".join(rng.choice(_WORDS) for _ in range(200)) for _ in range(200)]
     tokenizer = workdir / "tokenizer.json"
     train_bytelevel_bpe(texts, 1000, [settings.tokenized.eos_token], tokenizer)
-    data = yaml.safe_load(settings_path().read_text())
-    data.setdefault("tokenized", {})["tokenizer_path"] = str(tokenizer)
-    path = workdir / "settings.yaml"
-    path.write_text(yaml.safe_dump(data))
-    os.environ["LLM_ASSETS_SETTINGS"] = str(path)
-    load_settings.cache_clear()
     print(f"../shared/data is absent: generated a sample crawl and a sample tokenizer ({tokenizer})")
+    return settings.model_copy(update={"tokenized": settings.tokenized.model_copy(
+        update={"tokenizer_path": str(tokenizer)})})
 
 
 _WORDS = ("data river model token corpus archive crawl page text language quality filter shard lake "
@@ -75,9 +76,6 @@ _WORDS = ("data river model token corpus archive crawl page text language qualit
 
 def sample_warc(seed: int, pages: int) -> bytes:
     """A small WARC (gzip per record) of generated English HTML pages, for machines without ../shared/data."""
-    from warcio.statusandheaders import StatusAndHeaders
-    from warcio.warcwriter import WARCWriter
-
     rng = random.Random(seed)
     buf = io.BytesIO()
     writer = WARCWriter(buf, gzip=True)
@@ -96,8 +94,6 @@ def sample_warc(seed: int, pages: int) -> bytes:
 
 
 def drop_files(lake, files: dict[str, list[Path]]) -> list[str]:
-    from llm_assets.core.lake import parse_raw_key
-
     keys = []
     for crawl, paths in files.items():
         for path in paths:
@@ -108,14 +104,11 @@ def drop_files(lake, files: dict[str, list[Path]]) -> list[str]:
     return keys
 
 
-def evaluate_sensor(instance, defs, store) -> list:
+def evaluate_sensor(instance, defs) -> list:
     """One tick of the raw-drop sensor, as the daemon would run it: cursor kept in the instance, new crawls
     registered, and requests whose run key already ran skipped."""
-    import dagster as dg
-
-    from llm_assets.dagster_private import RUN_KEY_TAG
-    from llm_assets.raw.sensor import raw_drop_sensor
-
+    raw_drop_sensor = defs.resolve_sensor_def("raw_drop_sensor")
+    store = defs.resources["store"]
     cursor = instance.run_storage.get_cursor_values({SENSOR_CURSOR_KEY}).get(SENSOR_CURSOR_KEY)
     while True:
         with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
@@ -142,8 +135,6 @@ def _run(job, partition_key, instance, tags=None):
 
 def run_requested(instance, defs, requests) -> list[str]:
     """Execute each requested partition through lake_job in this process, tagged as the sensor's run."""
-    from llm_assets.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
-
     job = defs.resolve_job_def("lake_job")
     failed = []
     for i, request in enumerate(requests, 1):
@@ -185,13 +176,10 @@ def job_assets(defs, job_name: str) -> set[str]:
     return {key.path[-1] for key in job.selection.resolve(defs.resolve_asset_graph())}
 
 
-def stale_keys(instance, lake, defs, job_name: str) -> list:
+def stale_keys(instance, lake, settings: Settings, defs, job_name: str) -> list:
     """The partitions of `job_name`'s assets the stale planner lists, as partition keys."""
-    from llm_assets.partitions import crawl_shard_key
-    from llm_assets.stale import stale_partitions
-
     assets = job_assets(defs, job_name)
-    parts = sorted({p.partition for p in stale_partitions(instance, lake) if p.asset in assets})
+    parts = sorted({p.partition for p in stale_partitions(instance, lake, settings) if p.asset in assets})
     return [crawl_shard_key(*p.split("|")) if "|" in p else p for p in parts]
 
 
@@ -206,10 +194,11 @@ def run_partitions(instance, defs, job_name: str, keys: list, note: str = "") ->
     return failed
 
 
-def run_stale_lake(instance, defs, lake) -> list[str]:
+def run_stale_lake(instance, defs, lake, settings: Settings) -> list[str]:
     """lake_job for the partitions still stale after the sensor's runs (code or settings changed since the last
     build), so that the demo always ends with nothing stale."""
-    return run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, defs, "lake_job"), " (stale)")
+    return run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job"),
+                          " (stale)")
 
 
 def run_release(instance, defs) -> list[str]:
@@ -230,13 +219,9 @@ CHANGED_SETTINGS = "changed-settings.yaml"
 LATE_DROP = ("CC-MAIN-2024-22", "late-drop.warc.gz", "dolma__sample-0001.warc.gz")
 
 
-def write_changed_settings(workdir: Path) -> Path:
-    """The demo's settings with one threshold changed: Gopher's minimum words per document, 50 → 80."""
-    import yaml
-
-    from llm_assets.settings import settings_path
-
-    data = yaml.safe_load(settings_path().read_text())
+def write_changed_settings(source: Path, workdir: Path) -> Path:
+    """The settings file `source` with one threshold changed: Gopher's minimum words per document, 50 → 80."""
+    data = yaml.safe_load(source.read_text())
     chain = data.setdefault("filtered", {}).setdefault("chain", [{"block": "gopher_quality"}])
     next(b for b in chain if b["block"] == "gopher_quality")["min_doc_words"] = 80
     path = workdir / CHANGED_SETTINGS
@@ -255,18 +240,11 @@ def drop_late_file(lake) -> str:
     return key
 
 
-def image_pair_examples(lake, crawls: list[str], n: int = 3) -> str:
+def image_pair_examples(lake, settings: Settings, crawls: list[str], n: int = 3) -> str:
     """A few image–text pairs of the demo crawls, to look at."""
-    import polars as pl
-
-    from llm_assets.core.lake import manifest_key
-    from llm_assets.core.partition import LakeInput
-    from llm_assets.settings import load_settings
-
     lines = ["image–text pairs, for example:"]
     for crawl in crawls:
-        manifests = [m for s in load_settings().shard_keys()
-                     if (m := lake.get_json(manifest_key("image_text_pairs", crawl, s)))]
+        manifests = list(committed(lake, "image_text_pairs", crawl, settings.shard_keys()).values())
         pairs = (LakeInput(lake, "image_text_pairs", manifests).scan()
                  .filter(pl.col("alt").str.len_chars() > 10).head(n).collect())
         for image_url, alt in pairs.select("image_url", "alt").iter_rows():

@@ -18,8 +18,8 @@ import os
 import secrets
 from pathlib import Path
 
-from llm_assets.core.lake import Credentials, StoreConfig
-from llm_assets.settings import PROJECT_ROOT, load_settings
+from llm_assets.core.config import PROJECT_ROOT
+from llm_assets.core.lake import Credentials, StoreConfig, StoreSettings
 
 EMBEDDED_ENDPOINT = "http://127.0.0.1:8333"
 
@@ -92,10 +92,10 @@ def embedded_credentials_file() -> str | None:
     return str(credentials_file())
 
 
-def store_config() -> StoreConfig:
-    """The lake's configuration. It names where credentials come from (the environment, the embedded store's
-    file, or boto3's default chain for AWS), never the credentials themselves."""
-    store = load_settings().store
+def store_config(store: StoreSettings) -> StoreConfig:
+    """The lake's configuration: the store the environment names, with these settings' retries and retention. It
+    names where credentials come from (the environment, the embedded store's file, or boto3's default chain for
+    AWS), never the credentials themselves."""
     return StoreConfig(endpoint=endpoint(), bucket=bucket(), region=region(),
                        credentials_file=embedded_credentials_file(), retry=store.retry(),
                        retention_s=store.retention_hours * 3600, local_data_dir=embedded_data_dir())

@@ -8,9 +8,10 @@ import time
 
 import dagster as dg
 
-from llm_assets.dagster_private import (AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus, PartitionBackfill,
-                                        make_new_backfill_id)
+from llm_assets.dagster_private import (SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
+                                        PartitionBackfill, backfill_targets, make_new_backfill_id)
 from llm_assets.partitions import crawl_partitions
+from llm_assets.settings import Settings
 from llm_assets.stale import Planned, stale_partitions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
@@ -44,20 +45,47 @@ def launch_stale_backfill(instance: dg.DagsterInstance, planned: list[Planned], 
     return backfill.backfill_id
 
 
+def _stale_backfills_in_progress(instance: dg.DagsterInstance) -> list[PartitionBackfill]:
+    return [b for b in instance.get_backfills(status=BulkActionStatus.REQUESTED, limit=50) if STALE_TAG in b.tags]
+
+
 def stale_backfill_in_progress(instance: dg.DagsterInstance) -> bool:
-    return any(STALE_TAG in b.tags for b in instance.get_backfills(status=BulkActionStatus.REQUESTED, limit=50))
+    return bool(_stale_backfills_in_progress(instance))
 
 
-@dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
-def stale_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
-    """Plans every stale or missing partition (`llm-assets stale`) and requests ONE backfill of exactly those,
-    unless the previous one is still running. Stopped by default: run it once from the UI to rebuild what is
-    stale, or leave it running as the automation mode that keeps the lake fresh after new drops."""
-    if stale_backfill_in_progress(context.instance):
-        return dg.SkipReason("the previous stale backfill is still running")
-    planned = stale_partitions(context.instance, store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S))
-    if not planned:
-        return dg.SkipReason("nothing is stale")
-    register_crawls(context.instance, planned)
-    return dg.RunRequest.for_asset_graph_subset(stale_subset(planned, context.repository_def.asset_graph),
-                                                tags={STALE_TAG: "sensor"})
+def stale_backfill_targets(instance: dg.DagsterInstance) -> set[tuple[str, str]]:
+    """(asset, partition) of every stale backfill still in progress: the raw-drop sensor leaves those to it."""
+    return {t for b in _stale_backfills_in_progress(instance) for t in backfill_targets(b)}
+
+
+IN_FLIGHT = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED]
+
+
+def raw_drop_runs_in_flight(instance: dg.DagsterInstance) -> bool:
+    """Whether a run the raw-drop sensor requested is queued or running: what it rebuilds is its to rebuild."""
+    return bool(instance.get_run_records(dg.RunsFilter(statuses=IN_FLIGHT, tags={SENSOR_NAME_TAG: "raw_drop_sensor"}),
+                                         limit=1))
+
+
+def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
+    @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
+    def stale_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
+        """Plans every stale or missing partition (`llm-assets stale`) and requests ONE backfill of exactly those,
+        unless the previous one is still running. Stopped by default: run it once from the UI to rebuild what is
+        stale, or leave it running as the automation mode that keeps the lake fresh after new drops.
+
+        A raw drop has one owner: while a run of `raw_drop_sensor` is queued or running, this sensor waits for it
+        (and the raw-drop sensor requests nothing for a partition a stale backfill in progress rebuilds)."""
+        if stale_backfill_in_progress(context.instance):
+            return dg.SkipReason("the previous stale backfill is still running")
+        if raw_drop_runs_in_flight(context.instance):
+            return dg.SkipReason("raw_drop_sensor's runs are in flight: what they rebuild is theirs")
+        planned = stale_partitions(context.instance, store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S), settings)
+        if not planned:
+            return dg.SkipReason("nothing is stale")
+        register_crawls(context.instance, planned)
+        return dg.RunRequest.for_asset_graph_subset(stale_subset(planned, context.repository_def.asset_graph),
+                                                    tags={STALE_TAG: "sensor"})
+
+    return stale_sensor

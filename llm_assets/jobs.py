@@ -30,3 +30,5 @@ release_job = dg.define_asset_job(
     description="Publish the tokenizer, then write the configured training release from every committed tokenized "
                 "partition of its crawls.",
 )
+
+JOBS = [lake_job, crawl_job, curated_job, release_job]

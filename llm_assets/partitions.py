@@ -4,13 +4,21 @@
 hash buckets (settings: `shards`), the same for every crawl, so the product has no phantom partitions.
 """
 
+from functools import cache
+
 import dagster as dg
 
-from llm_assets.settings import load_settings
-
 crawl_partitions = dg.DynamicPartitionsDefinition(name="crawl")
-shard_partitions = dg.StaticPartitionsDefinition(load_settings().shard_keys())
-crawl_shard_partitions = dg.MultiPartitionsDefinition({"crawl": crawl_partitions, "shard": shard_partitions})
+
+
+def crawl_shard_partitions(settings) -> dg.MultiPartitionsDefinition:
+    """The crawl × shard partitions of these settings' shards: one object per shard list, shared by every stage."""
+    return _crawl_shard(tuple(settings.shard_keys()))
+
+
+@cache
+def _crawl_shard(shards: tuple[str, ...]) -> dg.MultiPartitionsDefinition:
+    return dg.MultiPartitionsDefinition({"crawl": crawl_partitions, "shard": dg.StaticPartitionsDefinition(list(shards))})
 
 
 def crawl_shard_key(crawl: str, shard: str) -> dg.MultiPartitionKey:

@@ -3,7 +3,8 @@
 Each stage declares its `StageSpec` beside its asset (`llm_assets/<stage>/assets.py`); `llm_assets.pipeline` lists
 them in build order. Nothing else names assets: the planner walks the specs, `status` shows them, the demo picks
 its stages from them. A spec says which lake assets the stage reads and, where the general rules do not cover it,
-how the data version a build would have now is computed. No Dagster here: the planner runs without definitions.
+how its code version follows the settings, and, where the general rules do not cover it, how the data version a
+build would have now is computed. No Dagster here: the planner and `status` run without the definitions.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from llm_assets.core.lake import Lake
+    from llm_assets.settings import Settings
     from llm_assets.stale import Planner
 
-Level = Literal["shard", "crawl", "release"]
+Level = Literal["shard", "crawl", "release", "model"]
 
 # Why a partition is planned.
 MISSING = "missing"
@@ -24,12 +27,19 @@ RAW = "new or changed raw data"
 UPSTREAM = "upstream data changed"
 
 
+def _unversioned(settings: Settings) -> str:
+    return "1"
+
+
 @dataclass(frozen=True)
 class StageSpec:
-    """One lake stage.
+    """One asset of the code location.
 
     - `level`: `shard` (a crawl × shard partition), `crawl` (one partition per crawl over every shard of its input,
-      stored as shard "all"), or `release` (unpartitioned, written under releases/).
+      stored as shard "all"), `release` (unpartitioned, written under releases/), or `model` (unpartitioned, a
+      file under models/; not planned: a lake stage that uses one records its hash).
+    - `version(settings)`: its code version, the stage version and the settings it depends on; the asset declares
+      it and the planner compares it with what each manifest recorded.
     - `inputs`: the lake assets it reads. A shard stage reads the same crawl × shard of a shard input and its
       crawl's partition of a crawl input; a crawl stage reads every shard of its crawl.
     - `current_inputs(planner, crawl, shard)`: a shard stage's inputs as its manifest records them (name -> data
@@ -37,14 +47,18 @@ class StageSpec:
     - `expected_version(planner, crawl)`: a crawl stage's data version if it were built now.
     - `plan(planner, crawl, shard)`: a stage whose staleness follows none of the rules above (the raw inventory
       compares file fingerprints, a release its version): the cause, or None when fresh.
+    - `facts(lake, settings)`: an unpartitioned asset's latest build as `status` shows it (its version and counts),
+      or None when it was never built.
     """
 
     name: str
     level: Level
     inputs: tuple[str, ...] = ()
+    version: Callable[[Settings], str] = _unversioned
     current_inputs: Callable[[Planner, str, str], dict[str, str | None]] | None = None
     expected_version: Callable[[Planner, str], str] | None = None
     plan: Callable[[Planner, str | None, str | None], str | None] | None = None
+    facts: Callable[[Lake, Settings], dict | None] | None = None
 
 
 def check_order(specs: Sequence[StageSpec]) -> None:
@@ -56,5 +70,5 @@ def check_order(specs: Sequence[StageSpec]) -> None:
         seen.add(spec.name)
 
 
-def by_level(specs: Sequence[StageSpec], level: Level) -> list[str]:
-    return [s.name for s in specs if s.level == level]
+def by_level(specs: Sequence[StageSpec], *levels: Level) -> list[str]:
+    return [s.name for s in specs if s.level in levels]

@@ -8,7 +8,6 @@ Dagster: the processing core and the work units take these models as plain value
 from __future__ import annotations
 
 import os
-from functools import cache
 from pathlib import Path
 
 import yaml
@@ -69,7 +68,6 @@ def settings_path() -> Path:
     return Path(os.environ.get("LLM_ASSETS_SETTINGS", DEFAULT_SETTINGS))
 
 
-@cache
 def load_settings() -> Settings:
-    """The deployment's settings (LLM_ASSETS_SETTINGS, else the embedded default)."""
+    """The deployment's settings (the file LLM_ASSETS_SETTINGS names, else the embedded default), read now."""
     return Settings.from_file(settings_path())

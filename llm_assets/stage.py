@@ -6,7 +6,6 @@ peak RSS, errors naming their files. Checks: row accounting (in = out + dropped)
 
 from __future__ import annotations
 
-import hashlib
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -16,9 +15,11 @@ import dagster as dg
 from llm_assets.core.crawl_stats import bar
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import PartitionOutput, data_version, reusable_units
-from llm_assets.core.units import UnitResult, run_units
+from llm_assets.core.units import RunnerSettings, UnitResult, WorkUnit, run_units
+from llm_assets.partitions import crawl_shard_partitions
+from llm_assets.registry import StageSpec
 from llm_assets.runners import runner_for
-from llm_assets.settings import load_settings
+from llm_assets.settings import Settings
 from resources.io_manager import crawl_shard
 
 # Partition data versions are what the stale planner compares; the parameter is stable in practice.
@@ -36,18 +37,19 @@ def stage_check_specs(asset: str, row_accounting: bool = True) -> list[dg.AssetC
     return specs
 
 
-def stage_asset(code_version: str, row_accounting: bool = True, group_name: str = "lake", **kwargs):
-    """A lake stage: a crawl × shard asset committed by the lake IO manager, with the stage checks.
-    `row_accounting=False` for stages whose rows are not their inputs' (one page gives many image pairs)."""
-    from llm_assets.partitions import crawl_shard_partitions
+def stage_asset(spec: StageSpec, settings: Settings, row_accounting: bool = True, group_name: str = "lake",
+                **kwargs):
+    """A lake stage: a crawl × shard asset committed by the lake IO manager, with the stage checks, named and
+    versioned by its spec under these settings. `row_accounting=False` for stages whose rows are not their inputs'
+    (one page gives many image pairs)."""
 
     def decorate(fn):
         return dg.asset(
-            name=fn.__name__,
-            partitions_def=crawl_shard_partitions,
-            code_version=code_version,
+            name=spec.name,
+            partitions_def=crawl_shard_partitions(settings),
+            code_version=spec.version(settings),
             io_manager_key="lake_io_manager",
-            check_specs=stage_check_specs(fn.__name__, row_accounting),
+            check_specs=stage_check_specs(spec.name, row_accounting),
             group_name=group_name,
             kinds={"s3", "parquet"},
             **kwargs,
@@ -58,11 +60,6 @@ def stage_asset(code_version: str, row_accounting: bool = True, group_name: str 
 
 def partition_of(context: dg.AssetExecutionContext) -> tuple[str, str]:
     return crawl_shard(context.partition_key)
-
-
-def code_version(stage_version: str, *config: str) -> str:
-    """Stage version plus a hash of its effective settings: a threshold change shows as a new code version."""
-    return f"{stage_version}-{hashlib.sha256('|'.join(config).encode()).hexdigest()[:10]}"
 
 
 def _funnel_markdown(out: PartitionOutput) -> str:
@@ -87,9 +84,9 @@ def _units_table(units: Sequence[UnitResult]) -> dg.TableMetadataValue:
     )
 
 
-def _reusable_units(context: dg.AssetExecutionContext, units: Sequence) -> dict[str, UnitResult]:
+def _reusable_units(context: dg.AssetExecutionContext, units: Sequence[WorkUnit]) -> dict[str, UnitResult]:
     """Units of the committed manifest this run would redo identically, whose parts are still in the store."""
-    wanted = {u.unit for u in units if hasattr(u, "unit")}  # the raw inventory always lists again
+    wanted = {u.unit for u in units if u.unit}
     if not wanted:
         return {}
     crawl, shard = partition_of(context)
@@ -99,9 +96,10 @@ def _reusable_units(context: dg.AssetExecutionContext, units: Sequence) -> dict[
 def run_stage(
     context: dg.AssetExecutionContext,
     fn: Callable,
-    units: Sequence,
+    units: Sequence[WorkUnit],
     code_version: str,
     columns: Sequence[str],
+    runner_settings: RunnerSettings,
     metadata: dict | None = None,
     row_accounting: bool = True,
     report: Callable[[PartitionOutput], dict] | None = None,
@@ -112,11 +110,11 @@ def run_stage(
     what else the partition was built from (for the stale planner)."""
     start = time.perf_counter()
     reused = _reusable_units(context, units)
-    todo = [u for u in units if getattr(u, "unit", None) not in reused]
-    runner = runner_for(load_settings().runner)
+    todo = [u for u in units if u.unit not in reused]
+    runner = runner_for(runner_settings)  # when the partition runs: a cluster need not be up for the definitions to load
     context.log.info(f"{len(todo)} work units on {runner} ({len(reused)} reused from the last commit)")
     fresh = iter(run_units(fn, todo, runner))
-    results = [reused[u.unit] if getattr(u, "unit", None) in reused else next(fresh) for u in units]
+    results = [reused[u.unit] if u.unit in reused else next(fresh) for u in units]
     seconds = time.perf_counter() - start
     out = PartitionOutput(
         units=results,

@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from llm_assets.core.lake import InvalidKey, Lake, manifest_key, validate_crawl
+from llm_assets.core.lake import InvalidKey, Lake, validate_crawl
+from llm_assets.core.partition import Manifest, read_manifest
 from llm_assets.pipeline import SPECS, code_versions
 from llm_assets.registry import CODE, MISSING, RAW, UPSTREAM, StageSpec
-from llm_assets.settings import load_settings
+from llm_assets.settings import Settings
 
 CRAWL_SHARD = "all"  # the shard a crawl-level asset's manifest is stored under
 
@@ -31,31 +32,33 @@ class Planned:
 
 
 class Planner:
-    """One planning pass: the lake, the crawls and shards, the code versions, and what is planned so far. Specs'
+    """One planning pass: the lake, the settings, the crawls, the code versions, and what is planned so far. Specs'
     hooks read the lake through it (manifests are read once)."""
 
-    def __init__(self, lake: Lake, crawls: list[str], shards: list[str], code_versions: dict[str, str],
+    def __init__(self, lake: Lake, settings: Settings, crawls: list[str], code_versions: dict[str, str],
                  specs: Sequence[StageSpec]):
-        self.lake, self.crawls, self.shards, self.code = lake, crawls, shards, code_versions
+        self.lake, self.settings, self.crawls, self.code = lake, settings, crawls, code_versions
+        self.shards = settings.shard_keys()
         self.specs = {s.name: s for s in specs}
         self.planned: dict[tuple[str, str], str] = {}
-        self._manifests: dict[tuple[str, str, str], dict | None] = {}
+        self._manifests: dict[tuple[str, str, str], Manifest | None] = {}
 
-    def manifest(self, asset: str, crawl: str, shard: str) -> dict | None:
+    def manifest(self, asset: str, crawl: str, shard: str) -> Manifest | None:
         key = (asset, crawl, shard)
         if key not in self._manifests:
-            self._manifests[key] = self.lake.get_json(manifest_key(asset, crawl, shard))
+            self._manifests[key] = read_manifest(self.lake, asset, crawl, shard)
         return self._manifests[key]
 
-    def committed(self, asset: str, crawl: str) -> dict[str, dict]:
+    def committed(self, asset: str, crawl: str) -> dict[str, Manifest]:
         """shard -> committed manifest of a shard asset, for the shards of `crawl` that have one."""
         return {s: m for s in self.shards if (m := self.manifest(asset, crawl, s)) is not None}
 
     def data_version(self, asset: str, crawl: str, shard: str) -> str | None:
-        return (self.manifest(asset, crawl, shard) or {}).get("data_version")
+        built = self.manifest(asset, crawl, shard)
+        return built.data_version if built else None
 
-    def code_changed(self, asset: str, built: dict) -> bool:
-        return built.get("code_version") != self.code.get(asset, built.get("code_version"))
+    def code_changed(self, asset: str, built: Manifest) -> bool:
+        return built.code_version != self.code.get(asset, built.code_version)
 
     def plan(self, asset: str, partition: str, cause: str | None) -> None:
         if cause:
@@ -88,7 +91,7 @@ class Planner:
             return CODE
         current = (spec.current_inputs(self, crawl, shard) if spec.current_inputs is not None
                    else {i: self.data_version(i, crawl, shard) for i in spec.inputs})
-        recorded = built.get("inputs") or {}
+        recorded = built.inputs
         return next((f"{UPSTREAM} ({name})" for name, version in current.items()
                      if recorded.get(name, version) != version), None)
 
@@ -103,19 +106,19 @@ class Planner:
             return MISSING if any(self.committed(i, crawl) for i in spec.inputs) else None
         if self.code_changed(spec.name, built):
             return CODE
-        if spec.expected_version is not None and built.get("data_version") != spec.expected_version(self, crawl):
+        if spec.expected_version is not None and built.data_version != spec.expected_version(self, crawl):
             return f"{UPSTREAM} ({', '.join(spec.inputs)})"
         return None
 
 
-def plan_stale(lake: Lake, crawls: list[str], shards: list[str], code_versions: dict[str, str],
+def plan_stale(lake: Lake, settings: Settings, crawls: list[str], code_versions: dict[str, str],
                specs: Sequence[StageSpec]) -> list[Planned]:
     """Every planned partition, in build order (the registry's, then the partition)."""
-    planner = Planner(lake, crawls, shards, code_versions, specs)
+    planner = Planner(lake, settings, crawls, code_versions, specs)
     for crawl in crawls:
         for spec in specs:
             if spec.level == "shard":
-                for shard in shards:
+                for shard in planner.shards:
                     planner.plan(spec.name, f"{crawl}|{shard}", planner.shard_stage(spec, crawl, shard))
             elif spec.level == "crawl":
                 planner.plan(spec.name, crawl, planner.crawl_stage(spec, crawl))
@@ -131,10 +134,12 @@ def as_json(planned: list[Planned]) -> dict:
     return {"partitions": [asdict(p) for p in planned]}
 
 
-def known_crawls(instance, lake: Lake) -> list[str]:
-    """The crawls the instance knows plus those under raw/ it does not know yet."""
-    crawls = set(instance.get_dynamic_partitions("crawl"))
-    for name in lake.folders("raw/"):
+def known_crawls(lake: Lake, instance=None) -> list[str]:
+    """The crawls under raw/, those the raw inventory was built for (their files may be gone since), and those the
+    Dagster instance knows, if given."""
+    crawls = set(instance.get_dynamic_partitions("crawl")) if instance is not None else set()
+    names = lake.folders("raw/") + [f.removeprefix("crawl=") for f in lake.folders("lake/raw_files/")]
+    for name in names:
         try:
             crawls.add(validate_crawl(name))
         except InvalidKey:
@@ -142,11 +147,10 @@ def known_crawls(instance, lake: Lake) -> list[str]:
     return sorted(crawls)
 
 
-def stale_partitions(instance, lake: Lake, code: dict[str, str] | None = None) -> list[Planned]:
-    """The plan for this deployment: its stages and code versions (or `code`), every crawl it knows or finds
-    under raw/."""
-    return plan_stale(lake, known_crawls(instance, lake), load_settings().shard_keys(), code or code_versions(),
-                      SPECS)
+def stale_partitions(instance, lake: Lake, settings: Settings, code: dict[str, str] | None = None) -> list[Planned]:
+    """The plan for a deployment's settings: its stages and code versions (or `code`), every crawl it knows or
+    finds under raw/."""
+    return plan_stale(lake, settings, known_crawls(lake, instance), code or code_versions(settings), SPECS)
 
 
 __all__ = ["CODE", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "as_json", "plan_stale", "stale_partitions"]

@@ -1,76 +1,60 @@
-"""What the lake holds, per asset of the code location: materialized partitions and rows (crawl × shard stages,
-crawl-level stages, and the unpartitioned models and release), from the Dagster instance; and the raw keys that
-will not be ingested, from one listing of `raw/`."""
+"""What the lake holds, per asset of the stage registry: committed partitions and rows (crawl × shard stages,
+crawl-level stages), the latest build of the models and the release, and the raw keys that will not be ingested.
+
+Read from the lake alone (its manifests are what a materialization commits), so `llm-assets status` starts
+without Dagster."""
 
 from __future__ import annotations
 
-import dagster as dg
+from concurrent.futures import ThreadPoolExecutor
 
 from llm_assets.core.inventory import rejected_raw_keys
 from llm_assets.core.lake import Lake
-from llm_assets.partitions import crawl_partitions
-from llm_assets.pipeline import ASSETS, SPECS
+from llm_assets.core.partition import read_manifest
+from llm_assets.pipeline import SPECS
 from llm_assets.registry import by_level
-from llm_assets.settings import load_settings
+from llm_assets.settings import Settings
+from llm_assets.stale import CRAWL_SHARD, known_crawls
 
 STAGES = by_level(SPECS, "shard")
 CRAWL_LEVEL = by_level(SPECS, "crawl")  # one partition per crawl, stored as its shard "all"
-# Everything else is unpartitioned: the models and the release.
-UNPARTITIONED = [k.path[-1] for a in ASSETS for k in a.keys if k.path[-1] not in STAGES + CRAWL_LEVEL]
+UNPARTITIONED = by_level(SPECS, "model", "release")
 REJECTED_SHOWN = 100  # raw keys listed by name; all are counted
+READERS = 16  # manifests read at once: a large lake has thousands
 
-
-def latest_materializations(instance: dg.DagsterInstance, asset: str) -> dict[str, dg.AssetMaterialization]:
-    """partition key -> its latest materialization."""
-    latest: dict[str, dg.AssetMaterialization] = {}
-    cursor = None
-    while True:
-        result = instance.fetch_materializations(dg.AssetKey(asset), limit=1000, cursor=cursor)
-        for record in result.records:
-            m = record.asset_materialization
-            if m is not None and m.partition and m.partition not in latest:
-                latest[m.partition] = m
-        if not result.has_more:
-            return latest
-        cursor = result.cursor
-
-
-def latest_unpartitioned(instance: dg.DagsterInstance, asset: str) -> dg.AssetMaterialization | None:
-    result = instance.fetch_materializations(dg.AssetKey(asset), limit=1)
-    return result.records[0].asset_materialization if result.records else None
-
-
-def _rows(m: dg.AssetMaterialization) -> int:
-    value = m.metadata.get("rows_out") or m.metadata.get("dagster/row_count")
-    return int(value.value) if value is not None else 0
-
-
-# What an unpartitioned asset's line shows besides "materialized": metadata key -> label.
+# What an unpartitioned asset's line shows besides "materialized": fact -> label.
 FACTS = {"tokens": "tokens", "sequences": "sequences", "documents": "documents", "vocab_size": "vocabulary",
          "train_examples": "training examples", "version": "version"}
 
 
-def lake_status(instance: dg.DagsterInstance, lake: Lake | None = None) -> dict:
-    """Crawls, and per asset materialized/total partitions and rows; with `lake`, also `rejected_raw_keys`:
-    every raw key that will not be ingested (counted; the first REJECTED_SHOWN listed with the reason)."""
-    crawls = sorted(instance.get_dynamic_partitions(crawl_partitions.name))
-    shards = load_settings().shards
-    assets = {}
+def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
+    """Crawls (every crawl under raw/), and per asset committed/total partitions and rows; with `rejected`, also
+    `rejected_raw_keys`: every raw key that will not be ingested (counted; the first REJECTED_SHOWN listed with
+    the reason)."""
+    crawls = known_crawls(lake)
+    shards = settings.shard_keys()
+    wanted = [(a, c, s) for a in STAGES for c in crawls for s in shards] + [
+        (a, c, CRAWL_SHARD) for a in CRAWL_LEVEL for c in crawls]
+    with ThreadPoolExecutor(READERS) as pool:
+        manifests = dict(zip(wanted, pool.map(lambda p: read_manifest(lake, *p), wanted)))
+    assets: dict[str, dict] = {}
     by_crawl: dict[str, dict[str, dict[str, int]]] = {}
-    for asset in STAGES + CRAWL_LEVEL:
-        latest = {p: m for p, m in latest_materializations(instance, asset).items() if p.split("|")[0] in crawls}
-        assets[asset] = {"materialized": len(latest), "total": len(crawls) * (shards if asset in STAGES else 1),
-                         "rows": sum(_rows(m) for m in latest.values())}
-        for p, m in latest.items():
-            cell = by_crawl.setdefault(asset, {}).setdefault(p.split("|")[0], {"partitions": 0, "rows": 0})
-            cell["partitions"] += 1
-            cell["rows"] += _rows(m)
+    for (asset, crawl, _), m in manifests.items():
+        totals = assets.setdefault(asset, {"materialized": 0, "total": 0, "rows": 0})
+        totals["total"] += 1
+        if m is None:
+            continue
+        cell = by_crawl.setdefault(asset, {}).setdefault(crawl, {"partitions": 0, "rows": 0})
+        for counts in (totals, cell):
+            counts["rows"] += m.rows
+        totals["materialized"] += 1
+        cell["partitions"] += 1
+    specs = {s.name: s for s in SPECS}
     for asset in UNPARTITIONED:
-        m = latest_unpartitioned(instance, asset)
-        facts = {k: m.metadata[k].value for k in FACTS if m is not None and k in m.metadata}
-        assets[asset] = {"materialized": int(m is not None), "total": 1, "rows": _rows(m) if m else 0, **facts}
+        facts = specs[asset].facts(lake, settings) if specs[asset].facts else None
+        assets[asset] = {"materialized": int(facts is not None), "total": 1, "rows": 0, **(facts or {})}
     status = {"crawls": crawls, "assets": assets, "by_crawl": by_crawl}
-    if lake is not None:
+    if rejected:
         count, shown = rejected_raw_keys(lake, REJECTED_SHOWN)
         status["rejected_raw_keys"] = {"count": count, "keys": [r.to_dict() for r in shown]}
     return status

@@ -273,11 +273,12 @@ def worker_main() -> None:
     import dagster as dg
     from dagster_aws.s3 import S3Resource
 
-    from llm_assets.definitions import defs as base
+    from llm_assets.definitions import build_defs
     from llm_assets.partitions import crawl_shard_key
     from llm_assets.settings import load_settings
     from resources import LakeIOManager, ObjectStore
 
+    base = build_defs(load_settings())
     settings = load_settings().store
     instance = dg.DagsterInstance.get()
 

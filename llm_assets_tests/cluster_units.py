@@ -6,16 +6,27 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from llm_assets.core.documents import extract_documents
+from llm_assets.core.documents import ExtractUnit, extract_documents
 from llm_assets.core.errors import StoreUnavailable
 from llm_assets.core.units import UnitResult, timed_unit
 
 
-def announced_extract(args: tuple) -> UnitResult:
+@dataclass(frozen=True)
+class Announced:
+    """An extraction unit that says where it runs."""
+
+    unit: ExtractUnit
+    folder: str
+
+    @property
+    def source(self) -> str:
+        return self.unit.source
+
+
+def announced_extract(announced: Announced) -> UnitResult:
     """extract_documents, after leaving `<folder>/<pid>-<n>` behind so the test knows which worker runs what."""
-    unit, folder = args
-    Path(folder, f"{os.getpid()}-{len(os.listdir(folder))}").touch()
-    return extract_documents(unit)
+    Path(announced.folder, f"{os.getpid()}-{len(os.listdir(announced.folder))}").touch()
+    return extract_documents(announced.unit)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,17 @@ import pytest
 
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
-from llm_assets.settings import PROJECT_ROOT
+from llm_assets.settings import PROJECT_ROOT, Settings, load_settings
 
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+
+def built(*names: str, settings: Settings | None = None) -> list:
+    """The named assets of the code location, built from `settings` (the default file's when None)."""
+    from llm_assets.definitions import build_assets
+
+    by_name = {a.key.path[-1]: a for a in build_assets(settings or load_settings())}
+    return [by_name[n] for n in names]
 
 
 def shared(*parts: str) -> Path:
@@ -88,3 +96,21 @@ def instance(tmp_path):
     (tmp_path / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as inst:
         yield inst
+
+
+# Tests that start a server of their own (an object store, a Dagster deployment, a cluster) rather than through
+# the fixtures above.
+_SERVER_MODULES = {"test_store", "test_store_outage", "test_store_security", "test_chaos", "test_cluster",
+                   "test_run_monitoring"}
+_SERVER_FIXTURES = {"seaweed", "instance"}
+
+
+def pytest_collection_modifyitems(items):
+    """Marks each test `core` (the processing core alone: `pytest -m core` runs in seconds) or `servers` (a real
+    object store, Dagster instance or cluster on loopback)."""
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        if module in _SERVER_MODULES or _SERVER_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.servers)
+        else:
+            item.add_marker(pytest.mark.core)

@@ -64,15 +64,9 @@ def runner(cluster: LocalCluster, **options) -> DaskRunner:
 
 
 @pytest.fixture
-def cluster_settings(tmp_path, monkeypatch, cluster):
-    """Settings whose runner is the local cluster (found through LLM_ASSETS_HOME, as `cluster start` leaves it)."""
-    path = tmp_path / "settings.yaml"
-    path.write_text("runner:\n  kind: dask\n")
-    monkeypatch.setenv("LLM_ASSETS_SETTINGS", str(path))
+def cluster_home(monkeypatch, cluster):
+    """The local cluster is found through LLM_ASSETS_HOME, as `cluster start` leaves it."""
     monkeypatch.setenv("LLM_ASSETS_HOME", str(cluster.state_dir.parent))
-    load_settings.cache_clear()
-    yield path
-    load_settings.cache_clear()
 
 
 def test_runner_for_finds_the_local_cluster_and_names_what_is_missing(cluster, monkeypatch, tmp_path):
@@ -86,23 +80,23 @@ def test_runner_for_finds_the_local_cluster_and_names_what_is_missing(cluster, m
 
 
 def test_a_partition_on_the_cluster_equals_the_in_process_build(store_env, seaweed, store_config, instance, crawl,
-                                                                 cluster_settings, cluster, monkeypatch):
+                                                                 cluster_home, cluster, monkeypatch):
     """lake_job for one crawl × shard, once with units in-process and once on the 3-node cluster, each in a bucket
     of its own: every asset's manifest holds the same rows and the same data version, and the rows are equal."""
-    from llm_assets.definitions import defs
+    from llm_assets.definitions import build_defs
 
     warc = shared("warc", CC_2020)
     key = f"raw/{crawl}/{warc.name}"
-    shard = shard_of(key, load_settings().shards)
+    shards = load_settings().shards
+    shard = shard_of(key, shards)
     # English pages that pass the filter chain, under a name that lands in the same shard
-    english = next(k for i in range(1000) if shard_of(k := f"raw/{crawl}/dolma-{i}.warc.gz", load_settings().shards)
+    english = next(k for i in range(1000) if shard_of(k := f"raw/{crawl}/dolma-{i}.warc.gz", shards)
                    == shard)
     partition = dg.MultiPartitionKey({"crawl": crawl, "shard": shard})
     instance.add_dynamic_partitions("crawl", [crawl])
     manifests = {}
     for kind in ("inprocess", "dask"):
-        cluster_settings.write_text(f"runner:\n  kind: {kind}\n")
-        load_settings.cache_clear()
+        defs = build_defs(load_settings().model_copy(update={"runner": RunnerSettings(kind=kind)}))
         bucket = f"cluster-{kind}-{uuid.uuid4().hex[:8]}"
         lake = Lake(store_config.__class__(**{**store_config.__dict__, "bucket": bucket}))
         lake.s3.create_bucket(Bucket=bucket)
@@ -167,7 +161,7 @@ def test_a_worker_node_killed_mid_partition_costs_nothing(tmp_path, store_config
         watcher = threading.Thread(target=kill_once_the_victim_runs_a_unit, daemon=True)
         watcher.start()
         results = runner(cluster, max_in_flight=4).run(cluster_units.announced_extract,
-                                                        [(u, str(started)) for u in units])
+                                                        [cluster_units.Announced(u, str(started)) for u in units])
         killed.set()
         watcher.join()
         assert not psutil.pid_exists(victim.pid) or psutil.Process(victim.pid).status() == psutil.STATUS_ZOMBIE

@@ -19,7 +19,8 @@ def test_the_installed_dagster_is_the_one_the_private_names_were_checked_with():
 
 
 def test_a_backfill_of_exactly_the_planned_partitions_is_created_and_seen_as_requested():
-    from llm_assets.definitions import defs
+    from llm_assets.definitions import defs as deployment
+    defs = deployment()
 
     instance = dg.DagsterInstance.ephemeral()
     planned = [Planned("documents", "CC-TEST|0001", "missing"), Planned("duplicate_clusters", "CC-TEST", "missing")]

@@ -176,32 +176,31 @@ def test_earlier_crawls_follow_the_configured_order():
 
 # --- the assets on a real store --------------------------------------------------------------------------------
 
-@pytest.fixture
-def dedup_defs(object_store):
-    from llm_assets.crawl_stats.assets import crawl_stats
-    from llm_assets.dedup.assets import deduplicated, duplicate_clusters, signatures
-    from llm_assets.documents.assets import documents
-    from llm_assets.filtered.assets import filtered
-    from llm_assets.image_text_pairs.assets import image_text_pairs
+def lake_defs(object_store, settings=None):
     from llm_assets.jobs import crawl_job, curated_job, lake_job
-    from llm_assets.raw.assets import raw_files
-    from llm_assets.tokenized.assets import tokenized
+    from llm_assets_tests.conftest import built
     from resources import LakeIOManager
 
     return dg.Definitions(
-        assets=[raw_files, documents, image_text_pairs, filtered, signatures, duplicate_clusters, deduplicated,
-                tokenized, crawl_stats],
+        assets=built("raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
+                     "deduplicated", "tokenized", "crawl_stats", settings=settings),
         jobs=[lake_job, crawl_job, curated_job],
         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
     )
+
+
+@pytest.fixture
+def dedup_defs(object_store):
+    return lake_defs(object_store)
 
 
 def name_in_shard(crawl: str, shard: str, stem: str) -> str:
     from llm_assets.core.inventory import shard_of
     from llm_assets.settings import load_settings
 
+    shards = load_settings().shards
     return next(n for i in range(10_000) if shard_of(f"raw/{crawl}/{(n := f'{stem}-{i}.warc.gz')}",
-                                                    load_settings().shards) == shard)
+                                                    shards) == shard)
 
 
 def run(defs, job: str, key, instance):
@@ -259,9 +258,11 @@ def test_cross_crawl_dedup_on_the_store_records_the_crawls_compared(store_env, d
     instance.add_dynamic_partitions("crawl", [early, late])
     for crawl in (early, late):
         run(dedup_defs, "lake_job", crawl_shard_key(crawl, "0002"), instance)
-    monkeypatch.setattr("llm_assets.dedup.assets.SETTINGS", DedupSettings(cross_crawl=True))
-    first = run(dedup_defs, "crawl_job", early, instance)["duplicate_clusters"]
-    second = run(dedup_defs, "crawl_job", late, instance)["duplicate_clusters"]
+    from llm_assets.settings import load_settings
+
+    cross = lake_defs(object_store, load_settings().model_copy(update={"dedup": DedupSettings(cross_crawl=True)}))
+    first = run(cross, "crawl_job", early, instance)["duplicate_clusters"]
+    second = run(cross, "crawl_job", late, instance)["duplicate_clusters"]
     assert first["against_crawls"] == [] and first["duplicates_removed"] == 0
     assert second["against_crawls"] == [early] and second["index_documents"] == first["documents"]
     assert second["removed_by_reason"] == {"cross_crawl": second["documents"]}  # every page was there before

@@ -4,7 +4,9 @@ import re
 
 import dagster as dg
 
-from llm_assets.definitions import defs
+from llm_assets.definitions import defs as deployment
+
+defs = deployment()
 
 EXPECTED = {
     "raw_files": [],
@@ -59,15 +61,21 @@ def test_asset_specs_snapshot():
 
 
 def test_code_version_follows_settings():
-    from llm_assets.core.filtered import STAGE_VERSION
     from llm_assets.core.filters import LanguageFilter
-    from llm_assets.settings import FilteredSettings
-    from llm_assets.stage import code_version
+    from llm_assets.pipeline import code_versions
+    from llm_assets.settings import FilteredSettings, Settings
 
-    default = code_version(STAGE_VERSION, FilteredSettings().fingerprint())
-    stricter = FilteredSettings.default_with(language=LanguageFilter(threshold=0.8))
-    stricter = code_version(STAGE_VERSION, stricter.fingerprint())
-    assert default != stricter
-    assert default == code_version(STAGE_VERSION, FilteredSettings().fingerprint())
-    reordered = FilteredSettings(chain=tuple(reversed(FilteredSettings().chain)))
-    assert code_version(STAGE_VERSION, reordered.fingerprint()) not in (default, stricter)
+    default = code_versions(Settings())
+    stricter = code_versions(Settings(filtered=FilteredSettings.default_with(language=LanguageFilter(threshold=0.8))))
+    reordered = code_versions(Settings(filtered=FilteredSettings(chain=tuple(reversed(FilteredSettings().chain)))))
+    assert default == code_versions(Settings())
+    assert len({default["filtered"], stricter["filtered"], reordered["filtered"]}) == 3
+    # only the stage the setting belongs to: the others' partitions see it as an upstream change
+    assert {k for k in default if default[k] != stricter[k]} == {"filtered"}
+
+
+def test_the_definitions_declare_the_registry_code_versions():
+    from llm_assets.pipeline import code_versions
+    from llm_assets.settings import load_settings
+
+    assert {s.key.path[-1]: s.code_version for s in defs.resolve_all_asset_specs()} == code_versions(load_settings())

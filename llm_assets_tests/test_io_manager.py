@@ -8,12 +8,14 @@ import pytest
 from llm_assets.core.lake import manifest_key
 from llm_assets.core.partition import LakeInput, vacuum
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
+from llm_assets.settings import load_settings
 from resources import LakeIOManager
 
-SHARDS = crawl_shard_partitions.get_partitions_def_for_dimension("shard").get_partition_keys()
+CRAWL_SHARD = crawl_shard_partitions(load_settings())
+SHARDS = CRAWL_SHARD.get_partitions_def_for_dimension("shard").get_partition_keys()
 
 
-@dg.asset(partitions_def=crawl_shard_partitions, io_manager_key="lake_io_manager")
+@dg.asset(partitions_def=CRAWL_SHARD, io_manager_key="lake_io_manager")
 def numbers(context: dg.AssetExecutionContext) -> pl.DataFrame:
     crawl, shard = context.partition_key.keys_by_dimension["crawl"], context.partition_key.keys_by_dimension["shard"]
     return pl.DataFrame({"crawl": [crawl] * 3, "shard": [shard] * 3, "n": [int(shard) * 10 + i for i in range(3)]})
@@ -94,7 +96,7 @@ def test_failed_run_leaves_no_partial_output(object_store, instance, crawl):
     lake = object_store.lake()
     before = lake.get_json(manifest_key("numbers", crawl, "0002"))
 
-    @dg.asset(name="numbers", partitions_def=crawl_shard_partitions, io_manager_key="lake_io_manager")
+    @dg.asset(name="numbers", partitions_def=CRAWL_SHARD, io_manager_key="lake_io_manager")
     def numbers_crashing(context):
         # a work unit writes its part, then the run dies before the partition is committed
         with lake.part_writer(f"lake/numbers/crawl={crawl}/shard=0002/part-{'f' * 20}.parquet",

@@ -20,7 +20,7 @@ from llm_assets.core.lake import (
     validate_crawl,
     validate_shard,
 )
-from llm_assets.core.partition import LakeInput, MissingPartition, PartitionOutput, commit, vacuum
+from llm_assets.core.partition import LakeInput, Manifest, MissingPartition, PartitionOutput, commit, vacuum
 from llm_assets.core.units import UnitResult, unit_id
 
 SCHEMA = pa.schema([("doc_id", pa.string()), ("n", pa.int64())])
@@ -241,15 +241,16 @@ def test_commit_then_load_round_trip(lake, crawl):
     write_part(lake, stray, 0, 1000)  # e.g. left by an interrupted run: readers must never see it
 
     manifest = commit(lake, "test_stage", crawl, "0000", PartitionOutput(units, code_version="cv", data_version="dv"))
-    assert manifest["rows"] == 15
-    assert lake.get_json(manifest_key("test_stage", crawl, "0000")) == manifest
+    assert manifest.rows == 15
+    assert lake.get_json(manifest_key("test_stage", crawl, "0000")) == manifest.to_json()
+    assert Manifest.from_json(manifest.to_json()) == manifest
 
     loaded = LakeInput.load(lake, "test_stage", [(crawl, "0000")])
     assert loaded.rows == 15
     assert loaded.parts == [u.part for u in units]
     assert loaded.scan().collect().height == 15
-    assert [UnitResult.from_dict(d) for d in loaded.manifests[0]["units"]] == units
-    assert (loaded.manifests[0]["code_version"], loaded.manifests[0]["data_version"]) == ("cv", "dv")
+    assert list(loaded.manifests[0].units) == units
+    assert (loaded.manifests[0].code_version, loaded.manifests[0].data_version) == ("cv", "dv")
 
 
 def test_load_spans_several_partitions(lake, crawl):

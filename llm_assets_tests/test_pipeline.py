@@ -5,23 +5,16 @@ import json
 
 import dagster as dg
 
-from llm_assets.core.inventory import shard_of
+from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.core.partition import LakeInput
 from llm_assets.settings import load_settings
 import pytest
 
 from llm_assets import cli
-from llm_assets.documents.assets import documents
-from llm_assets.filtered.assets import filtered
-from llm_assets.image_text_pairs.assets import image_text_pairs
-from llm_assets.crawl_stats.assets import crawl_stats
-from llm_assets.dedup.assets import deduplicated, duplicate_clusters, signatures
 from llm_assets.jobs import crawl_job, curated_job, lake_job
-from llm_assets.raw.assets import raw_files
-from llm_assets.tokenized.assets import tokenized
-from llm_assets.raw.sensor import raw_drop_sensor
+from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
 from resources import LakeIOManager
-from llm_assets_tests.conftest import shared
+from llm_assets_tests.conftest import built, shared
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 
@@ -32,21 +25,22 @@ def materialized(store_env, object_store, instance, crawl):
     lake = object_store.lake()
     lake.put_file(f"raw/{crawl}/{warc.name}", warc)
     # English pages that pass the whole filter chain, under a name that lands in the same shard (one partition)
-    shard = shard_of(f"raw/{crawl}/{warc.name}", load_settings().shards)
-    name = next(n for i in range(1000) if shard_of(f"raw/{crawl}/{(n := f'dolma-{i}.warc.gz')}",
-                                                  load_settings().shards) == shard)
+    shards = load_settings().shards
+    shard = shard_of(f"raw/{crawl}/{warc.name}", shards)
+    name = next(n for i in range(1000) if shard_of(f"raw/{crawl}/{(n := f'dolma-{i}.warc.gz')}", shards) == shard)
     lake.put_file(f"raw/{crawl}/{name}", shared("warc", "dolma__sample-0000.warc.gz"))
     test_defs = dg.Definitions(
-        assets=[raw_files, documents, image_text_pairs, filtered, signatures, duplicate_clusters, deduplicated,
-                tokenized, crawl_stats],
+        assets=built("raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
+                     "deduplicated", "tokenized", "crawl_stats"),
         jobs=[lake_job, crawl_job, curated_job],
         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
     )
     with dg.build_sensor_context(instance=instance, definitions=test_defs, resources={"store": object_store}) as ctx:
-        tick = raw_drop_sensor(ctx)
+        tick = build_raw_drop_sensor(load_settings())(ctx)
     for request in tick.dynamic_partitions_requests:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    (request,) = [r for r in tick.run_requests if r.partition_key.keys_by_dimension["crawl"] == crawl]
+    (request,) = [r for r in tick.run_requests if r.partition_key.keys_by_dimension["crawl"] == crawl
+                  and r.tags[RAW_FINGERPRINT_TAG] != EMPTY_FINGERPRINT]  # its other shards are requested empty
     # The sensor's run, then the crawl-level run (dedup clusters over every shard, stats), then the curated stages.
     results = Runs([
         test_defs.resolve_job_def("lake_job").execute_in_process(
@@ -182,6 +176,7 @@ def test_secrets_appear_in_no_metadata_or_log(materialized, seaweed, instance):
 def test_a_run_can_choose_the_other_extractor(materialized, object_store, instance, crawl, capsys):
     """Launchpad config picks resiliparse for one run: other unit ids, the extractor recorded on every row."""
     _, partition = materialized
+    raw_files, documents = built("raw_files", "documents")
     rerun = dg.materialize([raw_files, documents], selection=[documents], partition_key=partition, instance=instance,
                            resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
                            run_config={"ops": {"documents": {"config": {"extractor": "resiliparse"}}}})

@@ -3,9 +3,6 @@ fastText classifier with held-out scores, the filter block, and the quality_clas
 
 import gzip
 import json
-import os
-import subprocess
-import sys
 
 import dagster as dg
 import polars as pl
@@ -17,7 +14,7 @@ from llm_assets.core.filtered import filter_batch, with_quality_model
 from llm_assets.core.filters import QualityModelFilter
 from llm_assets.core.quality_model import LATEST, QualityTraining, load_model, positive_scores, read_examples, train
 from llm_assets.settings import FilteredSettings
-from llm_assets_tests.conftest import shared
+from llm_assets_tests.conftest import built, shared
 from llm_assets_tests.corpus import shared_documents
 from llm_assets_tests.quality_labels import labelled, spam, wikitext_paragraphs
 
@@ -116,10 +113,11 @@ def test_a_named_model_file_is_its_own_identity(model_path, lake):
 
 def test_quality_classifier_asset_trains_publishes_and_the_stage_uses_it(object_store, instance, tmp_path,
                                                                          monkeypatch):
-    from llm_assets.quality_classifier.assets import quality_classifier
+    from llm_assets.settings import load_settings
 
     monkeypatch.setenv("LLM_ASSETS_MODEL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr("llm_assets.quality_classifier.assets.SETTINGS", SETTINGS)  # as a settings file would
+    (quality_classifier,) = built("quality_classifier",
+                                  settings=load_settings().model_copy(update={"quality_classifier": SETTINGS}))
     lake = object_store.lake()
     rows = labelled(1200)
     lake.put_bytes("labels/quality/part-0.jsonl.gz", gzip.compress(jsonl(rows[:600])))
@@ -142,13 +140,13 @@ def test_quality_classifier_asset_trains_publishes_and_the_stage_uses_it(object_
 
 
 def test_the_stage_depends_on_the_classifier_only_when_it_uses_the_trained_model(tmp_path):
-    settings = tmp_path / "settings.yaml"
+    from llm_assets.settings import Settings
+
+    path = tmp_path / "settings.yaml"
     chain = FilteredSettings.default_with(quality_model={"enabled": True})
-    settings.write_text(yaml.safe_dump({"filtered": chain.model_dump(mode="json")}))
-    code = ("import dagster as dg; from llm_assets.filtered.assets import filtered, CHAIN; "
-            "print(sorted(k.to_user_string() for k in filtered.dependency_keys), CHAIN[-2:])")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "LLM_ASSETS_SETTINGS": str(settings)})
-    assert run.stdout.strip() == "['documents', 'quality_classifier'] ['quality_model', 'pii']"
-    from llm_assets.filtered.assets import filtered
+    path.write_text(yaml.safe_dump({"filtered": chain.model_dump(mode="json")}))
+    (filtered,) = built("filtered", settings=Settings.from_file(path))
+    assert {k.to_user_string() for k in filtered.dependency_keys} == {"documents", "quality_classifier"}
+    assert filtered.metadata_by_key[filtered.key]["filter_chain"].endswith("quality_model → pii")
+    (filtered,) = built("filtered")
     assert {k.to_user_string() for k in filtered.dependency_keys} == {"documents"}

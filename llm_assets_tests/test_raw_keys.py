@@ -18,11 +18,10 @@ from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.core.partition import LakeInput
 from llm_assets.core.provenance import original_record
 from llm_assets.demo import sample_warc
-from llm_assets.documents.assets import documents
 from llm_assets.partitions import crawl_shard_key
-from llm_assets.raw.assets import raw_files
 from llm_assets.settings import load_settings
 from llm_assets.status import format_summary, lake_status
+from llm_assets_tests.conftest import built
 from resources import LakeIOManager, ObjectStore
 
 SHARDS = load_settings().shards
@@ -46,7 +45,7 @@ def bucket(store_config):
 
 def _materialize(instance, store: ObjectStore, crawl: str, shard: str) -> dg.ExecuteInProcessResult:
     instance.add_dynamic_partitions("crawl", [crawl])
-    result = dg.materialize([raw_files, documents], partition_key=crawl_shard_key(crawl, shard), instance=instance,
+    result = dg.materialize(built("raw_files", "documents"), partition_key=crawl_shard_key(crawl, shard), instance=instance,
                             resources={"store": store, "lake_io_manager": LakeIOManager(store=store)})
     assert result.success
     assert all(e.passed for e in result.get_asset_check_evaluations())
@@ -119,7 +118,7 @@ def test_keys_that_cannot_be_ingested_are_reported_with_the_reason(bucket, insta
     docs = LakeInput.load(lake, "documents", [(CRAWL, shard)]).scan().collect()
     assert set(docs["source_key"]) == {good}
 
-    status = lake_status(instance, lake)
+    status = lake_status(lake, load_settings())
     rejected = status["rejected_raw_keys"]
     assert rejected["count"] == 3
     assert sorted(r["key"] for r in rejected["keys"]) == sorted([control, *outside])

@@ -12,22 +12,22 @@ def test_a_stage_listed_before_its_input_is_refused():
         check_order([StageSpec("b", "shard", ("a",)), StageSpec("a", "shard")])
 
 
-def test_every_lake_asset_has_a_spec_whose_inputs_are_its_upstreams_in_the_asset_graph():
-    from llm_assets.definitions import defs
+def test_every_asset_has_a_spec_whose_inputs_are_its_upstreams_in_the_asset_graph():
+    from llm_assets.definitions import defs as deployment
     from llm_assets.pipeline import SPECS
 
-    graph = defs.resolve_asset_graph()
-    lake_assets = {key.path[-1] for key in graph.get_all_asset_keys()
-                   if graph.get(key).assets_def.get_io_manager_key_for_asset_key(key) == "lake_io_manager"}
-    specs = {s.name: s for s in SPECS}
-    assert lake_assets <= set(specs), f"lake assets without a spec: {lake_assets - set(specs)}"
+    graph = deployment().resolve_asset_graph()
+    assert {key.path[-1] for key in graph.get_all_asset_keys()} == {s.name for s in SPECS}
     for spec in SPECS:
-        upstream = {k.path[-1] for k in graph.get(dg.AssetKey(spec.name)).parent_keys}
-        assert set(spec.inputs) <= upstream, f"{spec.name} reads {set(spec.inputs) - upstream} outside the graph"
+        node = graph.get(dg.AssetKey(spec.name))
+        assert set(spec.inputs) <= {k.path[-1] for k in node.parent_keys}, f"{spec.name} reads outside the graph"
+        lake = node.assets_def.get_io_manager_key_for_asset_key(node.key) == "lake_io_manager"
+        assert lake == (spec.level in ("shard", "crawl")), f"{spec.name}: level {spec.level}"
 
 
 def test_the_tokenizer_is_upstream_of_every_token():
-    from llm_assets.definitions import defs
+    from llm_assets.definitions import defs as deployment
+    defs = deployment()
 
     graph = defs.resolve_asset_graph()
     for asset in ("tokenized", "release"):

@@ -39,12 +39,14 @@ def curated(store_env, dedup_defs, object_store, instance, crawl):  # noqa: F811
 
 
 def release_with(monkeypatch, object_store, instance, **config):
-    from llm_assets.releases.assets import release
+    from llm_assets_tests.conftest import built
+    from resources import LakeIOManager
 
-    settings = load_settings()
-    monkeypatch.setattr("llm_assets.releases.assets.SETTINGS",
-                        settings.model_copy(update={"release": ReleaseSettings(**config)}))
-    result = dg.materialize([release], instance=instance, resources={"store": object_store})
+    *upstream, release = built("raw_files", "documents", "filtered", "signatures", "duplicate_clusters",
+                               "deduplicated", "tokenized", "release",
+                               settings=load_settings().model_copy(update={"release": ReleaseSettings(**config)}))
+    result = dg.materialize([*upstream, release], selection=[release], instance=instance,
+                            resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)})
     assert result.success
     (event,) = result.get_asset_materialization_events()
     return {k: v.value for k, v in event.materialization.metadata.items()}
@@ -179,7 +181,7 @@ def test_the_tokenizer_asset_trains_on_a_deterministic_sample_and_the_stage_uses
     from llm_assets.core.tokenize import TOKENIZER_LATEST, sample_texts
     from llm_assets.partitions import crawl_shard_key
     from llm_assets.settings import TokenizedSettings
-    from llm_assets.tokenized import assets as tokenized_assets
+    from llm_assets_tests.conftest import built
 
     lake = curated
     parts = [u["part"] for s in ("0000", "0001") for u in lake.get_json(manifest_key("deduplicated", crawl, s))["units"]]
@@ -189,28 +191,25 @@ def test_the_tokenizer_asset_trains_on_a_deterministic_sample_and_the_stage_uses
 
     settings = TokenizedSettings(source="train", train={"vocab_size": 400, "sample_documents": 20,
                                                         "crawls": (crawl,)})
-    monkeypatch.setattr(tokenized_assets, "SETTINGS", settings)
-    monkeypatch.setattr(tokenized_assets, "TRAINS", True)
+    trained = load_settings().model_copy(update={"tokenized": settings})
+    tokenizer, tokenized = built("tokenizer", "tokenized", settings=trained)
     monkeypatch.setenv("LLM_ASSETS_MODEL_CACHE", str(tmp_path / "cache"))
-    result = dg.materialize([tokenized_assets.tokenizer], instance=instance, resources={"store": object_store})
+    result = dg.materialize([tokenizer], instance=instance, resources={"store": object_store})
     (event,) = result.get_asset_materialization_events()
     meta = {k: v.value for k, v in event.materialization.metadata.items()}
     assert meta["source"] == "train" and meta["vocab_size"] == 400 and meta["sample_documents"] == 20
     assert lake.get_json(TOKENIZER_LATEST)["sha256"] == meta["sha256"]
-    again = dg.materialize([tokenized_assets.tokenizer], instance=instance, resources={"store": object_store})
+    again = dg.materialize([tokenizer], instance=instance, resources={"store": object_store})
     (event,) = again.get_asset_materialization_events()
     assert event.materialization.metadata["sha256"].value == meta["sha256"]  # same sample, same tokenizer
 
-    from llm_assets.dedup.assets import deduplicated, duplicate_clusters, signatures
-    from llm_assets.documents.assets import documents
-    from llm_assets.filtered.assets import filtered
-    from llm_assets.raw.assets import raw_files
     from resources import LakeIOManager
 
     key = crawl_shard_key(crawl, "0000")
-    out = dg.materialize([raw_files, documents, filtered, signatures, duplicate_clusters, deduplicated,
-                          tokenized_assets.tokenized],
-                         selection=[tokenized_assets.tokenized], partition_key=key, instance=instance,
+    upstream = built("raw_files", "documents", "filtered", "signatures", "duplicate_clusters", "deduplicated",
+                     settings=trained)
+    out = dg.materialize([*upstream, tokenized],
+                         selection=[tokenized], partition_key=key, instance=instance,
                          resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)})
     tok = [e for e in out.get_asset_materialization_events()][0].materialization.metadata
     assert tok["tokenizer_sha"].value == meta["sha256"][:16]

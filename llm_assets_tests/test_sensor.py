@@ -7,12 +7,14 @@ import dagster as dg
 import pytest
 from dagster_aws.s3 import S3Resource
 
-from llm_assets.core.inventory import shard_of
+from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.definitions import defs
-from llm_assets.raw.sensor import raw_drop_sensor
-from llm_assets.settings import load_settings
+from llm_assets.definitions import build_defs
+from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG
+from llm_assets.settings import Settings, load_settings
 from resources import ObjectStore
+
+SHARDS = load_settings().shards
 
 
 @pytest.fixture
@@ -31,36 +33,55 @@ def bucket_store(store_config):
 class Sensor:
     """Ticks the sensor like the daemon does: cursor carried over, crawls registered."""
 
-    def __init__(self, instance, store):
+    def __init__(self, instance, store, settings: Settings | None = None):
         self.instance, self.store, self.cursor = instance, store, None
+        self.settings = settings or load_settings()
+        self.defs = build_defs(self.settings)
 
     def tick(self) -> dg.SensorResult:
-        with dg.build_sensor_context(instance=self.instance, cursor=self.cursor, definitions=defs,
+        with dg.build_sensor_context(instance=self.instance, cursor=self.cursor, definitions=self.defs,
                                      resources={"store": self.store}) as context:
-            result = raw_drop_sensor(context)
+            result = self.defs.resolve_sensor_def("raw_drop_sensor")(context)
         self.cursor = result.cursor
         for request in result.dynamic_partitions_requests:
             self.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
         return result
 
     def requested(self) -> set[tuple[str, str]]:
+        """The partitions with files a tick requests (a new crawl's empty shards are requested too)."""
         return {(r.partition_key.keys_by_dimension["crawl"], r.partition_key.keys_by_dimension["shard"])
-                for r in self.tick().run_requests}
+                for r in with_files(self.tick().run_requests)}
+
+
+def with_files(requests: list) -> list:
+    return [r for r in requests if r.tags[RAW_FINGERPRINT_TAG] != EMPTY_FINGERPRINT]
+
+
+def keys_per_tick(n: int) -> Settings:
+    settings = load_settings()
+    return settings.model_copy(update={"sensor": settings.sensor.model_copy(update={"max_keys_per_tick": n})})
 
 
 def _shard(key):
-    return shard_of(key, load_settings().shards)
+    return shard_of(key, SHARDS)
 
 
 def test_new_file_requests_exactly_its_partition_and_registers_the_crawl(instance, bucket_store):
+    """A new crawl's other shards are requested empty, so that no partition of it stays missing."""
     lake, store = bucket_store
     sensor = Sensor(instance, store)
     lake.put_bytes("raw/CC-A/one.warc.gz", b"first")
     result = sensor.tick()
-    assert [(r.partition_key.keys_by_dimension["crawl"], r.partition_key.keys_by_dimension["shard"])
-            for r in result.run_requests] == [("CC-A", _shard("raw/CC-A/one.warc.gz"))]
-    assert result.run_requests[0].run_key.startswith(f"CC-A|{_shard('raw/CC-A/one.warc.gz')}|")
+    shard = _shard("raw/CC-A/one.warc.gz")
+    (request,) = with_files(result.run_requests)
+    assert request.partition_key.keys_by_dimension == {"crawl": "CC-A", "shard": shard}
+    assert request.run_key.startswith(f"CC-A|{shard}|") and not request.run_key.endswith(EMPTY_FINGERPRINT)
+    empty = {r.partition_key.keys_by_dimension["shard"]: r.run_key for r in result.run_requests if r is not request}
+    assert empty == {s: f"CC-A|{s}|{EMPTY_FINGERPRINT}" for s in load_settings().shard_keys() if s != shard}
     assert instance.get_dynamic_partitions("crawl") == ["CC-A"]
+    lake.put_bytes("raw/CC-A/two.warc.gz", b"second")  # a known crawl: only the partitions whose files changed
+    assert {r.partition_key.keys_by_dimension["shard"] for r in sensor.tick().run_requests} == {
+        _shard("raw/CC-A/two.warc.gz")}
 
 
 def test_same_tick_again_and_identical_reupload_request_nothing(instance, bucket_store):
@@ -77,8 +98,8 @@ def test_a_fresh_cursor_reproduces_the_same_run_keys(instance, bucket_store):
     """Run keys carry the partition's fingerprint: a restarted sensor cannot launch a second run."""
     lake, store = bucket_store
     lake.put_bytes("raw/CC-A/one.warc.gz", b"first")
-    first = [r.run_key for r in Sensor(instance, store).tick().run_requests]
-    again = [r.run_key for r in Sensor(instance, store).tick().run_requests]
+    first = [r.run_key for r in with_files(Sensor(instance, store).tick().run_requests)]
+    again = [r.run_key for r in Sensor(instance, store).tick().run_requests]  # the crawl is known now: no empties
     assert first == again
 
 
@@ -131,19 +152,16 @@ def test_names_with_spaces_non_ascii_letters_or_a_leading_dot_request_their_part
 
 def test_listing_resumes_across_ticks(instance, bucket_store, monkeypatch):
     """With a budget smaller than the drop, the pass spans ticks and requests runs only when complete."""
-    import llm_assets.raw.sensor as sensor_module
-
     lake, store = bucket_store
-    monkeypatch.setattr(sensor_module, "SETTINGS", load_settings().model_copy(
-        update={"sensor": load_settings().sensor.model_copy(update={"max_keys_per_tick": 4})}))
     keys = [f"raw/CC-A/f{i:02d}.warc.gz" for i in range(10)]
     for k in keys:
         lake.put_bytes(k, k.encode())
-    sensor = Sensor(instance, store)
+    sensor = Sensor(instance, store, keys_per_tick(4))
     ticks = [sensor.tick() for _ in range(3)]
     assert [len(t.run_requests) for t in ticks[:2]] == [0, 0]
     assert json.loads(ticks[1].cursor)["scan"]["after"] == keys[7]
-    assert {r.partition_key.keys_by_dimension["shard"] for r in ticks[2].run_requests} == {_shard(k) for k in keys}
+    assert {r.partition_key.keys_by_dimension["shard"] for r in with_files(ticks[2].run_requests)} == {
+        _shard(k) for k in keys}
 
 
 def test_a_thousand_files_in_bursts_across_three_crawls_are_each_requested_once_across_a_restart(
@@ -156,13 +174,10 @@ def test_a_thousand_files_in_bursts_across_three_crawls_are_each_requested_once_
 
     from llm_assets.core.inventory import fingerprint
 
-    monkeypatch.setattr("llm_assets.raw.sensor.SETTINGS",
-                        load_settings().model_copy(update={"sensor": load_settings().sensor.model_copy(
-                            update={"max_keys_per_tick": 300})}))
     lake, store = bucket_store
     crawls = ["CC-2024-10", "CC-2024-18", "CC-2024-22"]
     keys = [f"raw/{crawls[i % 3]}/file-{i:04d}.jsonl" for i in range(1000)]
-    sensor = Sensor(instance, store)
+    sensor = Sensor(instance, store, keys_per_tick(300))
     run_keys: list[str] = []
     for burst in range(4):
         batch = keys[burst * 250:(burst + 1) * 250]
@@ -195,6 +210,6 @@ def test_a_thousand_files_in_bursts_across_three_crawls_are_each_requested_once_
 
 def _restarted(sensor: "Sensor", instance, store) -> "Sensor":
     """A daemon restart: a new evaluator that only has the cursor the old one stored."""
-    fresh = Sensor(instance, store)
+    fresh = Sensor(instance, store, sensor.settings)
     fresh.cursor = json.loads(json.dumps(sensor.cursor))
     return fresh

@@ -6,7 +6,9 @@ import json
 import pytest
 
 from llm_assets import cli
+from llm_assets.definitions import build_defs
 from llm_assets.partitions import crawl_shard_key
+from llm_assets.settings import load_settings
 from llm_assets.stale import CODE, MISSING, RAW, stale_partitions
 from llm_assets_tests.conftest import shared
 from llm_assets_tests.test_dedup import dedup_defs, name_in_shard, run  # noqa: F401 (fixture)
@@ -18,7 +20,7 @@ CHAIN = ["documents", "image_text_pairs", "filtered", "signatures", "deduplicate
 
 def plan(instance, lake, crawl, code=None) -> dict[tuple[str, str], str]:
     """The plan for `crawl` (the release, made of every crawl the instance knows, is left out)."""
-    return {(p.asset, p.partition): p.cause for p in stale_partitions(instance, lake, code)
+    return {(p.asset, p.partition): p.cause for p in stale_partitions(instance, lake, load_settings(), code)
             if p.asset != "release" and p.partition.split("|")[0] == crawl}
 
 
@@ -34,7 +36,7 @@ def test_a_changed_threshold_plans_the_filtered_stage_and_what_follows_not_the_d
         curated, instance, crawl):  # noqa: F811
     from llm_assets.pipeline import code_versions
 
-    planned = plan(instance, curated, crawl, code_versions() | {"filtered": "2-changed"})
+    planned = plan(instance, curated, crawl, code_versions(load_settings()) | {"filtered": "2-changed"})
     shards = ("0000", "0001")
     assert {(a, p) for a, p in planned} == (
         {(a, f"{crawl}|{s}") for a in ("filtered", "signatures", "deduplicated", "tokenized") for s in shards}
@@ -80,14 +82,15 @@ def test_backfill_stale_launches_one_backfill_of_exactly_the_stale_partitions(cu
                                                                               object_store):  # noqa: F811
     import dagster as dg
 
-    from llm_assets.definitions import defs
-    from llm_assets.freshness import launch_stale_backfill, stale_sensor
+    from llm_assets.freshness import launch_stale_backfill
 
+    defs = build_defs(load_settings())
+    stale_sensor = defs.resolve_sensor_def("stale_sensor")
     lake = curated
     graph = defs.resolve_asset_graph()
     assert launch_stale_backfill(instance, [], graph) is None and not instance.get_backfills()
     lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0000', 'more')}", shared("warc", "pywb__iana.warc.gz"))
-    planned = stale_partitions(instance, lake)
+    planned = stale_partitions(instance, lake, load_settings())
     backfill_id = launch_stale_backfill(instance, planned, graph)
     (backfill,) = instance.get_backfills()
     assert backfill.backfill_id == backfill_id
@@ -104,9 +107,10 @@ def test_the_stale_sensor_requests_a_backfill_only_when_something_is_stale(curat
                                                                            object_store):  # noqa: F811
     import dagster as dg
 
-    from llm_assets.definitions import defs
-    from llm_assets.freshness import STALE_TAG, stale_sensor
+    from llm_assets.freshness import STALE_TAG
 
+    defs = build_defs(load_settings())
+    stale_sensor = defs.resolve_sensor_def("stale_sensor")
     lake = curated
 
     def mine(result) -> set:
@@ -150,3 +154,35 @@ def test_a_rebuild_reuses_unchanged_units_and_equals_a_full_rebuild(curated, ins
     assert full["documents"]["reused_units"] == 0
     for asset, frame in incremental.items():
         assert rows(asset).equals(frame), asset
+
+
+def test_a_late_drop_has_one_owner(curated, instance, crawl, object_store):  # noqa: F811
+    """A raw partition a stale backfill rebuilds is not requested again by the raw-drop sensor; while a run of the
+    raw-drop sensor is in flight, the stale sensor requests nothing."""
+    import uuid
+
+    import dagster as dg
+
+    from llm_assets.dagster_private import SENSOR_NAME_TAG, BulkActionStatus
+    from llm_assets.freshness import launch_stale_backfill
+
+    defs = build_defs(load_settings())
+    lake = curated
+    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0001', 'owned')}", shared("warc", "pywb__iana.warc.gz"))
+    planned = stale_partitions(instance, lake, load_settings())
+    assert ("raw_files", f"{crawl}|0001") in {(p.asset, p.partition) for p in planned}
+    launch_stale_backfill(instance, planned, defs.resolve_asset_graph())
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
+        result = defs.resolve_sensor_def("raw_drop_sensor")(ctx)
+    # a sensor without a cursor sees every partition as new: it requests shard 0000, leaves 0001 to the backfill
+    shards = {r.partition_key.keys_by_dimension["shard"] for r in result.run_requests
+              if r.partition_key.keys_by_dimension["crawl"] == crawl}
+    assert shards == {"0000"}
+
+    for backfill in instance.get_backfills():  # done: the stale sensor would wait for it otherwise
+        instance.update_backfill(backfill.with_status(BulkActionStatus.COMPLETED_SUCCESS))
+    instance.add_run(dg.DagsterRun(job_name="lake_job", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
+                                   tags={SENSOR_NAME_TAG: "raw_drop_sensor"}))
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
+        skipped = defs.resolve_sensor_def("stale_sensor")(ctx)
+    assert isinstance(skipped, dg.SkipReason) and "raw_drop_sensor" in skipped.skip_message

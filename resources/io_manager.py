@@ -20,6 +20,9 @@ from llm_assets.core.partition import FrameOutput, LakeInput, PartitionOutput, c
 from llm_assets.core.units import UnitResult
 from resources.object_store import ObjectStore
 
+# Input metadata (Dagster's convention for IO managers): load the committed partitions, skip those never built.
+ALLOW_MISSING_PARTITIONS = "allow_missing_partitions"
+
 
 def crawl_shard(partition_key: str | dg.MultiPartitionKey) -> tuple[str, str]:
     if isinstance(partition_key, dg.MultiPartitionKey):
@@ -50,7 +53,7 @@ class LakeIOManager(dg.ConfigurableIOManager):
         manifest = commit(lake, asset, crawl, shard, obj)
         context.add_output_metadata({"lake_manifest": dg.MetadataValue.text(lake.url(
             manifest_key(asset, crawl, shard))), "parts": len(obj.units)})
-        context.log.debug(f"committed {asset} crawl={crawl} shard={shard}: {manifest['rows']} rows")
+        context.log.debug(f"committed {asset} crawl={crawl} shard={shard}: {manifest.rows} rows")
 
     @staticmethod
     def _write_frame(lake, asset: str, crawl: str, shard: str, frame: pl.DataFrame | pa.Table) -> PartitionOutput:
@@ -65,6 +68,9 @@ class LakeIOManager(dg.ConfigurableIOManager):
                                                  columns=table.schema.names)])
 
     def load_input(self, context: dg.InputContext) -> LakeInput:
+        """The committed partitions the input maps to. An input that fans in (every shard of a crawl) and declares
+        `allow_missing_partitions` gets those that are committed: a shard without raw files has none."""
         asset = context.asset_key.path[-1]
         keys = context.asset_partition_keys if context.has_asset_partitions else []
-        return LakeInput.load(self.store.lake(), asset, [crawl_shard(k) for k in keys])
+        allow_missing = bool((context.definition_metadata or {}).get(ALLOW_MISSING_PARTITIONS))
+        return LakeInput.load(self.store.lake(), asset, [crawl_shard(k) for k in keys], allow_missing=allow_missing)

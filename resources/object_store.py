@@ -8,8 +8,7 @@ import dagster as dg
 from dagster_aws.s3 import S3Resource
 
 from llm_assets import environment
-from llm_assets.core.lake import Credentials, Lake, RetryPolicy, StoreConfig
-from llm_assets.settings import load_settings
+from llm_assets.core.lake import Credentials, Lake, RetryPolicy, StoreConfig, StoreSettings
 
 
 # A sensor tick gives up on a failing store after this long, well inside Dagster's 60 s sensor timeout.
@@ -50,10 +49,10 @@ class ObjectStore(dg.ConfigurableResource):
         return Lake(config, Credentials(key, secret) if key and secret else None)
 
 
-def object_store_from_env() -> ObjectStore:
+def object_store_from_env(settings: StoreSettings) -> ObjectStore:
+    """The store the environment names (the embedded one by default), with these settings' retries and retention."""
     credentials_file = environment.embedded_credentials_file() if environment.credentials_file().exists() else None
     environment.ensure_embedded_credentials()
-    settings = load_settings().store
     return ObjectStore(
         s3=S3Resource(
             endpoint_url=environment.endpoint(),

@@ -71,10 +71,10 @@ def decode_html(payload: bytes, content_type: str) -> tuple[str, str]:
             return payload.decode(charset), charset
         except (UnicodeError, LookupError):
             continue
-    for charset in [*declared, detect_charset(payload), "cp1252"]:
-        if charset:
+    for fallback in [*declared, detect_charset(payload), "cp1252"]:
+        if fallback:
             try:
-                return payload.decode(charset, errors="replace"), charset
+                return payload.decode(fallback, errors="replace"), fallback
             except (UnicodeError, LookupError):
                 continue
     return payload.decode("latin-1"), "latin-1"  # every byte is a latin-1 character: cannot fail

@@ -8,12 +8,14 @@ and summarised with DuckDB SQL; DuckDB has no S3 access offline here, so it quer
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import duckdb
 import polars as pl
 import pyarrow as pa
 
 from llm_assets.core.lake import Lake
+from llm_assets.core.partition import Manifest
 
 # Word-count buckets of the length histogram (lower bounds).
 LENGTH_BUCKETS = (0, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 50_000)
@@ -42,19 +44,17 @@ def _read(lake: Lake, parts: list[str], columns: list[str]) -> pa.Table:
     return lake.scan(parts).select(columns).collect().to_arrow()
 
 
-def crawl_stats(lake: Lake, manifests: list[dict], block_order: list[str]) -> CrawlStats:
+def crawl_stats(lake: Lake, manifests: list[Manifest], block_order: list[str]) -> CrawlStats:
     """Statistics over the committed `filtered` partitions of one crawl (their manifests)."""
-    units = [u for m in manifests for u in m["units"]]
-    kept = _read(lake, [u["part"] for u in units if u.get("part")], ["language", "n_words"])
-    rejected = _read(lake, [u["rejected_part"] for u in units if u.get("rejected_part")],
-                     ["language", "filter", "reason"])
-    rows_in = sum(u["rows_in"] for u in units)
+    kept = _read(lake, [p for m in manifests for p in m.parts], ["language", "n_words"])
+    rejected = _read(lake, [p for m in manifests for p in m.rejected_parts], ["language", "filter", "reason"])
+    rows_in = sum(u.rows_in for m in manifests for u in m.units)
     con = duckdb.connect()
     con.register("kept", kept)
     con.register("rejected", rejected)
     order = {name: i for i, name in enumerate(block_order)}
-    drops = pl.from_arrow(con.sql(
-        "SELECT filter AS block, reason, count(*) AS documents FROM rejected GROUP BY ALL").arrow())
+    drops = cast(pl.DataFrame, pl.from_arrow(con.sql(
+        "SELECT filter AS block, reason, count(*) AS documents FROM rejected GROUP BY ALL").arrow()))
     drops = drops.with_columns(pl.col("block").replace_strict(order, default=len(order)).alias("_o")) \
                  .sort("_o", pl.col("documents"), descending=[False, True]).drop("_o")
     funnel = pl.concat([
@@ -65,13 +65,13 @@ def crawl_stats(lake: Lake, manifests: list[dict], block_order: list[str]) -> Cr
     remaining = rows_in - funnel["documents"].filter(funnel["step"] == "dropped").cum_sum()
     funnel = funnel.with_columns(remaining=pl.concat([pl.Series([rows_in]), remaining, pl.Series([kept.num_rows])])
                                  .cast(pl.Int64))
-    languages = pl.from_arrow(con.sql("""
+    languages = cast(pl.DataFrame, pl.from_arrow(con.sql("""
         WITH k AS (SELECT coalesce(language, '?') AS language, count(*) AS n FROM kept GROUP BY ALL),
              d AS (SELECT coalesce(language, '?') AS language, count(*) AS n FROM rejected GROUP BY ALL)
         SELECT language, coalesce(k.n, 0) AS kept, coalesce(d.n, 0) AS dropped,
                (coalesce(k.n, 0) + coalesce(d.n, 0)) / sum(coalesce(k.n, 0) + coalesce(d.n, 0)) OVER () AS share
         FROM k FULL OUTER JOIN d USING (language) ORDER BY kept + dropped DESC, language
-    """).arrow())
+    """).arrow()))
     buckets = " ".join(f"WHEN n_words >= {b} THEN {i}" for i, b in reversed(list(enumerate(LENGTH_BUCKETS))))
     counts = dict(con.sql(f"SELECT CASE {buckets} END AS b, count(*) FROM kept GROUP BY ALL").fetchall())
     lengths = pl.DataFrame({

@@ -17,17 +17,18 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import TypeVar
+from typing import Generic, TypeVar, cast
 
+from dask.typing import Key
 from distributed import Client, Future, as_completed
 from distributed.comm.core import CommClosedError
 from distributed.scheduler import KilledWorker
 from distributed.security import Security
 
 from llm_assets.core.errors import ClusterUnavailable
-from llm_assets.core.units import UnitFailed, UnitResult
+from llm_assets.core.units import HasSource, UnitFailed, UnitResult
 
-U = TypeVar("U")
+U = TypeVar("U", bound=HasSource)
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class DaskRunner:
 
     def connect(self) -> Client:
         security = self.security or Security()  # for another cluster: Dask's own configuration
-        if self.address.startswith("tls://") and not security.tls_ca_file:
+        # Security sets its tls_* slots from Dask's configuration in __init__; distributed declares no types for them
+        if self.address.startswith("tls://") and not security.tls_ca_file:  # type: ignore[attr-defined]
             raise ClusterUnavailable(
                 f"the Dask scheduler at {self.address} speaks TLS, but no certificates are configured: set "
                 "distributed.comm.tls.ca-file and .client.cert/.key in Dask's configuration (or the "
@@ -80,14 +82,14 @@ class DaskRunner:
                 f"runner.memory_bytes): start workers with --resources, e.g. \"CPU=4,MEMORY=16e9\"")
 
 
-class _Submission:
+class _Submission(Generic[U]):
     """One partition's units on the cluster: submit up to the in-flight limit, collect, resubmit what was lost."""
 
     def __init__(self, runner: DaskRunner, client: Client, fn: Callable[[U], UnitResult], units: Sequence[U]):
         self.runner, self.client, self.fn, self.units = runner, client, fn, units
         self.results: list[UnitResult | None] = [None] * len(units)
         self.attempts: dict[int, int] = {}  # only units that were retried
-        self.index: dict[str, int] = {}  # key of an outstanding future -> its unit
+        self.index: dict[Key, int] = {}  # key of an outstanding future -> its unit
         self.completed = as_completed(loop=client.loop)
         # Keys are the scheduler's identity for a task: unique per run, so concurrent runs never share one.
         self.prefix = f"{getattr(fn, '__name__', 'unit')}-{uuid.uuid4().hex[:8]}"
@@ -112,7 +114,7 @@ class _Submission:
         finally:
             if self.index:  # failed: nothing of this run may keep the cluster busy
                 self.client.cancel(list(self.completed.futures), force=True, reason="the partition failed")
-        return self.results  # type: ignore[return-value] - every slot is filled once the loop ends
+        return cast(list[UnitResult], self.results)  # every slot is filled once the loop ends
 
     def collect(self, i: int, future: Future) -> None:
         if future.status == "finished":
@@ -127,7 +129,7 @@ class _Submission:
             self.attempts[i] = self.attempts.get(i, 0) + 1
             self.submit(i)
             return
-        source = getattr(self.units[i], "source", "?")
+        source = self.units[i].source
         tries = self.attempts.get(i, 0) + 1
         if isinstance(error, UnitFailed):
             if not error.infrastructure:  # the code's own failure: never tried again

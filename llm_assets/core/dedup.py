@@ -16,20 +16,19 @@ that collide (about 150 bytes a document at FineWeb's 14 bands): a million docum
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 from pydantic import Field
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from llm_assets.core import filtered
 from llm_assets.core.config import Section
-from llm_assets.core.lake import Lake, StoreConfig
+from llm_assets.core.lake import Lake
+from llm_assets.core.partition import Manifest
 from llm_assets.core.minhash import MinHasher, words
-from llm_assets.core.units import DropCounter, UnitResult, timed_unit
+from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 
 
 class DedupSettings(Section):
@@ -110,11 +109,8 @@ def signature_frame(df: pl.DataFrame, settings: DedupSettings) -> pl.DataFrame:
 
 
 @dataclass(frozen=True)
-class SignatureUnit:
-    store: StoreConfig
+class SignatureUnit(WorkUnit):  # source: a filtered part
     settings: DedupSettings
-    source: str  # a filtered part
-    unit: str
     part: str
 
 
@@ -126,7 +122,7 @@ def compute_signatures(u: SignatureUnit) -> UnitResult:
     with lake.part_writer(u.part, schema) as out:
         for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "source_key", "url", "fetch_time", "text"]):
             rows_in += batch.num_rows
-            out.write(signature_frame(pl.from_arrow(batch), u.settings).to_arrow().cast(schema))
+            out.write(signature_frame(cast(pl.DataFrame, pl.from_arrow(batch)), u.settings).to_arrow().cast(schema))
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows_in, rows_out=out.rows,
                       bytes_out=out.bytes, columns=schema.names)
 
@@ -163,21 +159,27 @@ def find_clusters(docs: pl.DataFrame, settings: DedupSettings, crawl: str, large
 
     Documents of `crawl` are kept or removed; documents of other crawls are the index: never removed, and a cluster
     that holds one removes every document of `crawl` in it (reason `cross_crawl`)."""
+    from scipy.sparse import coo_matrix  # 0.5 s to import: here, not for every process that reads the settings
+    from scipy.sparse.csgraph import connected_components
+
     n = docs.height
-    src, dst = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    srcs, dsts = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
     if settings.exact:
         a, b = _groups_edges(docs["text_hash"].to_numpy(), docs["n_chars"].to_numpy() > 0)
-        src.append(a), dst.append(b)
+        srcs.append(a)
+        dsts.append(b)
     if settings.by_url:
         a, b = _groups_edges(docs["url_hash"].to_numpy(), (docs["url"].fill_null("") != "").to_numpy())
-        src.append(a), dst.append(b)
+        srcs.append(a)
+        dsts.append(b)
     if settings.near and n:
         bands = docs["bands"].to_numpy()
         for band in range(bands.shape[1]):
             keys = np.ascontiguousarray(bands[:, band])
             a, b = _groups_edges(keys, keys != 0)  # 0: a document without words
-            src.append(a), dst.append(b)
-    src, dst = np.concatenate(src), np.concatenate(dst)
+            srcs.append(a)
+            dsts.append(b)
+    src, dst = np.concatenate(srcs), np.concatenate(dsts)
     graph = coo_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n))
     _, labels = connected_components(graph, directed=False)
 
@@ -211,12 +213,11 @@ def find_clusters(docs: pl.DataFrame, settings: DedupSettings, crawl: str, large
                     sizes=sizes, largest=top, documents=int(own.sum()), index_documents=int(n - own.sum()))
 
 
-def read_signatures(lake: Lake, crawl: str, manifests: dict[str, dict], settings: DedupSettings) -> pl.DataFrame:
+def read_signatures(lake: Lake, crawl: str, manifests: dict[str, Manifest], settings: DedupSettings) -> pl.DataFrame:
     """The clustering columns of every committed signatures shard of a crawl (shard -> manifest)."""
     frames = []
     for shard, manifest in sorted(manifests.items()):
-        parts = [u["part"] for u in manifest["units"] if u.get("part")]
-        if parts:
+        if parts := manifest.parts:
             frames.append(lake.scan(parts).select(CLUSTER_COLUMNS).collect()
                           .with_columns(crawl=pl.lit(crawl), shard=pl.lit(shard)))
     if not frames:
@@ -228,12 +229,9 @@ def read_signatures(lake: Lake, crawl: str, manifests: dict[str, dict], settings
 # --- deduplicated documents ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class DedupUnit:
-    store: StoreConfig
-    source: str  # a filtered part
+class DedupUnit(WorkUnit):  # source: a filtered part
     removed: str  # the crawl's removed-documents parts, joined by "\n"
     shard: str
-    unit: str
     part: str
     rejected_part: str
 
@@ -251,7 +249,7 @@ def remove_duplicates(u: DedupUnit) -> UnitResult:
     with lake.part_writer(u.part, DEDUPLICATED_SCHEMA) as out, \
             lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
         for batch in lake.iter_batches(u.source, BATCH_ROWS):
-            df = pl.from_arrow(batch).join(removed, on=["doc_id", "source_key"], how="left")
+            df = cast(pl.DataFrame, pl.from_arrow(batch)).join(removed, on=["doc_id", "source_key"], how="left")
             rows_in += df.height
             dup = df.filter(pl.col("reason").is_not_null())
             out.write(df.filter(pl.col("reason").is_null()).select(DEDUPLICATED_SCHEMA.names).to_arrow()

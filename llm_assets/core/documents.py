@@ -17,7 +17,7 @@ from pydantic import Field
 from llm_assets.core.config import Section
 from llm_assets.core.errors import is_store_error
 from llm_assets.core.extract import ExtractionTimeout, extract_html, extractor_version
-from llm_assets.core.lake import Lake, StoreConfig
+from llm_assets.core.lake import Lake
 from llm_assets.core.readers import (
     ReaderSettings,
     ReadReport,
@@ -27,7 +27,7 @@ from llm_assets.core.readers import (
     read_parquet,
     read_records,
 )
-from llm_assets.core.units import UnitResult, timed_unit
+from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
 
 class DocumentsSettings(Section):
@@ -89,13 +89,10 @@ def doc_id(source_key: str, record_id: str, offset: int, skip: int = 0) -> str:
 
 
 @dataclass(frozen=True)
-class ExtractUnit:
-    store: StoreConfig
+class ExtractUnit(WorkUnit):  # source: raw/<crawl>/<file>
     settings: DocumentsSettings
     crawl: str
-    source: str  # raw/<crawl>/<file>
     size: int
-    unit: str
     part: str
     rejected_part: str = ""
     extractor: str = ""  # a run's override of settings.extractor

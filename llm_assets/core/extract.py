@@ -52,11 +52,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.metadata import version
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trafilatura
 
 from llm_assets.core.errors import is_store_error
+
+if TYPE_CHECKING:
+    from trafilatura.settings import Document
 
 LOGGER = logging.getLogger(__name__)
 
@@ -121,6 +124,8 @@ def extract_html(
     if not html or html.isspace():
         return None
     try:
+        if timeout_s is None:
+            return _EXTRACT[extractor](html, url or None)
         return _CPULimit(timeout_s).call(_EXTRACT[extractor], html, url or None)
     except ExtractionTimeout:
         raise
@@ -135,7 +140,8 @@ def extract_html(
 
 
 def _trafilatura(html: str, url: str | None) -> Extracted | None:
-    doc = trafilatura.bare_extraction(
+    # as_dict=False (the default) makes it a Document, but trafilatura's signature does not tell the two apart
+    doc = cast("Document | None", trafilatura.bare_extraction(
         html,
         url=url,
         favor_precision=True,
@@ -144,7 +150,7 @@ def _trafilatura(html: str, url: str | None) -> Extracted | None:
         deduplicate=False,
         with_metadata=True,
         date_extraction_params=_date_params(),
-    )
+    ))
     if doc is None or not doc.text:
         return None
     return Extracted(text=doc.text, title=doc.title, date=doc.date)
@@ -259,14 +265,12 @@ class _CPULimit:
     meanwhile and goes on with the time it had left. Signal handlers run only in the main thread, so elsewhere
     `_Watchdog` reads the thread's CPU clock and raises the error in it; both interrupt between two bytecodes."""
 
-    def __init__(self, seconds: float | None) -> None:
+    def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.armed = False
         self.fired = False
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self.seconds is None:
-            return fn(*args)
         if _can_use_timer():
             return self._with_signal(fn, *args)
         if _can_use_watchdog():

@@ -9,16 +9,17 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 import pyarrow as pa
 
 from llm_assets.core import documents, quality_model
 from llm_assets.core.config import Section
-from llm_assets.core.filters import DEFAULT_CHAIN, Block, ChainBlock, apply_filters
+from llm_assets.core.filters import DEFAULT_CHAIN, Block, ChainBlock, QualityModelFilter, apply_filters
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
-from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.core.units import DropCounter, UnitResult, timed_unit
+from llm_assets.core.lake import Lake
+from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 
 STAGE_VERSION = "2"
 BATCH_ROWS = 1024
@@ -49,7 +50,8 @@ class FilteredSettings(Section):
         False}`."""
         changed = {name: b if isinstance(b, Block) else DEFAULT_CHAIN[_index(DEFAULT_CHAIN, name)].model_copy(update=b)
                    for name, b in blocks.items()}
-        return cls(chain=tuple(changed.get(b.name, b) for b in DEFAULT_CHAIN))
+        # a Block that is no chain block fails pydantic's validation of `chain`
+        return cls(chain=cast("tuple[ChainBlock, ...]", tuple(changed.get(b.name, b) for b in DEFAULT_CHAIN)))
 
     def blocks(self) -> list[Block]:
         """The enabled blocks, in order."""
@@ -95,6 +97,7 @@ def with_quality_model(settings: FilteredSettings, lake: Lake) -> tuple[Filtered
     block = settings.block("quality_model")
     if block is None or not block.enabled:
         return settings, ""
+    assert isinstance(block, QualityModelFilter)  # the only block named quality_model
     if block.model_path:
         return settings, file_sha256(Path(block.model_path))
     path, sha = quality_model.latest_model(lake)
@@ -110,11 +113,8 @@ def file_sha256(path: Path) -> str:
 
 
 @dataclass(frozen=True)
-class FilterUnit:
-    store: StoreConfig
+class FilterUnit(WorkUnit):  # source: the upstream documents part
     settings: FilteredSettings
-    source: str  # the upstream documents part
-    unit: str
     part: str
     rejected_part: str
 
@@ -127,7 +127,7 @@ def filter_documents(u: FilterUnit) -> UnitResult:
     rows_in = 0
     with lake.part_writer(u.part, SCHEMA) as out, lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
         for batch in lake.iter_batches(u.source, BATCH_ROWS):
-            df = pl.from_arrow(batch)
+            df = cast(pl.DataFrame, pl.from_arrow(batch))
             rows_in += df.height
             kept, dropped = filter_batch(df, u.settings)
             out.write(kept)

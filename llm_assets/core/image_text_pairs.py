@@ -15,9 +15,9 @@ from pydantic import Field
 from llm_assets.core.config import Section
 from llm_assets.core.documents import DocumentsSettings, doc_id, iter_source, reader_settings
 from llm_assets.core.images import IMAGE_PAIRS_SCHEMA, ImagePairSettings, extract_image_pairs
-from llm_assets.core.lake import Lake, StoreConfig
+from llm_assets.core.lake import Lake
 from llm_assets.core.readers import ReadReport
-from llm_assets.core.units import UnitResult, timed_unit
+from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
 
 class ImagePairsSettings(Section):
@@ -35,14 +35,11 @@ SCHEMA = pa.schema(list(IMAGE_PAIRS_SCHEMA) + [("crawl", pa.string()), ("source_
 
 
 @dataclass(frozen=True)
-class ImagePairsUnit:
-    store: StoreConfig
+class ImagePairsUnit(WorkUnit):  # source: raw/<crawl>/<file>
     reader: DocumentsSettings
     settings: ImagePairsSettings
     crawl: str
-    source: str
     size: int
-    unit: str
     part: str
 
 

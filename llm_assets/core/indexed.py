@@ -22,6 +22,7 @@ formerly `MMapIndexedDataset`) reads. Writing it directly lets a release be trai
 from __future__ import annotations
 
 import array
+import io
 import os
 import struct
 from dataclasses import dataclass
@@ -170,7 +171,7 @@ class IndexedWriter:
         self._idx_tmp = Path(f"{self.idx_path}.tmp")
         self._lengths = array.array("q")
         self._documents = array.array("q", [0])
-        self._file = None
+        self._file: io.BufferedWriter | None = None
 
     def __enter__(self) -> IndexedWriter:
         self.bin_path.parent.mkdir(parents=True, exist_ok=True)
@@ -219,11 +220,13 @@ class IndexedWriter:
     def _write(self, arr: np.ndarray) -> None:
         if self._file is None:
             raise RuntimeError("IndexedWriter is written inside `with IndexedWriter(...) as w:`")
-        self._file.write(memoryview(arr).cast("B"))
+        # numpy's stubs give ndarray the buffer protocol only on Python 3.12+
+        self._file.write(memoryview(arr).cast("B"))  # type: ignore[arg-type]
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         try:
+            assert self._file is not None  # `with` runs __exit__ only after __enter__ opened it
             self._file.close()
             if exc_type is None:
                 self._publish()
@@ -282,7 +285,7 @@ class IndexedDataset:
         return {"prefix": self.prefix}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["prefix"])
+        type(self).__init__(self, state["prefix"])
 
     def __len__(self) -> int:
         return len(self.index)

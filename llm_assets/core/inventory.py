@@ -91,7 +91,8 @@ def partition_files(lake: Lake, crawl: str, shard: str, shards: int) -> list[Obj
 def rejected_raw_keys(lake: Lake, limit: int = 100) -> tuple[int, list[RejectedKey]]:
     """Every raw key that will not be ingested, from one listing of `raw/`: how many, and the first `limit`.
     It includes the keys no partition can report: those under an invalid crawl folder or directly under raw/."""
-    count, shown = 0, []
+    count = 0
+    shown: list[RejectedKey] = []
     for obj in lake.list("raw/"):
         if not is_folder_marker(obj) and (r := rejection(obj)) is not None:
             count += 1

@@ -11,6 +11,7 @@ multipart upload), so a run killed mid-write leaves at most an unreferenced part
 
 from __future__ import annotations
 
+import builtins
 import errno
 import io
 import json
@@ -26,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import boto3
 import polars as pl
@@ -228,7 +229,7 @@ class StoreConfig:
     def storage_options(self, credentials: Credentials | None = None) -> dict[str, str | int]:
         """Polars / object_store options for s3:// URLs, with the same retry budget as the lake client."""
         creds = credentials or self.credentials()
-        opts = {
+        opts: dict[str, str | int] = {
             "aws_region": self.region,
             "max_retries": 1_000_000,  # bounded by the time budget, not a count
             "retry_timeout_ms": int(self.retry.budget_s * 1000),
@@ -290,7 +291,7 @@ class Lake:
         return {"config": self.config}  # the receiving process reads its own credentials
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["config"])
+        type(self).__init__(self, state["config"])
 
     @cached_property
     def s3(self):
@@ -356,7 +357,8 @@ class Lake:
             if not page.get("IsTruncated") or not token:
                 return
 
-    def folders(self, prefix: str) -> list[str]:
+    # builtins.list: inside this class, `list` is the method above
+    def folders(self, prefix: str) -> builtins.list[str]:
         """The names of the folders directly under `prefix` (e.g. the crawls under raw/)."""
         names, token = [], None
         while True:
@@ -452,15 +454,16 @@ class Lake:
         """Polars options for this lake's s3:// URLs, with this process's credentials."""
         return self.config.storage_options(self.credentials)
 
-    def scan(self, keys: list[str], schema: pa.Schema | None = None) -> pl.LazyFrame:
+    def scan(self, keys: builtins.list[str], schema: pa.Schema | None = None) -> pl.LazyFrame:
         """A lazy frame over parts; nothing is read until it is collected or streamed."""
         if not keys:
             if schema is None:
                 return pl.LazyFrame()
-            return pl.from_arrow(schema.empty_table()).lazy()
+            return cast(pl.DataFrame, pl.from_arrow(schema.empty_table())).lazy()
         return pl.scan_parquet([self.url(k) for k in keys], storage_options=self.storage_options())
 
-    def iter_batches(self, key: str, batch_rows: int = 1024, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    def iter_batches(self, key: str, batch_rows: int = 1024,
+                     columns: builtins.list[str] | None = None) -> Iterator[pa.RecordBatch]:
         """Read one part batch by batch (row groups are fetched by range, not the whole object)."""
         with self.open_arrow(key) as f:
             yield from pq.ParquetFile(f).iter_batches(batch_size=batch_rows, columns=columns)
@@ -485,7 +488,7 @@ class ObjectStream(io.RawIOBase):
         self._open()
 
     def _open(self) -> None:
-        def get():
+        def get() -> dict[str, Any] | None:
             kwargs: dict[str, Any] = {"Bucket": self.lake.bucket, "Key": self.key}
             if self.pos:
                 kwargs["Range"] = f"bytes={self.pos}-"

@@ -58,7 +58,54 @@ class PartitionOutput:
         return [e for u in self.units for e in u.errors[:1]]
 
 
-def commit(lake: Lake, asset: str, crawl: str, shard: str, out: PartitionOutput) -> dict:
+@dataclass(frozen=True)
+class Manifest:
+    """A committed partition, as its manifest in the lake records it: the parts its work units wrote, its rows, and
+    the versions the stale planner compares (its code, what it holds, what it was built from)."""
+
+    asset: str
+    crawl: str
+    shard: str
+    code_version: str = ""
+    data_version: str = ""
+    rows: int = 0
+    units: tuple[UnitResult, ...] = ()
+    inputs: dict[str, str] = field(default_factory=dict)
+    committed_at: float = 0.0
+
+    @classmethod
+    def from_json(cls, data: dict) -> Manifest:
+        return cls(asset=data["asset"], crawl=data["crawl"], shard=data["shard"],
+                   code_version=data.get("code_version") or "", data_version=data.get("data_version") or "",
+                   rows=data.get("rows", 0), units=tuple(UnitResult.from_dict(u) for u in data.get("units", [])),
+                   inputs=data.get("inputs") or {}, committed_at=data.get("committed_at", 0.0))
+
+    def to_json(self) -> dict:
+        return {"version": MANIFEST_VERSION, "asset": self.asset, "crawl": self.crawl, "shard": self.shard,
+                "code_version": self.code_version, "data_version": self.data_version, "inputs": self.inputs,
+                "committed_at": self.committed_at, "rows": self.rows, "units": [u.to_dict() for u in self.units]}
+
+    @property
+    def parts(self) -> list[str]:
+        """The parts of the documents kept."""
+        return [u.part for u in self.units if u.part]
+
+    @property
+    def rejected_parts(self) -> list[str]:
+        return [u.rejected_part for u in self.units if u.rejected_part]
+
+    def part_keys(self) -> set[str]:
+        """Every key the partition needs in the store."""
+        return {*self.parts, *self.rejected_parts}
+
+
+def read_manifest(lake: Lake, asset: str, crawl: str, shard: str) -> Manifest | None:
+    """The committed manifest of a partition, or None when it was never committed."""
+    data = lake.get_json(manifest_key(asset, crawl, shard))
+    return None if data is None else Manifest.from_json(data)
+
+
+def commit(lake: Lake, asset: str, crawl: str, shard: str, out: PartitionOutput) -> Manifest:
     """Commit a partition: one conditional PUT of its manifest, which lists its parts.
 
     Every part the manifest lists must be in the store (checked by one listing), so a commit can never point at a
@@ -67,30 +114,22 @@ def commit(lake: Lake, asset: str, crawl: str, shard: str, out: PartitionOutput)
     deleted here: a reader holding the previous manifest may still be reading them. The commit records them in a
     tombstone, and `vacuum` deletes them once the lake's retention has passed."""
     key = manifest_key(asset, crawl, shard)
-    manifest = {
-        "version": MANIFEST_VERSION,
-        "asset": asset,
-        "crawl": crawl,
-        "shard": shard,
-        "code_version": out.code_version,
-        "data_version": out.data_version,
-        "inputs": out.inputs,
-        "committed_at": time.time(),
-        "rows": out.rows_out,
-        "units": [u.to_dict() for u in out.units],
-    }
-    live = _part_keys(manifest)
+    manifest = Manifest(asset=asset, crawl=crawl, shard=shard, code_version=out.code_version,
+                        data_version=out.data_version, rows=out.rows_out, units=tuple(out.units), inputs=out.inputs,
+                        committed_at=time.time())
+    live = manifest.part_keys()
     if missing := sorted(live - _stored_parts(lake, asset, crawl, shard)):
         raise MissingParts(f"{asset} crawl={crawl} shard={shard}: {len(missing)} part(s) to commit are not in the "
                            f"store (first: {missing[0]}); nothing was committed, run the partition again")
     for _ in range(COMMIT_ATTEMPTS):
         previous, etag = lake.get_json_versioned(key)
-        if superseded := sorted(_part_keys(previous or {}) - live):
+        before = Manifest.from_json(previous).part_keys() if previous else set()
+        if superseded := sorted(before - live):
             now = time.time()
             lake.put_json(tombstone_key(asset, crawl, shard, now, secrets.token_hex(4)),
                           {"parts": superseded, "superseded_at": now, "by": out.data_version})
         try:
-            lake.put_json(key, manifest, if_match=etag, if_absent=etag is None)
+            lake.put_json(key, manifest.to_json(), if_match=etag, if_absent=etag is None)
             break
         except CommitConflict:
             continue  # another run committed in between: supersede what it wrote instead
@@ -106,10 +145,10 @@ def reusable_units(lake: Lake, asset: str, crawl: str, shard: str, wanted: set[s
     the store (any more) are redone, so a rerun always repairs."""
     if not wanted:
         return {}
-    manifest = lake.get_json(manifest_key(asset, crawl, shard)) or {}
+    manifest = read_manifest(lake, asset, crawl, shard)
     stored = _stored_parts(lake, asset, crawl, shard)
-    return {d["unit"]: UnitResult.from_dict(d) for d in manifest.get("units", [])
-            if d["unit"] in wanted and not d.get("errors") and _part_keys({"units": [d]}) <= stored}
+    return {u.unit: u for u in (manifest.units if manifest else ())
+            if u.unit in wanted and not u.errors and {k for k in (u.part, u.rejected_part) if k} <= stored}
 
 
 def data_version(units: list[UnitResult]) -> str:
@@ -133,10 +172,11 @@ def vacuum(lake: Lake, retention_s: float, partitions: list[tuple[str, str, str]
     for prefix in prefixes:
         for obj in lake.list(prefix):
             if (match := _PARTITION_KEY.match(obj.key)) is not None:
-                groups.setdefault(match.group("asset", "crawl", "shard"), {})[obj.key] = obj
+                groups.setdefault((match["asset"], match["crawl"], match["shard"]), {})[obj.key] = obj
     deleted: list[str] = []
     for (asset, crawl, shard), objects in sorted(groups.items()):
-        live = _part_keys(lake.get_json(manifest_key(asset, crawl, shard)) or {})
+        manifest = read_manifest(lake, asset, crawl, shard)
+        live = manifest.part_keys() if manifest else set()
         protected, expired = set(live), []
         for key in sorted(k for k in objects if "/_superseded/" in k):
             tombstone = lake.get_json(key) or {}
@@ -151,19 +191,15 @@ def vacuum(lake: Lake, retention_s: float, partitions: list[tuple[str, str, str]
     return deleted
 
 
-def committed(lake: Lake, asset: str, crawl: str, shards: list[str]) -> dict[str, dict]:
+def committed(lake: Lake, asset: str, crawl: str, shards: list[str]) -> dict[str, Manifest]:
     """shard -> committed manifest, for the shards of `crawl` that have one."""
-    return {s: m for s in shards if (m := lake.get_json(manifest_key(asset, crawl, s))) is not None}
+    return {s: m for s in shards if (m := read_manifest(lake, asset, crawl, s)) is not None}
 
 
-def units_version(code_version: str, manifests: list[dict]) -> str:
+def units_version(code_version: str, manifests: list[Manifest]) -> str:
     """The data version of an asset that fans in these partitions: its code version and every unit it read."""
-    units = sorted(u["unit"] for m in manifests for u in m["units"])
+    units = sorted(u.unit for m in manifests for u in m.units)
     return hashlib.sha256("|".join([code_version, *units]).encode()).hexdigest()[:20]
-
-
-def _part_keys(manifest: dict) -> set[str]:
-    return {k for u in manifest.get("units", []) for k in (u.get("part"), u.get("rejected_part")) if k}
 
 
 def _stored_parts(lake: Lake, asset: str, crawl: str, shard: str) -> set[str]:
@@ -194,13 +230,18 @@ class LakeInput:
 
     lake: Lake
     asset: str
-    manifests: list[dict] = field(default_factory=list)
+    manifests: list[Manifest] = field(default_factory=list)
 
     @classmethod
-    def load(cls, lake: Lake, asset: str, partitions: list[tuple[str, str]]) -> LakeInput:
+    def load(cls, lake: Lake, asset: str, partitions: list[tuple[str, str]], allow_missing: bool = False
+             ) -> LakeInput:
+        """The committed manifests of these (crawl, shard) partitions; one never committed is an error, or skipped
+        with `allow_missing`."""
         manifests = []
         for crawl, shard in partitions:
-            m = lake.get_json(manifest_key(asset, crawl, shard))
+            m = read_manifest(lake, asset, crawl, shard)
+            if m is None and allow_missing:
+                continue
             if m is None:
                 raise MissingPartition(f"{asset} has no committed partition crawl={crawl} shard={shard}")
             manifests.append(m)
@@ -208,17 +249,17 @@ class LakeInput:
 
     @property
     def parts(self) -> list[str]:
-        return [u["part"] for m in self.manifests for u in m["units"] if u.get("part")]
+        return [part for m in self.manifests for part in m.parts]
 
     @property
     def data_version(self) -> str:
         """The version of what was read: the manifests' data versions (one partition: its own)."""
-        versions = [m.get("data_version") or "" for m in self.manifests]
+        versions = [m.data_version for m in self.manifests]
         return versions[0] if len(versions) == 1 else hashlib.sha256("|".join(versions).encode()).hexdigest()[:20]
 
     @property
     def rows(self) -> int:
-        return sum(m["rows"] for m in self.manifests)
+        return sum(m.rows for m in self.manifests)
 
     def scan(self) -> pl.LazyFrame:
         """A LazyFrame over every part: collect it streaming, or slice it, to keep memory bounded."""

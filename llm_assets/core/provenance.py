@@ -24,8 +24,8 @@ def original_record(lake: Lake, key: str, fmt: str, offset: int, skip: int, max_
     if fmt in ("warc", "arc", "wet"):
         body = lake.open(key, start=offset)
         src = _Source(body)
-        stream = io.BufferedReader(_Member(src), CHUNK) if src.peek(3) == GZIP_MAGIC else io.BufferedReader(
-            _SourceIO(src), CHUNK)
+        raw: _Member | _SourceIO = _Member(src) if src.peek(3) == GZIP_MAGIC else _SourceIO(src)
+        stream = io.BufferedReader(raw, CHUNK)
         _skip(stream, skip)
         record = next(iter(ArchiveIterator(stream, arc2warc=True)))
         parts = [record.rec_headers.to_str()]

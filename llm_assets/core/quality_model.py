@@ -73,6 +73,7 @@ class Examples:
 
 
 def _lines(data: bytes) -> Iterator[bytes]:
+    stream: io.BufferedIOBase | zstandard.ZstdDecompressionReader
     if data[:2] == b"\x1f\x8b":
         stream = gzip.GzipFile(fileobj=io.BytesIO(data))
     elif data[:4] == b"\x28\xb5\x2f\xfd":

@@ -10,22 +10,17 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from llm_assets.core.inventory import INVALID_RAW_KEY, REJECTED_SCHEMA, SCHEMA, fingerprint, partition_listing
-from llm_assets.core.lake import Lake, StoreConfig, parse_raw_key, part_key
-from llm_assets.core.units import UnitResult, timed_unit
+from llm_assets.core.lake import Lake, parse_raw_key, part_key
+from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
 STAGE_VERSION = "1"
 
 
 @dataclass(frozen=True)
-class InventoryUnit:
-    store: StoreConfig
+class InventoryUnit(WorkUnit):  # source: raw/<crawl>/; no id: the inventory always lists again
     crawl: str
     shard: str
     shards: int
-
-    @property
-    def source(self) -> str:
-        return f"raw/{self.crawl}/"
 
 
 @timed_unit

@@ -23,7 +23,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import zstandard
 from warcio.archiveiterator import ArchiveIterator
@@ -95,10 +95,17 @@ class UnreadableFile(ValueError):
 # ---------------------------------------------------------------------------------------------------- streams
 
 
+class ByteStream(Protocol):
+    """What the readers need of a raw file: reads from the front. Asking for a BinaryIO would exclude a store's
+    object stream and a stream with bytes put back in front."""
+
+    def read(self, n: int, /) -> bytes | None: ...
+
+
 class _Source:
     """The compressed byte stream with its position and a push-back buffer."""
 
-    def __init__(self, raw: BinaryIO):
+    def __init__(self, raw: ByteStream):
         self.raw, self.pos, self.buf = raw, 0, b""
 
     def read(self, n: int) -> bytes:
@@ -411,7 +418,9 @@ def _json_array_items(stream: BinaryIO, cap: int, report: ReadReport) -> Iterato
             if escaped:  # the byte after a backslash that ended the previous chunk
                 pos, escaped = pos + 1, False
             elif in_string:
-                end = _JSON_STRING_REST.match(chunk, pos).end()
+                rest = _JSON_STRING_REST.match(chunk, pos)
+                assert rest is not None  # the pattern matches the empty string too
+                end = rest.end()
                 if end == len(chunk):
                     pos = end
                 elif chunk[end] == ord('"'):
@@ -521,7 +530,7 @@ def sniff_format(head: bytes) -> str | None:
     return None
 
 
-def read_records(raw: BinaryIO, name: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
+def read_records(raw: ByteStream, name: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
     """Records of one raw file (a streaming, non-seekable byte stream). Parquet needs random access: callers
     detect it with `is_parquet` and use `read_parquet`. Raises UnreadableFile for what is no known format."""
     src = _Source(raw)
@@ -533,14 +542,17 @@ def read_records(raw: BinaryIO, name: str, settings: ReaderSettings, report: Rea
         if fmt in ("warc", "arc"):
             yield from _read_warc_gzip(src, fmt, settings, report)
             return
-        stream = io.BufferedReader(gzip.GzipFile(fileobj=src), CHUNK)
+        # typeshed wants a fileobj that can seek; GzipFile seeks it only when itself rewound, never done here
+        stream = io.BufferedReader(gzip.GzipFile(fileobj=src), CHUNK)  # type: ignore[call-overload]
     elif magic == ZSTD_MAGIC:
-        stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(src, read_across_frames=True), CHUNK)
+        # zstandard reads any object with read(); its stub asks for a whole IO[bytes]
+        stream = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(
+            src, read_across_frames=True), CHUNK)  # type: ignore[arg-type]
     elif magic == PARQUET_MAGIC:
         raise UnreadableFile("Parquet needs random access: read it with read_parquet")
-    elif GZIP_MAGIC in src.peek(LOOKAHEAD) and sniff_format(_gzip_head(src)) in ("warc", "arc"):
+    elif GZIP_MAGIC in src.peek(LOOKAHEAD) and (fmt := sniff_format(_gzip_head(src))) in ("warc", "arc"):
         # gzip members after a damaged start (the first member's own header is broken)
-        yield from _read_warc_gzip(src, sniff_format(_gzip_head(src)), settings, report)
+        yield from _read_warc_gzip(src, fmt, settings, report)
         return
     else:
         stream = io.BufferedReader(_SourceIO(src), CHUNK)

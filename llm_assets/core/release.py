@@ -20,7 +20,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import polars as pl
@@ -90,7 +90,7 @@ def spool_tokens(lake: Lake, parts: list[tuple[str, str, str]], dtype: np.dtype,
         for crawl, shard, part in parts:
             for batch in lake.iter_batches(part, 1024, columns=["doc_id", "url", "n_tokens", "tokens"]):
                 np.asarray(batch.column("tokens").flatten(), dtype=dtype).tofile(f)
-                meta.append(pl.from_arrow(batch.select(["doc_id", "url", "n_tokens"]))
+                meta.append(cast(pl.DataFrame, pl.from_arrow(batch.select(["doc_id", "url", "n_tokens"])))
                             .with_columns(crawl=pl.lit(crawl), shard=pl.lit(shard)))
     docs = pl.concat(meta) if meta else pl.DataFrame(schema={"doc_id": pl.String, "url": pl.String,
                                                             "n_tokens": pl.Int32, "crawl": pl.String,
@@ -243,9 +243,10 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
     files["README.md"] = workdir / "README.md"
     for name, path in files.items():
         lake.put_file(prefix + name, path)
-    manifest["files"] = {name: path.stat().st_size for name, path in files.items()}
+    sizes = {name: path.stat().st_size for name, path in files.items()}
+    manifest["files"] = sizes
     lake.put_json(prefix + "manifest.json", manifest)  # last: the commit
-    return Release(settings.name, version, prefix, manifest, card, files=manifest["files"])
+    return Release(settings.name, version, prefix, manifest, card, files=sizes)
 
 
 def write_text(lake: Lake, partitions: list[dict], text_parts: dict[str, list[str]], workdir: Path) -> dict:

@@ -14,6 +14,8 @@ Any position maps independently, so a writer asks for its output order in chunks
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 
 
@@ -48,9 +50,19 @@ class FeistelPermutation:
     def __repr__(self) -> str:
         return f"FeistelPermutation(n={self.n}, rounds={self.rounds}, bits={2 * self.half_bits})"
 
+    @overload
+    def __call__(self, i: int) -> int: ...
+    @overload
+    def __call__(self, i: np.ndarray) -> np.ndarray: ...
+
     def __call__(self, i: np.ndarray | int) -> np.ndarray | int:
         """The position each index moves to; an int for an int, else an int64 array of the same shape."""
         return self._walk(i, self._forward)
+
+    @overload
+    def inverse(self, j: int) -> int: ...
+    @overload
+    def inverse(self, j: np.ndarray) -> np.ndarray: ...
 
     def inverse(self, j: np.ndarray | int) -> np.ndarray | int:
         """The index that moves to each position: inverse(perm(i)) == i."""

@@ -13,9 +13,9 @@ import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core.config import PROJECT_ROOT, Section
-from llm_assets.core.lake import Lake, StoreConfig
+from llm_assets.core.lake import Lake
 from llm_assets.core.tokenize import load_tokenizer
-from llm_assets.core.units import UnitResult, timed_unit
+from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
 
 class TokenizerTraining(Section):
@@ -56,11 +56,8 @@ def schema(vocab_size: int) -> pa.Schema:
 
 
 @dataclass(frozen=True)
-class TokenizeUnit:
-    store: StoreConfig
+class TokenizeUnit(WorkUnit):  # source: the upstream deduplicated part
     settings: TokenizedSettings
-    source: str  # the upstream filtered part
-    unit: str
     part: str
 
 

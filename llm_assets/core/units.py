@@ -45,7 +45,26 @@ class RunnerSettings(Section):
     connect_timeout_s: float = Field(default=30.0, gt=0)
 
 
-U = TypeVar("U")
+@dataclass(frozen=True, kw_only=True)
+class WorkUnit:
+    """What every work unit carries: the store it reads and writes (a `StoreConfig`, never credentials), the input
+    it is named by in errors and metadata, and its identity. The same `unit` id means the same output, so a
+    committed unit with that id is reused; an empty id is redone on every run (the raw inventory lists again)."""
+
+    store: Any
+    source: str
+    unit: str = ""
+
+
+class HasSource(Protocol):
+    """What a runner needs of a unit: the input that names it in errors. Structural rather than `WorkUnit`, as tests
+    run plain dataclasses with only a `source`; a read-only property, so that frozen dataclasses match it."""
+
+    @property
+    def source(self) -> str: ...
+
+
+U = TypeVar("U", bound=HasSource)
 
 
 def unit_id(*parts: str) -> str:
@@ -117,8 +136,7 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
         except UnitFailed:
             raise
         except Exception as e:  # noqa: BLE001 - re-raised as UnitFailed, with the input's name
-            source = getattr(unit, "source", "?")
-            raise UnitFailed(source, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-3)}",
+            raise UnitFailed(unit.source, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-3)}",
                              infrastructure=is_infrastructure(e)) from e
         result.seconds = time.perf_counter() - start
         result.peak_rss_bytes = peak_rss_bytes()
@@ -159,7 +177,9 @@ class PoolRunner:
             if failed := next((f for f in futures if f.done() and f.exception() is not None), None):
                 for f in futures:
                     f.cancel()
-                raise failed.exception()
+                error = failed.exception()
+                assert error is not None  # `failed` was picked for having one
+                raise error
             return [f.result() for f in futures]
 
 

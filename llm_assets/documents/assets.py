@@ -2,17 +2,14 @@ from typing import Literal
 
 import dagster as dg
 
-from llm_assets.core.documents import SCHEMA, STAGE_VERSION, ExtractUnit, extract_documents
+from llm_assets.core.documents import SCHEMA, ExtractUnit, extract_documents
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput
 from llm_assets.core.units import unit_id
-from llm_assets.registry import StageSpec
-from llm_assets.settings import load_settings
-from llm_assets.stage import code_version, partition_of, run_stage, stage_asset
+from llm_assets.documents.spec import SPEC
+from llm_assets.settings import Settings
+from llm_assets.stage import partition_of, run_stage, stage_asset
 from resources import ObjectStore
-
-SETTINGS = load_settings().documents
-CODE_VERSION = code_version(STAGE_VERSION, SETTINGS.fingerprint())
 
 
 class DocumentsConfig(dg.Config):
@@ -22,32 +19,35 @@ class DocumentsConfig(dg.Config):
     extractor: Literal["", "trafilatura", "resiliparse"] = ""
 
 
-@stage_asset(CODE_VERSION)
-def documents(context: dg.AssetExecutionContext, config: DocumentsConfig, store: ObjectStore, raw_files: LakeInput):
-    """Documents from the shard's raw files, whatever their format (sniffed from the bytes: WARC/ARC with gzip
-    per record, whole-file gzip or none, WET, JSON Lines / JSON in gzip or zstd, Parquet, loose HTML).
+def build(settings: Settings) -> list[dg.AssetsDefinition]:
+    code = SPEC.version(settings)
 
-    HTML responses (2xx, HTML by header and by sniffing) get their main text extracted (trafilatura with
-    FineWeb's settings by default, or resiliparse), with title and date; charsets come from the HTTP header,
-    then `<meta>`, then detection. Each document keeps its provenance: doc_id, URL, domain, crawl, source key,
-    record offset, WARC-Record-ID, fetch time, content type, charset, extractor and version.
+    @stage_asset(SPEC, settings)
+    def documents(context: dg.AssetExecutionContext, config: DocumentsConfig, store: ObjectStore,
+                  raw_files: LakeInput):
+        """Documents from the shard's raw files, whatever their format (sniffed from the bytes: WARC/ARC with gzip
+        per record, whole-file gzip or none, WET, JSON Lines / JSON in gzip or zstd, Parquet, loose HTML).
 
-    Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); bad ones
-    (truncated_file, corrupt_record, oversized, non_html_payload, extraction_timeout, corrupt_json,
-    missing_text, unreadable_file) are quarantined under `rejected/documents/`. One work unit per raw file.
-    """
-    crawl, shard = partition_of(context)
-    extractor = config.extractor or SETTINGS.extractor
-    inventory = raw_files.scan().collect()
-    units = []
-    for key, size, etag in inventory.select("key", "size", "etag").iter_rows():
-        unit = unit_id("documents", CODE_VERSION, extractor, key, etag)
-        units.append(ExtractUnit(store=store.config(), settings=SETTINGS, crawl=crawl, source=key, size=size,
-                                 unit=unit, part=part_key("documents", crawl, shard, unit),
-                                 rejected_part=part_key("documents", crawl, shard, unit, zone="rejected"),
-                                 extractor=extractor))
-    yield from run_stage(context, extract_documents, units, CODE_VERSION, SCHEMA.names, {"extractor": extractor},
-                         inputs={"raw_files": raw_files.data_version})
+        HTML responses (2xx, HTML by header and by sniffing) get their main text extracted (trafilatura with
+        FineWeb's settings by default, or resiliparse), with title and date; charsets come from the HTTP header,
+        then `<meta>`, then detection. Each document keeps its provenance: doc_id, URL, domain, crawl, source key,
+        record offset, WARC-Record-ID, fetch time, content type, charset, extractor and version.
 
+        Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); bad ones
+        (truncated_file, corrupt_record, oversized, non_html_payload, extraction_timeout, corrupt_json,
+        missing_text, unreadable_file) are quarantined under `rejected/documents/`. One work unit per raw file.
+        """
+        crawl, shard = partition_of(context)
+        extractor = config.extractor or settings.documents.extractor
+        inventory = raw_files.scan().collect()
+        units = []
+        for key, size, etag in inventory.select("key", "size", "etag").iter_rows():
+            unit = unit_id("documents", code, extractor, key, etag)
+            units.append(ExtractUnit(store=store.config(), settings=settings.documents, crawl=crawl, source=key,
+                                     size=size, unit=unit, part=part_key("documents", crawl, shard, unit),
+                                     rejected_part=part_key("documents", crawl, shard, unit, zone="rejected"),
+                                     extractor=extractor))
+        yield from run_stage(context, extract_documents, units, code, SCHEMA.names, settings.runner,
+                             {"extractor": extractor}, inputs={"raw_files": raw_files.data_version})
 
-SPEC = StageSpec("documents", "shard", ("raw_files",))
+    return [documents]

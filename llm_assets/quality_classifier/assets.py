@@ -5,58 +5,59 @@ import dagster as dg
 from llm_assets.core.crawl_stats import bar_chart
 from llm_assets.core.quality_model import publish, read_examples, train
 from llm_assets.core.units import peak_rss_bytes
-from llm_assets.settings import load_settings
-from llm_assets.stage import code_version
+from llm_assets.quality_classifier.spec import SPEC
+from llm_assets.settings import Settings
 from resources import ObjectStore
 
-STAGE_VERSION = "1"
-SETTINGS = load_settings().quality_classifier
 
+def build(settings: Settings) -> list[dg.AssetsDefinition]:
+    training = settings.quality_classifier
 
-@dg.asset(group_name="models", kinds={"fasttext", "s3"},
-          code_version=code_version(STAGE_VERSION, SETTINGS.model_dump_json()))
-def quality_classifier(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
-    """A fastText quality classifier (word bigrams, DCLM-style) trained on the labelled JSON Lines under
-    `labels/quality/` in the bucket: one `{"text": ..., "label": "hq" | ...}` per line, gzip, zstd or plain.
+    @dg.asset(name=SPEC.name, group_name="models", kinds={"fasttext", "s3"}, code_version=SPEC.version(settings))
+    def quality_classifier(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
+        """A fastText quality classifier (word bigrams, DCLM-style) trained on the labelled JSON Lines under
+        `labels/quality/` in the bucket: one `{"text": ..., "label": "hq" | ...}` per line, gzip, zstd or plain.
 
-    The model is stored under `models/quality_classifier/<sha256>.bin` and becomes the one the optional
-    `quality_model` filter block uses (unless that block names its own file). A hash of each text holds out a
-    share of the examples; the metadata reports held-out precision and recall at the threshold. Lines that are
-    not a JSON object with a string text and label are quarantined and counted, named by file and line.
-    """
-    start = time.perf_counter()
-    lake = store.lake()
-    keys = [o.key for o in lake.list(SETTINGS.labels_prefix) if not o.key.endswith("/")]
-    if not keys:
-        raise dg.Failure(f"no labelled JSON Lines under {lake.url(SETTINGS.labels_prefix)}: drop files with one "
-                         f'{{"{SETTINGS.text_field}": ..., "{SETTINGS.label_field}": ...}} per line there')
-    examples = read_examples(((k, lake.get_bytes(k)) for k in keys), SETTINGS)
-    for error in examples.errors:
-        context.log.warning(f"quarantined {error}")
-    try:
-        model = train(examples, SETTINGS)
-    except ValueError as e:
-        raise dg.Failure(f"quality_classifier: {e} (from {len(keys)} files under {SETTINGS.labels_prefix})") from e
-    ev = model.evaluation
-    record = {"files": len(keys), "train_examples": model.train_examples, "labels": model.labels,
-              "held_out": ev.__dict__ if ev else None}
-    key = publish(lake, model, record)
-    metadata = {
-        "model": dg.MetadataValue.text(lake.url(key)),
-        "model_sha256": model.sha256,
-        "model_bytes": len(model.data),
-        "files": len(keys),
-        "train_examples": model.train_examples,
-        "labels": dg.MetadataValue.md(bar_chart(list(model.labels), list(model.labels.values()), unit="examples")),
-        "quarantined": sum(examples.quarantined.values()),
-        "quarantined_by_reason": dg.MetadataValue.json(dict(examples.quarantined)),
-        "seconds": round(time.perf_counter() - start, 3),
-        "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1),
-    }
-    if ev:
-        metadata |= {"held_out_examples": ev.examples, "held_out_precision": ev.precision,
-                     "held_out_recall": ev.recall, "held_out_accuracy": ev.accuracy,
-                     "threshold": SETTINGS.threshold}
-    if examples.errors:
-        metadata["quarantined_lines"] = dg.MetadataValue.md("\n".join(f"- {e}" for e in examples.errors))
-    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(model.sha256[:20]))
+        The model is stored under `models/quality_classifier/<sha256>.bin` and becomes the one the optional
+        `quality_model` filter block uses (unless that block names its own file). A hash of each text holds out a
+        share of the examples; the metadata reports held-out precision and recall at the threshold. Lines that are
+        not a JSON object with a string text and label are quarantined and counted, named by file and line.
+        """
+        start = time.perf_counter()
+        lake = store.lake()
+        keys = [o.key for o in lake.list(training.labels_prefix) if not o.key.endswith("/")]
+        if not keys:
+            raise dg.Failure(f"no labelled JSON Lines under {lake.url(training.labels_prefix)}: drop files with one "
+                             f'{{"{training.text_field}": ..., "{training.label_field}": ...}} per line there')
+        examples = read_examples(((k, lake.get_bytes(k)) for k in keys), training)
+        for error in examples.errors:
+            context.log.warning(f"quarantined {error}")
+        try:
+            model = train(examples, training)
+        except ValueError as e:
+            raise dg.Failure(f"quality_classifier: {e} (from {len(keys)} files under {training.labels_prefix})") from e
+        ev = model.evaluation
+        record = {"files": len(keys), "train_examples": model.train_examples, "labels": model.labels,
+                  "held_out": ev.__dict__ if ev else None}
+        key = publish(lake, model, record)
+        metadata = {
+            "model": dg.MetadataValue.text(lake.url(key)),
+            "model_sha256": model.sha256,
+            "model_bytes": len(model.data),
+            "files": len(keys),
+            "train_examples": model.train_examples,
+            "labels": dg.MetadataValue.md(bar_chart(list(model.labels), list(model.labels.values()), unit="examples")),
+            "quarantined": sum(examples.quarantined.values()),
+            "quarantined_by_reason": dg.MetadataValue.json(dict(examples.quarantined)),
+            "seconds": round(time.perf_counter() - start, 3),
+            "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1),
+        }
+        if ev:
+            metadata |= {"held_out_examples": ev.examples, "held_out_precision": ev.precision,
+                         "held_out_recall": ev.recall, "held_out_accuracy": ev.accuracy,
+                         "threshold": training.threshold}
+        if examples.errors:
+            metadata["quarantined_lines"] = dg.MetadataValue.md("\n".join(f"- {e}" for e in examples.errors))
+        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(model.sha256[:20]))
+
+    return [quality_classifier]

@@ -26,7 +26,7 @@ ChainBlock = Annotated[
     Field(discriminator="block"),
 ]
 
-DEFAULT_CHAIN: tuple[Block, ...] = (
+DEFAULT_CHAIN: tuple[ChainBlock, ...] = (
     Normalize(), URLFilter(), LanguageFilter(), GopherRepetition(), GopherQuality(),
     C4Quality(filter_no_terminal_punct=False),  # as FineWeb runs it
     FineWebQuality(), C4BadWords(), ProfanityFilter(), DomainVocabulary(), QualityModelFilter(), PIIMasker(),

@@ -8,10 +8,13 @@ A block never loops over rows in Python where a Polars expression will do.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from polars.expr.whenthen import ChainedThen, Then
 
 KEEP = pl.lit(None, dtype=pl.String)
 WORDS = "_words"  # the words of `text`, split once per batch and shared by the blocks that count words
@@ -33,7 +36,7 @@ class Block(BaseModel):
 def first_reason(*rules: tuple[pl.Expr, str]) -> pl.Expr:
     """The code of the first rule whose condition holds, else null: reference filters stop at the first failing
     rule, so a document's reason is the first one in the rule order."""
-    expr = None
+    expr: Then | ChainedThen | None = None
     for condition, code in rules:
         expr = pl.when(condition).then(pl.lit(code)) if expr is None else expr.when(condition).then(pl.lit(code))
     return expr.otherwise(KEEP) if expr is not None else KEEP

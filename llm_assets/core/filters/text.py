@@ -11,6 +11,7 @@ still differ (rare abbreviations, emoticons), the parity test names the document
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import unicodedata
@@ -45,50 +46,55 @@ def _category_class(*categories: str) -> str:
     return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
 
 
-_ICONS = _category_class("So")  # ©, ®, °, emoji: split off wherever they stand
-_SYMBOLS = _category_class("Sc") + _ICONS  # currency signs split off at the edges only
-# Marks split off the start and end of a whitespace-separated chunk, one at a time. Inside a chunk they stay
-# ("SC(803", "a;b", CJK runs with full-width commas), as in spaCy.
-_EDGE = r""",:;!?¿¡()\[\]{}<>_#*&%=§+。？！，、；：～·"“”`‘´’‚„»«「」『』（）〔〕【】《》〈〉""" + "'—–" + _SYMBOLS
-_CLITIC = r"(?:n['’]t|['’](?:[sSmMdD]|ll|LL|re|RE|ve|VE))"
-_LETTER, _ALNUM = r"[^\W\d_]", r"[^\W_]"
-# Points inside a chunk where it splits: hyphens after a letter or digit and before a letter, hyphens and operators
-# between digits, a period between a lower-case and an upper-case letter, a comma between letters, : < > = /
-# between a letter or digit and a letter, and ellipses.
-_INFIX = (rf"(?<={_ALNUM})[-–—](?={_LETTER})|(?<=\d)[-+*^](?=[\d-])|(?<=[a-z])\.(?=[A-Z])"
-          rf"|(?<={_LETTER}),(?={_LETTER})|(?<={_ALNUM})[:<>=/](?={_LETTER})|\.\.+|…|[{_ICONS}]")
-# What may end a chunk: an optional clitic, then edge marks, ellipses and final periods. Possessive, so a long run
-# of dots costs linear time, not exponential backtracking.
-_END = rf"(?:{_CLITIC}?(?:[{_EDGE}]|\.\.+|…|(?<=[a-z\d{_EDGE}])\.|(?<=[A-Z]{{2}})\.)*+(?=\s|$))"
+@functools.cache
+def _word_pattern() -> re.Pattern:
+    """The word pattern, built on first use: its symbol classes walk every code point (0.3 s), which a process that
+    only imports the settings should not pay."""
+    icons = _category_class("So")  # ©, ®, °, emoji: split off wherever they stand
+    symbols = _category_class("Sc") + icons  # currency signs split off at the edges only
+    # Marks split off the start and end of a whitespace-separated chunk, one at a time. Inside a chunk they stay
+    # ("SC(803", "a;b", CJK runs with full-width commas), as in spaCy.
+    edge = (r""",:;!?¿¡()\[\]{}<>_#*&%=§+。？！，、；：～·"“”`‘´’‚„»«「」『』（）〔〕【】《》〈〉"""
+            + "'—–" + symbols)
+    clitic = r"(?:n['’]t|['’](?:[sSmMdD]|ll|LL|re|RE|ve|VE))"
+    letter, alnum = r"[^\W\d_]", r"[^\W_]"
+    # Points inside a chunk where it splits: hyphens after a letter or digit and before a letter, hyphens and operators
+    # between digits, a period between a lower-case and an upper-case letter, a comma between letters, : < > = /
+    # between a letter or digit and a letter, and ellipses.
+    infix = (rf"(?<={alnum})[-–—](?={letter})|(?<=\d)[-+*^](?=[\d-])|(?<=[a-z])\.(?=[A-Z])"
+              rf"|(?<={letter}),(?={letter})|(?<={alnum})[:<>=/](?={letter})|\.\.+|…|[{icons}]")
+    # What may end a chunk: an optional clitic, then edge marks, ellipses and final periods. Possessive, so a long run
+    # of dots costs linear time, not exponential backtracking.
+    end = rf"(?:{clitic}?(?:[{edge}]|\.\.+|…|(?<=[a-z\d{edge}])\.|(?<=[A-Z]{{2}})\.)*+(?=\s|$))"
 
-# Characters that can start an infix or a chunk's end; runs of any other characters are taken in one step.
-_SPECIAL = _EDGE + r".\-/:<>=+*^'’…"
+    # Characters that can start an infix or a chunk's end; runs of any other characters are taken in one step.
+    special = edge + r".\-/:<>=+*^'’…"
 
-_WORD_PATTERN = re.compile(
-    rf"""
-      (?<!\S)[^\s{_SPECIAL}]++(?!\S)                          # a plain chunk, the common case, in one step
-    | https?://[^\s<>"]+?(?={_END})                          # URLs stay whole
-    | (?=[A-Za-z][A-Za-z.']{{0,6}}[.d]|[():;])                # (a cheap guard before the list)
-      (?:{"|".join(re.escape(a) for a in sorted(_ABBREVIATIONS + _EMOTICONS, key=len, reverse=True))})
-      (?=[{_EDGE}]*(?:\s|$))                                  # exceptions: U.S., e.g., :)
-    | (?:{_INFIX})                                            # an infix is a word of its own
-    | (?<={_ALNUM}){_CLITIC}(?={_END})                        # do|n't, it|'s
-    | [{_EDGE}]                                               # a mark at the edge of a chunk
-    | (?:[^\s{_SPECIAL}n]++|n(?!['’]t)|(?!{_INFIX}|{_END})\S)+  # the rest of the chunk, up to an infix or its end
-    | \S
-    """,
-    re.VERBOSE,
-)
+    return re.compile(
+        rf"""
+          (?<!\S)[^\s{special}]++(?!\S)                          # a plain chunk, the common case, in one step
+        | https?://[^\s<>"]+?(?={end})                          # URLs stay whole
+        | (?=[A-Za-z][A-Za-z.']{{0,6}}[.d]|[():;])                # (a cheap guard before the list)
+          (?:{"|".join(re.escape(a) for a in sorted(_ABBREVIATIONS + _EMOTICONS, key=len, reverse=True))})
+          (?=[{edge}]*(?:\s|$))                                  # exceptions: U.S., e.g., :)
+        | (?:{infix})                                            # an infix is a word of its own
+        | (?<={alnum}){clitic}(?={end})                        # do|n't, it|'s
+        | [{edge}]                                               # a mark at the edge of a chunk
+        | (?:[^\s{special}n]++|n(?!['’]t)|(?!{infix}|{end})\S)+  # the rest of the chunk, up to an infix or its end
+        | \S
+        """,
+        re.VERBOSE,
+    )
 
 
 def words(text: str) -> list[str]:
     """The words of one text, spaCy-English style (punctuation marks are words of their own)."""
-    return _WORD_PATTERN.findall(text)
+    return _word_pattern().findall(text)
 
 
 def words_column(texts: pl.Series) -> pl.Series:
     """`words` for a whole column, as a List[String] series."""
-    findall = _WORD_PATTERN.findall
+    findall = _word_pattern().findall
     return pl.Series(WORDS, [findall(t) for t in texts.to_list()], dtype=pl.List(pl.String))
 
 

@@ -45,6 +45,7 @@ def builtin_lists() -> dict[str, tuple[str, ...]]:
         if line.startswith("["):
             section = line.strip("[]")
         else:
+            assert section is not None  # the packaged list opens with a [section] header
             lists[section].append(line)
     return {k: tuple(v) for k, v in lists.items()}
 

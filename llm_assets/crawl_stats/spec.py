@@ -1,0 +1,13 @@
+from llm_assets.core.partition import units_version
+from llm_assets.registry import StageSpec
+
+CODE_VERSION = "1"
+
+
+def stats_version(manifests: list[dict]) -> str:
+    """The stats' data version: every filtered unit they summarise."""
+    return units_version(CODE_VERSION, manifests)
+
+
+SPEC = StageSpec("crawl_stats", "crawl", ("filtered",), version=lambda s: CODE_VERSION,
+                 expected_version=lambda planner, crawl: stats_version(list(planner.committed("filtered", crawl).values())))

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from llm_assets.core.tokenize import TOKENIZER_LATEST, tokenizer_hash
+from llm_assets.core.tokenized import STAGE_VERSION, TokenizedSettings
+from llm_assets.core.versions import code_version
+from llm_assets.registry import StageSpec
+
+
+def configured_tokenizer_hash(settings: TokenizedSettings) -> str:
+    """The configured tokenizer file's hash; a trained tokenizer's hash is in each unit's identity and in lineage."""
+    if settings.source == "train":
+        return "trained"
+    try:
+        return tokenizer_hash(str(settings.resolved_path()))
+    except OSError:
+        return "missing"  # materializing reports the missing files; the code location still loads
+
+
+def tokenized_version(settings) -> str:
+    return code_version(STAGE_VERSION, settings.tokenized.fingerprint(), configured_tokenizer_hash(settings.tokenized))
+
+
+def _published(lake, settings) -> dict | None:
+    pointer = lake.get_json(TOKENIZER_LATEST)
+    return {"version": pointer["sha256"][:16]} if pointer else None
+
+
+TOKENIZER_SPEC = StageSpec("tokenizer", "model", version=tokenized_version, facts=_published)
+SPEC = StageSpec("tokenized", "shard", ("deduplicated",), version=tokenized_version)
