@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint ui bench bench-dedup bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint ui bench bench-startup bench-dedup bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -52,6 +52,11 @@ chaos: $(VENV)/.synced
 
 bench-oversized: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.oversized
+
+# What a process pays before it does anything: imports, with and without compiled bytecode.
+bench-startup: $(VENV)/.synced
+	@$(COMPILE)
+	$(BIN)/python -m benchmarks.startup
 
 bench-lake-io: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.lake_io

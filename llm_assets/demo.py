@@ -17,8 +17,12 @@ from warcio.warcwriter import WARCWriter
 from llm_assets.core.lake import parse_raw_key
 from llm_assets.core.partition import LakeInput, committed
 from llm_assets.core.tokenize import train_bytelevel_bpe
+from llm_assets.crawl_stats.spec import SPEC as CRAWL_STATS
 from llm_assets.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
+from llm_assets.dedup.spec import CLUSTERS_SPEC
+from llm_assets.image_text_pairs.spec import SPEC as IMAGE_TEXT_PAIRS
 from llm_assets.partitions import crawl_shard_key
+from llm_assets.releases.spec import SPEC as RELEASE
 from llm_assets.settings import PROJECT_ROOT, Settings
 from llm_assets.stale import stale_partitions
 
@@ -163,7 +167,7 @@ def run_crawl_level(instance, defs, crawls: list[str]) -> list[str]:
         if not result.success:
             failed.append(f"crawl_job {crawl}")
             continue
-        stats, dedup = _metadata(result, "crawl_stats"), _metadata(result, "duplicate_clusters")
+        stats, dedup = _metadata(result, CRAWL_STATS.name), _metadata(result, CLUSTERS_SPEC.name)
         print(f"\ncrawl_stats {crawl}: the filter funnel\n{stats['funnel_chart']}")
         print(f"\nduplicate_clusters {crawl}: {dedup['duplicates_removed']:,} of {dedup['documents']:,} filtered "
               f"documents removed {dedup['removed_by_reason']}; cluster sizes\n{dedup['cluster_sizes']}\n")
@@ -207,7 +211,7 @@ def run_release(instance, defs) -> list[str]:
     result = _run(defs.resolve_job_def("release_job"), None, instance)
     if not result.success:
         return ["release_job"]
-    m = _metadata(result, "release")
+    m = _metadata(result, RELEASE.name)
     print(f"\nrelease {m['release']}: {m['documents']:,} documents, {m['tokens']:,} tokens → {m['sequences']:,} "
           f"sequences of {m['context']:,} (padding {m['padding_pct']:.2f}%, truncated {m['truncated_pct']:.2f}%)"
           f"{' (already released: unchanged)' if m['reused'] else ''}\n"
@@ -244,8 +248,8 @@ def image_pair_examples(lake, settings: Settings, crawls: list[str], n: int = 3)
     """A few image–text pairs of the demo crawls, to look at."""
     lines = ["image–text pairs, for example:"]
     for crawl in crawls:
-        manifests = list(committed(lake, "image_text_pairs", crawl, settings.shard_keys()).values())
-        pairs = (LakeInput(lake, "image_text_pairs", manifests).scan()
+        manifests = list(committed(lake, IMAGE_TEXT_PAIRS.name, crawl, settings.shard_keys()).values())
+        pairs = (LakeInput(lake, IMAGE_TEXT_PAIRS.name, manifests).scan()
                  .filter(pl.col("alt").str.len_chars() > 10).head(n).collect())
         for image_url, alt in pairs.select("image_url", "alt").iter_rows():
             lines.append(f"  [{crawl}] {alt[:60]!r} → {image_url[:90]}")

@@ -1,5 +1,7 @@
 import dagster as dg
 
+from llm_assets.tokenized.spec import TOKENIZER_SPEC
+
 # One run takes a (crawl, shard) partition through every stage. In-process: each step already fans its work
 # units out to a process pool, and a process per step would cost seconds of start-up for nothing.
 lake_job = dg.define_asset_job(
@@ -25,7 +27,7 @@ curated_job = dg.define_asset_job(
 
 release_job = dg.define_asset_job(
     "release_job",
-    selection=dg.AssetSelection.groups("releases") | dg.AssetSelection.assets("tokenizer"),
+    selection=dg.AssetSelection.groups("releases") | dg.AssetSelection.assets(TOKENIZER_SPEC.name),
     executor_def=dg.in_process_executor,
     description="Publish the tokenizer, then write the configured training release from every committed tokenized "
                 "partition of its crawls.",

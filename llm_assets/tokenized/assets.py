@@ -10,6 +10,7 @@ from llm_assets.core.tokenize import (load_tokenizer, publish_tokenizer, resolve
                                       train_bytelevel_bpe)
 from llm_assets.core.tokenized import TokenizeUnit, schema, tokenize_documents
 from llm_assets.core.units import peak_rss_bytes, unit_id
+from llm_assets.dedup.spec import DEDUPLICATED_SPEC
 from llm_assets.settings import Settings
 from llm_assets.stage import partition_of, run_stage, stage_asset
 from llm_assets.tokenized.spec import SPEC, TOKENIZER_SPEC, configured_tokenizer_hash
@@ -23,7 +24,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
 
     @dg.asset(
         name=TOKENIZER_SPEC.name,
-        deps=[dg.AssetDep("deduplicated", partition_mapping=dg.AllPartitionMapping())] if trains else None,
+        deps=[dg.AssetDep(DEDUPLICATED_SPEC.name, partition_mapping=dg.AllPartitionMapping())] if trains else None,
         group_name="models",
         kinds={"huggingface", "s3"},
         code_version=TOKENIZER_SPEC.version(settings),
@@ -41,7 +42,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         if trains:
             train = tokenization.train
             crawls = list(train.crawls) or sorted(context.instance.get_dynamic_partitions("crawl"))
-            parts = [part for c in crawls for m in committed(lake, "deduplicated", c, settings.shard_keys()).values()
+            parts = [part for c in crawls
+                     for m in committed(lake, DEDUPLICATED_SPEC.name, c, settings.shard_keys()).values()
                      for part in m.parts]
             texts = sample_texts(lake, parts, train.sample_documents)
             if not texts:
