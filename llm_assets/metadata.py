@@ -2,15 +2,77 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dagster as dg
+import polars as pl
+
+from llm_assets.core.partition import PartitionOutput
+from llm_assets.core.units import UnitResult
 
 _COLUMN_KINDS = {"String": "string", "Int64": "int", "UInt32": "int", "Int32": "int", "Float64": "float"}
 
 
-def table(df) -> dg.TableMetadataValue:
+def table(df: pl.DataFrame) -> dg.TableMetadataValue:
     """A Polars frame as a metadata table, its column types kept."""
     return dg.MetadataValue.table(
         records=[dg.TableRecord(row) for row in df.iter_rows(named=True)],
         schema=dg.TableSchema(columns=[dg.TableColumn(n, _COLUMN_KINDS.get(str(t), "string"))
                                        for n, t in df.schema.items()]),
     )
+
+
+def bar(n: int, top: int, width: int = 30) -> str:
+    """A text bar of n against top, at least one block for any n > 0."""
+    return "█" * max(1, round(width * n / top)) if n and top else ""
+
+
+def bar_chart(labels: list[str], values: list[int], width: int = 40, unit: str = "documents") -> str:
+    """A markdown table with a bar per row: the chart the Dagster UI can show in asset metadata."""
+    top = max(values, default=0)
+    rows = [f"| | {unit} | |", "|---|---:|---|"]
+    for label, v in zip(labels, values):
+        rows.append(f"| {label} | {v:,} | `{bar(v, top, width)}` |")
+    return "\n".join(rows)
+
+
+def funnel_chart(funnel: pl.DataFrame) -> str:
+    labels = ["in" if s == "in" else "out" if s == "out" else f"− {b} `{r}`"
+              for s, b, r in funnel.select("step", "block", "reason").iter_rows()]
+    return bar_chart(labels, funnel["documents"].to_list())
+
+
+def partition_funnel(out: PartitionOutput) -> str:
+    """In → dropped by reason → out, with bars."""
+    lines = ["| step | documents | |", "|---|---:|---|", f"| in | {out.rows_in:,} | {bar(out.rows_in, out.rows_in)} |"]
+    lines += [f"| dropped: `{r}` | {n:,} | {bar(n, out.rows_in)} |" for r, n in out.dropped().items()]
+    lines.append(f"| out | {out.rows_out:,} | {bar(out.rows_out, out.rows_in)} |")
+    return "\n".join(lines)
+
+
+def units_table(units: Sequence[UnitResult]) -> dg.TableMetadataValue:
+    """What each work unit of a partition did."""
+    return dg.MetadataValue.table(
+        records=[
+            dg.TableRecord({"source": u.source, "rows_in": u.rows_in, "rows_out": u.rows_out,
+                            "dropped": sum(u.dropped.values()), "seconds": round(u.seconds, 2),
+                            "errors": len(u.errors)})
+            for u in units
+        ],
+        schema=dg.TableSchema(columns=[
+            dg.TableColumn("source", "string"), dg.TableColumn("rows_in", "int"), dg.TableColumn("rows_out", "int"),
+            dg.TableColumn("dropped", "int"), dg.TableColumn("seconds", "float"), dg.TableColumn("errors", "int"),
+        ]),
+    )
+
+
+def block_funnel(chain: list[str], rows_in: int, dropped: dict[str, int]) -> str:
+    """In → dropped by each block, in chain order → out, with the documents left after each block."""
+    lines = ["| block | dropped | left | reasons |", "|---|---:|---:|---|", f"| in | | {rows_in:,} | |"]
+    left = rows_in
+    for block in dict.fromkeys(chain):  # a block listed twice reports once: its drops share its name
+        reasons = {k.split("/", 1)[1]: n for k, n in dropped.items() if k.split("/", 1)[0] == block}
+        left -= sum(reasons.values())
+        detail = ", ".join(f"`{r}` {n:,}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+        lines.append(f"| {block} | {sum(reasons.values()):,} | {left:,} | {detail} |")
+    return "\n".join(lines)

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator, Sequence
 
 import dagster as dg
 
-from llm_assets.core.crawl_stats import bar
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import PartitionOutput, data_version, reusable_units
 from llm_assets.core.units import RunnerSettings, UnitResult, WorkUnit, run_units
+from llm_assets.metadata import partition_funnel, units_table
 from llm_assets.partitions import crawl_shard_partitions
 from llm_assets.registry import StageSpec
 from llm_assets.runners import runner_for
@@ -60,28 +60,6 @@ def stage_asset(spec: StageSpec, settings: Settings, row_accounting: bool = True
 
 def partition_of(context: dg.AssetExecutionContext) -> tuple[str, str]:
     return crawl_shard(context.partition_key)
-
-
-def _funnel_markdown(out: PartitionOutput) -> str:
-    lines = ["| step | documents | |", "|---|---:|---|", f"| in | {out.rows_in:,} | {bar(out.rows_in, out.rows_in)} |"]
-    lines += [f"| dropped: `{r}` | {n:,} | {bar(n, out.rows_in)} |" for r, n in out.dropped().items()]
-    lines.append(f"| out | {out.rows_out:,} | {bar(out.rows_out, out.rows_in)} |")
-    return "\n".join(lines)
-
-
-def _units_table(units: Sequence[UnitResult]) -> dg.TableMetadataValue:
-    return dg.MetadataValue.table(
-        records=[
-            dg.TableRecord({"source": u.source, "rows_in": u.rows_in, "rows_out": u.rows_out,
-                            "dropped": sum(u.dropped.values()), "seconds": round(u.seconds, 2),
-                            "errors": len(u.errors)})
-            for u in units
-        ],
-        schema=dg.TableSchema(columns=[
-            dg.TableColumn("source", "string"), dg.TableColumn("rows_in", "int"), dg.TableColumn("rows_out", "int"),
-            dg.TableColumn("dropped", "int"), dg.TableColumn("seconds", "float"), dg.TableColumn("errors", "int"),
-        ]),
-    )
 
 
 def _reusable_units(context: dg.AssetExecutionContext, units: Sequence[WorkUnit]) -> dict[str, UnitResult]:
@@ -132,8 +110,8 @@ def run_stage(
         "rows_out": out.rows_out,
         "rows_dropped": sum(dropped.values()),
         "dropped_by_reason": dg.MetadataValue.json(dropped),
-        "funnel": dg.MetadataValue.md(_funnel_markdown(out)),
-        "units": _units_table(results),
+        "funnel": dg.MetadataValue.md(partition_funnel(out)),
+        "units": units_table(results),
         "bytes_in": sum(u.bytes_in for u in results),
         "bytes_out": sum(u.bytes_out for u in results),
         "seconds": round(seconds, 3),

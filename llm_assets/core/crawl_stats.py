@@ -81,23 +81,3 @@ def crawl_stats(lake: Lake, manifests: list[Manifest], block_order: list[str]) -
         "documents": [counts.get(i, 0) for i in range(len(LENGTH_BUCKETS))],
     })
     return CrawlStats(funnel=funnel, languages=languages, lengths=lengths)
-
-
-def bar(n: int, top: int, width: int = 30) -> str:
-    """A text bar of n against top, at least one block for any n > 0."""
-    return "█" * max(1, round(width * n / top)) if n and top else ""
-
-
-def bar_chart(labels: list[str], values: list[int], width: int = 40, unit: str = "documents") -> str:
-    """A markdown table with a bar per row: the chart the Dagster UI can show in asset metadata."""
-    top = max(values, default=0)
-    rows = [f"| | {unit} | |", "|---|---:|---|"]
-    for label, v in zip(labels, values):
-        rows.append(f"| {label} | {v:,} | `{bar(v, top, width)}` |")
-    return "\n".join(rows)
-
-
-def funnel_chart(funnel: pl.DataFrame) -> str:
-    labels = ["in" if s == "in" else "out" if s == "out" else f"− {b} `{r}`"
-              for s, b, r in funnel.select("step", "block", "reason").iter_rows()]
-    return bar_chart(labels, funnel["documents"].to_list())

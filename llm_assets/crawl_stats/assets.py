@@ -2,10 +2,10 @@ import warnings
 
 import dagster as dg
 
-from llm_assets.core.crawl_stats import bar_chart, crawl_stats as compute_crawl_stats, funnel_chart
+from llm_assets.core.crawl_stats import crawl_stats as compute_crawl_stats
 from llm_assets.core.partition import FrameOutput, LakeInput
 from llm_assets.crawl_stats.spec import SPEC, stats_version
-from llm_assets.metadata import table
+from llm_assets.metadata import bar_chart, funnel_chart, table
 from llm_assets.partitions import crawl_partitions
 from llm_assets.settings import Settings
 from resources.io_manager import ALLOW_MISSING_PARTITIONS

@@ -3,7 +3,6 @@ import time
 import dagster as dg
 import polars as pl
 
-from llm_assets.core.crawl_stats import bar_chart
 from llm_assets.core.dedup import (DEDUPLICATED_SCHEMA, DedupUnit, SignatureUnit, compute_signatures, find_clusters,
                                    read_signatures, remove_duplicates, signature_schema)
 from llm_assets.core.lake import part_key
@@ -12,7 +11,7 @@ from llm_assets.core.units import peak_rss_bytes, unit_id
 from llm_assets.crawl_stats.assets import BY_CRAWL, every_shard_of_the_crawl
 from llm_assets.dedup.spec import (CLUSTERS_SPEC, DEDUPLICATED_SPEC, SIGNATURES_SPEC, clusters_version,
                                    removals_version, shard_removals)
-from llm_assets.metadata import table
+from llm_assets.metadata import bar_chart, table
 from llm_assets.partitions import crawl_partitions
 from llm_assets.settings import Settings
 from llm_assets.stage import partition_of, run_stage, stage_asset

@@ -5,21 +5,10 @@ from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput, PartitionOutput
 from llm_assets.core.units import unit_id
 from llm_assets.filtered.spec import SPEC, uses_trained_model
+from llm_assets.metadata import block_funnel
 from llm_assets.settings import Settings
 from llm_assets.stage import partition_of, run_stage, stage_asset
 from resources import ObjectStore
-
-
-def block_funnel(chain: list[str], rows_in: int, dropped: dict[str, int]) -> str:
-    """In → dropped by each block, in chain order → out, with the documents left after each block."""
-    lines = ["| block | dropped | left | reasons |", "|---|---:|---:|---|", f"| in | | {rows_in:,} | |"]
-    left = rows_in
-    for block in dict.fromkeys(chain):  # a block listed twice reports once: its drops share its name
-        reasons = {k.split("/", 1)[1]: n for k, n in dropped.items() if k.split("/", 1)[0] == block}
-        left -= sum(reasons.values())
-        detail = ", ".join(f"`{r}` {n:,}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
-        lines.append(f"| {block} | {sum(reasons.values()):,} | {left:,} | {detail} |")
-    return "\n".join(lines)
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:

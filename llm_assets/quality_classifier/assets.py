@@ -2,9 +2,9 @@ import time
 
 import dagster as dg
 
-from llm_assets.core.crawl_stats import bar_chart
 from llm_assets.core.quality_model import publish, read_examples, train
 from llm_assets.core.units import peak_rss_bytes
+from llm_assets.metadata import bar_chart
 from llm_assets.quality_classifier.spec import SPEC
 from llm_assets.settings import Settings
 from resources import ObjectStore
