@@ -54,7 +54,7 @@ def test_asset_specs_snapshot():
         assert spec.description and len(spec.description) > 80, f"{name} needs a catalog description"
         assert isinstance(spec.partitions_def, dg.MultiPartitionsDefinition)
         assert spec.partitions_def.partition_dimension_names == ["crawl", "shard"]
-        assert re.fullmatch(r"\d+-[0-9a-f]{10}", spec.code_version or "")
+        assert re.fullmatch(r"\d+-[0-9a-f]{20}", spec.code_version or "")
     checks = {(k.asset_key.path[-1], k.name) for k in defs.resolve_asset_graph().asset_check_keys}
     assert checks == {(a, "schema") for a in EXPECTED} | {
         (a, "row_accounting") for a in EXPECTED if a != "image_text_pairs"}

@@ -212,6 +212,6 @@ def test_the_tokenizer_asset_trains_on_a_deterministic_sample_and_the_stage_uses
                          selection=[tokenized], partition_key=key, instance=instance,
                          resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)})
     tok = [e for e in out.get_asset_materialization_events()][0].materialization.metadata
-    assert tok["tokenizer_sha"].value == meta["sha256"][:16]
+    assert tok["tokenizer_sha"].value == meta["sha256"][:20]
     rows = lake.scan([u["part"] for u in lake.get_json(manifest_key("tokenized", crawl, "0000"))["units"]]).collect()
     assert rows.height and max(max(t) for t in rows["tokens"].to_list()) < 400

@@ -12,6 +12,7 @@ import tiktoken
 import tiktoken.load
 
 from llm_assets.core.tokenize import load_tokenizer, tokenizer_hash
+from llm_assets.core.versions import VERSION_CHARS
 from llm_assets.settings import TokenizedSettings
 from llm_assets_tests.conftest import shared
 
@@ -96,7 +97,7 @@ def test_tokenizer_hash_is_stable_and_content_based(gpt2_dir, tmp_path):
     """Same files give the same hash wherever they live; changing one byte changes it."""
     h = tokenizer_hash(str(gpt2_dir))
     assert h == tokenizer_hash(str(gpt2_dir))
-    assert len(h) == 16 and int(h, 16) >= 0
+    assert len(h) == VERSION_CHARS and int(h, 16) >= 0
 
     copy = tmp_path / "gpt2"
     shutil.copytree(gpt2_dir, copy)

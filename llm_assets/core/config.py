@@ -4,11 +4,12 @@ Sections live beside the core code they configure; `llm_assets.settings` only co
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
+
+from llm_assets.core.versions import digest
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent  # relative paths in settings are from here
 
@@ -18,5 +19,4 @@ class Section(BaseModel):
 
     def fingerprint(self) -> str:
         """A short stable hash of the effective values, for code versions."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return digest(json.dumps(self.model_dump(mode="json"), sort_keys=True))

@@ -6,7 +6,6 @@ open parts a manifest lists, so parts of an interrupted run are never seen.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 import time
@@ -16,6 +15,7 @@ import polars as pl
 
 from llm_assets.core.lake import CommitConflict, Lake, ObjectInfo, manifest_key, partition_prefix, tombstone_key
 from llm_assets.core.units import UnitResult
+from llm_assets.core.versions import digest
 
 MANIFEST_VERSION = 1
 COMMIT_ATTEMPTS = 20
@@ -155,7 +155,7 @@ def data_version(units: list[UnitResult]) -> str:
     """What a partition holds: every unit's identity and outcome (rows written, part), so two partitions share a
     version only if they hold the same thing."""
     outcomes = sorted(f"{u.unit}:{u.rows_out}:{u.part or ''}:{u.rejected_part or ''}" for u in units)
-    return hashlib.sha256("|".join(outcomes).encode()).hexdigest()[:20]
+    return digest(*outcomes)
 
 
 def vacuum(lake: Lake, retention_s: float, partitions: list[tuple[str, str, str]] | None = None,
@@ -199,7 +199,7 @@ def committed(lake: Lake, asset: str, crawl: str, shards: list[str]) -> dict[str
 def units_version(code_version: str, manifests: list[Manifest]) -> str:
     """The data version of an asset that fans in these partitions: its code version and every unit it read."""
     units = sorted(u.unit for m in manifests for u in m.units)
-    return hashlib.sha256("|".join([code_version, *units]).encode()).hexdigest()[:20]
+    return digest(code_version, *units)
 
 
 def _stored_parts(lake: Lake, asset: str, crawl: str, shard: str) -> set[str]:
@@ -255,7 +255,7 @@ class LakeInput:
     def data_version(self) -> str:
         """The version of what was read: the manifests' data versions (one partition: its own)."""
         versions = [m.data_version for m in self.manifests]
-        return versions[0] if len(versions) == 1 else hashlib.sha256("|".join(versions).encode()).hexdigest()[:20]
+        return versions[0] if len(versions) == 1 else digest(*versions)
 
     @property
     def rows(self) -> int:

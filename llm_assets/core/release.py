@@ -15,7 +15,6 @@ one row per document piece; the shuffle is a keyed Feistel permutation evaluated
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from llm_assets.core.indexed import IndexedWriter
 from llm_assets.core.lake import Lake
 from llm_assets.core.packing import PackingStats, Plan, bucket_by_length, pack_bfd, pack_concat
 from llm_assets.core.shuffle import FeistelPermutation
+from llm_assets.core.versions import digest
 
 
 class ReleaseSettings(Section):
@@ -70,7 +70,7 @@ def release_version(settings: ReleaseSettings, tokenizer_hash: str, partitions: 
     """A release is immutable: its version is a hash of everything that decides its bytes."""
     blob = json.dumps({"stage": STAGE_VERSION, "config": settings.model_dump(mode="json"),
                        "tokenizer": tokenizer_hash, "partitions": partitions}, sort_keys=True)
-    return "v-" + hashlib.sha256(blob.encode()).hexdigest()[:12]
+    return "v-" + digest(blob)
 
 
 @dataclass

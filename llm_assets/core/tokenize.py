@@ -10,6 +10,7 @@ from tokenizers import Tokenizer, decoders, pre_tokenizers
 from tokenizers import models as bpe_models
 
 from llm_assets.core import models
+from llm_assets.core.versions import short
 
 
 @cache
@@ -39,7 +40,7 @@ def tokenizer_hash(path: str) -> str:
     h = hashlib.sha256()
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
+    return short(h.hexdigest())
 
 
 def train_bytelevel_bpe(texts: list[str], vocab_size: int, special_tokens: list[str], path: Path,
@@ -89,4 +90,4 @@ def resolve_tokenizer(settings, lake):
         raise ValueError(f"tokenized.source is train but no tokenizer was trained ({lake.url(TOKENIZER_LATEST)}): "
                          "materialize the tokenizer asset first")
     path, sha = latest
-    return settings.model_copy(update={"tokenizer_path": path}), sha[:16]
+    return settings.model_copy(update={"tokenizer_path": path}), short(sha)

@@ -9,7 +9,6 @@ credentials: each process that runs one reads its own (see `lake.StoreConfig`).
 from __future__ import annotations
 
 import functools
-import hashlib
 import resource
 import time
 import traceback
@@ -24,6 +23,7 @@ from pydantic import Field
 
 from llm_assets.core.config import Section
 from llm_assets.core.errors import is_infrastructure
+from llm_assets.core.versions import digest
 
 
 class RunnerSettings(Section):
@@ -69,7 +69,7 @@ U = TypeVar("U", bound=HasSource)
 
 def unit_id(*parts: str) -> str:
     """A stable id from a unit's identity: stage, code version and its input's identity."""
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+    return digest(*parts, sep="\0")
 
 
 @dataclass

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import polars as pl
 
 from llm_assets.core.dedup import STAGE_VERSION
 from llm_assets.core.partition import read_manifest, units_version
-from llm_assets.core.versions import code_version
+from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import StageSpec
 
 
@@ -42,7 +40,7 @@ def removals_version(removals: pl.DataFrame) -> str:
     """A shard's removals as a version: its deduplicated partition changes exactly when they do."""
     if not removals.height:
         return ""
-    return hashlib.sha256(removals.sort(removals.columns).write_csv().encode()).hexdigest()[:20]
+    return digest(removals.sort(removals.columns).write_csv())
 
 
 def removals_of(lake, crawl: str, shard: str) -> str:

@@ -4,6 +4,7 @@ import dagster as dg
 
 from llm_assets.core.quality_model import publish, read_examples, train
 from llm_assets.core.units import peak_rss_bytes
+from llm_assets.core.versions import short
 from llm_assets.metadata import bar_chart
 from llm_assets.quality_classifier.spec import SPEC
 from llm_assets.settings import Settings
@@ -58,6 +59,6 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                          "threshold": training.threshold}
         if examples.errors:
             metadata["quarantined_lines"] = dg.MetadataValue.md("\n".join(f"- {e}" for e in examples.errors))
-        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(model.sha256[:20]))
+        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(short(model.sha256)))
 
     return [quality_classifier]

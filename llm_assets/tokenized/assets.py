@@ -10,6 +10,7 @@ from llm_assets.core.tokenize import (load_tokenizer, publish_tokenizer, resolve
                                       train_bytelevel_bpe)
 from llm_assets.core.tokenized import TokenizeUnit, schema, tokenize_documents
 from llm_assets.core.units import peak_rss_bytes, unit_id
+from llm_assets.core.versions import short
 from llm_assets.dedup.spec import DEDUPLICATED_SPEC
 from llm_assets.settings import Settings
 from llm_assets.stage import partition_of, run_stage, stage_asset
@@ -64,7 +65,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                      "vocab_size": tok.get_vocab_size(), "eos_id": eos,
                      "seconds": round(time.perf_counter() - start, 3),
                      "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1)}
-        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(sha[:16]))
+        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(short(sha)))
 
     @stage_asset(SPEC, settings, group_name="curated",
                  metadata={"tokenizer_hash": configured_tokenizer_hash(tokenization)},

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from llm_assets.core.tokenize import TOKENIZER_LATEST, tokenizer_hash
 from llm_assets.core.tokenized import STAGE_VERSION, TokenizedSettings
-from llm_assets.core.versions import code_version
+from llm_assets.core.versions import code_version, short
 from llm_assets.registry import StageSpec
 
 
@@ -22,7 +22,7 @@ def tokenized_version(settings) -> str:
 
 def _published(lake, settings) -> dict | None:
     pointer = lake.get_json(TOKENIZER_LATEST)
-    return {"version": pointer["sha256"][:16]} if pointer else None
+    return {"version": short(pointer["sha256"])} if pointer else None
 
 
 TOKENIZER_SPEC = StageSpec("tokenizer", "model", version=tokenized_version, facts=_published)
