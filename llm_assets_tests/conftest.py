@@ -106,11 +106,12 @@ _SERVER_FIXTURES = {"seaweed", "instance"}
 
 
 def pytest_collection_modifyitems(items):
-    """Marks each test `core` (the processing core alone: `pytest -m core` runs in seconds) or `servers` (a real
-    object store, Dagster instance or cluster on loopback)."""
+    """Marks each test `servers` (a real object store, Dagster instance or cluster on loopback), or else `core` (the
+    processing core alone: `pytest -m core` runs in seconds) unless it is marked `corpus` (the core over whole real
+    files or datatrove's blocks: minutes)."""
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]
         if module in _SERVER_MODULES or _SERVER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.servers)
-        else:
+        elif item.get_closest_marker("corpus") is None:
             item.add_marker(pytest.mark.core)

@@ -168,6 +168,7 @@ def test_multilingual_common_crawl_pages(name):
     assert all(r.title for r in with_title_tag)
 
 
+@pytest.mark.corpus
 def test_fast_date_search_keeps_the_text_and_never_loads_dateparser():
     """The date is searched without htmldate's extensive search: same main text and title as trafilatura's
     default (extensive) date search, and dateparser (seconds of cold start per process) is never imported.
@@ -284,6 +285,7 @@ def test_previous_sigprof_handler_and_timer_are_restored():
         signal.signal(signal.SIGPROF, previous)
 
 
+@pytest.mark.corpus
 def test_wall_clock_timer_is_left_alone():
     """SIGALRM and ITIMER_REAL (pytest-timeout's) are not ours: an outer alarm due during an extraction with a
     limit fires on time to its own handler, and the extraction goes on."""

@@ -286,6 +286,7 @@ def test_domain_vocabulary_selects_medical_pages():
 # The chain on the real documents of ../shared/data
 
 
+@pytest.mark.corpus
 def test_chain_on_the_real_documents():
     shared("warc")
     from llm_assets.core.filtered import filter_batch

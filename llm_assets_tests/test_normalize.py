@@ -7,6 +7,7 @@ import re
 import unicodedata
 
 import polars as pl
+import pytest
 
 from llm_assets.core.filters.normalize import MOJIBAKE, Normalize
 from llm_assets_tests.conftest import shared
@@ -81,6 +82,7 @@ def lines(text: str) -> list[str]:
     return [line for line in text.split("\n") if line.strip()]
 
 
+@pytest.mark.corpus
 def test_real_documents():
     shared()
     from llm_assets_tests.corpus import shared_documents

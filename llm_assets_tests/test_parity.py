@@ -15,6 +15,7 @@ from llm_assets.core.filters.profanity import BUILTIN
 from llm_assets_tests import datatrove_oracle as oracle
 from llm_assets_tests.conftest import shared
 
+pytestmark = pytest.mark.corpus  # datatrove's blocks and ours over the real documents
 pytest.importorskip("datatrove")
 pytest.importorskip("spacy")
 

@@ -214,6 +214,7 @@ def masked_spans(before: str, after: str) -> list[tuple[str, str]]:
     return list(zip(parts[1::2], spans.groups()))
 
 
+@pytest.mark.corpus
 def test_real_documents():
     shared()
     from llm_assets_tests.corpus import shared_documents

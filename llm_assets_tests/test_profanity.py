@@ -75,6 +75,7 @@ def test_builtin_list():
     assert density == [0.0] and reasons == [None]
 
 
+@pytest.mark.corpus
 def test_real_documents():
     shared()
     from llm_assets_tests.corpus import shared_documents

@@ -55,6 +55,7 @@ def test_bad_lines_are_quarantined_by_file_and_line_and_the_rest_still_read():
     assert examples.errors[-1].startswith("broken.gz:0: unreadable_file (")
 
 
+@pytest.mark.corpus
 def test_training_is_deterministic_and_scores_the_held_out_share():
     examples = read_examples([("labels.jsonl", jsonl(labelled(1200)))], SETTINGS)
     first, second = train(examples, SETTINGS), train(examples, SETTINGS)
@@ -75,6 +76,7 @@ def test_training_refuses_examples_that_cannot_make_a_classifier(labels, message
         train(examples, SETTINGS)
 
 
+@pytest.mark.corpus
 def test_the_block_scores_every_document_and_drops_below_the_threshold(model_path):
     good, bad = wikitext_paragraphs()[-1], spam(wikitext_paragraphs()[-2], 1)  # neither was trained on
     df = pl.DataFrame({"text": [good, bad, "multi\nline\ntext with several words"]})
@@ -87,6 +89,7 @@ def test_the_block_scores_every_document_and_drops_below_the_threshold(model_pat
     assert reasons.null_count() == sum(s >= 1.0 for s in strict["quality_score"])
 
 
+@pytest.mark.corpus
 def test_the_stage_keeps_exactly_the_documents_scoring_at_least_the_threshold(model_path):
     docs = shared_documents()
     block = QualityModelFilter(enabled=True, model_path=str(model_path), threshold=0.5)

@@ -145,6 +145,7 @@ def test_every_shared_warc_file_has_expectations():
     assert sorted(p.name for p in folder.iterdir()) == sorted(EXPECTED)
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_html_records_and_skip_reasons(name):
     """Each file yields exactly its 2xx HTML responses; every other record is counted under one reason, and
@@ -690,6 +691,7 @@ def test_a_page_declaring_a_non_text_codec_is_read_like_the_others(compress):
 # -------------------------------------------------------------------------------- bad records, bad files
 
 
+@pytest.mark.corpus
 def test_a_50_mb_payload_is_quarantined_and_the_next_record_read():
     """A 50 MB HTML response (over the default 5 MB cap) is quarantined as `oversized` with its URL and member
     offset, never read whole into a document; the record after it is read."""
@@ -791,6 +793,7 @@ def test_truncated_stream_keeps_the_records_before_the_cut(compression):
 FUZZ_FILES = [CC_2020, "dolma__sample-0000.warc.gz", IANA, "dolma__sample-0001.warc.gz", WHIRLWIND]
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("name", FUZZ_FILES)
 def test_truncated_anywhere(name):
     """The file cut at 100 random offsets (and at, and just after, member starts): never raises; exactly the
@@ -839,6 +842,7 @@ def _damaged_copies(name: str, n: int = 100):
         yield pos, end, bytes(damaged)
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("name", FUZZ_FILES)
 def test_damaged_bytes_anywhere_lose_only_their_member(name):
     """100 copies with a flipped byte or an overwritten range: never raises; every record outside the damaged
@@ -909,6 +913,7 @@ def _wikitext(n_bytes: int) -> str:
     return (text * (n_bytes // len(text) + 1))[:n_bytes]
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("compression", ["plain", "gzip"])
 def test_a_60_mb_json_line_is_quarantined_and_its_neighbours_kept(compression):
     """A 60 MB JSON line between the CCNet rows is quarantined as `oversized` at its offset, never read whole;
@@ -940,6 +945,7 @@ def test_json_lines_at_and_over_the_cap():
         ("oversized", len(middle)), ("oversized", len(middle + long + short))]
 
 
+@pytest.mark.corpus
 def test_an_oversized_json_array_element_is_quarantined_and_its_neighbours_kept():
     """A 60 MB element of a JSON array is quarantined as `oversized` at its index, never held; the others are
     yielded with their indexes."""
