@@ -54,8 +54,6 @@ from datetime import datetime
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, cast
 
-import trafilatura
-
 from llm_assets.core.errors import is_store_error
 
 if TYPE_CHECKING:
@@ -140,6 +138,8 @@ def extract_html(
 
 
 def _trafilatura(html: str, url: str | None) -> Extracted | None:
+    import trafilatura  # here: a process that only reads the settings does not pay for it
+
     # as_dict=False (the default) makes it a Document, but trafilatura's signature does not tell the two apart
     doc = cast("Document | None", trafilatura.bare_extraction(
         html,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-import ftfy
 import polars as pl
 
 from .base import Block, first_reason, reasons_of
@@ -61,6 +60,8 @@ class Normalize(Block):
 
 def repair_mojibake(text: pl.Series) -> pl.Series:
     """ftfy's encoding repair on the rows the vectorized pre-check flags; the other rows are not touched."""
+    import ftfy  # here: importing the settings does not pay for it
+
     rows = text.str.contains(MOJIBAKE).fill_null(False).arg_true()
     if rows.len() == 0:
         return text
