@@ -38,10 +38,10 @@ class StageSpec:
     - `level`: `shard` (a crawl × shard partition), `crawl` (one partition per crawl over every shard of its input,
       stored as shard "all"), `release` (unpartitioned, written under releases/), or `model` (unpartitioned, a
       file under models/; not planned: a lake stage that uses one records its hash).
-    - `version(settings)`: its code version, the stage version and the settings it depends on; the asset declares
-      it and the planner compares it with what each manifest recorded.
     - `inputs`: the lake assets it reads. A shard stage reads the same crawl × shard of a shard input and its
       crawl's partition of a crawl input; a crawl stage reads every shard of its crawl.
+    - `version(settings)`: its code version, the stage version and the settings it depends on; the asset declares
+      it and the planner compares it with what each manifest recorded.
     - `current_inputs(planner, crawl, shard)`: a shard stage's inputs as its manifest records them (name -> data
       version), when they are not simply each input's data version (deduplicated records its shard's removals).
     - `expected_version(planner, crawl)`: a crawl stage's data version if it were built now.
