@@ -63,19 +63,22 @@ def crawl() -> str:
     return f"TEST-{uuid.uuid4().hex[:10]}"
 
 
-@pytest.fixture
-def store_env(monkeypatch, seaweed, tmp_path):
+def point_at(monkeypatch: pytest.MonkeyPatch, seaweed: EmbeddedStore, home: Path) -> None:
     """Environment pointing llm-assets (and Dagster's EnvVar resources) at the test server."""
     monkeypatch.setenv("LLM_ASSETS_S3_ENDPOINT", seaweed.endpoint)
     monkeypatch.setenv("LLM_ASSETS_BUCKET", seaweed.bucket)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed.access_key)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.secret_key)
-    monkeypatch.setenv("LLM_ASSETS_HOME", str(tmp_path / "home"))
-    return seaweed
+    monkeypatch.setenv("LLM_ASSETS_HOME", str(home))
 
 
 @pytest.fixture
-def object_store(store_config, seaweed):
+def store_env(monkeypatch, seaweed, tmp_path):
+    point_at(monkeypatch, seaweed, tmp_path / "home")
+    return seaweed
+
+
+def object_store_on(store_config: StoreConfig, seaweed: EmbeddedStore):
     """The Dagster object-store resource on the test server (credentials passed in, as EnvVar would)."""
     from dagster_aws.s3 import S3Resource
 
@@ -87,6 +90,11 @@ def object_store(store_config, seaweed):
         bucket=store_config.bucket,
         credentials_file=store_config.credentials_file,
     )
+
+
+@pytest.fixture
+def object_store(store_config, seaweed):
+    return object_store_on(store_config, seaweed)
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 every stage committed with its metadata and passing checks; then the CLI reads it back."""
 
 import json
+import uuid
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -13,14 +15,43 @@ import pytest
 from llm_assets import cli
 from llm_assets.jobs import crawl_job, curated_job, lake_job
 from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
-from resources import LakeIOManager
-from llm_assets_tests.conftest import built, shared
+from resources import LakeIOManager, ObjectStore
+from llm_assets_tests.conftest import built, object_store_on, point_at, shared
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 
 
+@dataclass
+class Built:
+    """One partition taken through every stage once for the module: its runs, and where they ran."""
+
+    results: "Runs"
+    partition: dg.MultiPartitionKey
+    crawl: str
+    instance: dg.DagsterInstance
+    object_store: ObjectStore
+
+
+@pytest.fixture(scope="module")
+def built_once(seaweed, store_config, tmp_path_factory):
+    """The tests below read what one build wrote (the extractor test, last, rewrites documents)."""
+    with pytest.MonkeyPatch.context() as mp:
+        home = tmp_path_factory.mktemp("pipeline")
+        point_at(mp, seaweed, home / "home")
+        (home / "dagster").mkdir()
+        with dg.instance_for_test(temp_dir=str(home / "dagster")) as instance:
+            object_store = object_store_on(store_config, seaweed)
+            crawl = f"TEST-{uuid.uuid4().hex[:10]}"
+            results, partition = _build(object_store, instance, crawl)
+            yield Built(results, partition, crawl, instance, object_store)
+
+
 @pytest.fixture
-def materialized(store_env, object_store, instance, crawl):
+def materialized(built_once):
+    return built_once.results, built_once.partition
+
+
+def _build(object_store, instance, crawl):
     warc = shared("warc", "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz")
     lake = object_store.lake()
     lake.put_file(f"raw/{crawl}/{warc.name}", warc)
@@ -94,7 +125,8 @@ def test_every_stage_is_materialized_with_its_report(materialized):
         assert meta["seconds"] > 0 and meta["peak_rss_mib"] > 0 and "funnel" in meta
 
 
-def test_crawl_stats_reports_the_crawl_funnel(materialized, object_store, crawl):
+def test_crawl_stats_reports_the_crawl_funnel(materialized, built_once):
+    object_store, crawl = built_once.object_store, built_once.crawl
     """The crawl-level asset reads every committed shard of `filtered`: funnel, languages and lengths."""
     result, _ = materialized
     meta = _metadata(result, "crawl_stats")
@@ -119,7 +151,8 @@ def test_every_check_passes(materialized):
     assert all(e.passed for e in evaluations)
 
 
-def test_cli_show_and_status_read_the_lake(materialized, crawl, capsys):
+def test_cli_show_and_status_read_the_lake(materialized, built_once, capsys):
+    crawl = built_once.crawl
     _, partition = materialized
     assert cli.main(["show", "documents", "--crawl", crawl, "--limit", "3", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -164,8 +197,9 @@ def test_show_rejects_bad_input(store_env, capsys):
     assert cli.main(["show", "nope", "--crawl", "CC-X"]) == 2
 
 
-def test_secrets_appear_in_no_metadata_or_log(materialized, seaweed, instance):
+def test_secrets_appear_in_no_metadata_or_log(materialized, seaweed, built_once):
     result, _ = materialized
+    instance = built_once.instance
     logs = "\n".join(str(e.message) for r in result for e in instance.all_logs(r.run_id))
     metadata = "\n".join(str(v.value) for m in result.get_asset_materialization_events()
                          for v in m.materialization.metadata.values())
@@ -173,9 +207,24 @@ def test_secrets_appear_in_no_metadata_or_log(materialized, seaweed, instance):
         assert secret not in logs and secret not in metadata
 
 
-def test_a_run_can_choose_the_other_extractor(materialized, object_store, instance, crawl, capsys):
-    """Launchpad config picks resiliparse for one run: other unit ids, the extractor recorded on every row."""
+def test_record_prints_the_original_warc_record(materialized, built_once, capsys):
+    crawl = built_once.crawl
+    assert cli.main(["show", "documents", "--crawl", crawl, "--limit", "2", "--json"]) == 0
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    for doc in docs:
+        assert cli.main(["record", doc["doc_id"], "--crawl", crawl, "--max-bytes", "2000"]) == 0
+        out = capsys.readouterr().out
+        assert f"WARC-Record-ID: {doc['warc_record_id']}" in out
+        assert f"WARC-Target-URI: {doc['url']}" in out
+        assert "HTTP/1.1 200" in out or "HTTP/1.0 200" in out
+    assert cli.main(["record", "00ff", "--crawl", crawl]) == 1
+
+
+def test_a_run_can_choose_the_other_extractor(materialized, built_once, capsys):
+    """Launchpad config picks resiliparse for one run: other unit ids, the extractor recorded on every row.
+    Last in this module: it rewrites the shared build's documents."""
     _, partition = materialized
+    object_store, instance, crawl = built_once.object_store, built_once.instance, built_once.crawl
     raw_files, documents = built("raw_files", "documents")
     rerun = dg.materialize([raw_files, documents], selection=[documents], partition_key=partition, instance=instance,
                            resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
@@ -187,15 +236,3 @@ def test_a_run_can_choose_the_other_extractor(materialized, object_store, instan
     assert cli.main(["show", "documents", "--crawl", crawl, "--limit", "50", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {r["extractor"] for r in rows} == {"resiliparse 2.0.0"}
-
-
-def test_record_prints_the_original_warc_record(materialized, crawl, capsys):
-    assert cli.main(["show", "documents", "--crawl", crawl, "--limit", "2", "--json"]) == 0
-    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    for doc in docs:
-        assert cli.main(["record", doc["doc_id"], "--crawl", crawl, "--max-bytes", "2000"]) == 0
-        out = capsys.readouterr().out
-        assert f"WARC-Record-ID: {doc['warc_record_id']}" in out
-        assert f"WARC-Target-URI: {doc['url']}" in out
-        assert "HTTP/1.1 200" in out or "HTTP/1.0 200" in out
-    assert cli.main(["record", "00ff", "--crawl", crawl]) == 1

@@ -31,13 +31,18 @@ def quiet_ports(n: int) -> list[int]:
     return ports
 
 
+# An outage, not a shutdown: after writing tens of MiB, weed takes more than 30 s to exit on SIGTERM; these
+# tests kill it after 2 s (what they test is the client's side of a store that vanished).
+OUTAGE_STOP_S = 2.0
+
+
 @pytest.fixture
 def own_store(tmp_path):
     store = EmbeddedStore(state_dir=tmp_path / "store", bucket="outage-test", access_key="k" + secrets.token_hex(6),
                           secret_key=secrets.token_urlsafe(24), ports=dict(zip(DEFAULT_PORTS, quiet_ports(len(DEFAULT_PORTS)))))
     store.start()
     yield store
-    store.stop()
+    store.stop(timeout=OUTAGE_STOP_S)
 
 
 def lake_on(store: EmbeddedStore, budget_s: float) -> Lake:
@@ -49,7 +54,7 @@ def lake_on(store: EmbeddedStore, budget_s: float) -> Lake:
 def test_an_outage_longer_than_the_budget_fails_naming_the_store(own_store):
     lake = lake_on(own_store, budget_s=1.0)
     lake.put_json("lake/x/_manifest.json", {"a": 1})
-    own_store.stop()
+    own_store.stop(timeout=OUTAGE_STOP_S)
     for call in (lambda: lake.get_json("lake/x/_manifest.json"), lambda: lake.put_bytes("k", b"v"),
                  lambda: list(lake.list("lake/"))):
         with pytest.raises(StoreUnavailable, match=f"{own_store.endpoint}.*bucket {own_store.bucket}"):
@@ -71,7 +76,7 @@ class _Retries(logging.Handler):
 def test_a_call_waits_out_an_outage_within_the_budget(own_store):
     lake = lake_on(own_store, budget_s=600.0)
     lake.put_json("lake/x/_manifest.json", {"rows": 30})
-    own_store.stop()
+    own_store.stop(timeout=OUTAGE_STOP_S)
     retries = _Retries()
     logging.getLogger("llm_assets.core.lake").addHandler(retries)
     result: list = []
@@ -92,7 +97,7 @@ def test_a_stream_cut_mid_read_resumes_where_it_stopped(own_store):
     lake.put_bytes("raw/C/big.bin", data)
     stream = lake.open("raw/C/big.bin")
     head = stream.read(1 << 20)
-    own_store.stop()
+    own_store.stop(timeout=OUTAGE_STOP_S)
     own_store.start()
     rest = b"".join(iter(lambda: stream.read(1 << 20), b""))
     assert head + rest == data
