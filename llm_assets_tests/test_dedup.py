@@ -194,6 +194,28 @@ def dedup_defs(object_store):
     return lake_defs(object_store)
 
 
+def build_curated(defs, lake, instance, crawl: str):
+    """Two real WARC files in two shards of one crawl, taken through lake_job, crawl_job and curated_job."""
+    from llm_assets.partitions import crawl_shard_key
+
+    for shard, name in (("0000", "dolma__sample-0000.warc.gz"), ("0001", "dolma__sample-0001.warc.gz")):
+        lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, shard, 'r')}", shared("warc", name))
+    instance.add_dynamic_partitions("crawl", [crawl])
+    keys = [crawl_shard_key(crawl, s) for s in ("0000", "0001")]
+    for key in keys:
+        run(defs, "lake_job", key, instance)
+    run(defs, "crawl_job", crawl, instance)
+    for key in keys:
+        run(defs, "curated_job", key, instance)
+    return lake
+
+
+@pytest.fixture
+def curated(store_env, dedup_defs, object_store, instance, crawl):
+    """A curated crawl of its own for the test (one that changes it)."""
+    return build_curated(dedup_defs, object_store.lake(), instance, crawl)
+
+
 def name_in_shard(crawl: str, shard: str, stem: str) -> str:
     from llm_assets.core.inventory import shard_of
     from llm_assets.settings import load_settings

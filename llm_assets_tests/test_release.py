@@ -2,6 +2,7 @@
 Megatron indexed dataset with provenance, immutable per version, readable by the loader and `show release`."""
 
 import json
+import uuid
 
 import dagster as dg
 import numpy as np
@@ -14,28 +15,40 @@ from llm_assets.core.lake import manifest_key
 from llm_assets.core.release import latest_release
 from llm_assets.loader import ReleaseLoader
 from llm_assets.settings import ReleaseSettings, load_settings
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_dedup import dedup_defs, name_in_shard, run  # noqa: F401 (fixture)
+from llm_assets_tests.conftest import object_store_on, point_at, shared
+from llm_assets_tests.test_dedup import build_curated, lake_defs
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 
 
-@pytest.fixture
-def curated(store_env, dedup_defs, object_store, instance, crawl):  # noqa: F811
-    """Two real WARC files in two shards of one crawl, taken through lake_job, crawl_job and curated_job."""
-    from llm_assets.partitions import crawl_shard_key
+# One curated crawl for the whole module: the tests below only read it and write releases of their own names,
+# except the tokenizer test, last, which retokenizes shard 0000 with a trained tokenizer.
+@pytest.fixture(scope="module")
+def store_env(seaweed, tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        point_at(mp, seaweed, tmp_path_factory.mktemp("release") / "home")
+        yield seaweed
 
-    lake = object_store.lake()
-    for shard, name in (("0000", "dolma__sample-0000.warc.gz"), ("0001", "dolma__sample-0001.warc.gz")):
-        lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, shard, 'r')}", shared("warc", name))
-    instance.add_dynamic_partitions("crawl", [crawl])
-    keys = [crawl_shard_key(crawl, s) for s in ("0000", "0001")]
-    for key in keys:
-        run(dedup_defs, "lake_job", key, instance)
-    run(dedup_defs, "crawl_job", crawl, instance)
-    for key in keys:
-        run(dedup_defs, "curated_job", key, instance)
-    return lake
+
+@pytest.fixture(scope="module")
+def object_store(store_config, seaweed):
+    return object_store_on(store_config, seaweed)
+
+
+@pytest.fixture(scope="module")
+def instance(tmp_path_factory):
+    with dg.instance_for_test(temp_dir=str(tmp_path_factory.mktemp("dagster"))) as inst:
+        yield inst
+
+
+@pytest.fixture(scope="module")
+def crawl() -> str:
+    return f"TEST-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="module")
+def curated(store_env, object_store, instance, crawl):
+    return build_curated(lake_defs(object_store), object_store.lake(), instance, crawl)
 
 
 def release_with(monkeypatch, object_store, instance, **config):

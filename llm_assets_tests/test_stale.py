@@ -11,8 +11,7 @@ from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
 from llm_assets.stale import CODE, MISSING, RAW, stale_partitions
 from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_dedup import dedup_defs, name_in_shard, run  # noqa: F401 (fixture)
-from llm_assets_tests.test_release import curated  # noqa: F401 (fixture)
+from llm_assets_tests.test_dedup import curated, dedup_defs, name_in_shard, run  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 CHAIN = ["documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
