@@ -16,14 +16,16 @@ from llm_assets.core.lake import Lake
 from llm_assets.core.partition import PartitionOutput, data_version, reusable_units
 from llm_assets.core.units import RunnerSettings, UnitResult, WorkUnit, run_units
 from llm_assets.metadata import partition_funnel, units_table
-from llm_assets.partitions import crawl_shard_partitions
+from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.registry import StageSpec
 from llm_assets.runners import runner_for
 from llm_assets.settings import Settings
-from resources.io_manager import crawl_shard
+from resources.io_manager import ALLOW_MISSING_PARTITIONS, crawl_shard
 
 # Partition data versions are what the stale planner compares; the parameter is stable in practice.
 warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*data_version.*")
+warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*MultiToSingleDimensionPartitionMapping.*")
+BY_CRAWL = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="crawl")
 
 ROW_ACCOUNTING = "row_accounting"
 SCHEMA = "schema"
@@ -56,6 +58,15 @@ def stage_asset(spec: StageSpec, settings: Settings, row_accounting: bool = True
         )(fn)
 
     return decorate
+
+
+def crawl_asset(spec: StageSpec, settings: Settings, group_name: str, kinds: set[str]):
+    """A crawl-level stage: one partition per crawl, reading every committed shard of the crawl of each input its
+    spec names (a shard without files has none), committed by the lake IO manager."""
+    ins = {name: dg.AssetIn(partition_mapping=BY_CRAWL, metadata={ALLOW_MISSING_PARTITIONS: True})
+           for name in spec.inputs}
+    return dg.asset(name=spec.name, partitions_def=crawl_partitions, ins=ins, io_manager_key="lake_io_manager",
+                    group_name=group_name, kinds=kinds, code_version=spec.version(settings))
 
 
 def partition_of(context: dg.AssetExecutionContext) -> tuple[str, str]:

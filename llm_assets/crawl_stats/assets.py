@@ -1,22 +1,11 @@
-import warnings
-
 import dagster as dg
 
 from llm_assets.core.crawl_stats import crawl_stats as compute_crawl_stats
 from llm_assets.core.partition import FrameOutput, LakeInput
 from llm_assets.crawl_stats.spec import SPEC, stats_version
 from llm_assets.metadata import bar_chart, funnel_chart, table
-from llm_assets.partitions import crawl_partitions
 from llm_assets.settings import Settings
-from resources.io_manager import ALLOW_MISSING_PARTITIONS
-
-warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*MultiToSingleDimensionPartitionMapping.*")
-BY_CRAWL = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="crawl")
-
-
-def every_shard_of_the_crawl() -> dg.AssetIn:
-    """A crawl-level input: the committed partitions of every shard of the crawl (a shard without files has none)."""
-    return dg.AssetIn(partition_mapping=BY_CRAWL, metadata={ALLOW_MISSING_PARTITIONS: True})
+from llm_assets.stage import crawl_asset
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -24,15 +13,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
     shards = settings.shard_keys()
     chain = list(dict.fromkeys(b.name for b in settings.filtered.blocks()))
 
-    @dg.asset(
-        name=SPEC.name,
-        partitions_def=crawl_partitions,
-        ins={"filtered": every_shard_of_the_crawl()},
-        io_manager_key="lake_io_manager",
-        group_name="reports",
-        kinds={"duckdb", "parquet"},
-        code_version=code,
-    )
+    @crawl_asset(SPEC, settings, group_name="reports", kinds={"duckdb", "parquet"})
     def crawl_stats(context: dg.AssetExecutionContext, filtered: LakeInput):
         """Per crawl, over every committed shard of `filtered`: the filter funnel (documents in, dropped by each
         block and reason in chain order, out), the language mix of kept and dropped documents, and the length

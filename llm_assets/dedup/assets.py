@@ -8,13 +8,11 @@ from llm_assets.core.dedup import (DEDUPLICATED_SCHEMA, DedupUnit, SignatureUnit
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import FrameOutput, LakeInput, committed
 from llm_assets.core.units import peak_rss_bytes, unit_id
-from llm_assets.crawl_stats.assets import BY_CRAWL, every_shard_of_the_crawl
 from llm_assets.dedup.spec import (CLUSTERS_SPEC, DEDUPLICATED_SPEC, SIGNATURES_SPEC, clusters_version,
                                    removals_version, shard_removals)
 from llm_assets.metadata import bar_chart, table
-from llm_assets.partitions import crawl_partitions
 from llm_assets.settings import Settings
-from llm_assets.stage import partition_of, run_stage, stage_asset
+from llm_assets.stage import BY_CRAWL, crawl_asset, partition_of, run_stage, stage_asset
 from resources import ObjectStore
 
 
@@ -41,15 +39,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                              signature_schema(dedup.bands, dedup.rows).names, settings.runner,
                              inputs={"filtered": filtered.data_version})
 
-    @dg.asset(
-        name=CLUSTERS_SPEC.name,
-        partitions_def=crawl_partitions,
-        ins={"signatures": every_shard_of_the_crawl()},
-        io_manager_key="lake_io_manager",
-        group_name="dedup",
-        kinds={"polars", "parquet"},
-        code_version=clusters_code,
-    )
+    @crawl_asset(CLUSTERS_SPEC, settings, group_name="dedup", kinds={"polars", "parquet"})
     def duplicate_clusters(context: dg.AssetExecutionContext, store: ObjectStore, signatures: LakeInput):
         """Per crawl, over every shard's stored signatures: documents joined by the same normalized text, the same
         URL (optional) or a shared LSH band, grouped into connected components. Each cluster keeps one document
