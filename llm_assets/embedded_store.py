@@ -182,22 +182,30 @@ class EmbeddedStore:
         raise RuntimeError(f"SeaweedFS did not become ready in {timeout:.0f}s; see {self.log_file}")
 
     def stop(self, timeout: float = 30.0) -> bool:
+        """SIGTERM, then SIGKILL after `timeout` s; returns once the process is gone and its ports are free,
+        so a `start()` right after cannot find them busy."""
         pid = self.pid()
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
         os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.pid():
-            try:
-                os.waitpid(pid, os.WNOHANG)  # reap when we are the parent
-            except ChildProcessError:
-                pass
-            time.sleep(0.1)
-        if self.pid():
+        if not self._gone(pid, timeout):
             os.killpg(pid, signal.SIGKILL)
+            self._gone(pid, 10.0)
         self.pid_file.unlink(missing_ok=True)
         return True
+
+    def _gone(self, pid: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.waitpid(pid, os.WNOHANG)  # reap when we are the parent: a zombie still answers kill(pid, 0)
+            except ChildProcessError:
+                pass
+            if self.pid() is None and not any(_in_use(port) for port in self.ports.values()):
+                return True
+            time.sleep(0.1)
+        return False
 
     def status(self) -> dict:
         pid = self.pid()
