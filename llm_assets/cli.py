@@ -203,6 +203,31 @@ def cmd_backfill(args) -> int:
     return 0
 
 
+def cmd_takedown(args) -> int:
+    from datetime import date
+
+    from llm_assets import takedown
+    from llm_assets.core.takedowns import TakedownRequest
+    from llm_assets.stale import known_crawls
+
+    _ensure_store()
+    lake = Lake(environment.store_config(args.settings.store))
+    if args.action == "add":
+        targets = {k: v for k, v in (("url", args.url), ("domain", args.domain), ("doc_id", args.doc_id)) if v}
+        if len(targets) != 1 or not args.reason:
+            print("takedown add needs exactly one of --url, --domain, --doc-id, and --reason", file=sys.stderr)
+            return 2
+        request = TakedownRequest(**targets, reason=args.reason, requested_by=args.requested_by,
+                                  date=args.date or date.today())
+        key = takedown.add(lake, request)
+        print(f"{request.target}: written to {lake.url(key)}; `llm-assets stale` plans the partitions that hold it, "
+              "`llm-assets backfill --stale` rebuilds them and the release")
+        return 0
+    statuses = takedown.status(lake, args.settings, known_crawls(lake))
+    print(json.dumps(takedown.as_json(statuses)) if args.json else takedown.format_status(statuses))
+    return 0
+
+
 def cmd_vacuum(args) -> int:
     from llm_assets.core.partition import vacuum
 
@@ -344,6 +369,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--crawl", required=True)
     p.add_argument("--max-bytes", type=int, default=1 << 20, help="cut the payload after this many bytes")
     p.set_defaults(fn=cmd_record)
+
+    p = sub.add_parser("takedown", help="add a takedown request; per request, where it was found and removed")
+    p.add_argument("action", choices=["add", "status"])
+    p.add_argument("--url")
+    p.add_argument("--domain", help="the domain and its subdomains")
+    p.add_argument("--doc-id")
+    p.add_argument("--reason", help="add: why (e.g. 'dmca', 'gdpr erasure')")
+    p.add_argument("--requested-by", default=os.environ.get("USER", "cli"), help="add: who asked (default: $USER)")
+    p.add_argument("--date", help="add: the request's date, YYYY-MM-DD (default: today)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_takedown)
 
     p = sub.add_parser("vacuum", help="delete parts no committed manifest needs, past the retention")
     p.add_argument("--retention-hours", type=float, help="default: the settings' store.retention_hours")

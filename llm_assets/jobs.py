@@ -33,4 +33,11 @@ release_job = dg.define_asset_job(
                 "partition of its crawls.",
 )
 
-JOBS = [lake_job, crawl_job, curated_job, release_job]
+curation_job = dg.define_asset_job(
+    "curation_job",
+    selection=dg.AssetSelection.groups("curation"),
+    executor_def=dg.in_process_executor,
+    description="The takedown requests and the eval index in force, as the filtered stage and the planner read them.",
+)
+
+JOBS = [curation_job, lake_job, crawl_job, curated_job, release_job]

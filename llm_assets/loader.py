@@ -31,12 +31,13 @@ import json
 import math
 import os
 import threading
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice, tee
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from llm_assets.core.indexed import Index, IndexedDataset, IndexFormatError, par
 
 DATA = "data"  # the indexed dataset's prefix inside a release
 MANIFEST = "manifest.json"
+SUPERSEDED = "superseded.json"  # written into a release's folder when a later version removed documents it holds
 MIB = 2**20
 DEFAULT_BLOCK_BYTES = 32 * MIB
 DEFAULT_PREFETCH = 2
@@ -99,12 +101,24 @@ def plan_blocks(batches: Iterable[tuple[int, int]], step: int, block_rows: int, 
 # the loader ------------------------------------------------------------------------------------------------------
 
 
+class SupersededRelease(RuntimeError):
+    """A release that takedown requests made obsolete, opened with on_superseded="refuse"."""
+
+
+class SupersededReleaseWarning(UserWarning):
+    pass
+
+
 class ReleaseLoader:
-    """Batches (rows, context) of a release, for one rank. See the module docstring for who reads what."""
+    """Batches (rows, context) of a release, for one rank. See the module docstring for who reads what.
+
+    A release that a later version superseded because takedown requests removed documents it holds is opened with
+    a warning (`on_superseded="warn"`), refused (`"refuse"`: SupersededRelease) or opened silently (`"ignore"`)."""
 
     def __init__(self, uri: str, rank: int = 0, world_size: int = 1, start: int = 0, batch_size: int = 1,
                  storage_options: dict | None = None, drop_last: bool = False,
-                 block_bytes: int = DEFAULT_BLOCK_BYTES, prefetch: int = DEFAULT_PREFETCH):
+                 block_bytes: int = DEFAULT_BLOCK_BYTES, prefetch: int = DEFAULT_PREFETCH,
+                 on_superseded: Literal["warn", "refuse", "ignore"] = "warn"):
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in 0..world_size-1 (world_size {world_size})")
         if start < 0 or batch_size < 1 or block_bytes < 1 or prefetch < 1:
@@ -115,6 +129,12 @@ class ReleaseLoader:
         self._client_kwargs = s3_client_kwargs(storage_options) if is_s3(uri) else {}
         self._next = first_index(start, rank, world_size)
         self._source = open_release(uri, self._client_kwargs, block_bytes, prefetch)  # fails here, not in a worker
+        if on_superseded != "ignore" and (record := superseded(self._source)) is not None:
+            message = (f"{uri}: release {record.get('version')} is superseded by {record.get('superseded_by')}: it "
+                       f"holds documents removed by takedown requests ({', '.join(record.get('takedowns', [])[:5])})")
+            if on_superseded == "refuse":
+                raise SupersededRelease(message)
+            warnings.warn(message, SupersededReleaseWarning, stacklevel=2)
 
     def __repr__(self) -> str:  # never the storage options: they hold credentials
         return (f"ReleaseLoader({self.uri!r}, rank={self.rank}, world_size={self.world_size}, "
@@ -228,6 +248,14 @@ def open_release(uri: str, client_kwargs: dict, block_bytes: int, prefetch: int)
             raise ValueError(f"{uri!r}: expected s3://bucket/prefix")
         return _S3Release(bucket, prefix.strip("/"), client_kwargs, block_bytes, prefetch)
     return _LocalRelease(Path(uri.removeprefix("file://")))
+
+
+def superseded(source: _LocalRelease | _S3Release) -> dict | None:
+    """The release's superseded record, or None while it is current."""
+    try:
+        return json.loads(source.read_bytes(SUPERSEDED))
+    except FileNotFoundError:
+        return None
 
 
 def fixed_context(index: Index, name: str) -> int:

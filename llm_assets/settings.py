@@ -14,6 +14,7 @@ import yaml
 from pydantic import Field
 
 from llm_assets.core.config import PROJECT_ROOT, Section
+from llm_assets.core.decontamination import EvalSetSettings
 from llm_assets.core.dedup import DedupSettings
 from llm_assets.core.documents import DocumentsSettings
 from llm_assets.core.filtered import FilteredSettings
@@ -42,6 +43,7 @@ class Settings(Section):
     documents: DocumentsSettings = DocumentsSettings()
     image_text_pairs: ImagePairsSettings = ImagePairsSettings()
     filtered: FilteredSettings = FilteredSettings()
+    evals: EvalSetSettings = EvalSetSettings()
     quality_classifier: QualityTraining = QualityTraining()
     dedup: DedupSettings = DedupSettings()
     tokenized: TokenizedSettings = TokenizedSettings()

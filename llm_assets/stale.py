@@ -13,7 +13,7 @@ a release compares its version.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar, cast
 
 from llm_assets.core.lake import InvalidKey, Lake, validate_crawl
 from llm_assets.core.partition import Manifest, read_manifest
@@ -22,6 +22,7 @@ from llm_assets.registry import CODE, MISSING, RAW, UPSTREAM, StageSpec
 from llm_assets.settings import Settings
 
 CRAWL_SHARD = "all"  # the shard a crawl-level asset's manifest is stored under
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,13 @@ class Planner:
         self.specs = {s.name: s for s in specs}
         self.planned: dict[tuple[str, str], str] = {}
         self._manifests: dict[tuple[str, str, str], Manifest | None] = {}
+        self._memo: dict[object, object] = {}
+
+    def memo(self, key: object, compute: Callable[[], T]) -> T:
+        """What `compute()` returns, once per planning pass (the takedown lists, the eval index, ...)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return cast(T, self._memo[key])
 
     def manifest(self, asset: str, crawl: str, shard: str) -> Manifest | None:
         key = (asset, crawl, shard)

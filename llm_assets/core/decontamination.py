@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -25,8 +30,15 @@ from pydantic import Field
 
 from llm_assets.core.config import Section
 from llm_assets.core.minhash import shingle_hashes, words
+from llm_assets.core.versions import digest
+
+if TYPE_CHECKING:
+    from llm_assets.core.lake import Lake
 
 SEED = 13  # fixed: an index and the documents it is matched against must hash alike
+CONTAMINATED = "contaminated"  # the reason code of a document the decontaminate block drops
+NO_INDEX = "none"  # the index version when no eval set is dropped
+INDEX_PREFIX = "models/eval_index/"
 _WORD = regex.compile(r"[^\s\pP\pS]+")
 
 
@@ -139,3 +151,75 @@ def _span(text: str, first_word: int, ngram: int) -> tuple[int | None, int | Non
         return None, None
     last = min(first_word + ngram, len(found)) - 1
     return found[min(first_word, len(found) - 1)].start(), found[last].end()
+
+
+def eval_sources(lake: Lake, settings: EvalSetSettings) -> list[tuple[str, str]]:
+    """(key, etag) of every eval set under the prefix, in key order."""
+    return sorted((o.key, o.etag) for o in lake.list(settings.prefix) if o.key.endswith((".jsonl", ".json")))
+
+
+def index_version(settings: EvalSetSettings, sources: list[tuple[str, str]]) -> str:
+    """The eval index's identity: its sets' contents (etags) and the settings it is built with."""
+    return digest("eval-index", settings.model_dump_json(), *(f"{k}:{e}" for k, e in sources)) if sources else NO_INDEX
+
+
+def benchmark_name(key: str, prefix: str) -> str:
+    """`evals/openai-grade-school-math__gsm8k_test.jsonl` -> `openai-grade-school-math__gsm8k_test`."""
+    return key.removeprefix(prefix).rsplit(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class StoredIndex:
+    version: str
+    path: Path | None  # a local copy, None when no eval set is dropped
+    benchmarks: tuple[str, ...] = ()
+    ngrams: int = 0
+    nbytes: int = 0
+    built: bool = False  # by this call
+
+
+def eval_index(lake: Lake, settings: EvalSetSettings) -> StoredIndex:
+    """The index of the eval sets under the prefix now: built and stored under models/eval_index/<version>.npz the
+    first time these sets are seen, then fetched once per machine."""
+    version = index_version(settings, sources := eval_sources(lake, settings))
+    if version == NO_INDEX:
+        return StoredIndex(NO_INDEX, None)
+    key, built = f"{INDEX_PREFIX}{version}.npz", False
+    local = Path(os.environ.get("LLM_ASSETS_MODEL_CACHE", Path(tempfile.gettempdir()) / "llm-assets-models"))
+    path = local / f"eval_index-{version}.npz"
+    if not path.exists():
+        if lake.exists(key):
+            data = lake.get_bytes(key)
+        else:
+            sets = {benchmark_name(k, settings.prefix): list(eval_texts(lake.get_bytes(k).splitlines(),
+                                                                        settings.text_fields, k))
+                    for k, _ in sources}
+            data, built = build_index(sets, settings.ngram).to_bytes(), True
+            lake.put_bytes(key, data)
+        local.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)  # atomic: a concurrent reader sees the whole file or none
+    index = load_index(str(path))
+    return StoredIndex(version, path, index.benchmarks, len(index.hashes), index.nbytes, built)
+
+
+@cache
+def load_index(path: str) -> EvalIndex:
+    return EvalIndex.from_bytes(Path(path).read_bytes())
+
+
+def stored_index(lake: Lake, version: str) -> EvalIndex | None:
+    """An index built earlier, by version (None for no index, or when it is gone)."""
+    if version == NO_INDEX or not lake.exists(key := f"{INDEX_PREFIX}{version}.npz"):
+        return None
+    return EvalIndex.from_bytes(lake.get_bytes(key))
+
+
+def contaminated_ids(index: EvalIndex | None, docs: pl.DataFrame, min_matches: int) -> list[str]:
+    """`benchmark:doc_id` of every document (doc_id, text) sharing at least `min_matches` n-grams with the index."""
+    if index is None or docs.is_empty():
+        return []
+    found = pl.concat([docs.select("doc_id"), contamination(index, docs["text"])], how="horizontal")
+    hits = found.filter(pl.col("contaminated_ngrams") >= min_matches)
+    return sorted(f"{b}:{d}" for d, b in hits.select("doc_id", "benchmark").iter_rows())

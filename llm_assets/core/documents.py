@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+import polars as pl
 import pyarrow as pa
 from pydantic import Field
 
@@ -27,6 +28,7 @@ from llm_assets.core.readers import (
     read_parquet,
     read_records,
 )
+from llm_assets.core.takedowns import write_id_index
 from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
 
@@ -188,14 +190,18 @@ def extract_documents(u: ExtractUnit) -> UnitResult:
     lake = Lake(u.store)
     report = ReadReport()
     rows: list[dict] = []
+    ids: dict[str, list[str]] = {"doc_id": [], "url": [], "domain": []}
     with lake.part_writer(u.part, SCHEMA) as out:
         for rec in iter_source(lake, u.source, reader_settings(u.settings), report):
             if (row := _document(u, rec, report)) is not None:
                 rows.append(row)
+                for column, values in ids.items():
+                    values.append(row[column])
             if len(rows) >= BATCH_ROWS:
                 out.write(pa.Table.from_pylist(rows, SCHEMA))
                 rows.clear()
         out.write(pa.Table.from_pylist(rows, SCHEMA))
+    write_id_index(lake, u.part, pl.DataFrame(ids, schema=dict.fromkeys(ids, pl.String)))  # for takedowns
     if u.rejected_part:
         with lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
             rejected.write(pa.Table.from_pylist([{"source_key": u.source, **q} for q in report.quarantined],

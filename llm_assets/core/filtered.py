@@ -1,6 +1,7 @@
-"""Stage `filtered`: the filter chain of the settings (normalization, URL, language, Gopher, C4, FineWeb, the
-optional blocks, PII masking) over one `documents` part, batch by batch. Every dropped document goes to `rejected/`
-with the block that dropped it and its reason code.
+"""Stage `filtered`: takedown requests, then the filter chain of the settings (normalization, URL, language, Gopher,
+C4, FineWeb, the optional blocks, PII masking, decontamination) over one `documents` part, batch by batch. Every
+dropped document goes to `rejected/` with the block that dropped it, its reason code and, for a takedown or a
+contaminated document, the request or the match (`detail`).
 """
 
 from __future__ import annotations
@@ -13,15 +14,18 @@ from typing import cast
 
 import polars as pl
 import pyarrow as pa
+from pydantic import model_validator
 
 from llm_assets.core import documents, quality_model
 from llm_assets.core.config import Section
-from llm_assets.core.filters import DEFAULT_CHAIN, Block, ChainBlock, QualityModelFilter, apply_filters
+from llm_assets.core.decontamination import EvalSetSettings, eval_index
+from llm_assets.core.filters import DEFAULT_CHAIN, Block, ChainBlock, Decontaminate, QualityModelFilter, apply_filters
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.lake import Lake
+from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 
-STAGE_VERSION = "2"
+STAGE_VERSION = "3"
 BATCH_ROWS = 1024
 
 ADDED = [
@@ -32,9 +36,13 @@ ADDED = [
     ("profanity_density", pa.float32()),
     ("domain_density", pa.float32()),
     ("quality_score", pa.float32()),
+    ("contamination", pa.struct([("benchmark", pa.string()), ("ngrams", pa.uint32()), ("match_start", pa.int32()),
+                                 ("match_end", pa.int32())])),
 ]
 SCHEMA = pa.schema(list(documents.SCHEMA) + ADDED)
-REJECTED_SCHEMA = pa.schema(list(SCHEMA) + [("filter", pa.string()), ("reason", pa.string())])
+# detail: the takedown request (JSON) that removed the document, or the contamination match
+REJECTED_SCHEMA = pa.schema(list(SCHEMA) + [("filter", pa.string()), ("reason", pa.string()), ("detail", pa.string())])
+TAKEDOWN_COUNT = "takedown:"  # a unit's counts: documents removed per request target
 
 
 class FilteredSettings(Section):
@@ -43,6 +51,14 @@ class FilteredSettings(Section):
     but skips it. Unknown blocks and keys are errors."""
 
     chain: tuple[ChainBlock, ...] = DEFAULT_CHAIN
+
+    @model_validator(mode="after")
+    def _decontaminate_last(self) -> FilteredSettings:
+        enabled = self.blocks()
+        if any(b.name == "decontaminate" for b in enabled[:-1]):
+            raise ValueError("decontaminate must be the last enabled block of filtered.chain: it checks the text the "
+                             "curated data holds, so a new eval set rebuilds only the partitions it changes")
+        return self
 
     @classmethod
     def default_with(cls, **blocks: Block | dict) -> FilteredSettings:
@@ -84,11 +100,39 @@ def conform(df: pl.DataFrame, schema: pa.Schema) -> pl.DataFrame:
     ])
 
 
-def filter_batch(df: pl.DataFrame, settings: FilteredSettings) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """-> (kept, rejected) for one batch of documents, both in the stage's schemas."""
+def filter_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[TakedownRequest, ...] = ()
+                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """-> (kept, rejected) for one batch of documents, both in the stage's schemas: the documents the takedown
+    requests name are removed first, then the chain runs on the rest."""
+    df, removed = remove_takedowns(df, takedowns)
     kept, rejected = apply_filters(df, settings.blocks())
     kept = kept.with_columns(n_words=pl.col("text").str.count_matches(r"\S+"))
-    return conform(kept, SCHEMA), conform(rejected, REJECTED_SCHEMA)
+    rejected = pl.concat([conform(removed, REJECTED_SCHEMA), conform(rejected, REJECTED_SCHEMA)])
+    return conform(kept, SCHEMA), rejected
+
+
+def remove_takedowns(df: pl.DataFrame, requests: tuple[TakedownRequest, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """-> (kept, removed): `removed` holds the documents a request names, with the request as `detail`."""
+    matches = takedown_matches(list(requests), df.select("doc_id", "url", "domain"))
+    if matches.is_empty():
+        return df, df.clear()
+    detail = pl.DataFrame({"request": range(len(requests)), "detail": [r.to_line() for r in requests]},
+                          schema={"request": pl.UInt32, "detail": pl.String})
+    named = matches.join(detail, on="request").select("doc_id", "detail")
+    removed = df.join(named, on="doc_id").with_columns(filter=pl.lit(TAKEDOWN), reason=pl.lit(TAKEDOWN))
+    return df.join(named, on="doc_id", how="anti"), removed
+
+
+def with_eval_index(settings: FilteredSettings, lake: Lake, evals: EvalSetSettings) -> tuple[FilteredSettings, str]:
+    """The settings a run filters with, and the version of the eval index its decontaminate block uses ("" when the
+    block is off): the index of the sets under `evals/` now, built the first time they are seen."""
+    block = settings.block("decontaminate")
+    if block is None or not block.enabled:
+        return settings, ""
+    assert isinstance(block, Decontaminate)
+    index = eval_index(lake, evals)
+    path = str(index.path) if index.path else None
+    return settings.replaced("decontaminate", block.model_copy(update={"index_path": path})), index.version
 
 
 def with_quality_model(settings: FilteredSettings, lake: Lake) -> tuple[FilteredSettings, str]:
@@ -117,25 +161,29 @@ class FilterUnit(WorkUnit):  # source: the upstream documents part
     settings: FilteredSettings
     part: str
     rejected_part: str
+    takedowns: tuple[TakedownRequest, ...] = ()  # the requests that may name a document of the part
 
 
 @timed_unit
 def filter_documents(u: FilterUnit) -> UnitResult:
     lake = Lake(u.store)
     drops = DropCounter()
-    pii: dict[str, int] = {}
+    counts: dict[str, int] = {}  # PII masked per type, documents removed per takedown request
     rows_in = 0
     with lake.part_writer(u.part, SCHEMA) as out, lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
         for batch in lake.iter_batches(u.source, BATCH_ROWS):
             df = cast(pl.DataFrame, pl.from_arrow(batch))
             rows_in += df.height
-            kept, dropped = filter_batch(df, u.settings)
+            kept, dropped = filter_batch(df, u.settings, u.takedowns)
             out.write(kept)
             rejected.write(dropped)
             for block, reason, n in dropped.group_by("filter", "reason").len().iter_rows():
                 drops.drop(f"{block}/{reason}", n)
+            for line, n in dropped.filter(pl.col("reason") == TAKEDOWN).group_by("detail").len().iter_rows():
+                target = TakedownRequest.model_validate_json(line).target
+                counts[TAKEDOWN_COUNT + target] = counts.get(TAKEDOWN_COUNT + target, 0) + n
             for kind, n in kept.select(pl.col("pii").struct.unnest().sum()).row(0, named=True).items():
-                pii[f"pii_{kind}"] = pii.get(f"pii_{kind}", 0) + (n or 0)
+                counts[f"pii_{kind}"] = counts.get(f"pii_{kind}", 0) + (n or 0)
     return UnitResult(
         unit=u.unit,
         source=u.source,
@@ -147,5 +195,5 @@ def filter_documents(u: FilterUnit) -> UnitResult:
         bytes_in=0,
         bytes_out=out.bytes,
         columns=SCHEMA.names,
-        counts=pii,
+        counts=counts,
     )

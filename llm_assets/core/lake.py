@@ -4,6 +4,8 @@
     lake/<asset>/crawl=<c>/shard=<s>/part-<u>.parquet   one part per work unit
     lake/<asset>/crawl=<c>/shard=<s>/_manifest.json     the commit: lists the partition's parts
     rejected/<stage>/crawl=<c>/shard=<s>/part-<u>.parquet  what a stage dropped, with the reason
+    index/<asset>/crawl=<c>/shard=<s>/part-<u>.ids.npz   a part's URL, domain and doc-id hashes (takedowns)
+    takedowns/<file>.jsonl, evals/<file>.jsonl      takedown requests and evaluation sets, dropped by people
 
 A partition is committed by one PUT of its manifest. Parts are uploaded whole (a single PUT or a completed
 multipart upload), so a run killed mid-write leaves at most an unreferenced part that no reader will open.
@@ -136,6 +138,20 @@ def part_key(asset: str, crawl: str, shard: str, unit: str, zone: str = "lake") 
 
 def manifest_key(asset: str, crawl: str, shard: str) -> str:
     return partition_prefix("lake", asset, crawl, shard) + "_manifest.json"
+
+
+def id_index_key(part: str) -> str:
+    """Where the small index of a part's URLs, domains and doc ids is kept (`core.takedowns.IdIndex`): beside the
+    lake, under `index/`, named by the part (parts are immutable, so is their index)."""
+    if not part.startswith("lake/") or not part.endswith(".parquet"):
+        raise InvalidKey(f"not a lake part: {part!r}")
+    return "index/" + part.removeprefix("lake/").removesuffix(".parquet") + ".ids.npz"
+
+
+def contamination_key(asset: str, crawl: str, shard: str, data_version: str, index_version: str) -> str:
+    """Where the documents of a committed partition an eval index flags are kept once checked."""
+    return f"index/contamination/{partition_prefix('lake', asset, crawl, shard).removeprefix('lake/')}" \
+           f"{data_version}-{index_version}.json"
 
 
 def tombstone_key(asset: str, crawl: str, shard: str, committed_at: float, token: str) -> str:

@@ -19,6 +19,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Literal, cast
 
 import numpy as np
@@ -58,6 +59,23 @@ def release_prefix(name: str, version: str) -> str:
 def point_latest(lake: Lake, release: Release) -> None:
     """`releases/<name>/latest.json`: the version the name means now (readers may also name a version)."""
     lake.put_json(f"{RELEASES}/{release.name}/latest.json", {"version": release.version, "prefix": release.prefix})
+
+
+SUPERSEDED = "superseded.json"  # in a release's folder once a later version removed documents it holds
+
+
+def mark_superseded(lake: Lake, previous: dict | None, release: Release) -> dict | None:
+    """Mark the release the name pointed at before as superseded, when the new one lacks documents that takedown
+    requests removed since: readers are warned (or refused) that it holds them. -> the record written, or None."""
+    if previous is None or previous["version"] == release.version:
+        return None
+    removed = sorted(set(release.manifest.get("takedowns", [])) - set(previous.get("takedowns", [])))
+    if not removed:
+        return None
+    record = {"version": previous["version"], "superseded_by": release.version, "takedowns": removed,
+              "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    lake.put_json(release_prefix(release.name, previous["version"]) + SUPERSEDED, record)
+    return record
 
 
 def latest_release(lake: Lake, name: str) -> str | None:
@@ -180,9 +198,10 @@ class Release:
 
 def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict], tokenizer_file: Path,
                   tokenizer_hash: str, eos_id: int, vocab_size: int, code_versions: dict, card_facts: dict,
-                  workdir: Path) -> Release:
+                  workdir: Path, takedowns: Sequence[str] = ()) -> Release:
     """Build and upload one release from the committed `tokenized` partitions listed (each: crawl, shard,
-    data_version, parts). An existing version is never rewritten: it is returned as it is."""
+    data_version, parts). An existing version is never rewritten: it is returned as it is. `takedowns`: the targets
+    of the takedown requests that removed documents of its partitions."""
     version = release_version(settings, tokenizer_hash, [{k: p[k] for k in ("crawl", "shard", "data_version")}
                                                          for p in partitions])
     prefix = release_prefix(settings.name, version)
@@ -232,6 +251,7 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
                    "dtype": dtype.name, "pad_id": eos_id, "order": "shuffled (keyed Feistel permutation)",
                    "provenance": "provenance.parquet"},
         "counts": counts,
+        "takedowns": sorted(takedowns),
         "seconds": round(time.perf_counter() - start, 3),
     }
     card = dataset_card(manifest, card_facts)

@@ -4,19 +4,37 @@ A request names exactly one of them, with who asked, why and when. Lists are JSO
 in the bucket (or written by `llm-assets takedown add`); a line that is not a valid request is an error naming the
 file and the line: a takedown is never skipped silently. Matching is a join of a batch of documents against every
 request, so a list of a million URLs costs a hash join, not a loop.
+
+Which partitions hold a listed document is answered without reading them: every part written gets a small
+`IdIndex` (64-bit hashes of its URLs, hosts with their parent domains, and doc ids; about 30 bytes a document),
+so the stale planner plans exactly the partitions a request names, and a work unit is given only the requests
+that name something in its part. A hash collision only costs a rebuild that removes nothing: the removal itself
+is the exact join.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import date
+from typing import TYPE_CHECKING
 
+import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from llm_assets.core.lake import id_index_key
+from llm_assets.core.versions import digest
+
+if TYPE_CHECKING:
+    from llm_assets.core.lake import Lake
+
 TAKEDOWN = "takedown"  # the reason code of a document a request removed
+PREFIX = "takedowns/"  # where lists are dropped in the bucket
 _DOC_ID = re.compile(r"[0-9a-f]{32}")
 _DOMAIN = re.compile(r"(?=.{1,253}$)([a-z0-9-]{1,63}\.)*[a-z0-9-]{1,63}")
 
@@ -50,6 +68,9 @@ class TakedownRequest(BaseModel):
     def target(self) -> str:
         return next(f"{k}={v}" for k, v in (("url", self.url), ("domain", self.domain), ("doc_id", self.doc_id))
                     if v is not None)
+
+    def to_line(self) -> str:
+        return json.dumps(self.model_dump(mode="json", exclude_none=True), sort_keys=True)
 
 
 def read_takedowns(lines: Iterable[bytes | str], name: str) -> list[TakedownRequest]:
@@ -93,3 +114,76 @@ def _suffixes(host: str | None) -> list[str]:
         return []
     labels = host.split(".")
     return [".".join(labels[i:]) for i in range(len(labels))]
+
+
+def load_takedowns(lake: Lake) -> list[TakedownRequest]:
+    """Every request of every list under `takedowns/`, in key order; a target listed twice keeps its first request."""
+    requests: dict[str, TakedownRequest] = {}
+    for key in sorted(k for k in lake.keys(PREFIX) if k.endswith((".jsonl", ".json"))):
+        for request in read_takedowns(lake.get_bytes(key).splitlines(), key):
+            requests.setdefault(request.target, request)
+    return list(requests.values())
+
+
+def takedowns_version(requests: Sequence[TakedownRequest]) -> str:
+    """What a partition records of the requests that name something in it: a new request there changes it."""
+    return digest("takedowns", *sorted(r.target for r in requests))
+
+
+def _hashes(values: Iterable[str]) -> np.ndarray:
+    return np.unique(np.fromiter((int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(), "little")
+                                  for v in values if v), np.uint64))
+
+
+@dataclass(frozen=True)
+class IdIndex:
+    """A part's URLs, domains (each host and its parent domains) and doc ids, as sorted 64-bit hashes."""
+
+    urls: np.ndarray
+    domains: np.ndarray
+    doc_ids: np.ndarray
+
+    @classmethod
+    def of(cls, docs: pl.DataFrame) -> IdIndex:
+        hosts = docs["domain"].drop_nulls().str.to_lowercase().unique().to_list()
+        return cls(_hashes(docs["url"].drop_nulls().to_list()),
+                   _hashes(s for host in hosts for s in _suffixes(host)), _hashes(docs["doc_id"].to_list()))
+
+    def holds(self, request: TakedownRequest) -> bool:
+        """True when a document of the part may be the one requested (a hash match)."""
+        column, value = ((self.urls, request.url) if request.url else (self.domains, request.domain) if request.domain
+                         else (self.doc_ids, request.doc_id))
+        h = _hashes([value or ""])
+        return bool(len(h) and len(column)) and bool(column[min(np.searchsorted(column, h[0]), len(column) - 1)] == h[0])
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        np.savez(buf, urls=self.urls, domains=self.domains, doc_ids=self.doc_ids)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> IdIndex:
+        with np.load(io.BytesIO(data)) as z:
+            return cls(z["urls"], z["domains"], z["doc_ids"])
+
+
+def write_id_index(lake: Lake, part: str, docs: pl.DataFrame) -> IdIndex:
+    index = IdIndex.of(docs)
+    lake.put_bytes(id_index_key(part), index.to_bytes())
+    return index
+
+
+def part_index(lake: Lake, part: str) -> IdIndex:
+    """The part's index; a part written before indexes existed is indexed now (its three columns are read)."""
+    key = id_index_key(part)
+    if lake.exists(key):
+        return IdIndex.from_bytes(lake.get_bytes(key))
+    return write_id_index(lake, part, lake.scan([part]).select("doc_id", "url", "domain").collect())
+
+
+def requests_in(lake: Lake, part: str, requests: Sequence[TakedownRequest]) -> tuple[TakedownRequest, ...]:
+    """The requests that (may) name a document of the part."""
+    if not requests:
+        return ()
+    index = part_index(lake, part)
+    return tuple(r for r in requests if index.holds(r))

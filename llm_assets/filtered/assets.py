@@ -1,8 +1,9 @@
 import dagster as dg
 
-from llm_assets.core.filtered import SCHEMA, FilterUnit, filter_documents, with_quality_model
+from llm_assets.core.filtered import SCHEMA, TAKEDOWN_COUNT, FilterUnit, filter_documents, with_eval_index, with_quality_model
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput, PartitionOutput
+from llm_assets.core.takedowns import load_takedowns, requests_in, takedowns_version
 from llm_assets.core.units import unit_id
 from llm_assets.filtered.spec import SPEC, uses_trained_model
 from llm_assets.metadata import block_funnel
@@ -16,36 +17,49 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
     chain = [block.name for block in settings.filtered.blocks()]
 
     def report(out: PartitionOutput) -> dict:
+        pii = {k: n for k, n in out.counts().items() if k.startswith("pii_")}
+        removed = {k.removeprefix(TAKEDOWN_COUNT): n for k, n in out.counts().items() if k.startswith(TAKEDOWN_COUNT)}
         return {
-            "filter_funnel": dg.MetadataValue.md(block_funnel(chain, out.rows_in, out.dropped())),
-            "pii_masked": dg.MetadataValue.json(out.counts()),
-            "pii_masked_total": sum(out.counts().values()),
+            "filter_funnel": dg.MetadataValue.md(block_funnel(["takedown", *chain], out.rows_in, out.dropped())),
+            "pii_masked": dg.MetadataValue.json(pii),
+            "pii_masked_total": sum(pii.values()),
+            "takedowns_applied": dg.MetadataValue.json(removed),
         }
 
+    deps = [dg.AssetKey("takedowns"), dg.AssetKey("eval_index")]
     @stage_asset(SPEC, settings, metadata={"filter_chain": " → ".join(chain)},
-                 deps=[dg.AssetKey("quality_classifier")] if uses_trained_model(settings.filtered) else None)
+                 deps=deps + ([dg.AssetKey("quality_classifier")] if uses_trained_model(settings.filtered) else []))
     def filtered(context: dg.AssetExecutionContext, store: ObjectStore, documents: LakeInput):
-        """Documents that pass the filter chain of the settings, in FineWeb's order: text normalization (NFC,
+        """Documents that no takedown request names (under `takedowns/`) and that pass the filter chain of the
+        settings, in FineWeb's order: text normalization (NFC,
         control characters, mojibake, whitespace), URL block lists, fastText lid.176 language ID (English ≥ 0.65 by
         default), Gopher repetition, Gopher quality, C4 quality (its line cleanup rewrites the text), FineWeb
         quality, the optional C4 bad-words, profanity, domain-vocabulary and model-based quality blocks, and PII
-        masking (e-mails, public IPs, phone numbers, Luhn-valid cards, IBANs become typed placeholders).
+        masking (e-mails, public IPs, phone numbers, Luhn-valid cards, IBANs become typed placeholders), and last
+        decontamination against the eval sets under `evals/` (13-gram overlap; drops, or flags by setting).
 
-        Adds `language`, `language_score`, `n_words`, `pii` (masked per type) and the optional blocks' densities and
-        quality score.
-        Every dropped document is kept under `rejected/filtered/` with the block and reason code that dropped it.
-        One work unit per upstream documents part.
+        Adds `language`, `language_score`, `n_words`, `pii` (masked per type), `contamination` and the optional
+        blocks' densities and quality score.
+        Every dropped document is kept under `rejected/filtered/` with the block and reason code that dropped it
+        (`takedown` with the request, `contaminated` with the benchmark and the matched span).
+        One work unit per upstream documents part; a takedown reruns only the units whose part held the document.
         """
         crawl, shard = partition_of(context)
-        filters, model = with_quality_model(settings.filtered, store.lake())
+        lake = store.lake()
+        filters, model = with_quality_model(settings.filtered, lake)
+        filters, evals = with_eval_index(filters, lake, settings.evals)
+        requests, named = load_takedowns(lake), []
         units = []
         for source in documents.parts:
-            unit = unit_id("filtered", code, source, *([model] if model else []))
+            takedowns = requests_in(lake, source, requests)
+            named += takedowns
+            unit = unit_id("filtered", code, source, *([model] if model else []), evals, takedowns_version(takedowns))
             units.append(FilterUnit(store=store.config(), settings=filters, source=source, unit=unit,
-                                    part=part_key("filtered", crawl, shard, unit),
+                                    part=part_key("filtered", crawl, shard, unit), takedowns=takedowns,
                                     rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected")))
         yield from run_stage(context, filter_documents, units, code, SCHEMA.names, settings.runner, report=report,
-                             metadata={"quality_model_sha256": model} if model else None,
-                             inputs={"documents": documents.data_version, **({"quality_model": model} if model else {})})
+                             metadata={"eval_index": evals or "off", **({"quality_model_sha256": model} if model else {})},
+                             inputs={"documents": documents.data_version, "takedowns": takedowns_version(named),
+                                     **({"evals": evals} if evals else {}), **({"quality_model": model} if model else {})})
 
     return [filtered]

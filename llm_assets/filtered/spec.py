@@ -2,9 +2,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from llm_assets.core.decontamination import contaminated_ids, eval_index, stored_index
 from llm_assets.core.filtered import STAGE_VERSION, FilteredSettings, file_sha256
+from llm_assets.core.lake import contamination_key
+from llm_assets.core.partition import Manifest
+from llm_assets.core.takedowns import load_takedowns, requests_in, takedowns_version
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
+
+if TYPE_CHECKING:
+    from llm_assets.stale import Planner
 
 
 def _model_block(settings: FilteredSettings):
@@ -36,4 +47,48 @@ def _version(settings) -> str:
     return code_version(STAGE_VERSION, settings.filtered.fingerprint(), *([_file_version(path)] if path else []))
 
 
-SPEC = StageSpec("filtered", "shard", ("documents",), version=_version)
+def _current_inputs(planner: Planner, crawl: str, shard: str) -> dict[str, str | None]:
+    """What a build would record now: the documents' data version, the takedown requests that name a document of
+    them (through each part's id index) and, when an eval set was added or changed, the eval index's version only
+    if it flags other documents of the partition than the index it was built with."""
+    docs = planner.manifest("documents", crawl, shard)
+    if docs is None:
+        return {"documents": None}
+    requests = planner.memo("takedowns", lambda: load_takedowns(planner.lake))
+    named = [r for part in docs.parts for r in requests_in(planner.lake, part, requests)]
+    current: dict[str, str | None] = {"documents": docs.data_version, "takedowns": takedowns_version(named)}
+    block = planner.settings.filtered.block("decontaminate")
+    if block is not None and block.enabled:
+        current["evals"] = _evals(planner, planner.manifest("filtered", crawl, shard), block.min_matches)
+    return current
+
+
+def _evals(planner: Planner, built: Manifest | None, min_matches: int) -> str:
+    version = planner.memo("eval_index", lambda: eval_index(planner.lake, planner.settings.evals).version)
+    recorded = built.inputs.get("evals") if built is not None else None
+    if built is None or recorded is None or recorded == version:
+        return version
+    before, now = (_flagged(planner, built, v, min_matches) for v in (recorded, version))
+    return recorded if before is not None and before == now else version
+
+
+def _flagged(planner: Planner, built: Manifest, version: str, min_matches: int) -> list[str] | None:
+    """The documents of a committed partition (kept, or dropped as contaminated) that an eval index flags; kept in
+    the lake once computed, so the stale sensor checks a partition against an index once."""
+    key = contamination_key("filtered", built.crawl, built.shard, built.data_version, f"{version}-{min_matches}")
+    if (cached := planner.lake.get_json(key)) is not None:
+        return cached["flagged"]
+    index = planner.memo(("eval_index", version), lambda: stored_index(planner.lake, version))
+    if index is None and version != "none":
+        return None  # an index that is gone: the partition is rebuilt
+    docs = pl.concat([
+        planner.lake.scan(built.parts).select("doc_id", "text").collect() if built.parts else pl.DataFrame(),
+        planner.lake.scan(built.rejected_parts).filter(pl.col("filter") == "decontaminate")
+        .select("doc_id", "text").collect() if built.rejected_parts else pl.DataFrame(),
+    ], how="diagonal")
+    flagged = contaminated_ids(index, docs, min_matches) if docs.width else []
+    planner.lake.put_json(key, {"flagged": flagged})
+    return flagged
+
+
+SPEC = StageSpec("filtered", "shard", ("documents",), version=_version, current_inputs=_current_inputs)

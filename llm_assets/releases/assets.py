@@ -4,7 +4,8 @@ from pathlib import Path
 import dagster as dg
 
 from llm_assets.core.partition import LakeInput, Manifest, committed
-from llm_assets.core.release import STAGE_VERSION, build_release, point_latest
+from llm_assets.core.filtered import TAKEDOWN_COUNT
+from llm_assets.core.release import STAGE_VERSION, build_release, latest_release, mark_superseded, point_latest
 from llm_assets.core.tokenize import load_tokenizer, resolve_tokenizer
 from llm_assets.core.units import peak_rss_bytes
 from llm_assets.pipeline import code_versions
@@ -35,6 +36,13 @@ def _card_facts(lake, crawls: list[str], shards: list[str]) -> dict:
     return {"funnel": funnel, "languages": languages, "text_parts": text_parts}
 
 
+def _takedowns(lake, crawls: list[str], shards: list[str]) -> list[str]:
+    """The targets of the takedown requests that removed documents from the filtered partitions of the crawls."""
+    return sorted({key.removeprefix(TAKEDOWN_COUNT) for crawl in crawls
+                   for m in committed(lake, "filtered", crawl, shards).values() for u in m.units
+                   for key, n in u.counts.items() if key.startswith(TAKEDOWN_COUNT) and n})
+
+
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
     shards = settings.shard_keys()
     versions = code_versions(settings)
@@ -63,6 +71,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                                                     key=lambda m: (crawls.index(m.crawl), m.shard))]
         if not partitions:
             raise dg.Failure(f"no committed tokenized partition for crawls {crawls}: run curated_job first")
+        previous_prefix = latest_release(lake, settings.release.name)
+        previous = lake.get_json(previous_prefix + "manifest.json") if previous_prefix else None
         tok_settings, tok_hash = resolve_tokenizer(settings.tokenized, lake)
         tok = load_tokenizer(str(tok_settings.resolved_path()))
         eos = tok.token_to_id(settings.tokenized.eos_token)
@@ -73,8 +83,12 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 lake, settings.release, partitions, tokenizer_file, tok_hash, eos, tok.get_vocab_size(),
                 code_versions={"tokenized": versions["tokenized"], "deduplicated": versions["deduplicated"],
                                "release": STAGE_VERSION},
-                card_facts=_card_facts(lake, crawls, shards), workdir=Path(tmp))
+                card_facts=_card_facts(lake, crawls, shards), workdir=Path(tmp),
+                takedowns=_takedowns(lake, crawls, shards))
         point_latest(lake, built)
+        if superseded := mark_superseded(lake, previous, built):
+            context.log.warning(f"release {previous['version']} is superseded by {built.version}: it holds documents "
+                                f"that takedown requests removed ({', '.join(superseded['takedowns'][:5])})")
         counts = built.manifest["counts"]
         if built.reused:
             context.log.info(f"{built.prefix} already exists: releases are immutable, nothing was rewritten")
@@ -94,6 +108,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 "bytes": sum(built.manifest.get("files", {}).values()),
                 "files": dg.MetadataValue.json(built.manifest.get("files", {})),
                 "tokenizer_hash": tok_hash,
+                "takedowns_applied": len(built.manifest.get("takedowns", [])),
+                "supersedes": superseded["version"] if superseded else "",
                 "seconds": built.manifest["seconds"],
                 "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1),
                 "dataset_card": dg.MetadataValue.md(built.card),

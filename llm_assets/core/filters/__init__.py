@@ -2,7 +2,7 @@
 for every document it drops. `apply_filters` runs a chain of them over a Polars batch.
 
 A chain is an ordered list of blocks, each named by its `block` field (`ChainBlock` validates one entry of the
-settings' list); `DEFAULT_CHAIN` is FineWeb's order, then the optional blocks (off), PII masking last."""
+settings' list); `DEFAULT_CHAIN` is FineWeb's order, then the optional blocks (off), PII masking, then decontamination last."""
 
 from typing import Annotated, Union
 
@@ -10,6 +10,7 @@ from pydantic import Field
 
 from llm_assets.core.filters.base import Block, apply_filters
 from llm_assets.core.filters.c4 import C4BadWords, C4Quality
+from llm_assets.core.filters.decontaminate import Decontaminate
 from llm_assets.core.filters.fineweb import FineWebQuality
 from llm_assets.core.filters.gopher import GopherQuality, GopherRepetition
 from llm_assets.core.filters.language import LanguageFilter, language_model
@@ -22,7 +23,7 @@ from llm_assets.core.filters.vocabulary import DomainVocabulary
 
 ChainBlock = Annotated[
     Union[Normalize, URLFilter, LanguageFilter, GopherRepetition, GopherQuality, C4Quality, FineWebQuality, C4BadWords,
-          ProfanityFilter, DomainVocabulary, QualityModelFilter, PIIMasker],
+          ProfanityFilter, DomainVocabulary, QualityModelFilter, PIIMasker, Decontaminate],
     Field(discriminator="block"),
 ]
 
@@ -30,10 +31,11 @@ DEFAULT_CHAIN: tuple[ChainBlock, ...] = (
     Normalize(), URLFilter(), LanguageFilter(), GopherRepetition(), GopherQuality(),
     C4Quality(filter_no_terminal_punct=False),  # as FineWeb runs it
     FineWebQuality(), C4BadWords(), ProfanityFilter(), DomainVocabulary(), QualityModelFilter(), PIIMasker(),
+    Decontaminate(),  # last: see its module
 )
 
 __all__ = [
     "ChainBlock", "DEFAULT_CHAIN",
-    "Block", "C4BadWords", "C4Quality", "DomainVocabulary", "FineWebQuality", "GopherQuality", "GopherRepetition",
+    "Block", "C4BadWords", "C4Quality", "Decontaminate", "DomainVocabulary", "FineWebQuality", "GopherQuality", "GopherRepetition",
     "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "QualityModelFilter", "URLFilter", "apply_filters", "language_model",
 ]

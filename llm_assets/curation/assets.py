@@ -1,0 +1,70 @@
+import time
+
+import dagster as dg
+import polars as pl
+
+from llm_assets.core.decontamination import eval_index, eval_sources
+from llm_assets.core.takedowns import PREFIX, load_takedowns, takedowns_version
+from llm_assets.curation.spec import EVAL_INDEX_SPEC, TAKEDOWNS_SPEC
+from llm_assets.metadata import table
+from llm_assets.settings import Settings
+from resources import ObjectStore
+
+
+def build(settings: Settings) -> list[dg.AssetsDefinition]:
+    @dg.asset(name=TAKEDOWNS_SPEC.name, group_name="curation", kinds={"s3"}, code_version=TAKEDOWNS_SPEC.version(settings))
+    def takedowns(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
+        """The takedown requests in force: every JSON Lines file under `takedowns/` in the bucket (or written by
+        `llm-assets takedown add`), one request per line naming exactly one `url`, `domain` (with its subdomains) or
+        `doc_id`, with `reason`, `requested_by` and `date`. A bad line fails this asset naming the file and line.
+
+        `filtered` removes every document a request names (reason `takedown`, kept under `rejected/` with the
+        request); `llm-assets stale` plans exactly the partitions that hold one, through each part's id index, and
+        the release that includes them. `llm-assets takedown status` says where each was found and which release
+        first lacks it.
+        """
+        try:
+            requests = load_takedowns(store.lake())
+        except ValueError as e:
+            raise dg.Failure(str(e)) from e
+        kinds = {k: sum(1 for r in requests if getattr(r, k)) for k in ("url", "domain", "doc_id")}
+        return dg.MaterializeResult(
+            metadata={"requests": len(requests), "by_kind": dg.MetadataValue.json(kinds),
+                      "list": table(pl.DataFrame([{"target": r.target, "reason": r.reason,
+                                                   "requested_by": r.requested_by, "date": str(r.date)}
+                                                  for r in requests[:200]],
+                                                 schema=dict.fromkeys(["target", "reason", "requested_by", "date"],
+                                                                      pl.String))),
+                      "prefix": dg.MetadataValue.text(store.lake().url(PREFIX))},
+            data_version=dg.DataVersion(takedowns_version(requests)))
+
+    @dg.asset(name=EVAL_INDEX_SPEC.name, group_name="curation", kinds={"numpy", "s3"},
+              code_version=EVAL_INDEX_SPEC.version(settings))
+    def eval_index_asset(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
+        """The n-gram index of the evaluation sets under `evals/` in the bucket (JSON Lines; the text fields are
+        the `evals` settings): every 13-gram of normalized words (n is a setting, as GPT-3 did), hashed to 64 bits,
+        sorted, with the set it came from: 10 bytes per n-gram whatever the text. Stored under
+        `models/eval_index/<version>.npz`, the version hashing the sets' contents and the settings.
+
+        The `decontaminate` block, last in `filtered`'s chain, drops (or flags) documents sharing n-grams with it,
+        with reason `contaminated`, the benchmark and the matched span. A new or changed set makes stale exactly the
+        partitions whose curated documents it flags differently.
+        """
+        start = time.perf_counter()
+        lake = store.lake()
+        sources = eval_sources(lake, settings.evals)
+        try:
+            index = eval_index(lake, settings.evals)
+        except ValueError as e:
+            raise dg.Failure(str(e)) from e
+        if index.path is None:
+            context.log.warning(f"no eval set under {lake.url(settings.evals.prefix)}: decontamination checks nothing")
+        return dg.MaterializeResult(
+            metadata={"eval_sets": dg.MetadataValue.json([k for k, _ in sources]),
+                      "benchmarks": dg.MetadataValue.json(list(index.benchmarks)),
+                      "ngram": settings.evals.ngram, "ngrams": index.ngrams, "index_bytes": index.nbytes,
+                      "bytes_per_million_ngrams": round(index.nbytes / index.ngrams * 1e6) if index.ngrams else 0,
+                      "built_now": index.built, "seconds": round(time.perf_counter() - start, 3)},
+            data_version=dg.DataVersion(index.version))
+
+    return [takedowns, eval_index_asset]
