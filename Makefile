@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint ui bench bench-startup bench-dedup bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint ui bench bench-startup bench-dedup bench-decontamination bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -57,6 +57,10 @@ bench-oversized: $(VENV)/.synced
 bench-startup: $(VENV)/.synced
 	@$(COMPILE)
 	$(BIN)/python -m benchmarks.startup
+
+# Decontamination: recall on planted GSM8K items, false positives, the block's speed, the index's memory.
+bench-decontamination: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.decontamination
 
 bench-lake-io: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.lake_io

@@ -44,7 +44,7 @@ from datetime import datetime, timezone
 from itertools import combinations
 from pathlib import Path
 
-from benchmarks.report import MIB, n, table
+from benchmarks.report import MIB, n, replace_section, table
 from benchmarks.stages import Meter, maxrss_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -642,15 +642,7 @@ def render(r: dict) -> str:
 
 
 def write_section(path: Path, body: str) -> None:
-    """Replace the text between the markers, or append it with its markers."""
-    block = f"{BEGIN}\n\n{body.rstrip()}\n\n{END}"
-    text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text.split(BEGIN, 1)[1]:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block + "\n"
-    path.write_text(text)
+    replace_section(path, BEGIN, END, body)
 
 
 # main ----------------------------------------------------------------------------------------------------------

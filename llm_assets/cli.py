@@ -99,9 +99,26 @@ def cmd_demo_change(args) -> int:
     return 0
 
 
+def cmd_demo_takedown(args) -> int:
+    """The demo's takedown step: one released document's URL taken down, planned, rebuilt, re-released."""
+    from llm_assets import demo
+    from llm_assets.definitions import build_defs
+    from llm_assets.instance import get_instance
+
+    _ensure_store()
+    _, settings = demo.demo_files(environment.home() / "demo", args.settings)
+    failed = demo.takedown_step(get_instance(), build_defs(settings), Lake(environment.store_config(settings.store)),
+                                settings)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def cmd_demo(args) -> int:
     if args.change:
         return cmd_demo_change(args)
+    if args.takedown:
+        return cmd_demo_takedown(args)
     from llm_assets import demo
     from llm_assets.definitions import build_defs
     from llm_assets.instance import get_instance
@@ -339,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("demo", help="drop the demo crawls, run the sensor's requests, print a summary")
     p.add_argument("--change", action="store_true",
                    help="the second step: drop one new file, change one threshold, plan and launch one backfill")
+    p.add_argument("--takedown", action="store_true",
+                   help="a takedown end to end: one released URL removed, planned, rebuilt, re-released")
     p.set_defaults(fn=cmd_demo)
 
     p = sub.add_parser("status", help="materialized partitions and rows per asset; raw keys that will not be ingested")

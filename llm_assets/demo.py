@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import random
 import sys
+import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -217,6 +219,47 @@ def run_release(instance, defs) -> list[str]:
           f"{' (already released: unchanged)' if m['reused'] else ''}\n"
           "  look at it: .venv/bin/llm-assets show release --limit 2 --json")
     return []
+
+
+def takedown_step(instance, defs, lake, settings: Settings) -> list[str]:
+    """The takedown demo: a request for one released document's URL, the plan (exactly the partitions that hold
+    it, and the release), the rebuild, and where the request stands: removed, in a new release, the old one
+    superseded."""
+    from llm_assets import takedown
+    from llm_assets.core.release import latest_release
+    from llm_assets.core.takedowns import TakedownRequest
+    from llm_assets.dedup.spec import DEDUPLICATED_SPEC
+    from llm_assets.loader import ReleaseLoader, SupersededReleaseWarning
+
+    crawls = [c for c in instance.get_dynamic_partitions("crawl")]
+    old = latest_release(lake, settings.release.name)
+    manifests = [m for c in crawls for m in committed(lake, DEDUPLICATED_SPEC.name, c, settings.shard_keys()).values()
+                 if m.rows]
+    if old is None or not manifests:
+        print("no release yet: run `make demo` first", file=sys.stderr)
+        return ["takedown"]
+    url = LakeInput(lake, DEDUPLICATED_SPEC.name, manifests[:1]).scan().select("url").head(1).collect()["url"][0]
+    request = TakedownRequest(url=url, reason="demo: a site owner's request", requested_by="demo",
+                              date=dt.date.today())
+    print(f"takedown add --url {url}: written to {lake.url(takedown.add(lake, request))}")
+    planned = stale_partitions(instance, lake, settings)
+    for p in planned:
+        print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
+    failed = run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job"))
+    failed += run_crawl_level(instance, defs, sorted({p.partition.split("|")[0] for p in planned
+                                                      if p.asset == CLUSTERS_SPEC.name}))
+    failed += run_partitions(instance, defs, "curated_job", stale_keys(instance, lake, settings, defs, "curated_job"))
+    failed += run_release(instance, defs)
+    print()
+    print(takedown.format_status([s for s in takedown.status(lake, settings, crawls) if s.target == request.target]))
+    uri = lake.url(old)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ReleaseLoader(uri, storage_options=lake.config.boto_options(lake.credentials))
+    said = [str(w.message) for w in caught if issubclass(w.category, SupersededReleaseWarning)]
+    print(f"\nthe loader on the previous release: {said[0] if said else 'no warning'}\n"
+          "  (ReleaseLoader(..., on_superseded='refuse') refuses it)")
+    return failed
 
 
 CHANGED_SETTINGS = "changed-settings.yaml"
