@@ -1,6 +1,7 @@
 """Decontamination on the GSM8K test set and the real shared documents: every planted passage is found, whole or
 lightly edited; the untouched documents are not flagged."""
 
+import json
 import random
 
 import polars as pl
@@ -86,3 +87,22 @@ def test_a_line_that_is_not_a_json_object_names_the_set_and_the_line():
         list(eval_texts([b'{"question": "a"}', b"{broken"], ("question",), "x.jsonl"))
     assert list(eval_texts([b'{"question": "a", "answer": "b", "id": 3}', b""], ("question", "answer"), "x")) == [
         "a\nb"]
+
+
+def test_the_block_drops_or_flags_with_the_benchmark_and_must_run_last(gsm8k, index, tmp_path):
+    from llm_assets.core.filtered import FilteredSettings
+    from llm_assets.core.filters import Decontaminate, PIIMasker, apply_filters
+
+    path = tmp_path / "index.npz"
+    path.write_bytes(index.to_bytes())
+    docs = pl.DataFrame({"doc_id": ["clean", "quoting"],
+                         "text": ["Nothing to see here at all.", "Intro. " + gsm8k[3] + " Outro."]})
+    kept, dropped = apply_filters(docs, [Decontaminate(index_path=str(path))])
+    assert kept["doc_id"].to_list() == ["clean"] and dropped["reason"].to_list() == ["contaminated"]
+    assert json.loads(dropped["detail"][0])["benchmark"] == "gsm8k"
+    kept, dropped = apply_filters(docs, [Decontaminate(index_path=str(path), mode="flag")])
+    assert dropped.is_empty() and kept["contamination"].struct.field("benchmark").to_list() == [None, "gsm8k"]
+    kept, _ = apply_filters(docs, [Decontaminate()])  # no eval set dropped: nothing to check against
+    assert kept.height == 2
+    with pytest.raises(ValueError, match="decontaminate must be the last"):
+        FilteredSettings(chain=(Decontaminate(), PIIMasker()))

@@ -53,3 +53,27 @@ def test_a_bad_line_is_an_error_naming_the_file_and_the_line(request_, message):
 def test_nothing_to_match_is_an_empty_frame():
     assert takedown_matches([], DOCS).is_empty()
     assert takedown_matches([TakedownRequest(url="https://x.org/", **BASE)], DOCS.clear()).is_empty()
+
+
+def test_a_parts_id_index_holds_its_urls_domains_with_parents_and_doc_ids():
+    from llm_assets.core.takedowns import IdIndex
+
+    index = IdIndex.from_bytes(IdIndex.of(DOCS).to_bytes())
+    held = [{"url": "https://a.example.com/x"}, {"domain": "example.com"}, {"domain": "news.b.org"},
+            {"doc_id": f"{4:032x}"}]
+    absent = [{"url": "https://a.example.com/z"}, {"domain": "c.org"}, {"domain": "a.b.org"}, {"doc_id": f"{9:032x}"}]
+    assert all(index.holds(TakedownRequest(**r, **BASE)) for r in held)
+    assert not any(index.holds(TakedownRequest(**r, **BASE)) for r in absent)
+
+
+def test_the_filtered_stage_removes_named_documents_first_with_the_request_as_detail():
+    from llm_assets.core.filtered import FilteredSettings, filter_batch
+
+    docs = DOCS.with_columns(text=pl.lit("A plain sentence that is long enough to keep. " * 40))
+    request = TakedownRequest(domain="b.org", **BASE)
+    kept, rejected = filter_batch(docs, FilteredSettings.default_with(language={"enabled": False}), (request,))
+    removed = rejected.filter(pl.col("reason") == "takedown")
+    assert sorted(removed["doc_id"]) == [f"{2:032x}", f"{3:032x}"]
+    assert set(removed["filter"]) == {"takedown"}
+    assert {json.loads(d)["domain"] for d in removed["detail"]} == {"b.org"}
+    assert not set(kept["doc_id"]) & set(removed["doc_id"])
