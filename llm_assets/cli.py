@@ -132,9 +132,12 @@ def cmd_demo(args) -> int:
     lake = Lake(environment.store_config(settings.store))
     keys = demo.drop_files(lake, files)
     print(f"dropped {len(keys)} raw files into {len(files)} crawls: {', '.join(files)}")
+    if evals := demo.drop_eval_sets(lake, settings):
+        print(f"dropped the eval set {evals[0]}: documents quoting it are dropped as contaminated")
+    failed = demo.run_curation(instance, defs)
     requests = demo.evaluate_sensor(instance, defs)
     print(f"raw_drop_sensor requested {len(requests)} partition runs")
-    failed = demo.run_requested(instance, defs, requests)
+    failed += demo.run_requested(instance, defs, requests)
     failed += demo.run_stale_lake(instance, defs, lake, settings)
     failed += demo.run_crawl_level(instance, defs, list(files))
     failed += demo.run_partitions(instance, defs, "curated_job",

@@ -207,6 +207,21 @@ def run_stale_lake(instance, defs, lake, settings: Settings) -> list[str]:
                           " (stale)")
 
 
+def drop_eval_sets(lake, settings: Settings) -> list[str]:
+    """The GSM8K test set of ../shared/data under evals/: the demo's release is decontaminated against it."""
+    path = SHARED_WARC.parent / "evals" / GSM8K
+    if not path.exists():
+        return []
+    lake.put_file(key := f"{settings.evals.prefix}{GSM8K}", path)
+    return [key]
+
+
+def run_curation(instance, defs) -> list[str]:
+    """The takedown requests and the eval index in force, as assets (the filtered runs read the same lists)."""
+    print("curation_job", flush=True)
+    return [] if _run(defs.resolve_job_def("curation_job"), None, instance).success else ["curation_job"]
+
+
 def run_release(instance, defs) -> list[str]:
     """Write the settings' training release from every tokenized partition and print what it holds."""
     print("release_job", flush=True)
@@ -242,10 +257,11 @@ def takedown_step(instance, defs, lake, settings: Settings) -> list[str]:
     request = TakedownRequest(url=url, reason="demo: a site owner's request", requested_by="demo",
                               date=dt.date.today())
     print(f"takedown add --url {url}: written to {lake.url(takedown.add(lake, request))}")
+    failed = run_curation(instance, defs)
     planned = stale_partitions(instance, lake, settings)
     for p in planned:
         print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
-    failed = run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job"))
+    failed += run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job"))
     failed += run_crawl_level(instance, defs, sorted({p.partition.split("|")[0] for p in planned
                                                       if p.asset == CLUSTERS_SPEC.name}))
     failed += run_partitions(instance, defs, "curated_job", stale_keys(instance, lake, settings, defs, "curated_job"))
@@ -263,6 +279,7 @@ def takedown_step(instance, defs, lake, settings: Settings) -> list[str]:
 
 
 CHANGED_SETTINGS = "changed-settings.yaml"
+GSM8K = "openai-grade-school-math__gsm8k_test.jsonl"
 LATE_DROP = ("CC-MAIN-2024-22", "late-drop.warc.gz", "dolma__sample-0001.warc.gz")
 
 
