@@ -12,7 +12,7 @@ EXPECTED = {
     "raw_files": [],
     "documents": ["raw_files"],
     "image_text_pairs": ["raw_files"],
-    "filtered": ["documents"],
+    "filtered": ["documents", "eval_index", "takedowns"],
     "signatures": ["filtered"],
     "deduplicated": ["duplicate_clusters", "filtered"],
     "tokenized": ["deduplicated", "tokenizer"],
@@ -23,19 +23,21 @@ REPORTS = {"crawl_stats": ["filtered"], "duplicate_clusters": ["signatures"]}
 # unpartitioned; `filtered` depends on the classifier only when its block uses it; the tokenizer (configured or
 # trained) is upstream of every token
 MODELS = {"quality_classifier": [], "tokenizer": [], "release": ["tokenized", "tokenizer"]}
+# unpartitioned lists people drop, read by every filtered run
+CURATION = {"takedowns": [], "eval_index": []}
 
 
 def test_definitions_load():
     dg.Definitions.validate_loadable(defs)
     assert defs.resolve_job_def("lake_job") is not None
-    for job in ("crawl_job", "curated_job", "release_job"):
+    for job in ("curation_job", "crawl_job", "curated_job", "release_job"):
         assert defs.resolve_job_def(job) is not None
     assert defs.resolve_sensor_def("raw_drop_sensor").job_name == "lake_job"
 
 
 def test_asset_specs_snapshot():
     specs = {s.key.path[-1]: s for s in defs.resolve_all_asset_specs() if not s.key.path[-1].startswith("__")}
-    assert {k: sorted(d.asset_key.path[-1] for d in s.deps) for k, s in specs.items()} == EXPECTED | REPORTS | MODELS
+    assert {k: sorted(d.asset_key.path[-1] for d in s.deps) for k, s in specs.items()} == EXPECTED | REPORTS | MODELS | CURATION
     stats = specs.pop("crawl_stats")
     assert stats.group_name == "reports" and stats.partitions_def.name == "crawl"
     assert stats.description and "funnel" in stats.description
@@ -46,6 +48,9 @@ def test_asset_specs_snapshot():
     assert classifier.group_name == "models" and classifier.partitions_def is None
     assert classifier.description and "labels/quality/" in classifier.description
     assert specs.pop("tokenizer").group_name == "models"
+    for name in CURATION:
+        spec = specs.pop(name)
+        assert spec.group_name == "curation" and spec.partitions_def is None and len(spec.description or "") > 80
     release = specs.pop("release")
     assert release.group_name == "releases" and release.partitions_def is None
     assert release.description and "Megatron" in release.description
@@ -67,7 +72,8 @@ def test_code_version_follows_settings():
 
     default = code_versions(Settings())
     stricter = code_versions(Settings(filtered=FilteredSettings.default_with(language=LanguageFilter(threshold=0.8))))
-    reordered = code_versions(Settings(filtered=FilteredSettings(chain=tuple(reversed(FilteredSettings().chain)))))
+    *blocks, last = FilteredSettings().chain  # decontaminate stays last
+    reordered = code_versions(Settings(filtered=FilteredSettings(chain=(*reversed(blocks), last))))
     assert default == code_versions(Settings())
     assert len({default["filtered"], stricter["filtered"], reordered["filtered"]}) == 3
     # only the stage the setting belongs to: the others' partitions see it as an upstream change

@@ -76,7 +76,7 @@ def test_apply_filters_records_block_and_reason_and_keeps_order():
 def test_disabled_blocks_do_not_run_and_the_chain_follows_fineweb():
     chain = [b.name for b in FilteredSettings().blocks()]
     assert chain == ["normalize", "url", "language", "gopher_repetition", "gopher_quality", "c4_quality",
-                     "fineweb_quality", "pii"]
+                     "fineweb_quality", "pii", "decontaminate"]
     assert FilteredSettings().block("c4_quality").filter_no_terminal_punct is False  # as FineWeb runs C4
     kept, dropped = apply_filters(pl.DataFrame({"text": ["x"]}), [GopherQuality(enabled=False)])
     assert kept.height == 1 and dropped.height == 0

@@ -184,24 +184,31 @@ def eval_index(lake: Lake, settings: EvalSetSettings) -> StoredIndex:
     version = index_version(settings, sources := eval_sources(lake, settings))
     if version == NO_INDEX:
         return StoredIndex(NO_INDEX, None)
-    key, built = f"{INDEX_PREFIX}{version}.npz", False
+    built = False
+    if not lake.exists(key := f"{INDEX_PREFIX}{version}.npz"):
+        sets = {benchmark_name(k, settings.prefix): list(eval_texts(lake.get_bytes(k).splitlines(),
+                                                                    settings.text_fields, k))
+                for k, _ in sources}
+        lake.put_bytes(key, build_index(sets, settings.ngram).to_bytes())
+        built = True
+    path = _local_copy(lake, version)
+    assert path is not None
+    index = load_index(str(path))
+    return StoredIndex(version, path, index.benchmarks, len(index.hashes), index.nbytes, built)
+
+
+def _local_copy(lake: Lake, version: str) -> Path | None:
+    """The stored index of that version, fetched once into a local cache the processes of a machine share."""
     local = Path(os.environ.get("LLM_ASSETS_MODEL_CACHE", Path(tempfile.gettempdir()) / "llm-assets-models"))
     path = local / f"eval_index-{version}.npz"
     if not path.exists():
-        if lake.exists(key):
-            data = lake.get_bytes(key)
-        else:
-            sets = {benchmark_name(k, settings.prefix): list(eval_texts(lake.get_bytes(k).splitlines(),
-                                                                        settings.text_fields, k))
-                    for k, _ in sources}
-            data, built = build_index(sets, settings.ngram).to_bytes(), True
-            lake.put_bytes(key, data)
+        if not lake.exists(key := f"{INDEX_PREFIX}{version}.npz"):
+            return None
         local.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(data)
+        tmp.write_bytes(lake.get_bytes(key))
         tmp.replace(path)  # atomic: a concurrent reader sees the whole file or none
-    index = load_index(str(path))
-    return StoredIndex(version, path, index.benchmarks, len(index.hashes), index.nbytes, built)
+    return path
 
 
 @cache
@@ -210,10 +217,9 @@ def load_index(path: str) -> EvalIndex:
 
 
 def stored_index(lake: Lake, version: str) -> EvalIndex | None:
-    """An index built earlier, by version (None for no index, or when it is gone)."""
-    if version == NO_INDEX or not lake.exists(key := f"{INDEX_PREFIX}{version}.npz"):
-        return None
-    return EvalIndex.from_bytes(lake.get_bytes(key))
+    """An index built earlier, by version (None for no index, or when it is gone from the store)."""
+    path = None if version == NO_INDEX else _local_copy(lake, version)
+    return load_index(str(path)) if path is not None else None
 
 
 def contaminated_ids(index: EvalIndex | None, docs: pl.DataFrame, min_matches: int) -> list[str]:

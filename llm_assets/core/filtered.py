@@ -113,6 +113,8 @@ def filter_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[
 
 def remove_takedowns(df: pl.DataFrame, requests: tuple[TakedownRequest, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """-> (kept, removed): `removed` holds the documents a request names, with the request as `detail`."""
+    if not requests:
+        return df, df.clear()
     matches = takedown_matches(list(requests), df.select("doc_id", "url", "domain"))
     if matches.is_empty():
         return df, df.clear()
