@@ -1,12 +1,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from llm_assets.core.decontamination import contaminated_ids, eval_index, stored_index
+from llm_assets.core.decontamination import NO_INDEX, contaminated_ids, eval_index, stored_index
 from llm_assets.core.filtered import STAGE_VERSION, FilteredSettings, file_sha256
 from llm_assets.core.lake import contamination_key
 from llm_assets.core.partition import Manifest
@@ -79,7 +78,7 @@ def _flagged(planner: Planner, built: Manifest, version: str, min_matches: int) 
     if (cached := planner.lake.get_json(key)) is not None:
         return cached["flagged"]
     index = planner.memo(("eval_index", version), lambda: stored_index(planner.lake, version))
-    if index is None and version != "none":
+    if index is None and version != NO_INDEX:
         return None  # an index that is gone: the partition is rebuilt
     docs = pl.concat([
         planner.lake.scan(built.parts).select("doc_id", "text").collect() if built.parts else pl.DataFrame(),
