@@ -29,7 +29,7 @@ from llm_assets.settings import PROJECT_ROOT, Settings
 from llm_assets.stale import stale_partitions
 
 SHARED_WARC = PROJECT_ROOT.parent / "shared" / "data" / "warc"
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # what stages say (progress), not engine events
 SENSOR_CURSOR_KEY = "llm_assets/demo/raw_drop_sensor"
 
 # Two crawls, so crawl partitions are real: files grouped by the era of their crawl.

@@ -14,7 +14,7 @@ import dagster as dg
 
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import PartitionOutput, data_version, reusable_units
-from llm_assets.core.units import RunnerSettings, UnitResult, WorkUnit, run_units
+from llm_assets.core.units import Progress, RunnerSettings, UnitResult, WorkUnit, run_units
 from llm_assets.metadata import partition_funnel, units_table
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.registry import StageSpec
@@ -102,7 +102,7 @@ def run_stage(
     todo = [u for u in units if u.unit not in reused]
     runner = runner_for(runner_settings)  # when the partition runs: a cluster need not be up for the definitions to load
     context.log.info(f"{len(todo)} work units on {runner} ({len(reused)} reused from the last commit)")
-    fresh = iter(run_units(fn, todo, runner))
+    fresh = iter(run_units(fn, todo, runner, Progress(len(todo), context.log.info)))
     results = [reused[u.unit] if u.unit in reused else next(fresh) for u in units]
     seconds = time.perf_counter() - start
     out = PartitionOutput(

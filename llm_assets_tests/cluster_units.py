@@ -54,3 +54,9 @@ def buggy(probe: Probe) -> UnitResult:
     """A unit with a bug: the code's fault, so no retry helps."""
     _attempt(probe)
     raise ValueError(f"a bug while processing {probe.source}")
+
+
+@timed_unit
+def one_row(probe: Probe) -> UnitResult:
+    """A unit that reads one record and keeps it."""
+    return UnitResult(unit=probe.source, source=probe.source, rows_in=1, rows_out=1)

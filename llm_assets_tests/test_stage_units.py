@@ -401,3 +401,27 @@ def test_pool_runner_fails_the_run_on_a_failing_unit(store_config, lake, crawl):
              extract_unit(store_config, crawl, f"raw/{crawl}/gone.warc.gz", 10, "x")]
     with pytest.raises(UnitFailed, match=f"raw/{crawl}/gone.warc.gz: "):
         run_units(extract_documents, units, PoolRunner(2))
+
+
+def test_progress_says_units_records_rate_and_eta_at_its_cadence_and_at_the_end():
+    from llm_assets.core.units import Progress, UnitResult
+
+    now = [0.0]
+    said: list[str] = []
+    progress = Progress(4, said.append, every_s=10.0, clock=lambda: now[0])
+    for t in (4.0, 12.0, 15.0, 40.0):  # a line at 12 s (10 s since the start), none at 15 s, the last at 40 s
+        now[0] = t
+        progress(UnitResult(unit="u", source="s", part=None, rows_in=600, rows_out=500))
+    assert said == ["2/4 units, 1,200 records read, 100 records/s, ETA 12s",
+                    "4/4 units, 2,400 records read, 60 records/s, done"]
+
+
+def test_every_local_runner_reports_each_unit_as_it_ends():
+    from llm_assets.core.units import InProcessRunner
+    from llm_assets_tests.cluster_units import Probe, one_row
+
+    units = [Probe(source=f"s{i}") for i in range(5)]
+    for runner in (InProcessRunner(), PoolRunner(workers=2)):
+        seen: list[str] = []
+        results = run_units(one_row, units, runner, lambda r: seen.append(r.source))
+        assert [r.source for r in results] == [u.source for u in units] and sorted(seen) == [u.source for u in units]

@@ -26,7 +26,7 @@ from distributed.scheduler import KilledWorker
 from distributed.security import Security
 
 from llm_assets.core.errors import ClusterUnavailable
-from llm_assets.core.units import HasSource, UnitFailed, UnitResult
+from llm_assets.core.units import HasSource, OnDone, UnitFailed, UnitResult
 
 U = TypeVar("U", bound=HasSource)
 
@@ -60,13 +60,14 @@ class DaskRunner:
             raise ClusterUnavailable(f"cannot reach the Dask scheduler at {self.address} within "
                                      f"{self.connect_timeout_s:.0f} s: {type(e).__name__}: {e}") from e
 
-    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U]) -> list[UnitResult]:
+    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U], on_done: OnDone | None = None
+            ) -> list[UnitResult]:
         if not units:
             return []
         with self.connect() as client:
             self._check_resources(client)
             try:
-                return _Submission(self, client, fn, units).run()
+                return _Submission(self, client, fn, units, on_done).run()
             except (CommClosedError, OSError) as e:
                 raise ClusterUnavailable(f"lost the Dask scheduler at {self.address} during the run: "
                                          f"{type(e).__name__}: {e}") from e
@@ -85,8 +86,9 @@ class DaskRunner:
 class _Submission(Generic[U]):
     """One partition's units on the cluster: submit up to the in-flight limit, collect, resubmit what was lost."""
 
-    def __init__(self, runner: DaskRunner, client: Client, fn: Callable[[U], UnitResult], units: Sequence[U]):
-        self.runner, self.client, self.fn, self.units = runner, client, fn, units
+    def __init__(self, runner: DaskRunner, client: Client, fn: Callable[[U], UnitResult], units: Sequence[U],
+                 on_done: OnDone | None = None):
+        self.runner, self.client, self.fn, self.units, self.on_done = runner, client, fn, units, on_done
         self.results: list[UnitResult | None] = [None] * len(units)
         self.attempts: dict[int, int] = {}  # only units that were retried
         self.index: dict[Key, int] = {}  # key of an outstanding future -> its unit
@@ -118,8 +120,10 @@ class _Submission(Generic[U]):
 
     def collect(self, i: int, future: Future) -> None:
         if future.status == "finished":
-            self.results[i] = future.result()
+            self.results[i] = result = future.result()
             future.release()
+            if self.on_done is not None:
+                self.on_done(result)
             return
         error = future.exception() if future.status == "error" else None
         lost = isinstance(error, KilledWorker) or future.status == "cancelled" or (

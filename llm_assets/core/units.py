@@ -14,7 +14,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from typing import Any, Literal, Protocol, TypeVar
@@ -146,19 +146,31 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
     return functools.update_wrapper(wrapper, fn)
 
 
-class Runner(Protocol):
-    """Executes a partition's units and returns their results in input order. The first unit that fails for good
-    ends the run: units not started are cancelled and its `UnitFailed` (naming its input) is raised."""
+OnDone = Callable[[UnitResult], None]
 
-    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U]) -> list[UnitResult]: ...
+
+class Runner(Protocol):
+    """Executes a partition's units and returns their results in input order, calling `on_done` with each result as
+    its unit ends (in any order). The first unit that fails for good ends the run: units not started are cancelled
+    and its `UnitFailed` (naming its input) is raised."""
+
+    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U], on_done: OnDone | None = None
+            ) -> list[UnitResult]: ...
+
+
+def _done(on_done: OnDone | None, result: UnitResult) -> UnitResult:
+    if on_done is not None:
+        on_done(result)
+    return result
 
 
 @dataclass(frozen=True)
 class InProcessRunner:
     """One unit after the other in this process (tests, debugging, tiny partitions)."""
 
-    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U]) -> list[UnitResult]:
-        return [fn(u) for u in units]
+    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U], on_done: OnDone | None = None
+            ) -> list[UnitResult]:
+        return [_done(on_done, fn(u)) for u in units]
 
 
 @dataclass(frozen=True)
@@ -167,22 +179,61 @@ class PoolRunner:
 
     workers: int = 2
 
-    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U]) -> list[UnitResult]:
+    def run(self, fn: Callable[[U], UnitResult], units: Sequence[U], on_done: OnDone | None = None
+            ) -> list[UnitResult]:
         if len(units) <= 1 or self.workers == 1:
-            return InProcessRunner().run(fn, units)
+            return InProcessRunner().run(fn, units, on_done)
         # spawn, not fork: the caller may be a threaded Dagster process.
         with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=get_context("spawn")) as pool:
             futures = [pool.submit(fn, u) for u in units]
-            wait(futures, return_when=FIRST_EXCEPTION)
-            if failed := next((f for f in futures if f.done() and f.exception() is not None), None):
-                for f in futures:
-                    f.cancel()
-                error = failed.exception()
-                assert error is not None  # `failed` was picked for having one
-                raise error
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                if failed := next((f for f in done if f.exception() is not None), None):
+                    for f in futures:
+                        f.cancel()
+                    error = failed.exception()
+                    assert error is not None  # `failed` was picked for having one
+                    raise error
+                for f in done:
+                    _done(on_done, f.result())
             return [f.result() for f in futures]
 
 
-def run_units(fn: Callable[[U], UnitResult], units: Sequence[U], runner: Runner) -> list[UnitResult]:
-    """Execute units on `runner` and return their results in input order."""
-    return runner.run(fn, units) if units else []
+def run_units(fn: Callable[[U], UnitResult], units: Sequence[U], runner: Runner, on_done: OnDone | None = None
+              ) -> list[UnitResult]:
+    """Execute units on `runner` and return their results in input order; `on_done(result)` as each ends."""
+    return runner.run(fn, units, on_done) if units else []
+
+
+class Progress:
+    """A partition's progress as its units end: units done of total, records read, records per second and an
+    estimate of the time left, said (`say(line)`) when a unit ends at least `every_s` after the last line, and for
+    the last unit. The clock is a parameter so that tests need no sleeping."""
+
+    def __init__(self, total: int, say: Callable[[str], None], every_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.total, self.say, self.every_s, self.clock = total, say, every_s, clock
+        self.done = self.records = 0
+        self.start = self.last = clock()
+
+    def __call__(self, result: UnitResult) -> None:
+        self.done += 1
+        self.records += result.rows_in
+        now = self.clock()
+        if now - self.last >= self.every_s or self.done == self.total:
+            self.last = now
+            self.say(self.line(now))
+
+    def line(self, now: float) -> str:
+        elapsed = now - self.start
+        rate = f"{self.records / elapsed:,.0f} records/s" if elapsed > 0 else "– records/s"
+        left = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        eta = "done" if self.done == self.total else f"ETA {_duration(left)}"
+        return f"{self.done}/{self.total} units, {self.records:,} records read, {rate}, {eta}"
+
+
+def _duration(seconds: float) -> str:
+    minutes, s = divmod(round(seconds), 60)
+    hours, m = divmod(minutes, 60)
+    return f"{hours}h{m:02d}m" if hours else f"{m}m{s:02d}s" if m else f"{s}s"
