@@ -8,6 +8,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 import pytest
+import yaml
 
 from llm_assets import cli
 from llm_assets.core.indexed import IndexedDataset
@@ -125,6 +126,17 @@ def test_a_release_holds_every_token_once_in_shuffled_sequences_with_provenance(
     assert text.height == len(docs) and {"doc_id", "url", "text"} <= set(text.columns)
     card = (tmp_path / "README.md").read_text()
     assert "## Size" in card and "dedup rate" in card and crawl in card
+    _, front, body = card.split("---\n", 2)  # Hugging Face's YAML header
+    header = yaml.safe_load(front)
+    assert header["language"] and header["size_categories"] == ["n<1K"] and header["license"] == "other"
+    assert {"config_name": crawl, "data_files": [{"split": "train", "path": f"text/{crawl}.parquet"}]} in header[
+        "configs"]
+    funnel_row = next(line for line in body.splitlines() if line.startswith(f"| {crawl} |"))
+    raw_records = int(funnel_row.split("|")[2].replace(",", ""))
+    assert raw_records > len(docs)  # the funnel starts at the raw records, skips included
+    assert "`revisit`" in body or "`non_html`" in body or "`not_response`" in body  # what the readers skipped
+    assert "| `gopher_quality` | " in body and "min_doc_words=50" in body  # every threshold in force
+    assert f"{c['sequences']:,} sequences of 256 token ids" in manifest["format"]["data"]
 
 
 def test_length_buckets_pack_documents_only_with_their_bucket(curated, monkeypatch, object_store, instance, crawl,

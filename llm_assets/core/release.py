@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Literal, cast
 
 import numpy as np
 import polars as pl
+import yaml  # type: ignore[import-untyped]
 from pydantic import Field
 
 from llm_assets.core.config import Section
@@ -247,7 +248,8 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
         "partitions": [{k: p[k] for k in ("crawl", "shard", "data_version", "code_version")} for p in partitions],
         "code_versions": code_versions,
         "tokenizer": {"hash": tokenizer_hash, "vocab_size": vocab_size, "eos_id": eos_id, "file": "tokenizer.json"},
-        "format": {"data": "Megatron-LM MMapIndexedDataset (data.bin + data.idx), one sequence per document",
+        "format": {"data": f"Megatron-LM MMapIndexedDataset (data.bin + data.idx): {plan.sequences:,} sequences of "
+                           f"{settings.context:,} token ids, documents packed into them ({settings.packing})",
                    "dtype": dtype.name, "pad_id": eos_id, "order": "shuffled (keyed Feistel permutation)",
                    "provenance": "provenance.parquet"},
         "counts": counts,
@@ -281,10 +283,38 @@ def write_text(lake: Lake, partitions: list[dict], text_parts: dict[str, list[st
     return out
 
 
+def _size_category(n: int) -> str:
+    """Hugging Face's size_categories bucket of a document count."""
+    for bound, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                        (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")):
+        if n < bound:
+            return name
+    return "n>1B"
+
+
+def card_front_matter(manifest: dict, languages: list[str]) -> str:
+    """The YAML header the Hugging Face Hub reads: license (a placeholder), languages, size, the text configs."""
+    crawls = manifest["crawls"]
+    header = {
+        "license": "other",
+        "license_name": "set-me",  # the crawled pages' terms decide; llm-assets cannot know them
+        "language": languages or ["en"],
+        "size_categories": [_size_category(manifest["counts"]["documents"])],
+        "task_categories": ["text-generation"],
+        "pretty_name": f"{manifest['name']} {manifest['version']}",
+        "tags": ["llm-assets", "pretraining", "web-crawl"],
+        "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": "text/*.parquet"}]}]
+        + [{"config_name": c, "data_files": [{"split": "train", "path": f"text/{c}.parquet"}]} for c in crawls],
+    }
+    return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n"
+
+
 def dataset_card(manifest: dict, facts: dict) -> str:
-    """The release's README.md: what it holds and how it was made."""
+    """The release's README.md: Hugging Face front matter, what it holds and how it was made."""
     c = manifest["counts"]
+    languages = [lang for lang, _ in facts.get("languages", []) if lang]
     lines = [
+        card_front_matter(manifest, languages),
         f"# {manifest['name']} {manifest['version']}", "",
         f"Training sequences of {c['context']:,} tokens from crawls {', '.join(manifest['crawls']) or '(none)'}, "
         f"made by llm-assets on {manifest['created_at']}.", "",
@@ -304,18 +334,33 @@ def dataset_card(manifest: dict, facts: dict) -> str:
         lines += ["## Language mix (documents kept by the filters)", "", "| language | documents |", "|---|---:|"]
         lines += [f"| {lang} | {n:,} |" for lang, n in facts["languages"]] + [""]
     if facts.get("funnel"):
-        lines += ["## Funnel", "", "| crawl | extracted | filtered | deduplicated | dedup rate |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += ["## Funnel", "", "| crawl | raw records | extracted | filtered | deduplicated | dedup rate |",
+                  "|---|---:|---:|---:|---:|---:|"]
         for crawl, f in sorted(facts["funnel"].items()):
             rate = 1 - f["deduplicated"] / f["filtered"] if f["filtered"] else 0.0
-            lines.append(f"| {crawl} | {f['documents']:,} | {f['filtered']:,} | {f['deduplicated']:,} | "
-                         f"{rate:.1%} |")
+            lines.append(f"| {crawl} | {f.get('raw_records', 0):,} | {f['documents']:,} | {f['filtered']:,} | "
+                         f"{f['deduplicated']:,} | {rate:.1%} |")
         lines.append("")
+    if facts.get("drops"):
+        lines += ["### What each stage set aside", "", "| stage | reason | records |", "|---|---|---:|"]
+        for asset, reasons in facts["drops"].items():
+            lines += [f"| {asset} | `{r}` | {n:,} |" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+        lines.append("")
+    if facts.get("filters"):
+        lines += ["## Filters in force, in order", "", "| block | thresholds |", "|---|---|"]
+        lines += [f"| `{name}` | {', '.join(f'{k}={v}' for k, v in config.items()) or '(defaults)'} |"
+                  for name, config in facts["filters"]] + [""]
+    if facts.get("dedup"):
+        lines += ["## Deduplication", "", ", ".join(f"{k}={v}" for k, v in facts["dedup"].items()), ""]
+    if manifest.get("takedowns"):
+        lines += ["## Takedowns applied", ""] + [f"- `{t}`" for t in manifest["takedowns"]] + [""]
     lines += ["## Provenance", "",
               "`manifest.json` lists every (crawl, shard) partition with its data version and the code versions of "
               "the stages; `provenance.parquet` maps each sequence (its position in `data.bin`) to the document "
               "pieces it holds.", "",
-              "## Reading it", "",
+              "| crawl | shard | data version |", "|---|---|---|"]
+    lines += [f"| {p['crawl']} | {p['shard']} | `{p['data_version']}` |" for p in manifest["partitions"]]
+    lines += ["", "## Reading it", "",
               "```python", "from llm_assets.loader import ReleaseLoader",
               f"for batch in ReleaseLoader('s3://<bucket>/{release_prefix(manifest['name'], manifest['version'])}',"
               " rank=0, world_size=1, batch_size=8):", "    ...", "```", ""]

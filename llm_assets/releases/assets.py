@@ -25,15 +25,27 @@ def _committed(lake, asset: str, crawls: list[str], shards: list[str]) -> list[d
     return [_partition(m) for crawl in crawls for m in committed(lake, asset, crawl, shards).values()]
 
 
-def _card_facts(lake, crawls: list[str], shards: list[str]) -> dict:
-    """Funnel per crawl (extracted → filtered → deduplicated documents), the language mix, the text parts."""
-    rows = {asset: _committed(lake, asset, crawls, shards) for asset in ("documents", "filtered", "deduplicated")}
-    funnel = {c: {a: sum(p["rows"] for p in ps if p["crawl"] == c) for a, ps in rows.items()} for c in crawls}
-    text_parts = {c: [part for p in rows["deduplicated"] if p["crawl"] == c for part in p["parts"]] for c in crawls}
+def _card_facts(lake, settings: Settings, crawls: list[str], shards: list[str]) -> dict:
+    """Funnel per crawl from the raw records (what the readers skipped, what each filter dropped, what dedup
+    removed), the language mix, the filter thresholds and dedup settings in force, the text parts."""
+    manifests = {a: [m for c in crawls for m in committed(lake, a, c, shards).values()]
+                 for a in ("documents", "filtered", "deduplicated")}
+    funnel = {c: {"raw_records": sum(u.rows_in for m in manifests["documents"] if m.crawl == c for u in m.units),
+                  **{a: sum(m.rows for m in ms if m.crawl == c) for a, ms in manifests.items()}} for c in crawls}
+    drops: dict[str, dict[str, int]] = {}
+    for asset, ms in manifests.items():
+        for m in ms:
+            for u in m.units:
+                for reason, n in u.dropped.items():
+                    drops.setdefault(asset, {})[reason] = drops.get(asset, {}).get(reason, 0) + n
+    text_parts = {c: [part for m in manifests["deduplicated"] if m.crawl == c for part in m.parts] for c in crawls}
     parts = [part for ps in text_parts.values() for part in ps]
     languages = (lake.scan(parts).group_by("language").len().sort("len", descending=True).collect().rows()
                  if parts else [])
-    return {"funnel": funnel, "languages": languages, "text_parts": text_parts}
+    filters = [(b.name, b.model_dump(mode="json", exclude={"block", "enabled", "index_path", "model_path"}))
+               for b in settings.filtered.blocks()]
+    return {"funnel": funnel, "drops": drops, "languages": languages, "text_parts": text_parts, "filters": filters,
+            "dedup": settings.dedup.model_dump(mode="json"), "evals": settings.evals.model_dump(mode="json")}
 
 
 def _takedowns(lake, crawls: list[str], shards: list[str]) -> list[str]:
@@ -83,7 +95,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 lake, settings.release, partitions, tokenizer_file, tok_hash, eos, tok.get_vocab_size(),
                 code_versions={"tokenized": versions["tokenized"], "deduplicated": versions["deduplicated"],
                                "release": STAGE_VERSION},
-                card_facts=_card_facts(lake, crawls, shards), workdir=Path(tmp),
+                card_facts=_card_facts(lake, settings, crawls, shards), workdir=Path(tmp),
                 takedowns=_takedowns(lake, crawls, shards))
         point_latest(lake, built)
         if superseded := mark_superseded(lake, previous, built):
