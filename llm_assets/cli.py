@@ -273,11 +273,69 @@ def cmd_status(args) -> int:
     return 0
 
 
+def _show_rejected(args) -> int:
+    from llm_assets import trace
+    from llm_assets.status import STAGES
+
+    if args.stage not in STAGES or not args.crawl:
+        print(f"show rejected needs --stage (one of: {', '.join(STAGES)}) and --crawl", file=sys.stderr)
+        return 2
+    shards = [validate_shard(args.shard)] if args.shard else args.settings.shard_keys()
+    frame = trace.rejected(Lake(environment.store_config(args.settings.store)), args.stage,
+                           validate_crawl(args.crawl), shards, args.reason)
+    if frame is None:
+        print(f"{args.stage} set nothing aside in crawl {args.crawl}", file=sys.stderr)
+        return 1
+    df = _filtered(frame, args).head(args.limit).collect()
+    if args.json:
+        sys.stdout.write(df.write_ndjson())
+    else:
+        print(_records(df))
+    return 0
+
+
+def _filtered(frame, args):
+    """The rows of `frame` that --url, --doc-id and --where select."""
+    import polars as pl
+
+    if args.url:
+        frame = frame.filter(pl.col("url") == args.url)
+    if args.doc_id:
+        frame = frame.filter(pl.col("doc_id") == args.doc_id)
+    if args.where:
+        try:
+            frame = frame.filter(pl.sql_expr(args.where))
+        except Exception as e:  # Polars raises several kinds for a bad expression: the message says which
+            raise ValueError(f"--where {args.where!r}: {e}") from e
+    return frame
+
+
+def cmd_trace(args) -> int:
+    from llm_assets import trace
+    from llm_assets.stale import known_crawls
+
+    _ensure_store()
+    lake = Lake(environment.store_config(args.settings.store))
+    crawls = [validate_crawl(args.crawl)] if args.crawl else known_crawls(lake)
+    found = trace.trace(lake, args.settings, crawls, args.key)
+    if args.command == "why":
+        print(trace.why(found, args.settings))
+    elif args.json:
+        print(json.dumps({"key": found.key, "releases": found.releases,
+                          "steps": [s.__dict__ for s in found.steps]}, default=str))
+    else:
+        print(trace.format_trace(found))
+    return 0 if found.steps else 1
+
+
 def cmd_show(args) -> int:
     from llm_assets.status import CRAWL_LEVEL, STAGES
 
     if args.asset == "release":
         return _show_release(args)
+    if args.asset == "rejected":
+        _ensure_store()
+        return _show_rejected(args)
     if args.asset not in STAGES + CRAWL_LEVEL:
         print(f"unknown asset {args.asset!r}; one of: {', '.join(STAGES + CRAWL_LEVEL)}", file=sys.stderr)
         return 2
@@ -295,7 +353,7 @@ def cmd_show(args) -> int:
         print(f"{args.asset} has no committed partition for crawl {args.crawl}"
               + (f" shard {args.shard}" if args.shard else ""), file=sys.stderr)
         return 1
-    df = LakeInput(lake, args.asset, manifests).scan().head(args.limit).collect()
+    df = _filtered(LakeInput(lake, args.asset, manifests).scan(), args).head(args.limit).collect()
     if args.json:
         sys.stdout.write(df.write_ndjson())
     else:
@@ -376,8 +434,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true")
     p.set_defaults(fn=cmd_backfill)
 
-    p = sub.add_parser("show", help="rows of one asset's partition(s), like head; `show release` decodes sequences")
+    p = sub.add_parser("show", help="rows of one asset's partition(s), like head; `show release` decodes sequences; "
+                                    "`show rejected --stage S` what a stage set aside")
     p.add_argument("asset")
+    p.add_argument("--stage", help="rejected: the stage (documents, filtered, deduplicated, ...)")
+    p.add_argument("--reason", help="rejected: only this reason code")
+    p.add_argument("--url", help="only the rows of this URL")
+    p.add_argument("--doc-id", help="only the rows of this doc id")
+    p.add_argument("--where", help="only the rows this SQL expression selects, e.g. \"language_score < 0.7\"")
     p.add_argument("--crawl", help="the crawl (every asset but release)")
     p.add_argument("--name", help="release: its name (default: the settings' release.name)")
     p.add_argument("--version", help="release: a version (default: the latest)")
@@ -385,6 +449,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--json", action="store_true", help="JSON Lines, one object per row")
     p.set_defaults(fn=cmd_show)
+
+    for name, text in (("trace", "every stage one URL or doc id reached, in every crawl, and the releases holding it"),
+                       ("why", "where one URL or doc id stopped: the block, the reason, its scores and the thresholds")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("key", help="a URL (http...) or a doc id")
+        p.add_argument("--crawl", help="only this crawl (default: every crawl)")
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(fn=cmd_trace)
 
     p = sub.add_parser("record", help="the original raw record a document came from")
     p.add_argument("doc_id")

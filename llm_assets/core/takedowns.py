@@ -135,6 +135,11 @@ def _hashes(values: Iterable[str]) -> np.ndarray:
                                   for v in values if v), np.uint64))
 
 
+def _member(column: np.ndarray, value: str) -> bool:
+    h = _hashes([value])
+    return bool(len(h) and len(column)) and bool(column[min(np.searchsorted(column, h[0]), len(column) - 1)] == h[0])
+
+
 @dataclass(frozen=True)
 class IdIndex:
     """A part's URLs, domains (each host and its parent domains) and doc ids, as sorted 64-bit hashes."""
@@ -151,10 +156,18 @@ class IdIndex:
 
     def holds(self, request: TakedownRequest) -> bool:
         """True when a document of the part may be the one requested (a hash match)."""
-        column, value = ((self.urls, request.url) if request.url else (self.domains, request.domain) if request.domain
-                         else (self.doc_ids, request.doc_id))
-        h = _hashes([value or ""])
-        return bool(len(h) and len(column)) and bool(column[min(np.searchsorted(column, h[0]), len(column) - 1)] == h[0])
+        if request.url:
+            return self.has_url(request.url)
+        return self.has_domain(request.domain or "") if request.domain else self.has_doc_id(request.doc_id or "")
+
+    def has_url(self, url: str) -> bool:
+        return _member(self.urls, url)
+
+    def has_domain(self, domain: str) -> bool:
+        return _member(self.domains, domain)
+
+    def has_doc_id(self, doc_id: str) -> bool:
+        return _member(self.doc_ids, doc_id)
 
     def to_bytes(self) -> bytes:
         buf = io.BytesIO()

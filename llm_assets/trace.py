@@ -1,0 +1,164 @@
+"""Where one document went: `llm-assets trace URL|DOC_ID`, `why`, and `show rejected`. Reads the lake alone.
+
+A document is found without scanning the crawl: each documents part's id index (`core.takedowns.IdIndex`) says
+which partitions may hold the URL or doc id, and only those partitions' parts are read, filtered on the way in."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from llm_assets.core.partition import Manifest, committed
+from llm_assets.core.release import RELEASES
+from llm_assets.core.takedowns import part_index
+from llm_assets.settings import Settings
+
+# The shard stages a document passes, in order, and the columns that say why one set it aside.
+STAGES = ("documents", "filtered", "deduplicated", "tokenized")
+WHY = ("filter", "reason", "detail", "duplicate_of", "language", "language_score", "n_words", "quality_score")
+
+
+@dataclass
+class Step:
+    stage: str
+    crawl: str
+    shard: str
+    outcome: str  # "kept" or "dropped"
+    doc_id: str
+    facts: dict = field(default_factory=dict)  # the block and reason, the measured scores, the duplicate, ...
+
+
+@dataclass
+class Trace:
+    key: str
+    steps: list[Step] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)  # release versions that hold it
+
+    def stops(self) -> list[Step]:
+        return [s for s in self.steps if s.outcome == "dropped"]
+
+
+def _match(key: str) -> pl.Expr:
+    return pl.col("url") == key if "://" in key else pl.col("doc_id") == key
+
+
+def _rows(lake, parts: list[str], key: str, columns: list[str] | None = None) -> pl.DataFrame:
+    if not parts:
+        return pl.DataFrame()
+    frame = lake.scan(parts)
+    names = frame.collect_schema().names()
+    wanted = [c for c in (columns or names) if c in names]
+    return frame.filter(_match(key) if ("url" in names or "://" not in key) else pl.lit(False)).select(wanted).collect()
+
+
+def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
+    """Every stage the document (a URL or a doc id) reached in each crawl, and the releases holding it."""
+    out = Trace(key)
+    shards = settings.shard_keys()
+    doc_ids: set[str] = set()
+    for crawl in crawls:
+        documents = committed(lake, "documents", crawl, shards)
+        for shard, m in sorted(documents.items()):
+            parts = [p for p in m.parts if _indexed(lake, p, key)]
+            found = _rows(lake, parts, key, ["doc_id", "url", "source_key", "record_offset"])
+            if found.is_empty():
+                continue
+            for row in found.iter_rows(named=True):
+                out.steps.append(Step("documents", crawl, shard, "kept", row["doc_id"], row))
+                doc_ids.add(row["doc_id"])
+            for stage in STAGES[1:]:
+                built = committed(lake, stage, crawl, [shard]).get(shard)
+                if built is None:
+                    break
+                if not _follow(lake, out, stage, built, set(found["doc_id"])):
+                    break
+    out.releases = _releases_holding(lake, settings.release.name, doc_ids)
+    return out
+
+
+def _indexed(lake, part: str, key: str) -> bool:
+    index = part_index(lake, part)
+    return index.has_url(key) if "://" in key else index.has_doc_id(key)
+
+
+def _follow(lake, out: Trace, stage: str, built: Manifest, doc_ids: set[str]) -> bool:
+    """Add the stage's outcome for the documents; -> whether any went on."""
+    kept = pl.concat([_rows(lake, built.parts, d, ["doc_id"]) for d in doc_ids], how="diagonal") \
+        if built.parts else pl.DataFrame()
+    went_on = set(kept["doc_id"]) if kept.width else set()
+    for d in sorted(went_on):
+        out.steps.append(Step(stage, built.crawl, built.shard, "kept", d))
+    for d in sorted(doc_ids - went_on):
+        rejected = _rows(lake, built.rejected_parts, d, ["doc_id", *WHY]) if built.rejected_parts else pl.DataFrame()
+        facts = {k: v for k, v in (rejected.row(0, named=True).items() if rejected.height else []) if v is not None}
+        out.steps.append(Step(stage, built.crawl, built.shard, "dropped", d, facts))
+    return bool(went_on)
+
+
+def _releases_holding(lake, name: str, doc_ids: set[str]) -> list[str]:
+    if not doc_ids:
+        return []
+    held = []
+    for version in lake.folders(f"{RELEASES}/{name}/"):
+        prefix = f"{RELEASES}/{name}/{version}/"
+        if not lake.exists(prefix + "provenance.parquet"):
+            continue
+        prov = pl.scan_parquet(lake.url(prefix + "provenance.parquet"), storage_options=lake.storage_options())
+        if prov.filter(pl.col("doc_id").is_in(list(doc_ids))).select(pl.len()).collect().item():
+            held.append(version)
+    return held
+
+
+def format_trace(t: Trace) -> str:
+    if not t.steps:
+        return f"{t.key}: not found in any crawl's documents"
+    lines = []
+    for s in t.steps:
+        where = f"{s.crawl}|{s.shard}"
+        if s.outcome == "kept":
+            lines.append(f"  {s.stage:<13} {where:<24} kept     {s.doc_id}")
+        else:
+            facts = dict(s.facts)
+            facts.pop("doc_id", None)
+            if isinstance(facts.get("detail"), str):
+                facts["detail"] = json.loads(facts["detail"])
+            lines.append(f"  {s.stage:<13} {where:<24} dropped  {s.doc_id}  {json.dumps(facts, default=str)}")
+    lines.append(f"  releases holding it: {', '.join(t.releases) or 'none'}")
+    return f"{t.key}:\n" + "\n".join(lines)
+
+
+def why(t: Trace, settings: Settings) -> str:
+    """Where the document stopped and why, with the thresholds of the block that dropped it."""
+    if not t.steps:
+        return f"{t.key}: not found in any crawl's documents"
+    stops = t.stops()
+    if not stops:
+        return f"{t.key}: not dropped; it reached {t.steps[-1].stage} ({', '.join(t.releases) or 'no release yet'})"
+    lines = []
+    for s in stops:
+        facts = s.facts
+        block = facts.get("filter") or s.stage
+        line = f"{t.key} ({s.doc_id}) dropped at {s.stage} in {s.crawl}|{s.shard}: {block}/{facts.get('reason')}"
+        if facts.get("duplicate_of"):
+            line += f", a duplicate of {facts['duplicate_of']}"
+        if facts.get("detail"):
+            line += f", {facts['detail']}"
+        if s.stage == "filtered" and (config := settings.filtered.block(block)) is not None:
+            thresholds = config.model_dump(mode="json", exclude={"block", "enabled", "index_path", "model_path"})
+            line += f"\n  {block} thresholds: {json.dumps(thresholds)}"
+        measured = {k: facts[k] for k in ("language", "language_score", "n_words", "quality_score") if k in facts}
+        if measured:
+            line += f"\n  measured: {json.dumps(measured, default=str)}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def rejected(lake, stage: str, crawl: str, shards: list[str], reason: str | None = None) -> pl.LazyFrame | None:
+    """What `stage` set aside in the crawl's shards (with `reason`, when given), or None when nothing was."""
+    parts = [p for m in committed(lake, stage, crawl, shards).values() for p in m.rejected_parts]
+    if not parts:
+        return None
+    frame = lake.scan(parts)
+    return frame.filter(pl.col("reason") == reason) if reason else frame
