@@ -35,9 +35,10 @@ lint: $(VENV)/.synced
 	$(BIN)/ruff check llm_assets resources benchmarks llm_assets_tests
 	$(BIN)/mypy llm_assets/core
 
+UI_PORT ?= 3000
 ui: $(VENV)/.synced
 	@$(COMPILE)
-	$(BIN)/llm-assets ui
+	$(BIN)/llm-assets ui --port $(UI_PORT)
 
 bench: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.run

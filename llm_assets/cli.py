@@ -18,13 +18,20 @@ from llm_assets.settings import PROJECT_ROOT, Settings, settings_path
 
 
 def _store():
-    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore
+    """The embedded store of this home, on the ports it recorded; a store never started takes the default ports,
+    or free loopback ports for those another process holds (a second checkout, a Jupyter server on 8888)."""
+    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, available_ports
 
     environment.ensure_embedded_credentials(create=True)
-    port = int((environment.endpoint() or "").rsplit(":", 1)[-1])
-    return EmbeddedStore(state_dir=environment.home() / "store", bucket=environment.bucket(),
-                         access_key=os.environ["AWS_ACCESS_KEY_ID"], secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-                         ports={**DEFAULT_PORTS, "s3.port": port})
+    ports = environment.recorded_ports() or dict(DEFAULT_PORTS)
+    if pinned := os.environ.get("LLM_ASSETS_S3_ENDPOINT"):
+        ports["s3.port"] = int(pinned.rsplit(":", 1)[-1])
+    store = EmbeddedStore(state_dir=environment.home() / "store", bucket=environment.bucket(),
+                          access_key=os.environ["AWS_ACCESS_KEY_ID"], secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+                          ports=ports)
+    if not store.ready():
+        store.ports = available_ports(ports, keep=("s3.port",) if pinned else ())
+    return store
 
 
 def cmd_store(args) -> int:
@@ -34,7 +41,8 @@ def cmd_store(args) -> int:
     store = _store()
     if args.action == "start":
         store.start()
-        print(f"object store running at {store.endpoint} (bucket {store.bucket}, state {store.state_dir})")
+        print(f"object store running at {store.endpoint} (bucket {store.bucket}, state {store.state_dir}; ports "
+              f"recorded in {environment.ports_file()})")
     elif args.action == "stop":
         print("object store stopped" if store.stop() else "object store was not running")
     else:

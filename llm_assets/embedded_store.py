@@ -10,6 +10,7 @@ start (see `store_security`), the master's and filer's HTTP APIs are switched of
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -38,6 +39,12 @@ DEFAULT_PORTS = {
     "admin.port": 23646,
     "admin.port.grpc": 33646,
 }
+
+
+def available_ports(wanted: dict[str, int], keep: tuple[str, ...] = ()) -> dict[str, int]:
+    """`wanted`, with a free loopback port for each one another process holds (except those to `keep`)."""
+    busy = [name for name, port in wanted.items() if name not in keep and _in_use(port)]
+    return {**wanted, **dict(zip(busy, free_ports(len(busy))))}
 
 
 def free_ports(n: int) -> list[int]:
@@ -133,7 +140,8 @@ class EmbeddedStore:
         busy = [f"{flag}={port}" for flag, port in self.ports.items() if _in_use(port)]
         if busy:
             raise RuntimeError(f"cannot start SeaweedFS: ports in use by another process ({', '.join(busy)}); "
-                               "stop it, or point LLM_ASSETS_S3_ENDPOINT at another port")
+                               f"stop it, or set LLM_ASSETS_S3_ENDPOINT=http://127.0.0.1:{free_ports(1)[0]} (a free "
+                               "port now; the store's other ports are chosen free and recorded in its state folder)")
         make_private(self.state_dir)  # also tightens folders written before the store was locked down
         data = self.state_dir / "data"
         data.mkdir(mode=0o700, exist_ok=True)
@@ -171,6 +179,8 @@ class EmbeddedStore:
             proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, cwd=self.state_dir, umask=0o077)
         write_private(self.pid_file, str(proc.pid).encode())
+        # every command of this state folder finds the store here (llm_assets.environment.recorded_ports)
+        write_private(self.state_dir / "ports.json", json.dumps(self.ports).encode())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:

@@ -1,6 +1,7 @@
 """Where the lake and the local state live, from the environment. Secrets come only from here.
 
-    LLM_ASSETS_S3_ENDPOINT   S3 API endpoint (default: the embedded store, http://127.0.0.1:8333;
+    LLM_ASSETS_S3_ENDPOINT   S3 API endpoint (default: the embedded store of LLM_ASSETS_HOME, on the ports it
+                             recorded in store/ports.json when it started: 8333 for S3 when that was free;
                              `aws` for AWS S3's own endpoints)
     LLM_ASSETS_BUCKET        bucket holding every zone (default: llm-assets)
     AWS_REGION               region (default: us-east-1)
@@ -14,6 +15,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -32,8 +34,23 @@ def credentials_file() -> Path:
     return home() / "store" / "credentials.env"
 
 
+def ports_file() -> Path:
+    """Where the embedded store records the ports it started on: every command of this home finds it there."""
+    return home() / "store" / "ports.json"
+
+
+def recorded_ports() -> dict[str, int] | None:
+    try:
+        return {k: int(v) for k, v in json.loads(ports_file().read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def endpoint() -> str | None:
-    value = os.environ.get("LLM_ASSETS_S3_ENDPOINT", EMBEDDED_ENDPOINT)
+    value = os.environ.get("LLM_ASSETS_S3_ENDPOINT")
+    if value is None:  # the embedded store of this home
+        ports = recorded_ports()
+        return f"http://127.0.0.1:{ports['s3.port']}" if ports and "s3.port" in ports else EMBEDDED_ENDPOINT
     return None if value in ("", "aws") else value
 
 
