@@ -170,9 +170,13 @@ def run_crawl_level(instance, defs, crawls: list[str]) -> list[str]:
             failed.append(f"crawl_job {crawl}")
             continue
         stats, dedup = _metadata(result, CRAWL_STATS.name), _metadata(result, CLUSTERS_SPEC.name)
-        print(f"\ncrawl_stats {crawl}: the filter funnel\n{stats['funnel_chart']}")
-        print(f"\nduplicate_clusters {crawl}: {dedup['duplicates_removed']:,} of {dedup['documents']:,} filtered "
-              f"documents removed {dedup['removed_by_reason']}; cluster sizes\n{dedup['cluster_sizes']}\n")
+        print(f"\ncrawl_stats {crawl}: the filter funnel (the UI shows it as a chart)")
+        for row in stats["funnel"].records:
+            step, block, reason, n = (row.data[k] for k in ("step", "block", "reason", "documents"))
+            label = step if step in ("in", "out") else f"- {block} {reason}"
+            print(f"  {label:<52} {n:>8,}")
+        print(f"duplicate_clusters {crawl}: {dedup['duplicates_removed']:,} of {dedup['documents']:,} filtered "
+              f"documents removed {dedup['removed_by_reason']}\n")
     return failed
 
 

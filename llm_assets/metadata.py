@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import dagster as dg
 import polars as pl
 
+from llm_assets import charts
 from llm_assets.core.partition import PartitionOutput
 from llm_assets.core.units import UnitResult
 
@@ -22,32 +23,19 @@ def table(df: pl.DataFrame) -> dg.TableMetadataValue:
     )
 
 
-def bar(n: int, top: int, width: int = 30) -> str:
-    """A text bar of n against top, at least one block for any n > 0."""
-    return "█" * max(1, round(width * n / top)) if n and top else ""
-
-
-def bar_chart(labels: list[str], values: list[int], width: int = 40, unit: str = "documents") -> str:
-    """A markdown table with a bar per row: the chart the Dagster UI can show in asset metadata."""
-    top = max(values, default=0)
-    rows = [f"| | {unit} | |", "|---|---:|---|"]
-    for label, v in zip(labels, values):
-        rows.append(f"| {label} | {v:,} | `{bar(v, top, width)}` |")
-    return "\n".join(rows)
-
-
-def funnel_chart(funnel: pl.DataFrame) -> str:
-    labels = ["in" if s == "in" else "out" if s == "out" else f"− {b} `{r}`"
-              for s, b, r in funnel.select("step", "block", "reason").iter_rows()]
-    return bar_chart(labels, funnel["documents"].to_list())
-
-
 def partition_funnel(out: PartitionOutput) -> str:
-    """In → dropped by reason → out, with bars."""
-    lines = ["| step | documents | |", "|---|---:|---|", f"| in | {out.rows_in:,} | {bar(out.rows_in, out.rows_in)} |"]
-    lines += [f"| dropped: `{r}` | {n:,} | {bar(n, out.rows_in)} |" for r, n in out.dropped().items()]
-    lines.append(f"| out | {out.rows_out:,} | {bar(out.rows_out, out.rows_in)} |")
+    """In → dropped by reason → out: the exact numbers (the chart is `funnel_chart`)."""
+    lines = ["| step | records | share |", "|---|---:|---:|", f"| in | {out.rows_in:,} | 100% |"]
+    share = (lambda n: f"{n / out.rows_in:.1%}") if out.rows_in else (lambda n: "–")
+    lines += [f"| dropped: `{r}` | {n:,} | {share(n)} |" for r, n in out.dropped().items()]
+    lines.append(f"| out | {out.rows_out:,} | {share(out.rows_out)} |")
     return "\n".join(lines)
+
+
+def partition_funnel_chart(asset: str, out: PartitionOutput) -> dg.MarkdownMetadataValue:
+    """The partition's funnel as a chart: records in, dropped by reason, out."""
+    return dg.MetadataValue.md(charts.funnel(f"{asset}: records in, dropped by reason, out", out.rows_in,
+                                             list(out.dropped().items()), out.rows_out, unit="records"))
 
 
 def units_table(units: Sequence[UnitResult]) -> dg.TableMetadataValue:

@@ -15,7 +15,7 @@ import dagster as dg
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import PartitionOutput, data_version, reusable_units
 from llm_assets.core.units import Progress, RunnerSettings, UnitResult, WorkUnit, run_units
-from llm_assets.metadata import partition_funnel, units_table
+from llm_assets.metadata import partition_funnel, partition_funnel_chart, units_table
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.registry import StageSpec
 from llm_assets.runners import runner_for
@@ -122,6 +122,7 @@ def run_stage(
         "rows_dropped": sum(dropped.values()),
         "dropped_by_reason": dg.MetadataValue.json(dropped),
         "funnel": dg.MetadataValue.md(partition_funnel(out)),
+        "funnel_chart": partition_funnel_chart(context.asset_key.path[-1], out),
         "units": units_table(results),
         "bytes_in": sum(u.bytes_in for u in results),
         "bytes_out": sum(u.bytes_out for u in results),

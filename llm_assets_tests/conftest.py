@@ -123,3 +123,13 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.servers)
         elif item.get_closest_marker("corpus") is None:
             item.add_marker(pytest.mark.core)
+
+
+def png_size(markdown: str) -> tuple[int, int]:
+    """(width, height) of the PNG a Markdown image embeds as base64: what the metadata panel will show."""
+    import base64
+    import struct
+
+    data = base64.b64decode(markdown.split("base64,", 1)[1].rstrip(")"))
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", data[16:24])

@@ -16,7 +16,7 @@ from llm_assets import cli
 from llm_assets.jobs import crawl_job, curated_job, lake_job
 from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
 from resources import LakeIOManager, ObjectStore
-from llm_assets_tests.conftest import built, object_store_on, point_at, shared
+from llm_assets_tests.conftest import built, object_store_on, png_size, point_at, shared
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 
@@ -123,6 +123,10 @@ def test_every_stage_is_materialized_with_its_report(materialized):
     assert pairs["rows_out"] > 0
     for meta in (raw, docs, pairs, filt, sigs, dedup, tok):
         assert meta["seconds"] > 0 and meta["peak_rss_mib"] > 0 and "funnel" in meta
+        assert png_size(meta["funnel_chart"])[0] >= 600
+    for chart in ("filter_funnel_chart", "language_chart", "length_chart"):
+        assert png_size(filt[chart])[1] >= 150
+    assert png_size(tok["tokens_chart"])[0] >= 600 and tok["tokens"] > 0
 
 
 def test_crawl_stats_reports_the_crawl_funnel(materialized, built_once):
@@ -131,7 +135,9 @@ def test_crawl_stats_reports_the_crawl_funnel(materialized, built_once):
     result, _ = materialized
     meta = _metadata(result, "crawl_stats")
     assert meta["documents_in"] == 37 and meta["shards"] == 1
-    assert "− language `language`" in meta["funnel_chart"] and "█" in meta["funnel_chart"]
+    for chart in ("funnel_chart", "language_chart", "length_chart"):
+        width, height = png_size(meta[chart])
+        assert 600 <= width <= 800 and height >= 150  # sized to the metadata panel
     languages = {r.data["language"]: r.data for r in meta["languages"].records}
     # lid.176 reads a few of the short Chinese pages as Japanese
     assert languages["zh"]["dropped"] >= 6 and languages["en"]["kept"] == meta["documents_kept"] > 0

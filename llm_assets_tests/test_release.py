@@ -16,7 +16,7 @@ from llm_assets.core.lake import manifest_key
 from llm_assets.core.release import latest_release
 from llm_assets.loader import ReleaseLoader
 from llm_assets.settings import ReleaseSettings, load_settings
-from llm_assets_tests.conftest import object_store_on, point_at, shared
+from llm_assets_tests.conftest import object_store_on, png_size, point_at, shared
 from llm_assets_tests.test_dedup import build_curated, lake_defs
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
@@ -124,6 +124,8 @@ def test_a_release_holds_every_token_once_in_shuffled_sequences_with_provenance(
         assert any(data[i].tobytes() != stream[i * 256:(i + 1) * 256].tobytes() for i in range(len(data)))
     text = pl.read_parquet(tmp_path / "text" / f"{crawl}.parquet")  # what Hugging Face datasets reads
     assert text.height == len(docs) and {"doc_id", "url", "text"} <= set(text.columns)
+    for chart in ("tokens_by_crawl_chart", "tokens_by_language_chart", "positions_chart"):
+        assert png_size(meta[chart])[0] == 720
     card = (tmp_path / "README.md").read_text()
     assert "## Size" in card and "dedup rate" in card and crawl in card
     _, front, body = card.split("---\n", 2)  # Hugging Face's YAML header

@@ -3,7 +3,8 @@ import dagster as dg
 from llm_assets.core.crawl_stats import crawl_stats as compute_crawl_stats
 from llm_assets.core.partition import FrameOutput, LakeInput
 from llm_assets.crawl_stats.spec import SPEC, stats_version
-from llm_assets.metadata import bar_chart, funnel_chart, table
+from llm_assets import charts
+from llm_assets.metadata import table
 from llm_assets.settings import Settings
 from llm_assets.stage import crawl_asset
 
@@ -30,13 +31,19 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "documents_in": rows_in,
             "documents_kept": rows_out,
             "keep_rate": round(rows_out / rows_in, 4) if rows_in else 0.0,
-            "funnel_chart": dg.MetadataValue.md(funnel_chart(stats.funnel)),
+            "funnel_chart": dg.MetadataValue.md(charts.funnel(
+                f"{context.partition_key}: documents in, dropped by block and reason (chain order), kept", rows_in,
+                [(f"{b}/{r}", n) for s, b, r, n in stats.funnel.select("step", "block", "reason", "documents")
+                 .iter_rows() if s not in ("in", "out")], rows_out)),
             "funnel": table(stats.funnel),
             "languages": table(languages),
-            "language_chart": dg.MetadataValue.md(bar_chart(languages["language"].to_list(),
-                                                            (languages["kept"] + languages["dropped"]).to_list())),
-            "length_chart": dg.MetadataValue.md(bar_chart(stats.lengths["bucket"].to_list(),
-                                                          stats.lengths["documents"].to_list())),
+            "language_chart": dg.MetadataValue.md(charts.hbars(
+                f"{context.partition_key}: language of every filtered document, kept or dropped",
+                languages["language"].fill_null("?").head(20).to_list(),
+                (languages["kept"] + languages["dropped"]).head(20).to_list(), "documents")),
+            "length_chart": dg.MetadataValue.md(charts.hbars(
+                f"{context.partition_key}: length of the kept documents", stats.lengths["bucket"].to_list(),
+                stats.lengths["documents"].to_list(), "documents (by length in words)")),
             "lengths": table(stats.lengths),
             "shards": len(manifests),
             "shards_without_data": dg.MetadataValue.json(sorted(set(shards) - {m.shard for m in manifests})),

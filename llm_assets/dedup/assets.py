@@ -10,7 +10,8 @@ from llm_assets.core.partition import FrameOutput, LakeInput, committed
 from llm_assets.core.units import peak_rss_bytes, unit_id
 from llm_assets.dedup.spec import (CLUSTERS_SPEC, DEDUPLICATED_SPEC, SIGNATURES_SPEC, clusters_version,
                                    removals_version, shard_removals)
-from llm_assets.metadata import bar_chart, table
+from llm_assets import charts
+from llm_assets.metadata import table
 from llm_assets.settings import Settings
 from llm_assets.stage import BY_CRAWL, crawl_asset, partition_of, run_stage, stage_asset
 from resources import ObjectStore
@@ -71,9 +72,9 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "duplicate_rate": round(removed.height / clusters.documents, 4) if clusters.documents else 0.0,
             "removed_by_reason": dg.MetadataValue.json(by_reason),
             "removed_by_shard": dg.MetadataValue.json(dict(removed.group_by("shard").len().sort("shard").iter_rows())),
-            "cluster_sizes": dg.MetadataValue.md(bar_chart([f"{s:,} documents" for s in sizes["cluster_size"]],
-                                                           sizes["clusters"].to_list(), unit="clusters")
-                                                 if sizes.height else "no duplicates"),
+            "cluster_sizes": dg.MetadataValue.md(charts.hbars(
+                f"{crawl}: duplicate clusters by size", [f"{s:,} documents" for s in sizes["cluster_size"]],
+                sizes["clusters"].to_list(), "clusters") if sizes.height else "no duplicates"),
             "largest_clusters": table(clusters.largest),
             "against_crawls": dg.MetadataValue.json(earlier),
             "index_documents": clusters.index_documents,

@@ -1,5 +1,7 @@
 import dagster as dg
+import polars as pl
 
+from llm_assets import charts
 from llm_assets.core.filtered import SCHEMA, TAKEDOWN_COUNT, FilterUnit, filter_documents, with_eval_index, with_quality_model
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput, PartitionOutput
@@ -16,11 +18,24 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
     code = SPEC.version(settings)
     chain = [block.name for block in settings.filtered.blocks()]
 
-    def report(out: PartitionOutput) -> dict:
+    def report(lake, out: PartitionOutput) -> dict:
         pii = {k: n for k, n in out.counts().items() if k.startswith("pii_")}
         removed = {k.removeprefix(TAKEDOWN_COUNT): n for k, n in out.counts().items() if k.startswith(TAKEDOWN_COUNT)}
+        by_block = {b: sum(n for k, n in out.dropped().items() if k.split("/", 1)[0] == b)
+                    for b in dict.fromkeys(["takedown", *chain])}
+        kept = lake.scan(out_parts).select("language", "n_words").collect() if (out_parts := [
+            u.part for u in out.units if u.part and u.rows_out]) else pl.DataFrame({"language": [], "n_words": []})
+        languages = kept.group_by("language").len().sort("len", descending=True).head(15)
         return {
             "filter_funnel": dg.MetadataValue.md(block_funnel(["takedown", *chain], out.rows_in, out.dropped())),
+            "filter_funnel_chart": dg.MetadataValue.md(charts.funnel(
+                "documents in, dropped by each block (chain order), kept", out.rows_in,
+                [(b, n) for b, n in by_block.items() if n], out.rows_out)),
+            "language_chart": dg.MetadataValue.md(charts.hbars(
+                "language of the kept documents (fastText lid.176)", languages["language"].fill_null("?").to_list(),
+                languages["len"].to_list(), "documents")),
+            "length_chart": dg.MetadataValue.md(charts.histogram(
+                "length of the kept documents", kept["n_words"].to_list(), "words per document")),
             "pii_masked": dg.MetadataValue.json(pii),
             "pii_masked_total": sum(pii.values()),
             "takedowns_applied": dg.MetadataValue.json(removed),
@@ -57,7 +72,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             units.append(FilterUnit(store=store.config(), settings=filters, source=source, unit=unit,
                                     part=part_key("filtered", crawl, shard, unit), takedowns=takedowns,
                                     rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected")))
-        yield from run_stage(context, filter_documents, units, code, SCHEMA.names, settings.runner, report=report,
+        yield from run_stage(context, filter_documents, units, code, SCHEMA.names, settings.runner,
+                             report=lambda out: report(lake, out),
                              metadata={"eval_index": evals or "off", **({"quality_model_sha256": model} if model else {})},
                              inputs={"documents": documents.data_version, "takedowns": takedowns_version(named),
                                      **({"evals": evals} if evals else {}), **({"quality_model": model} if model else {})})

@@ -5,7 +5,7 @@ import dagster as dg
 from llm_assets.core.quality_model import publish, read_examples, train
 from llm_assets.core.units import peak_rss_bytes
 from llm_assets.core.versions import short
-from llm_assets.metadata import bar_chart
+from llm_assets import charts
 from llm_assets.quality_classifier.spec import SPEC
 from llm_assets.settings import Settings
 from resources import ObjectStore
@@ -47,7 +47,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "model_bytes": len(model.data),
             "files": len(keys),
             "train_examples": model.train_examples,
-            "labels": dg.MetadataValue.md(bar_chart(list(model.labels), list(model.labels.values()), unit="examples")),
+            "labels": dg.MetadataValue.md(charts.hbars("training examples by label", list(model.labels),
+                                                       list(model.labels.values()), "examples")),
             "quarantined": sum(examples.quarantined.values()),
             "quarantined_by_reason": dg.MetadataValue.json(dict(examples.quarantined)),
             "seconds": round(time.perf_counter() - start, 3),

@@ -2,7 +2,9 @@ import tempfile
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 
+from llm_assets import charts
 from llm_assets.core.partition import LakeInput, Manifest, committed
 from llm_assets.core.filtered import TAKEDOWN_COUNT
 from llm_assets.core.release import STAGE_VERSION, build_release, latest_release, mark_superseded, point_latest
@@ -46,6 +48,31 @@ def _card_facts(lake, settings: Settings, crawls: list[str], shards: list[str]) 
                for b in settings.filtered.blocks()]
     return {"funnel": funnel, "drops": drops, "languages": languages, "text_parts": text_parts, "filters": filters,
             "dedup": settings.dedup.model_dump(mode="json"), "evals": settings.evals.model_dump(mode="json")}
+
+
+def _charts(lake, partitions: list[dict], text_parts: dict[str, list[str]], counts: dict) -> dict:
+    """Tokens per crawl and per language, and where the sequences' positions went (tokens, padding, cut)."""
+    token_parts = [part for p in partitions for part in p["parts"]]
+    tokens = lake.scan(token_parts).select("doc_id", "crawl", "n_tokens").collect() if token_parts else None
+    if tokens is None or tokens.is_empty():
+        return {}
+    by_crawl = tokens.group_by("crawl").agg(pl.col("n_tokens").sum()).sort("crawl")
+    text = [part for parts in text_parts.values() for part in parts]
+    languages = (tokens.join(lake.scan(text).select("doc_id", "language").collect(), on="doc_id", how="left")
+                 .group_by("language").agg(pl.col("n_tokens").sum()).sort("n_tokens", descending=True).head(15)
+                 if text else pl.DataFrame({"language": ["?"], "n_tokens": [int(tokens["n_tokens"].sum())]}))
+    return {
+        "tokens_by_crawl_chart": dg.MetadataValue.md(charts.hbars(
+            "tokens per crawl", by_crawl["crawl"].to_list(), by_crawl["n_tokens"].to_list(), "tokens")),
+        "tokens_by_language_chart": dg.MetadataValue.md(charts.hbars(
+            "tokens per language", languages["language"].fill_null("?").to_list(), languages["n_tokens"].to_list(),
+            "tokens")),
+        "positions_chart": dg.MetadataValue.md(charts.hbars(
+            f"sequence positions: {counts['sequences']:,} × {counts['context']:,}",
+            ["document tokens", "padding (EOS)", "cut off (truncated)"],
+            [counts["tokens_out"], counts["padding_tokens"], counts["truncated_tokens"]],
+            "tokens", [charts.BLUE, charts.RED, charts.RED])),
+    }
 
 
 def _takedowns(lake, crawls: list[str], shards: list[str]) -> list[str]:
@@ -95,7 +122,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 lake, settings.release, partitions, tokenizer_file, tok_hash, eos, tok.get_vocab_size(),
                 code_versions={"tokenized": versions["tokenized"], "deduplicated": versions["deduplicated"],
                                "release": STAGE_VERSION},
-                card_facts=_card_facts(lake, settings, crawls, shards), workdir=Path(tmp),
+                card_facts=(facts := _card_facts(lake, settings, crawls, shards)), workdir=Path(tmp),
                 takedowns=_takedowns(lake, crawls, shards))
         point_latest(lake, built)
         if superseded := mark_superseded(lake, previous, built):
@@ -125,6 +152,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 "seconds": built.manifest["seconds"],
                 "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1),
                 "dataset_card": dg.MetadataValue.md(built.card),
+                **_charts(lake, partitions, facts["text_parts"], counts),
             },
             data_version=dg.DataVersion(built.version),
         )

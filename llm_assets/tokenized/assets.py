@@ -3,9 +3,11 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 
+from llm_assets import charts
 from llm_assets.core.lake import part_key
-from llm_assets.core.partition import LakeInput, committed
+from llm_assets.core.partition import LakeInput, PartitionOutput, committed
 from llm_assets.core.tokenize import (load_tokenizer, publish_tokenizer, resolve_tokenizer, sample_texts,
                                       train_bytelevel_bpe)
 from llm_assets.core.tokenized import TokenizeUnit, schema, tokenize_documents
@@ -85,7 +87,17 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             unit = unit_id("tokenized", code, source, tok_hash)
             units.append(TokenizeUnit(store=store.config(), settings=resolved, source=source, unit=unit,
                                       part=part_key("tokenized", crawl, shard, unit)))
+        lake = store.lake()
+
+        def report(out: PartitionOutput) -> dict:
+            parts = [u.part for u in out.units if u.part and u.rows_out]
+            n_tokens = lake.scan(parts).select("n_tokens").collect()["n_tokens"] if parts else pl.Series([], dtype=pl.Int32)
+            return {"tokens": int(n_tokens.sum() or 0),
+                    "tokens_chart": dg.MetadataValue.md(charts.histogram(
+                        "tokens per document (EOS included)", n_tokens.to_list(), "tokens per document"))}
+
         yield from run_stage(context, tokenize_documents, units, code, schema(vocab_size).names, settings.runner,
-                             metadata={"tokenizer_sha": tok_hash}, inputs={"deduplicated": deduplicated.data_version})
+                             metadata={"tokenizer_sha": tok_hash}, inputs={"deduplicated": deduplicated.data_version},
+                             report=report)
 
     return [tokenizer, tokenized]

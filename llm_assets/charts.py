@@ -1,0 +1,87 @@
+"""Charts as PNG images in asset metadata, the way Dagster's own tutorial shows them: a matplotlib figure,
+base64-encoded into a Markdown image (`MetadataValue.md`). Sized for the metadata panel (720 px wide), labelled
+with their unit, numbers rounded for people. matplotlib is imported when a chart is drawn, not at start-up."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+
+WIDTH_IN, DPI = 7.2, 100  # 720 px: the width of the metadata panel
+BLUE, RED, GREEN = "#4c78a8", "#e45756", "#54a24b"
+
+
+def human(n: float) -> str:
+    """12,345 → 12.3k; 0.1234 → 0.12: what a person reads off a chart."""
+    if abs(n) >= 1e9:
+        return f"{n / 1e9:.1f}B"
+    if abs(n) >= 1e6:
+        return f"{n / 1e6:.1f}M"
+    if abs(n) >= 1e4:
+        return f"{n / 1e3:.1f}k"
+    return f"{n:,.0f}" if float(n).is_integer() or abs(n) >= 100 else f"{n:.2f}"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: files only
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _markdown(fig, title: str) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)  # exactly 720 px wide: the layout fits the labels in
+    _pyplot().close(fig)
+    return f"![{title}](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
+
+
+def hbars(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
+          colors: Sequence[str] | None = None) -> str:
+    """Horizontal bars, first label on top, each bar with its value: funnels, language mixes, counts per key."""
+    plt = _pyplot()
+    n = max(1, len(labels))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(1.6, 0.9 + 0.32 * n)), layout="constrained")
+    y = list(range(n))[::-1]
+    ax.barh(y[:len(values)], values, color=list(colors) if colors else BLUE)
+    ax.set_yticks(y[:len(labels)], [str(label)[:48] for label in labels])
+    top = max(values, default=0) or 1
+    for yi, v in zip(y, values):
+        ax.text(v + top * 0.01, yi, human(v), va="center", fontsize=8)
+    ax.set_xlim(0, top * 1.15)
+    ax.set_xlabel(unit)
+    ax.set_title(title, fontsize=10, loc="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    return _markdown(fig, title)
+
+
+def funnel(title: str, rows_in: int, drops: Sequence[tuple[str, int]], rows_out: int, unit: str = "documents") -> str:
+    """In, then what each step dropped (red), then out (green)."""
+    labels = ["in", *(label for label, _ in drops), "out"]
+    values = [rows_in, *(n for _, n in drops), rows_out]
+    return hbars(title, labels, values, unit, [BLUE, *([RED] * len(drops)), GREEN])
+
+
+def histogram(title: str, values: Sequence[float], unit: str, bins: int = 30, log: bool = True) -> str:
+    """A histogram of `values` (document lengths, tokens per document), log-spaced bins by default."""
+    plt = _pyplot()
+    import numpy as np
+
+    data = np.asarray([v for v in values if v is not None and v > 0], dtype=float)
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.8), layout="constrained")
+    if data.size:
+        edges = (np.logspace(np.log10(data.min()), np.log10(data.max() + 1), bins) if log and data.max() > data.min()
+                 else bins)
+        ax.hist(data, bins=edges, color=BLUE)
+        if log and data.max() > data.min():
+            ax.set_xscale("log")
+        ax.axvline(float(np.median(data)), color=RED, linewidth=1, label=f"median {human(float(np.median(data)))}")
+        ax.legend(fontsize=8, frameon=False)
+    ax.set_xlabel(unit)
+    ax.set_ylabel("documents")
+    ax.set_title(f"{title} ({human(data.size)} documents)", fontsize=10, loc="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    return _markdown(fig, title)
