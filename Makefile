@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint ui bench bench-startup bench-dedup bench-decontamination bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui bench bench-startup bench-dedup bench-decontamination bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -23,9 +23,14 @@ demo: $(VENV)/.synced
 	@$(COMPILE)
 	$(BIN)/llm-assets demo
 
-test: lint
+test: lint browser
 	@$(COMPILE)
 	$(BIN)/python -m pytest
+
+# Debian's headless Chromium: the UI tests look at the charts in Dagster's webserver as a person would.
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 # The processing core's tests alone: no object store, no Dagster instance.
 test-core: $(VENV)/.synced

@@ -32,6 +32,12 @@ def _pyplot():
     return plt
 
 
+def _integer_ticks():
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)  # counts: no 0.5 documents
+
+
 def _markdown(fig, title: str) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)  # exactly 720 px wide: the layout fits the labels in
@@ -52,8 +58,9 @@ def hbars(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
     for yi, v in zip(y, values):
         ax.text(v + top * 0.01, yi, human(v), va="center", fontsize=8)
     ax.set_xlim(0, top * 1.15)
+    ax.xaxis.set_major_locator(_integer_ticks())
     ax.set_xlabel(unit)
-    ax.set_title(title, fontsize=10, loc="left")
+    fig.suptitle(title, fontsize=10, x=0.01, ha="left")  # the figure's left edge: long labels do not push it out
     ax.spines[["top", "right"]].set_visible(False)
     return _markdown(fig, title)
 
@@ -80,8 +87,9 @@ def histogram(title: str, values: Sequence[float], unit: str, bins: int = 30, lo
             ax.set_xscale("log")
         ax.axvline(float(np.median(data)), color=RED, linewidth=1, label=f"median {human(float(np.median(data)))}")
         ax.legend(fontsize=8, frameon=False)
+    ax.yaxis.set_major_locator(_integer_ticks())
     ax.set_xlabel(unit)
     ax.set_ylabel("documents")
-    ax.set_title(f"{title} ({human(data.size)} documents)", fontsize=10, loc="left")
+    fig.suptitle(f"{title} ({human(data.size)} documents)", fontsize=10, x=0.01, ha="left")
     ax.spines[["top", "right"]].set_visible(False)
     return _markdown(fig, title)

@@ -242,3 +242,43 @@ def test_a_run_can_choose_the_other_extractor(materialized, built_once, capsys):
     assert cli.main(["show", "documents", "--crawl", crawl, "--limit", "50", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {r["extractor"] for r in rows} == {"resiliparse 2.0.0"}
+
+
+def test_the_ui_shows_the_charts_as_images(built_once, tmp_path):
+    """A real webserver on the test instance, headless Chromium: a crawl's stats page shows the funnel chart as an
+    image of the panel's width, and a partition's metadata lists its charts."""
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    from llm_assets.embedded_store import free_ports
+    from llm_assets_tests.browser import _poll, chromium
+
+    (port,) = free_ports(1)
+    env = {**os.environ, "DAGSTER_HOME": built_once.instance.root_directory}
+    server = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster-webserver"), "-h", "127.0.0.1",
+                               "-p", str(port), "-m", "llm_assets.definitions"], env=env,
+                              stdout=open(tmp_path / "webserver.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        _poll(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2), timeout=120)
+        with chromium() as page:
+            page.goto(f"http://127.0.0.1:{port}/assets/crawl_stats?view=partitions&partition={built_once.crawl}")
+            page.wait_for("document.body.innerText.includes('funnel_chart')")
+            page.js("""[...document.querySelectorAll('button')].filter(b => b.innerText.trim() == 'Skip')
+                       .forEach(b => b.click())""")  # the community modal, if it shows
+            page.js("""(() => { const row = [...document.querySelectorAll('tr')]
+                         .find(r => r.innerText.trim().startsWith('funnel_chart'));
+                       [...row.querySelectorAll('*')].reverse()  // the innermost: the link itself
+                         .find(e => e.innerText && e.innerText.trim() == '[Show Markdown]').click(); })()""")
+            width = page.wait_for("""(() => { const img = [...document.querySelectorAll('img')]
+                                      .find(i => i.src.startsWith('data:image/png') && i.complete);
+                                    return img && img.naturalWidth; })()""")
+            page.screenshot(tmp_path / "crawl_stats.png")
+            assert width == 720
+            shown = page.js("""[...document.querySelectorAll('img')].filter(i => i.src.startsWith('data:image/png'))
+                              .map(i => [i.getBoundingClientRect().width, i.getBoundingClientRect().height])""")
+            assert any(w >= 400 and h >= 150 for w, h in shown), shown  # on screen, not a broken icon
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
