@@ -133,6 +133,9 @@ def run_stage(
         "reused_units": len(reused),
         "runner": str(runner),
     }
+    if rejected := [u.rejected_part for u in results if u.rejected_part and u.rows_in != u.rows_out]:
+        # where the audit trail of this partition's drops is: `llm-assets show rejected` reads it
+        metadata["rejected_parts"] = dg.MetadataValue.md("\n".join(f"- `{key}`" for key in rejected))
     if report is not None:
         metadata.update(report(out))
     if out.errors():
