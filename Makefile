@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui bench bench-startup bench-dedup bench-decontamination bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui bench bench-startup bench-dedup bench-decontamination bench-trace bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -67,6 +67,10 @@ bench-startup: $(VENV)/.synced
 # Decontamination: recall on planted GSM8K items, false positives, the block's speed, the index's memory.
 bench-decontamination: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.decontamination
+
+# One URL found in 1,000 parts: through the id indexes, against a scan of every part.
+bench-trace: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.trace
 
 bench-lake-io: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.lake_io

@@ -12,7 +12,7 @@ import polars as pl
 
 from llm_assets.core.partition import Manifest, committed
 from llm_assets.core.release import RELEASES
-from llm_assets.core.takedowns import part_index
+from llm_assets.core.takedowns import IdIndex, part_index, partition_index
 from llm_assets.settings import Settings
 
 # The shard stages a document passes, in order, and the columns that say why one set it aside.
@@ -61,7 +61,9 @@ def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
     for crawl in crawls:
         documents = committed(lake, "documents", crawl, shards)
         for shard, m in sorted(documents.items()):
-            parts = [p for p in m.parts if _indexed(lake, p, key)]
+            if not _holds(partition_index(lake, m), key):
+                continue
+            parts = [p for p in m.parts if _holds(part_index(lake, p), key)]
             found = _rows(lake, parts, key, ["doc_id", "url", "source_key", "record_offset"])
             if found.is_empty():
                 continue
@@ -78,8 +80,7 @@ def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
     return out
 
 
-def _indexed(lake, part: str, key: str) -> bool:
-    index = part_index(lake, part)
+def _holds(index: IdIndex, key: str) -> bool:
     return index.has_url(key) if "://" in key else index.has_doc_id(key)
 
 

@@ -148,6 +148,11 @@ def id_index_key(part: str) -> str:
     return "index/" + part.removeprefix("lake/").removesuffix(".parquet") + ".ids.npz"
 
 
+def partition_index_key(asset: str, crawl: str, shard: str, data_version: str) -> str:
+    """The union of a committed partition's part indexes: one read says whether any of its parts may hold a URL."""
+    return f"index/{partition_prefix('lake', asset, crawl, shard).removeprefix('lake/')}partition-{data_version}.ids.npz"
+
+
 def contamination_key(asset: str, crawl: str, shard: str, data_version: str, index_version: str) -> str:
     """Where the documents of a committed partition an eval index flags are kept once checked."""
     return f"index/contamination/{partition_prefix('lake', asset, crawl, shard).removeprefix('lake/')}" \

@@ -27,11 +27,12 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from llm_assets.core.lake import id_index_key
+from llm_assets.core.lake import id_index_key, partition_index_key
 from llm_assets.core.versions import digest
 
 if TYPE_CHECKING:
     from llm_assets.core.lake import Lake
+    from llm_assets.core.partition import Manifest
 
 TAKEDOWN = "takedown"  # the reason code of a document a request removed
 PREFIX = "takedowns/"  # where lists are dropped in the bucket
@@ -192,6 +193,19 @@ def part_index(lake: Lake, part: str) -> IdIndex:
     if lake.exists(key):
         return IdIndex.from_bytes(lake.get_bytes(key))
     return write_id_index(lake, part, lake.scan([part]).select("doc_id", "url", "domain").collect())
+
+
+def partition_index(lake: Lake, manifest: Manifest) -> IdIndex:
+    """The union of a committed partition's part indexes, kept beside them (by data version) once built: a lookup
+    reads one object per partition, and the parts' own indexes only where it may hold what is looked for."""
+    key = partition_index_key(manifest.asset, manifest.crawl, manifest.shard, manifest.data_version)
+    if lake.exists(key):
+        return IdIndex.from_bytes(lake.get_bytes(key))
+    parts = [part_index(lake, p) for p in manifest.parts]
+    index = IdIndex(*(np.unique(np.concatenate([getattr(i, c) for i in parts] or [np.zeros(0, np.uint64)]))
+                      for c in ("urls", "domains", "doc_ids")))
+    lake.put_bytes(key, index.to_bytes())
+    return index
 
 
 def requests_in(lake: Lake, part: str, requests: Sequence[TakedownRequest]) -> tuple[TakedownRequest, ...]:

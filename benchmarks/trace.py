@@ -1,0 +1,134 @@
+"""`make bench-trace`: finding one URL's documents in 1,000 parts, through the id indexes against a scan.
+
+    .venv/bin/python -m benchmarks.trace [--crawls 10] [--parts-per-partition 25] [--docs-per-part 200]
+
+An embedded SeaweedFS on free loopback ports (a temporary folder, always stopped) gets CRAWLS crawls × 4 shards of
+committed `documents` partitions, PARTS parts each (1,000 by default), DOCS documents a part, each part with the id
+index the documents unit writes beside it. Then, for a URL held by one part: `trace()` the first time (it builds
+each partition's index from its parts' indexes and keeps it), `trace()` again (one index read per partition, then
+the parts' indexes of the one partition that may hold it, then that part), and a scan of the `url` column of every
+part (what finding it costs without an index). Wall seconds and store requests, median of 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from benchmarks.report import n, replace_section, table
+from llm_assets.core import documents
+from llm_assets.core.lake import Lake, StoreConfig, part_key
+from llm_assets.core.partition import PartitionOutput, commit, data_version
+from llm_assets.core.takedowns import write_id_index
+from llm_assets.core.units import UnitResult, unit_id
+from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+from llm_assets.settings import Settings
+
+BEGIN, END = "<!-- trace:begin -->", "<!-- trace:end -->"
+SHARDS = ("0000", "0001", "0002", "0003")
+
+
+def build(lake: Lake, crawls: int, parts: int, docs: int) -> str:
+    """The lake; -> a URL one part holds."""
+    for c in range(crawls):
+        crawl = f"BENCH-{c:02d}"
+        for shard in SHARDS:
+            units = []
+            for p in range(parts):
+                unit = unit_id("bench", crawl, shard, str(p))
+                key = part_key("documents", crawl, shard, unit)
+                rows = {"doc_id": [secrets.token_hex(16) for _ in range(docs)],
+                        "url": [f"https://site{c}-{shard}-{p}-{i % 50}.example/{i}" for i in range(docs)],
+                        "domain": [f"site{c}-{shard}-{p}-{i % 50}.example" for i in range(docs)],
+                        "crawl": [crawl] * docs, "text": ["lorem ipsum " * 50] * docs}
+                frame = pa.table({f.name: pa.array(rows.get(f.name, [None] * docs), f.type)
+                                  for f in documents.SCHEMA})
+                with lake.part_writer(key, documents.SCHEMA) as out:
+                    out.write(frame)
+                write_id_index(lake, key, pl.DataFrame({k: rows[k] for k in ("doc_id", "url", "domain")}))
+                units.append(UnitResult(unit=unit, source=f"raw/{crawl}/{p}", part=key, rows_in=docs, rows_out=docs))
+            commit(lake, "documents", crawl, shard, PartitionOutput(units, "bench", data_version(units)))
+    i = docs // 2
+    return f"https://site{crawls // 2}-0002-{parts // 2}-{i % 50}.example/{i}"
+
+
+class Counting:
+    """The lake's store requests, counted."""
+
+    def __init__(self, lake: Lake):
+        self.n = 0
+        lake.s3.meta.events.register("before-call.s3", self._count)
+
+    def _count(self, **_):
+        self.n += 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--crawls", type=int, default=10)
+    parser.add_argument("--parts-per-partition", type=int, default=25)
+    parser.add_argument("--docs-per-part", type=int, default=200)
+    parser.add_argument("--output", type=Path, default=Path(__file__).resolve().parents[1] / "BENCHMARKS.md")
+    args = parser.parse_args()
+    from llm_assets import trace
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = EmbeddedStore(state_dir=Path(tmp), bucket="bench-trace", access_key="k" + secrets.token_hex(6),
+                              secret_key=secrets.token_urlsafe(24),
+                              ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+        store.start()
+        try:
+            lake = Lake(StoreConfig(endpoint=store.endpoint, bucket=store.bucket, region="us-east-1",
+                                    credentials_file=str(store.credentials_file)))
+            t0 = time.perf_counter()
+            url = build(lake, args.crawls, args.parts_per_partition, args.docs_per_part)
+            build_s = time.perf_counter() - t0
+            crawls = [f"BENCH-{c:02d}" for c in range(args.crawls)]
+            settings = Settings()
+            counter = Counting(lake)
+            rows = []
+
+            def timed(name: str, fn, parts_read: int, passes: int = 3) -> None:
+                seconds, requests = [], []
+                for _ in range(passes):
+                    counter.n = 0
+                    t = time.perf_counter()
+                    found = fn()
+                    seconds.append(time.perf_counter() - t)
+                    requests.append(counter.n)
+                    assert found == 1, f"{name} found {found} documents"
+                rows.append([name, f"{statistics.median(seconds):.2f}", n(statistics.median(requests)), n(parts_read)])
+
+            timed("trace, first time (builds the partition indexes)",
+                  lambda: sum(s.stage == "documents" for s in trace.trace(lake, settings, crawls, url).steps), 1, 1)
+            timed("trace (partition indexes, then one partition's part indexes)",
+                  lambda: sum(s.stage == "documents" for s in trace.trace(lake, settings, crawls, url).steps), 1)
+            parts = [o.key for o in lake.list("lake/documents/") if o.key.endswith(".parquet")]
+            timed("scan of every part's url column",
+                  lambda: lake.scan(parts).filter(pl.col("url") == url).select("doc_id").collect().height, len(parts))
+        finally:
+            store.stop()
+    total = args.crawls * len(SHARDS) * args.parts_per_partition
+    body = "\n".join([
+        "## Finding one URL (`make bench-trace`; not part of `make bench`)", "",
+        f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `make bench-trace`: {n(total)} documents parts "
+        f"({args.crawls} crawls × 4 shards × {args.parts_per_partition} parts, {n(args.docs_per_part)} documents "
+        f"each, {n(total * args.docs_per_part)} documents) on an embedded SeaweedFS; written in {build_s:.0f} s. "
+        "One URL held by one part; wall seconds (median of 3 passes; the first trace once), the requests the lake "
+        "client made (manifests, indexes) and the Parquet parts read (through Polars).", "",
+        table(["lookup", "seconds", "lake client requests", "Parquet parts read"], rows), "",
+    ])
+    print(body)
+    replace_section(args.output, BEGIN, END, body)
+
+
+if __name__ == "__main__":
+    main()
