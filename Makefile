@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui bench bench-startup bench-dedup bench-decontamination bench-trace bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui bench bench-startup bench-dedup bench-decontamination bench-trace bench-run-overhead bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -71,6 +71,10 @@ bench-decontamination: $(VENV)/.synced
 # One URL found in 1,000 parts: through the id indexes, against a scan of every part.
 bench-trace: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.trace
+
+# Dagster's cost per run and per step, from the runs `make demo` made.
+bench-run-overhead: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.run_overhead
 
 bench-lake-io: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.lake_io
