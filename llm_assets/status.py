@@ -24,7 +24,8 @@ READERS = 16  # manifests read at once: a large lake has thousands
 
 # What an unpartitioned asset's line shows besides "materialized": fact -> label.
 FACTS = {"tokens": "tokens", "sequences": "sequences", "documents": "documents", "vocab_size": "vocabulary",
-         "train_examples": "training examples", "version": "version"}
+         "train_examples": "training examples", "requests": "requests", "eval_sets": "eval sets",
+         "version": "version", "error": "error:"}
 
 
 def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:

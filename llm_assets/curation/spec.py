@@ -14,7 +14,10 @@ STAGE_VERSION = "1"
 
 
 def _takedowns(lake, settings) -> dict | None:
-    requests = load_takedowns(lake)
+    try:
+        requests = load_takedowns(lake)
+    except ValueError as e:  # a bad line: status says which, and goes on
+        return {"error": str(e)}
     return {"version": takedowns_version(requests), "requests": len(requests)} if requests else None
 
 
