@@ -43,6 +43,7 @@ raised.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import re
 import signal
@@ -124,6 +125,7 @@ def extract_html(
     try:
         if timeout_s is None:
             return _EXTRACT[extractor](html, url or None)
+        _warmed_up(extractor)  # the limit is the page's: not the process's first import of the extractor
         return _CPULimit(timeout_s).call(_EXTRACT[extractor], html, url or None)
     except ExtractionTimeout:
         raise
@@ -132,6 +134,15 @@ def extract_html(
             raise
         LOGGER.warning("%s failed on %s: %s: %s", extractor, url, type(err).__name__, err)
         return None
+
+
+@functools.cache
+def _warmed_up(extractor: str) -> None:
+    """Import the extractor and run it once on a small page, outside any CPU limit: a process's first extraction
+    pays for imports and lazily compiled patterns (0.1 CPU-s and more), which would otherwise count against the
+    first page's limit, and make whether that page times out depend on how loaded the machine is."""
+    page = "<html><head><title>t</title></head><body><article><p>" + "Warm words here. " * 40 + "</p></article></body></html>"
+    _EXTRACT[extractor](page, "https://example.org/warm-up")
 
 
 # --- trafilatura -----------------------------------------------------------------------------------------------
