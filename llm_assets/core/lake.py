@@ -410,6 +410,18 @@ class Lake:
     def get_bytes(self, key: str) -> bytes:
         return self._call(f"reading {key}", lambda: self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
 
+    def get_bytes_if_exists(self, key: str) -> bytes | None:
+        """The object, or None when absent: one request where `exists` then `get_bytes` make two."""
+        def get() -> bytes | None:
+            try:
+                return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            except ClientError as e:
+                if _is_missing(e):
+                    return None
+                raise
+
+        return self._call(f"reading {key}", get)
+
     def open(self, key: str, start: int = 0) -> ObjectStream:
         """A streaming, file-like body from byte `start`: memory stays bounded by what the caller reads, and a
         connection lost mid-read resumes where it stopped (the same object version, or `SourceChanged`)."""

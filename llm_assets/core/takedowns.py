@@ -189,9 +189,8 @@ def write_id_index(lake: Lake, part: str, docs: pl.DataFrame) -> IdIndex:
 
 def part_index(lake: Lake, part: str) -> IdIndex:
     """The part's index; a part written before indexes existed is indexed now (its three columns are read)."""
-    key = id_index_key(part)
-    if lake.exists(key):
-        return IdIndex.from_bytes(lake.get_bytes(key))
+    if (data := lake.get_bytes_if_exists(id_index_key(part))) is not None:
+        return IdIndex.from_bytes(data)
     return write_id_index(lake, part, lake.scan([part]).select("doc_id", "url", "domain").collect())
 
 
@@ -199,8 +198,8 @@ def partition_index(lake: Lake, manifest: Manifest) -> IdIndex:
     """The union of a committed partition's part indexes, kept beside them (by data version) once built: a lookup
     reads one object per partition, and the parts' own indexes only where it may hold what is looked for."""
     key = partition_index_key(manifest.asset, manifest.crawl, manifest.shard, manifest.data_version)
-    if lake.exists(key):
-        return IdIndex.from_bytes(lake.get_bytes(key))
+    if (data := lake.get_bytes_if_exists(key)) is not None:
+        return IdIndex.from_bytes(data)
     parts = [part_index(lake, p) for p in manifest.parts]
     index = IdIndex(*(np.unique(np.concatenate([getattr(i, c) for i in parts] or [np.zeros(0, np.uint64)]))
                       for c in ("urls", "domains", "doc_ids")))
