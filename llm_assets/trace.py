@@ -50,7 +50,9 @@ def _rows(lake, parts: list[str], key: str, columns: list[str] | None = None) ->
     frame = lake.scan(parts)
     names = frame.collect_schema().names()
     wanted = [c for c in (columns or names) if c in names]
-    return frame.filter(_match(key) if ("url" in names or "://" not in key) else pl.lit(False)).select(wanted).collect()
+    if "://" in key and "url" not in names:
+        return pl.DataFrame()
+    return frame.filter(_match(key)).select(wanted).collect()
 
 
 def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
@@ -70,11 +72,10 @@ def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
             for row in found.iter_rows(named=True):
                 out.steps.append(Step("documents", crawl, shard, "kept", row["doc_id"], row))
                 doc_ids.add(row["doc_id"])
+            alive = set(found["doc_id"])
             for stage in STAGES[1:]:
                 built = committed(lake, stage, crawl, [shard]).get(shard)
-                if built is None:
-                    break
-                if not _follow(lake, out, stage, built, set(found["doc_id"])):
+                if built is None or not (alive := _follow(lake, out, stage, built, alive)):
                     break
     out.releases = _releases_holding(lake, settings.release.name, doc_ids)
     return out
@@ -84,8 +85,8 @@ def _holds(index: IdIndex, key: str) -> bool:
     return index.has_url(key) if "://" in key else index.has_doc_id(key)
 
 
-def _follow(lake, out: Trace, stage: str, built: Manifest, doc_ids: set[str]) -> bool:
-    """Add the stage's outcome for the documents; -> whether any went on."""
+def _follow(lake, out: Trace, stage: str, built: Manifest, doc_ids: set[str]) -> set[str]:
+    """Add the stage's outcome for the documents; -> those it kept."""
     kept = pl.concat([_rows(lake, built.parts, d, ["doc_id"]) for d in doc_ids], how="diagonal") \
         if built.parts else pl.DataFrame()
     went_on = set(kept["doc_id"]) if kept.width else set()
@@ -95,7 +96,7 @@ def _follow(lake, out: Trace, stage: str, built: Manifest, doc_ids: set[str]) ->
         rejected = _rows(lake, built.rejected_parts, d, ["doc_id", *WHY]) if built.rejected_parts else pl.DataFrame()
         facts = {k: v for k, v in (rejected.row(0, named=True).items() if rejected.height else []) if v is not None}
         out.steps.append(Step(stage, built.crawl, built.shard, "dropped", d, facts))
-    return bool(went_on)
+    return went_on
 
 
 def _releases_holding(lake, name: str, doc_ids: set[str]) -> list[str]:

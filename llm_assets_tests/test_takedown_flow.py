@@ -186,6 +186,14 @@ def test_a_takedown_by_url_domain_and_doc_id_reaches_a_new_release_and_supersede
         assert s.first_release_without == manifest["version"] and s.superseded == [marker["version"]]
     assert set(statuses[f"url={url}"].removed) == holding(lake, settings, pl.col("url") == url)
 
+    # one URL's path: kept by documents, removed by the takedown in filtered, held only by the superseded release
+    from llm_assets import trace
+
+    path = trace.trace(lake, settings, [a], url)
+    assert [(s.stage, s.outcome) for s in path.steps] == [("documents", "kept"), ("filtered", "dropped")]
+    assert path.stops()[0].facts["filter"] == "takedown" and json.loads(path.stops()[0].facts["detail"])["url"] == url
+    assert path.releases == [marker["version"]]
+
 
 def test_an_eval_set_plans_exactly_the_partitions_that_quote_it_and_the_rebuild_drops_them(
         lake, object_store, instance, settings):
@@ -217,25 +225,23 @@ def test_trace_why_and_show_rejected_find_one_document_through_the_id_index(lake
 
     a, _ = settings.release.crawls
     m = read_manifest(lake, "filtered", a, "0001")
-    removed = lake.scan(m.rejected_parts).filter(pl.col("reason") == "takedown").collect().row(0, named=True)
-    found = trace.trace(lake, settings, list(settings.release.crawls), removed["url"])
-    assert [(s.stage, s.outcome) for s in found.steps if s.crawl == a] == [("documents", "kept"), ("filtered", "dropped")]
-    stop = found.stops()[0]
-    assert stop.facts["filter"] == "takedown" and json.loads(stop.facts["detail"])["url"] == removed["url"]
-    latest = latest_release(lake, settings.release.name).rstrip("/").rsplit("/", 1)[-1]
-    assert found.releases and latest not in found.releases  # only the release it superseded held it
-
     dropped = lake.scan(m.rejected_parts).filter(pl.col("filter") == "gopher_quality").collect().row(0, named=True)
+    found = trace.trace(lake, settings, [a], dropped["url"])
+    assert [(s.stage, s.outcome) for s in found.steps] == [("documents", "kept"), ("filtered", "dropped")]
+    assert found.stops()[0].facts["reason"] == dropped["reason"] and not found.releases
     said = trace.why(trace.trace(lake, settings, [a], dropped["doc_id"]), settings)
     assert f"gopher_quality/{dropped['reason']}" in said and '"min_doc_words": 50' in said
 
     kept = read_manifest(lake, "tokenized", a, "0001")
     doc_id = lake.scan(kept.parts).select("doc_id").head(1).collect().item()
-    assert trace.trace(lake, settings, [a], doc_id).stops() == []
+    reached = trace.trace(lake, settings, [a], doc_id)
+    assert reached.stops() == [] and [s.stage for s in reached.steps] == ["documents", "filtered", "deduplicated",
+                                                                          "tokenized"]
+    assert latest_release(lake, settings.release.name).rstrip("/").rsplit("/", 1)[-1] in reached.releases
 
-    assert cli.main(["show", "rejected", "--stage", "filtered", "--crawl", a, "--reason", "takedown", "--json",
-                     "--limit", "100"]) == 0
+    assert cli.main(["show", "rejected", "--stage", "filtered", "--crawl", a, "--reason", dropped["reason"],
+                     "--json", "--limit", "100"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert rows and {r["reason"] for r in rows} == {"takedown"} and removed["doc_id"] in {r["doc_id"] for r in rows}
+    assert rows and {r["reason"] for r in rows} == {dropped["reason"]} and dropped["doc_id"] in {r["doc_id"] for r in rows}
     assert cli.main(["show", "filtered", "--crawl", a, "--where", "language_score >= 0.9", "--json"]) == 0
     assert all(json.loads(line)["language_score"] >= 0.9 for line in capsys.readouterr().out.splitlines())
