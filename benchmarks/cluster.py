@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import secrets
 import shutil
 import subprocess
 import sys
@@ -157,14 +156,12 @@ def main() -> None:
     from llm_assets.core.filtered import filter_documents
     from llm_assets.core.lake import Lake, StoreConfig
     from llm_assets.core.tokenized import tokenize_documents
-    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+    from llm_assets.embedded_store import EmbeddedStore
     from llm_assets.local_cluster import LocalCluster
 
     SCRATCH.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="run-", dir=SCRATCH))
-    store = EmbeddedStore(state_dir=workdir / "seaweedfs", bucket="llm-assets-bench",
-                          access_key="bench" + secrets.token_hex(6), secret_key=secrets.token_urlsafe(24),
-                          ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+    store = EmbeddedStore.throwaway(workdir / "seaweedfs", "llm-assets-bench")
     cluster = LocalCluster(workdir / "cluster")
     t0 = time.monotonic()
     out: dict = {"pairs": [], "scaling": {}, "synthetic": []}

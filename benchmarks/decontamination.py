@@ -33,7 +33,7 @@ import polars as pl  # noqa: E402
 
 from benchmarks.report import n, replace_section, table  # noqa: E402
 from llm_assets.core.decontamination import EvalIndex, build_index, contamination, eval_texts  # noqa: E402
-from llm_assets_tests.corpus import SHARED_DATA, shared_documents  # noqa: E402
+from llm_assets_tests.corpus import SHARED_DATA, lightly_edited, planted, shared_documents  # noqa: E402
 
 BEGIN, END = "<!-- decontamination:begin -->", "<!-- decontamination:end -->"
 GSM8K = SHARED_DATA / "evals" / "openai-grade-school-math__gsm8k_test.jsonl"
@@ -48,22 +48,6 @@ def cpu() -> float:
 
 def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def edited(text: str, rng: random.Random, every: int) -> str:
-    words = text.split(" ")
-    for i in range(rng.randrange(every), len(words), every):
-        words[i] = rng.choice(["quickly", "indeed", "maybe", "also", "then"])
-    return " ".join(words)
-
-
-def planted(hosts: list[str], passages: list[str], rng: random.Random) -> list[str]:
-    out = []
-    for doc, passage in zip(hosts, passages):
-        paragraphs = doc.split("\n")
-        at = rng.randrange(len(paragraphs) + 1)
-        out.append("\n".join(paragraphs[:at] + [passage] + paragraphs[at:]))
-    return out
 
 
 def flagged(index: EvalIndex, texts: list[str]) -> int:
@@ -82,8 +66,8 @@ def main() -> str:
     passages = rng.sample(items, PLANTED)
     recall = [[name, n(PLANTED), n(found := flagged(index, planted(hosts, variant, rng))), f"{found / PLANTED:.3f}"]
               for name, variant in (("whole", passages),
-                                    ("1 word in 15 replaced", [edited(p, rng, 15) for p in passages]),
-                                    ("1 word in 6 replaced", [edited(p, rng, 6) for p in passages]))]
+                                    ("1 word in 15 replaced", [lightly_edited(p, rng, 15) for p in passages]),
+                                    ("1 word in 6 replaced", [lightly_edited(p, rng, 6) for p in passages]))]
     false_pos = flagged(index, docs)
     manuals = pl.read_ndjson(MANUALS)["text"].unique(maintain_order=True).to_list()
     false_manuals = flagged(index, manuals)

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+from llm_assets.embedded_store import EmbeddedStore
 
 KEY = "lake/bench/crawl=BENCH/shard=0000/part-" + "a" * 20 + ".parquet"
 
@@ -30,9 +30,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        store = EmbeddedStore(state_dir=Path(tmp), bucket="bench-lake-io", access_key="k" + secrets.token_hex(6),
-                              secret_key=secrets.token_urlsafe(24),
-                              ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+        store = EmbeddedStore.throwaway(Path(tmp), "bench-lake-io")
         store.start()
         try:
             run(store, args.mb, args.repeat)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
@@ -124,15 +123,9 @@ def _proc_status_kib(pid: int | None, field: str) -> int:
 
 def run_e2e(workdir: Path, corpus: dict) -> dict:
     from llm_assets.core.lake import Lake, StoreConfig
-    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+    from llm_assets.embedded_store import EmbeddedStore
 
-    store = EmbeddedStore(
-        state_dir=workdir / "seaweedfs",
-        bucket="llm-assets-bench",
-        access_key="bench" + secrets.token_hex(6),
-        secret_key=secrets.token_urlsafe(24),
-        ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))),
-    )
+    store = EmbeddedStore.throwaway(workdir / "seaweedfs", "llm-assets-bench")
     out: dict = {}
     try:
         log(f"starting SeaweedFS on {store.endpoint} in {store.state_dir}")

@@ -29,7 +29,7 @@ from llm_assets.core.lake import Lake, StoreConfig, part_key
 from llm_assets.core.partition import PartitionOutput, commit, data_version
 from llm_assets.core.takedowns import write_id_index
 from llm_assets.core.units import UnitResult, unit_id
-from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+from llm_assets.embedded_store import EmbeddedStore
 from llm_assets.settings import Settings
 
 BEGIN, END = "<!-- trace:begin -->", "<!-- trace:end -->"
@@ -81,9 +81,7 @@ def main() -> None:
     from llm_assets import trace
 
     with tempfile.TemporaryDirectory() as tmp:
-        store = EmbeddedStore(state_dir=Path(tmp), bucket="bench-trace", access_key="k" + secrets.token_hex(6),
-                              secret_key=secrets.token_urlsafe(24),
-                              ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+        store = EmbeddedStore.throwaway(Path(tmp), "bench-trace")
         store.start()
         try:
             lake = Lake(StoreConfig(endpoint=store.endpoint, bucket=store.bucket, region="us-east-1",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -78,6 +79,12 @@ class EmbeddedStore:
     access_key: str = field(repr=False)
     secret_key: str = field(repr=False)
     ports: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_PORTS))
+
+    @classmethod
+    def throwaway(cls, state_dir: Path, bucket: str) -> EmbeddedStore:
+        """A store of its own (benchmarks, tests): fresh random credentials, free loopback ports."""
+        return cls(state_dir=state_dir, bucket=bucket, access_key="k" + secrets.token_hex(6),
+                   secret_key=secrets.token_urlsafe(24), ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
 
     @property
     def endpoint(self) -> str:

@@ -10,7 +10,7 @@ from llm_assets.core.filtered import TAKEDOWN_COUNT
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import committed
 from llm_assets.core.release import RELEASES, SUPERSEDED
-from llm_assets.core.takedowns import PREFIX, TakedownRequest, load_takedowns, requests_in, takedowns_version
+from llm_assets.core.takedowns import PREFIX, TakedownRequest, load_takedowns, requests_in_partition, takedowns_version
 from llm_assets.core.versions import digest
 from llm_assets.settings import Settings
 
@@ -56,7 +56,7 @@ def status(lake: Lake, settings: Settings, crawls: list[str]) -> list[RequestSta
             built = filtered.get(shard)
             applied = {} if built is None else {k.removeprefix(TAKEDOWN_COUNT): n for u in built.units
                                                 for k, n in u.counts.items() if k.startswith(TAKEDOWN_COUNT)}
-            named = [r for part in docs.parts for r in requests_in(lake, part, requests)]
+            named = requests_in_partition(lake, docs, requests)
             current = built is not None and built.inputs.get("documents") == docs.data_version \
                 and built.inputs.get("takedowns") == takedowns_version(named)
             for target in {r.target for r in named}:

@@ -37,3 +37,21 @@ def shared_documents(data: Path = SHARED_DATA) -> pl.DataFrame:
                         rows.append({"doc_id": doc_id(source, rec.record_id, rec.offset, rec.skip),
                                      "url": rec.url or "", "source": path.name, "text": text})
     return pl.DataFrame(rows, schema={"doc_id": pl.String, "url": pl.String, "source": pl.String, "text": pl.String})
+
+
+def lightly_edited(text: str, rng, every: int = 15) -> str:
+    """A light paraphrase: one word in every `every` replaced."""
+    words = text.split(" ")
+    for i in range(rng.randrange(every), len(words), every):
+        words[i] = rng.choice(["quickly", "indeed", "maybe", "also"])
+    return " ".join(words)
+
+
+def planted(docs: list[str], passages: list[str], rng) -> list[str]:
+    """Each passage inserted into a real document, at a paragraph boundary."""
+    out = []
+    for doc, passage in zip(docs, passages):
+        paragraphs = doc.split("\n")
+        at = rng.randrange(len(paragraphs) + 1)
+        out.append("\n".join(paragraphs[:at] + [passage] + paragraphs[at:]))
+    return out

@@ -10,7 +10,7 @@ import regex
 
 from llm_assets.core.decontamination import EvalIndex, build_index, contamination, eval_texts
 from llm_assets_tests.conftest import shared
-from llm_assets_tests.corpus import shared_documents
+from llm_assets_tests.corpus import lightly_edited, planted, shared_documents
 
 GSM8K = "openai-grade-school-math__gsm8k_test.jsonl"
 
@@ -26,24 +26,6 @@ def index(gsm8k) -> EvalIndex:
     return build_index({"gsm8k": gsm8k})
 
 
-def _edited(text: str, rng: random.Random, every: int = 15) -> str:
-    """A light paraphrase: one word in every `every` replaced."""
-    words = text.split(" ")
-    for i in range(rng.randrange(every), len(words), every):
-        words[i] = rng.choice(["quickly", "indeed", "maybe", "also"])
-    return " ".join(words)
-
-
-def _planted(docs: list[str], passages: list[str], rng: random.Random) -> list[str]:
-    """Each passage inserted into a real document, at a paragraph boundary."""
-    out = []
-    for doc, passage in zip(docs, passages):
-        paragraphs = doc.split("\n")
-        at = rng.randrange(len(paragraphs) + 1)
-        out.append("\n".join(paragraphs[:at] + [passage] + paragraphs[at:]))
-    return out
-
-
 @pytest.mark.corpus
 def test_every_planted_passage_is_found_and_no_clean_document_is_flagged(gsm8k, index):
     rng = random.Random(7)
@@ -53,9 +35,9 @@ def test_every_planted_passage_is_found_and_no_clean_document_is_flagged(gsm8k, 
 
     hosts = [docs[rng.randrange(len(docs))] for _ in range(200)]
     passages = rng.sample(gsm8k, 200)
-    whole = contamination(index, pl.Series(_planted(hosts, passages, rng)))
+    whole = contamination(index, pl.Series(planted(hosts, passages, rng)))
     assert (whole["contaminated_ngrams"] > 0).all() and set(whole["benchmark"]) == {"gsm8k"}
-    edited = contamination(index, pl.Series(_planted(hosts, [_edited(p, rng) for p in passages], rng)))
+    edited = contamination(index, pl.Series(planted(hosts, [lightly_edited(p, rng) for p in passages], rng)))
     assert (edited["contaminated_ngrams"] > 0).all()
     assert edited["contaminated_ngrams"].sum() < whole["contaminated_ngrams"].sum()  # the edits cost n-grams
 

@@ -207,6 +207,17 @@ def partition_index(lake: Lake, manifest: Manifest) -> IdIndex:
     return index
 
 
+def requests_in_partition(lake: Lake, manifest: Manifest, requests: Sequence[TakedownRequest]
+                          ) -> list[TakedownRequest]:
+    """The requests that (may) name a document of each part of a committed documents partition, part by part (a
+    request named in two parts twice): one index read for the partition, the parts' only where it may hold one."""
+    if not requests:
+        return []
+    index = partition_index(lake, manifest)
+    held = [r for r in requests if index.holds(r)]
+    return [r for part in manifest.parts for r in requests_in(lake, part, held)]
+
+
 def requests_in(lake: Lake, part: str, requests: Sequence[TakedownRequest]) -> tuple[TakedownRequest, ...]:
     """The requests that (may) name a document of the part."""
     if not requests:

@@ -9,7 +9,7 @@ from llm_assets.core.decontamination import NO_INDEX, contaminated_ids, eval_ind
 from llm_assets.core.filtered import STAGE_VERSION, FilteredSettings, file_sha256
 from llm_assets.core.lake import contamination_key
 from llm_assets.core.partition import Manifest
-from llm_assets.core.takedowns import load_takedowns, partition_index, requests_in, takedowns_version
+from llm_assets.core.takedowns import load_takedowns, requests_in_partition, takedowns_version
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
 
@@ -54,10 +54,7 @@ def _current_inputs(planner: Planner, crawl: str, shard: str) -> dict[str, str |
     if docs is None:
         return {"documents": None}
     requests = planner.memo("takedowns", lambda: load_takedowns(planner.lake))
-    if requests:  # one read per partition; the parts' indexes only where it may hold a requested document
-        index = partition_index(planner.lake, docs)
-        requests = [r for r in requests if index.holds(r)]
-    named = [r for part in docs.parts for r in requests_in(planner.lake, part, requests)]
+    named = requests_in_partition(planner.lake, docs, requests)
     current: dict[str, str | None] = {"documents": docs.data_version, "takedowns": takedowns_version(named)}
     block = planner.settings.filtered.block("decontaminate")
     if block is not None and block.enabled:

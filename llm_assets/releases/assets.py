@@ -46,7 +46,10 @@ def _card_facts(lake, settings: Settings, crawls: list[str], shards: list[str]) 
                  if parts else [])
     filters = [(b.name, b.model_dump(mode="json", exclude={"block", "enabled", "index_path", "model_path"}))
                for b in settings.filtered.blocks()]
-    return {"funnel": funnel, "drops": drops, "languages": languages, "text_parts": text_parts, "filters": filters,
+    # the targets of the takedown requests that removed documents from the filtered partitions of the crawls
+    takedowns = sorted({key.removeprefix(TAKEDOWN_COUNT) for m in manifests["filtered"] for u in m.units
+                        for key, n in u.counts.items() if key.startswith(TAKEDOWN_COUNT) and n})
+    return {"funnel": funnel, "drops": drops, "takedowns": takedowns, "languages": languages, "text_parts": text_parts, "filters": filters,
             "dedup": settings.dedup.model_dump(mode="json"), "evals": settings.evals.model_dump(mode="json")}
 
 
@@ -73,13 +76,6 @@ def _charts(lake, partitions: list[dict], text_parts: dict[str, list[str]], coun
             [counts["tokens_out"], counts["padding_tokens"], counts["truncated_tokens"]],
             "tokens", [charts.BLUE, charts.RED, charts.RED])),
     }
-
-
-def _takedowns(lake, crawls: list[str], shards: list[str]) -> list[str]:
-    """The targets of the takedown requests that removed documents from the filtered partitions of the crawls."""
-    return sorted({key.removeprefix(TAKEDOWN_COUNT) for crawl in crawls
-                   for m in committed(lake, "filtered", crawl, shards).values() for u in m.units
-                   for key, n in u.counts.items() if key.startswith(TAKEDOWN_COUNT) and n})
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -115,6 +111,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         tok_settings, tok_hash = resolve_tokenizer(settings.tokenized, lake)
         tok = load_tokenizer(str(tok_settings.resolved_path()))
         eos = tok.token_to_id(settings.tokenized.eos_token)
+        facts = _card_facts(lake, settings, crawls, shards)
         with tempfile.TemporaryDirectory(prefix="llm-assets-release-") as tmp:
             tokenizer_file = Path(tmp) / "tokenizer.json"
             tok.save(str(tokenizer_file))
@@ -122,8 +119,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 lake, settings.release, partitions, tokenizer_file, tok_hash, eos, tok.get_vocab_size(),
                 code_versions={"tokenized": versions["tokenized"], "deduplicated": versions["deduplicated"],
                                "release": STAGE_VERSION},
-                card_facts=(facts := _card_facts(lake, settings, crawls, shards)), workdir=Path(tmp),
-                takedowns=_takedowns(lake, crawls, shards))
+                card_facts=facts, workdir=Path(tmp), takedowns=facts["takedowns"])
         point_latest(lake, built)
         if superseded := mark_superseded(lake, previous, built):
             context.log.warning(f"release {previous['version']} is superseded by {built.version}: it holds documents "
