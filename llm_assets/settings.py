@@ -18,6 +18,7 @@ from llm_assets.core.decontamination import EvalSetSettings
 from llm_assets.core.dedup import DedupSettings
 from llm_assets.core.documents import DocumentsSettings
 from llm_assets.core.filtered import FilteredSettings
+from llm_assets.core.gates import GateSettings
 from llm_assets.core.image_text_pairs import ImagePairsSettings
 from llm_assets.core.lake import StoreSettings
 from llm_assets.core.quality_model import QualityTraining
@@ -27,7 +28,7 @@ from llm_assets.core.units import RunnerSettings
 
 DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
 # The sections, re-exported for the Dagster layer: each lives beside the core code it configures.
-__all__ = ["PROJECT_ROOT", "DedupSettings", "DocumentsSettings", "FilteredSettings", "ImagePairsSettings",
+__all__ = ["PROJECT_ROOT", "DedupSettings", "DocumentsSettings", "FilteredSettings", "GateSettings", "ImagePairsSettings",
            "ReleaseSettings", "RunnerSettings", "Settings", "StoreSettings", "TokenizedSettings", "TokenizerTraining",
            "load_settings", "settings_path"]
 
@@ -43,6 +44,7 @@ class Settings(Section):
     documents: DocumentsSettings = DocumentsSettings()
     image_text_pairs: ImagePairsSettings = ImagePairsSettings()
     filtered: FilteredSettings = FilteredSettings()
+    gates: GateSettings = GateSettings()
     evals: EvalSetSettings = EvalSetSettings()
     quality_classifier: QualityTraining = QualityTraining()
     dedup: DedupSettings = DedupSettings()

@@ -1,7 +1,8 @@
 """What every stage asset does once its work units have run: report and check the partition.
 
 Metadata on each materialization: rows in/out, dropped by reason (table and chart), bytes, seconds, docs/s,
-peak RSS, errors naming their files. Checks: row accounting (in = out + dropped) and the output schema.
+peak RSS, errors naming their files. Checks: row accounting (in = out + dropped) and the output schema; a gated stage's quality gate holds a partition
+back from downstream when it departs from its crawl's distribution.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import dagster as dg
 
+from llm_assets.core.gates import GateResult
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import PartitionOutput, data_version, reusable_units
 from llm_assets.core.units import Progress, RunnerSettings, UnitResult, WorkUnit, run_units
@@ -29,21 +31,27 @@ BY_CRAWL = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="c
 
 ROW_ACCOUNTING = "row_accounting"
 SCHEMA = "schema"
+QUALITY_GATE = "quality_gate"
 
 
-def stage_check_specs(asset: str, row_accounting: bool = True) -> list[dg.AssetCheckSpec]:
+def stage_check_specs(asset: str, row_accounting: bool = True, gated: bool = False) -> list[dg.AssetCheckSpec]:
     specs = [dg.AssetCheckSpec(SCHEMA, asset=asset, description="every part has the stage's columns", blocking=True)]
     if row_accounting:
         specs.insert(0, dg.AssetCheckSpec(ROW_ACCOUNTING, asset=asset, blocking=True,
                                           description="rows in = rows out + rows dropped, per unit"))
+    if gated:
+        specs.append(dg.AssetCheckSpec(
+            QUALITY_GATE, asset=asset, blocking=True,
+            description="each block's drop rate and the language mix stay within the `gates:` bounds of the other "
+                        "partitions of the crawl; a partition outside them is held back from downstream"))
     return specs
 
 
 def stage_asset(spec: StageSpec, settings: Settings, row_accounting: bool = True, group_name: str = "lake",
-                **kwargs):
+                gated: bool = False, **kwargs):
     """A lake stage: a crawl × shard asset committed by the lake IO manager, with the stage checks, named and
     versioned by its spec under these settings. `row_accounting=False` for stages whose rows are not their inputs'
-    (one page gives many image pairs)."""
+    (one page gives many image pairs); `gated` adds the quality gate (`run_stage(gate=...)`)."""
 
     def decorate(fn):
         return dg.asset(
@@ -51,7 +59,7 @@ def stage_asset(spec: StageSpec, settings: Settings, row_accounting: bool = True
             partitions_def=crawl_shard_partitions(settings),
             code_version=spec.version(settings),
             io_manager_key="lake_io_manager",
-            check_specs=stage_check_specs(spec.name, row_accounting),
+            check_specs=stage_check_specs(spec.name, row_accounting, gated),
             group_name=group_name,
             kinds={"s3", "parquet"},
             **kwargs,
@@ -93,10 +101,12 @@ def run_stage(
     row_accounting: bool = True,
     report: Callable[[PartitionOutput], dict] | None = None,
     inputs: dict[str, str] | None = None,
+    gate: Callable[[PartitionOutput], GateResult] | None = None,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Run the partition's work units, then emit the output (committed by the lake IO manager), its
     metadata and its checks. `report(output)` adds a stage's own metadata to the common one; `inputs` records
-    what else the partition was built from (for the stale planner)."""
+    what else the partition was built from (for the stale planner); `gate(output)` judges the partition against
+    its crawl, and one that fails is committed held back (the check fails, downstream steps of the run skip)."""
     start = time.perf_counter()
     reused = _reusable_units(context, units)
     todo = [u for u in units if u.unit not in reused]
@@ -140,6 +150,12 @@ def run_stage(
         metadata.update(report(out))
     if out.errors():
         metadata["error_messages"] = dg.MetadataValue.md("\n".join(f"- {e}" for e in out.errors()))
+    judged = gate(out) if gate is not None else None
+    if judged is not None:
+        out.held_back = judged.held_back()
+        metadata["quality_gate"] = "held back" if out.held_back else "passed"
+        if out.held_back:
+            context.log.error(f"held back by the quality gate: {out.held_back}")
     yield dg.Output(out, metadata=metadata, data_version=dg.DataVersion(out.data_version))
 
     if row_accounting:
@@ -150,9 +166,20 @@ def run_stage(
             metadata={"rows_in": out.rows_in, "rows_out": out.rows_out, "rows_dropped": sum(dropped.values()),
                       "unbalanced_units": dg.MetadataValue.json(unbalanced)},
         )
+    if judged is not None:
+        yield dg.AssetCheckResult(check_name=QUALITY_GATE, passed=judged.passed, metadata=gate_metadata(judged))
     bad_schema = [u.source for u in results if u.part and list(u.columns) != list(columns)]
     yield dg.AssetCheckResult(
         check_name=SCHEMA,
         passed=not bad_schema,
         metadata={"columns": dg.MetadataValue.json(list(columns)), "mismatched_units": dg.MetadataValue.json(bad_schema)},
     )
+
+
+def gate_metadata(judged: GateResult) -> dict:
+    rows = "\n".join(f"| {f.measure} | {f.value:.3f} | {f.reference:.3f} | {f.shift:.3f} | {f.bound:g} | "
+                     f"{'**held back**' if f.failed else 'ok'} |" for f in judged.findings)
+    table = ("| measure | this partition | crawl reference | shift | bound | |\n|---|--:|--:|--:|--:|---|\n" + rows
+             if rows else "")
+    return {"judged": judged.judged, "note": judged.note, "held_back": judged.held_back() or "no",
+            "findings": dg.MetadataValue.md(table or judged.note)}

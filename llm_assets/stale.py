@@ -7,7 +7,8 @@ inputs is planned, when it is missing while an input exists, when its code versi
 settings) differs from the code's, or when what it would read now differs from what it read (a shard stage's
 recorded inputs; a crawl stage's data version, recomputed from the manifests it fans in). Stages with rules of their
 own say so in their spec: the raw inventory compares file fingerprints, so an identical re-upload plans nothing;
-a release compares its version.
+a release compares its version. A partition its quality gate holds back is not an input: nothing downstream of it
+is planned until a rebuild passes the gate.
 """
 
 from __future__ import annotations
@@ -58,8 +59,13 @@ class Planner:
         return self._manifests[key]
 
     def committed(self, asset: str, crawl: str) -> dict[str, Manifest]:
-        """shard -> committed manifest of a shard asset, for the shards of `crawl` that have one."""
-        return {s: m for s in self.shards if (m := self.manifest(asset, crawl, s)) is not None}
+        """shard -> committed manifest of a shard asset, for the shards of `crawl` that have one its quality gate
+        does not hold back (what a crawl stage fans in)."""
+        return {s: m for s in self.shards if (m := self.manifest(asset, crawl, s)) is not None and not m.held_back}
+
+    def held_back(self, asset: str, crawl: str, shard: str) -> bool:
+        built = self.manifest(asset, crawl, shard)
+        return built is not None and bool(built.held_back)
 
     def data_version(self, asset: str, crawl: str, shard: str) -> str | None:
         built = self.manifest(asset, crawl, shard)
@@ -89,6 +95,9 @@ class Planner:
         p = f"{crawl}|{shard}"
         built = self.manifest(spec.name, crawl, shard)
         shard_inputs = [i for i in spec.inputs if self.specs[i].level == "shard"]
+        if any(self.held_back(i, crawl, shard) for i in shard_inputs) and not any(
+                self.is_planned(i, p) for i in shard_inputs):
+            return None  # not promoted: downstream keeps what it was built from
         exists = any(self.manifest(i, crawl, shard) is not None or self.is_planned(i, p) for i in shard_inputs)
         if upstream := next((i for i in spec.inputs if self.is_planned(i, self.input_partition(i, crawl, shard))),
                             None):

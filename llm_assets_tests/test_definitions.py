@@ -62,7 +62,7 @@ def test_asset_specs_snapshot():
         assert re.fullmatch(r"\d+-[0-9a-f]{20}", spec.code_version or "")
     checks = {(k.asset_key.path[-1], k.name) for k in defs.resolve_asset_graph().asset_check_keys}
     assert checks == {(a, "schema") for a in EXPECTED} | {
-        (a, "row_accounting") for a in EXPECTED if a != "image_text_pairs"}
+        (a, "row_accounting") for a in EXPECTED if a != "image_text_pairs"} | {("filtered", "quality_gate")}
 
 
 def test_code_version_follows_settings():
@@ -78,6 +78,8 @@ def test_code_version_follows_settings():
     assert len({default["filtered"], stricter["filtered"], reordered["filtered"]}) == 3
     # only the stage the setting belongs to: the others' partitions see it as an upstream change
     assert {k for k in default if default[k] != stricter[k]} == {"filtered"}
+    gated = code_versions(Settings(gates={"max_language_shift": 0.5}))
+    assert {k for k in default if default[k] != gated[k]} == {"filtered"}
 
 
 def test_the_definitions_declare_the_registry_code_versions():

@@ -21,6 +21,7 @@ from llm_assets.core.config import Section
 from llm_assets.core.decontamination import EvalSetSettings, eval_index
 from llm_assets.core.filters import DEFAULT_CHAIN, Block, ChainBlock, Decontaminate, QualityModelFilter, apply_filters
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
+from llm_assets.core.gates import LANGUAGE_COUNT
 from llm_assets.core.lake import Lake
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
@@ -186,6 +187,9 @@ def filter_documents(u: FilterUnit) -> UnitResult:
                 counts[TAKEDOWN_COUNT + target] = counts.get(TAKEDOWN_COUNT + target, 0) + n
             for kind, n in kept.select(pl.col("pii").struct.unnest().sum()).row(0, named=True).items():
                 counts[f"pii_{kind}"] = counts.get(f"pii_{kind}", 0) + (n or 0)
+            for language, n in kept.group_by("language").len().iter_rows():  # the quality gate's language mix
+                key = LANGUAGE_COUNT + (language or "?")
+                counts[key] = counts.get(key, 0) + n
     return UnitResult(
         unit=u.unit,
         source=u.source,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -23,14 +24,10 @@ _PARTITION_KEY = re.compile(r"^(?:lake|rejected)/(?P<asset>[^/]+)/crawl=(?P<craw
 _PART_FILE = re.compile(r"/part-[0-9a-f]+\.parquet$")
 
 
-@dataclass
-class PartitionOutput:
-    """What a stage produced for one partition: its work units' results."""
+class UnitTotals:
+    """Totals over a partition's work units (`self.units`)."""
 
-    units: list[UnitResult]
-    code_version: str = ""
-    data_version: str = ""
-    inputs: dict[str, str] = field(default_factory=dict)  # what it was built from beyond its parts' sources
+    units: Sequence[UnitResult]
 
     @property
     def rows_in(self) -> int:
@@ -58,8 +55,19 @@ class PartitionOutput:
         return [e for u in self.units for e in u.errors[:1]]
 
 
+@dataclass
+class PartitionOutput(UnitTotals):
+    """What a stage produced for one partition: its work units' results."""
+
+    units: list[UnitResult]
+    code_version: str = ""
+    data_version: str = ""
+    inputs: dict[str, str] = field(default_factory=dict)  # what it was built from beyond its parts' sources
+    held_back: str = ""  # why a quality gate holds the partition back from downstream ("" = promoted)
+
+
 @dataclass(frozen=True)
-class Manifest:
+class Manifest(UnitTotals):
     """A committed partition, as its manifest in the lake records it: the parts its work units wrote, its rows, and
     the versions the stale planner compares (its code, what it holds, what it was built from)."""
 
@@ -72,18 +80,21 @@ class Manifest:
     units: tuple[UnitResult, ...] = ()
     inputs: dict[str, str] = field(default_factory=dict)
     committed_at: float = 0.0
+    held_back: str = ""  # why a quality gate holds it back: downstream stages neither plan nor read it
 
     @classmethod
     def from_json(cls, data: dict) -> Manifest:
         return cls(asset=data["asset"], crawl=data["crawl"], shard=data["shard"],
                    code_version=data.get("code_version") or "", data_version=data.get("data_version") or "",
                    rows=data.get("rows", 0), units=tuple(UnitResult.from_dict(u) for u in data.get("units", [])),
-                   inputs=data.get("inputs") or {}, committed_at=data.get("committed_at", 0.0))
+                   inputs=data.get("inputs") or {}, committed_at=data.get("committed_at", 0.0),
+                   held_back=data.get("held_back") or "")
 
     def to_json(self) -> dict:
         return {"version": MANIFEST_VERSION, "asset": self.asset, "crawl": self.crawl, "shard": self.shard,
                 "code_version": self.code_version, "data_version": self.data_version, "inputs": self.inputs,
-                "committed_at": self.committed_at, "rows": self.rows, "units": [u.to_dict() for u in self.units]}
+                "committed_at": self.committed_at, "rows": self.rows, "units": [u.to_dict() for u in self.units],
+                **({"held_back": self.held_back} if self.held_back else {})}
 
     @property
     def parts(self) -> list[str]:
@@ -116,7 +127,7 @@ def commit(lake: Lake, asset: str, crawl: str, shard: str, out: PartitionOutput)
     key = manifest_key(asset, crawl, shard)
     manifest = Manifest(asset=asset, crawl=crawl, shard=shard, code_version=out.code_version,
                         data_version=out.data_version, rows=out.rows_out, units=tuple(out.units), inputs=out.inputs,
-                        committed_at=time.time())
+                        committed_at=time.time(), held_back=out.held_back)
     live = manifest.part_keys()
     if missing := sorted(live - _stored_parts(lake, asset, crawl, shard)):
         raise MissingParts(f"{asset} crawl={crawl} shard={shard}: {len(missing)} part(s) to commit are not in the "
@@ -210,6 +221,10 @@ class MissingParts(RuntimeError):
     """A manifest would list a part that is not in the store."""
 
 
+class HeldBack(LookupError):
+    """The partition is committed but its quality gate holds it back from downstream stages."""
+
+
 class MissingPartition(LookupError):
     pass
 
@@ -235,15 +250,19 @@ class LakeInput:
     @classmethod
     def load(cls, lake: Lake, asset: str, partitions: list[tuple[str, str]], allow_missing: bool = False
              ) -> LakeInput:
-        """The committed manifests of these (crawl, shard) partitions; one never committed is an error, or skipped
-        with `allow_missing`."""
+        """The committed manifests of these (crawl, shard) partitions; one never committed, or held back by its
+        quality gate, is an error, or skipped with `allow_missing`."""
         manifests = []
         for crawl, shard in partitions:
             m = read_manifest(lake, asset, crawl, shard)
-            if m is None and allow_missing:
+            if (m is None or m.held_back) and allow_missing:
                 continue
             if m is None:
                 raise MissingPartition(f"{asset} has no committed partition crawl={crawl} shard={shard}")
+            if m.held_back:
+                raise HeldBack(f"{asset} crawl={crawl} shard={shard} is held back by its quality gate: {m.held_back}. "
+                               f"Downstream keeps what it was built from; rebuild {asset} for this partition once its "
+                               f"input is fixed, or widen the bounds under `gates:` in the settings")
             manifests.append(m)
         return cls(lake, asset, manifests)
 

@@ -3,11 +3,12 @@ import polars as pl
 
 from llm_assets import charts
 from llm_assets.core.filtered import SCHEMA, TAKEDOWN_COUNT, FilterUnit, filter_documents, with_eval_index, with_quality_model
+from llm_assets.core.gates import GateResult, Profile, evaluate
 from llm_assets.core.lake import part_key
-from llm_assets.core.partition import LakeInput, PartitionOutput
+from llm_assets.core.partition import LakeInput, PartitionOutput, read_manifest
 from llm_assets.core.takedowns import load_takedowns, requests_in, takedowns_version
 from llm_assets.core.units import unit_id
-from llm_assets.filtered.spec import SPEC, uses_trained_model
+from llm_assets.filtered.spec import SPEC, chain_version, uses_trained_model
 from llm_assets.metadata import block_funnel
 from llm_assets.settings import Settings
 from llm_assets.stage import partition_of, run_stage, stage_asset
@@ -15,8 +16,14 @@ from resources import ObjectStore
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
-    code = SPEC.version(settings)
+    code, unit_code = SPEC.version(settings), chain_version(settings)
     chain = [block.name for block in settings.filtered.blocks()]
+
+    def gate(lake, crawl: str, shard: str, out: PartitionOutput) -> GateResult:
+        """This partition against the other partitions of its crawl that passed theirs."""
+        others = [Profile.of(s, m.rows_in, m.dropped(), m.counts()) for s in settings.shard_keys() if s != shard
+                  and (m := read_manifest(lake, "filtered", crawl, s)) is not None and not m.held_back]
+        return evaluate(Profile.of(shard, out.rows_in, out.dropped(), out.counts()), others, chain, settings.gates)
 
     def report(lake, out: PartitionOutput) -> dict:
         pii = {k: n for k, n in out.counts().items() if k.startswith("pii_")}
@@ -42,7 +49,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         }
 
     deps = [dg.AssetKey("takedowns"), dg.AssetKey("eval_index")]
-    @stage_asset(SPEC, settings, metadata={"filter_chain": " → ".join(chain)},
+    @stage_asset(SPEC, settings, metadata={"filter_chain": " → ".join(chain)}, gated=settings.gates.enabled,
                  deps=deps + ([dg.AssetKey("quality_classifier")] if uses_trained_model(settings.filtered) else []))
     def filtered(context: dg.AssetExecutionContext, store: ObjectStore, documents: LakeInput):
         """Documents that no takedown request names (under `takedowns/`) and that pass the filter chain of the
@@ -58,6 +65,10 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         Every dropped document is kept under `rejected/filtered/` with the block and reason code that dropped it
         (`takedown` with the request, `contaminated` with the benchmark and the matched span).
         One work unit per upstream documents part; a takedown reruns only the units whose part held the document.
+
+        Quality gate (`gates:`): a partition whose block drop rates or language mix depart from the other partitions
+        of its crawl is committed held back: its `quality_gate` check fails and downstream stages keep what they
+        were built from until a rebuild passes.
         """
         crawl, shard = partition_of(context)
         lake = store.lake()
@@ -68,7 +79,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         for source in documents.parts:
             takedowns = requests_in(lake, source, requests)
             named += takedowns
-            unit = unit_id("filtered", code, source, *([model] if model else []), evals, takedowns_version(takedowns))
+            unit = unit_id("filtered", unit_code, source, *([model] if model else []), evals, takedowns_version(takedowns))
             units.append(FilterUnit(store=store.config(), settings=filters, source=source, unit=unit,
                                     part=part_key("filtered", crawl, shard, unit), takedowns=takedowns,
                                     rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected")))
@@ -76,6 +87,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                              report=lambda out: report(lake, out),
                              metadata={"eval_index": evals or "off", **({"quality_model_sha256": model} if model else {})},
                              inputs={"documents": documents.data_version, "takedowns": takedowns_version(named),
-                                     **({"evals": evals} if evals else {}), **({"quality_model": model} if model else {})})
+                                     **({"evals": evals} if evals else {}), **({"quality_model": model} if model else {})},
+                             gate=(lambda out: gate(lake, crawl, shard, out)) if settings.gates.enabled else None)
 
     return [filtered]

@@ -40,10 +40,17 @@ def _file_version(path: str) -> str:
         return "unreadable"  # the run reports the file by name
 
 
-def _version(settings) -> str:
-    """The chain in order with every threshold, and the bytes of a model file it names."""
+def chain_version(settings, *more: str) -> str:
+    """What a work unit's output depends on: the chain in order with every threshold, and the bytes of a model file
+    it names."""
     path = model_file(settings.filtered)
-    return code_version(STAGE_VERSION, settings.filtered.fingerprint(), *([_file_version(path)] if path else []))
+    return code_version(STAGE_VERSION, settings.filtered.fingerprint(), *([_file_version(path)] if path else []),
+                        *more)
+
+
+def _version(settings) -> str:
+    """The chain, and the quality gate's bounds: new bounds judge every partition again, reusing its units."""
+    return chain_version(settings, settings.gates.fingerprint())
 
 
 def _current_inputs(planner: Planner, crawl: str, shard: str) -> dict[str, str | None]:
