@@ -29,7 +29,8 @@ FACTS = {"tokens": "tokens", "sequences": "sequences", "documents": "documents",
 
 
 def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
-    """Crawls (every crawl under raw/), and per asset committed/total partitions and rows; with `rejected`, also
+    """Crawls (every crawl under raw/), per asset committed/total partitions and rows, the partitions a quality gate
+    holds back; with `rejected`, also
     `rejected_raw_keys`: every raw key that will not be ingested (counted; the first REJECTED_SHOWN listed with
     the reason)."""
     crawls = known_crawls(lake)
@@ -40,6 +41,7 @@ def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
         manifests = dict(zip(wanted, pool.map(lambda p: read_manifest(lake, *p), wanted)))
     assets: dict[str, dict] = {}
     by_crawl: dict[str, dict[str, dict[str, int]]] = {}
+    status_held: list[dict[str, str]] = []
     for (asset, crawl, _), m in manifests.items():
         totals = assets.setdefault(asset, {"materialized": 0, "total": 0, "rows": 0})
         totals["total"] += 1
@@ -50,11 +52,13 @@ def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
             counts["rows"] += m.rows
         totals["materialized"] += 1
         cell["partitions"] += 1
+        if m.held_back:
+            status_held.append({"asset": asset, "crawl": crawl, "shard": m.shard, "why": m.held_back})
     specs = {s.name: s for s in SPECS}
     for asset in UNPARTITIONED:
         facts = specs[asset].facts(lake, settings) if specs[asset].facts else None
         assets[asset] = {"materialized": int(facts is not None), "total": 1, "rows": 0, **(facts or {})}
-    status = {"crawls": crawls, "assets": assets, "by_crawl": by_crawl}
+    status = {"crawls": crawls, "assets": assets, "by_crawl": by_crawl, "held_back": status_held}
     if rejected:
         count, shown = rejected_raw_keys(lake, REJECTED_SHOWN)
         status["rejected_raw_keys"] = {"count": count, "keys": [r.to_dict() for r in shown]}
@@ -78,6 +82,9 @@ def format_summary(status: dict) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths))  # noqa: E731
     lines = [fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)]
+    for held in status.get("held_back", []):
+        lines += ["", f"{held['asset']} crawl={held['crawl']} shard={held['shard']} is held back by its quality gate: "
+                      f"{held['why']}"]
     if rejected := status.get("rejected_raw_keys", {}).get("count"):
         lines += ["", f"{rejected:,} raw key{'s' * (rejected != 1)} will not be ingested "
                       "(`llm-assets status` lists them with the reason)"]

@@ -18,6 +18,7 @@ from llm_assets.pipeline import SPECS, code_versions
 from llm_assets.settings import load_settings
 from llm_assets.stage import QUALITY_GATE
 from llm_assets.stale import plan_stale
+from llm_assets.status import lake_status
 from llm_assets_tests.conftest import shared
 from llm_assets_tests.test_dedup import lake_defs, run
 from llm_assets_tests.test_takedown_flow import instance, object_store, store_env  # noqa: F401
@@ -82,6 +83,8 @@ def test_a_planted_bad_shard_is_held_back_until_the_bounds_admit_it(crawl, objec
     assert [m.shard for m in LakeInput.load(lake, "filtered", [(crawl, s) for s in (*GOOD, BAD)],
                                             allow_missing=True).manifests] == list(GOOD)
 
+    shown = [h for h in lake_status(lake, settings, rejected=False)["held_back"] if h["crawl"] == crawl]
+    assert [(h["asset"], h["shard"]) for h in shown] == [("filtered", BAD)] and shown[0]["why"] == held.held_back
     planned = {(p.asset, p.partition) for p in plan_stale(lake, settings, [crawl], code_versions(settings), SPECS)}
     assert not {p for p in planned if p[1] == f"{crawl}|{BAD}"}, "nothing downstream of a held partition is planned"
     stats = run(defs, "crawl_job", crawl, instance)["crawl_stats"]
