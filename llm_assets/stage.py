@@ -137,7 +137,10 @@ def run_stage(
         "bytes_in": sum(u.bytes_in for u in results),
         "bytes_out": sum(u.bytes_out for u in results),
         "seconds": round(seconds, 3),
-        "docs_per_s": round(out.rows_in / seconds, 1) if seconds > 0 else 0.0,
+        # rates, not sizes, are what Dagster's plots compare across partitions: over the units this run did
+        "keep_rate": round(out.rows_out / out.rows_in, 4) if out.rows_in else 1.0,
+        **({"docs_per_s": round(ran / seconds, 1)} if (ran := sum(r.rows_in for r in results if r.unit not in reused))
+           and seconds > 0 else {}),
         "peak_rss_mib": round(max((u.peak_rss_bytes for u in results), default=0) / 2**20, 1),
         "errors": len(out.errors()),
         "reused_units": len(reused),

@@ -16,6 +16,7 @@ from llm_assets import cli
 from llm_assets.jobs import crawl_job, curated_job, lake_job
 from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
 from resources import LakeIOManager, ObjectStore
+from resources.io_manager import crawl_shard
 from llm_assets_tests.conftest import built, object_store_on, png_size, point_at, shared
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
@@ -246,8 +247,8 @@ def test_a_run_can_choose_the_other_extractor(materialized, built_once, capsys):
 
 
 def test_the_ui_shows_the_charts_as_images(built_once, tmp_path):
-    """A real webserver on the test instance, headless Chromium: a crawl's stats page shows the funnel chart as an
-    image of the panel's width, and a partition's metadata lists its charts."""
+    """A real webserver on the test instance, headless Chromium: a crawl's stats page and a shard partition's page
+    of `filtered` show their charts as images of the panel's width."""
     import os
     import subprocess
     import sys
@@ -261,25 +262,35 @@ def test_the_ui_shows_the_charts_as_images(built_once, tmp_path):
     server = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster-webserver"), "-h", "127.0.0.1",
                                "-p", str(port), "-m", "llm_assets.definitions"], env=env,
                               stdout=open(tmp_path / "webserver.log", "wb"), stderr=subprocess.STDOUT)
+    crawl, shard = crawl_shard(built_once.partition)
     try:
         _poll(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2), timeout=120)
         with chromium() as page:
-            page.goto(f"http://127.0.0.1:{port}/assets/crawl_stats?view=partitions&partition={built_once.crawl}")
-            page.wait_for("document.body.innerText.includes('funnel_chart')")
-            page.js("""[...document.querySelectorAll('button')].filter(b => b.innerText.trim() == 'Skip')
-                       .forEach(b => b.click())""")  # the community modal, if it shows
-            page.js("""(() => { const row = [...document.querySelectorAll('tr')]
-                         .find(r => r.innerText.trim().startsWith('funnel_chart'));
-                       [...row.querySelectorAll('*')].reverse()  // the innermost: the link itself
-                         .find(e => e.innerText && e.innerText.trim() == '[Show Markdown]').click(); })()""")
-            width = page.wait_for("""(() => { const img = [...document.querySelectorAll('img')]
-                                      .find(i => i.src.startsWith('data:image/png') && i.complete);
-                                    return img && img.naturalWidth; })()""")
-            page.screenshot(tmp_path / "crawl_stats.png")
-            assert width == 720
-            shown = page.js("""[...document.querySelectorAll('img')].filter(i => i.src.startsWith('data:image/png'))
-                              .map(i => [i.getBoundingClientRect().width, i.getBoundingClientRect().height])""")
-            assert any(w >= 400 and h >= 150 for w, h in shown), shown  # on screen, not a broken icon
+            for asset, partition, chart in (("crawl_stats", crawl, "funnel_chart"),
+                                            ("filtered", f"{crawl}|{shard}", "filter_funnel_chart")):
+                page.goto(f"http://127.0.0.1:{port}/assets/{asset}?view=partitions&partition={partition}")
+                width, shown = _show_chart(page, chart)
+                page.screenshot(tmp_path / f"{asset}.png")
+                assert width == 720, asset
+                assert any(w >= 400 and h >= 150 for w, h in shown), (asset, shown)  # on screen, not a broken icon
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _show_chart(page, name: str) -> tuple[int, list]:
+    """Opens the chart `name` of the page's metadata table: its PNG's natural width, and every PNG's size on
+    screen."""
+    page.wait_for(f"document.body.innerText.includes('{name}')")
+    page.js("""[...document.querySelectorAll('button')].filter(b => b.innerText.trim() == 'Skip')
+               .forEach(b => b.click())""")  # the community modal, if it shows
+    page.js(f"""(() => {{ const row = [...document.querySelectorAll('tr')]
+                 .find(r => r.innerText.trim().split(/\\s/)[0] == '{name}');
+               [...row.querySelectorAll('*')].reverse()  // the innermost: the link itself
+                 .find(e => e.innerText && e.innerText.trim() == '[Show Markdown]').click(); }})()""")
+    width = page.wait_for("""(() => { const img = [...document.querySelectorAll('img')]
+                              .find(i => i.src.startsWith('data:image/png') && i.complete);
+                            return img && img.naturalWidth; })()""")
+    shown = page.js("""[...document.querySelectorAll('img')].filter(i => i.src.startsWith('data:image/png'))
+                      .map(i => [i.getBoundingClientRect().width, i.getBoundingClientRect().height])""")
+    return width, shown
