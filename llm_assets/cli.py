@@ -369,6 +369,23 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    """A stage's documents or token ids, streamed out of the lake to JSON Lines or Parquet (llm_assets/export.py)."""
+    from llm_assets.export import export
+
+    validate_crawl(args.crawl)
+    shards = [validate_shard(args.shard)] if args.shard else args.settings.shard_keys()
+    _ensure_store()
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    result = export(Lake(environment.store_config(args.settings.store)), args.asset, args.crawl, shards, args.out,
+                    args.format, columns)
+    if result.missing_shards:
+        print(f"{args.asset} crawl={args.crawl}: shard(s) {', '.join(result.missing_shards)} not committed, "
+              "not exported", file=sys.stderr)
+    print(result.summary(), file=sys.stderr if result.destination == "-" else sys.stdout)
+    return 0
+
+
 def _records(df, width: int = 240) -> str:
     """One block per row, `column: value`, long values cut: readable for wide documents, like psql's \\x."""
     name_width = max((len(c) for c in df.columns), default=0)
@@ -457,6 +474,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--json", action="store_true", help="JSON Lines, one object per row")
     p.set_defaults(fn=cmd_show)
+
+    p = sub.add_parser("export", help="stream a stage's documents (text + provenance) or token ids to JSON Lines "
+                                      "or Parquet: a file, s3://bucket/key, or - (stdout)")
+    p.add_argument("asset", help="documents, filtered, deduplicated or tokenized")
+    p.add_argument("--crawl", required=True)
+    p.add_argument("--shard", help="one shard (default: every committed shard of the crawl)")
+    p.add_argument("--format", choices=["jsonl", "parquet"],
+                   help="default: parquet for a .parquet name, else jsonl (.gz / .zst names are compressed)")
+    p.add_argument("--out", help="a path, s3://bucket/key or - (default: ASSET-CRAWL[-SHARD].jsonl|parquet here)")
+    p.add_argument("--columns", help="comma-separated columns to export (default: all)")
+    p.set_defaults(fn=cmd_export)
 
     for name, text in (("trace", "every stage one URL or doc id reached, in every crawl, and the releases holding it"),
                        ("why", "where one URL or doc id stopped: the block, the reason, its scores and the thresholds")):

@@ -139,3 +139,93 @@ def test_folder_without_tokenizer_files_names_the_folder(tmp_path):
     (tmp_path / "encoder.json").write_text("{}")
     with pytest.raises(FileNotFoundError, match=str(tmp_path)):
         load_tokenizer(str(tmp_path))
+
+
+# --- the tokenized stage's batches and min_tokens -------------------------------------------------------------------
+
+
+def _batch(texts: list[str]):
+    import pyarrow as pa
+
+    return pa.record_batch({"doc_id": [f"d{i}" for i in range(len(texts))],
+                            "url": [f"https://example.org/{i}" for i in range(len(texts))],
+                            "crawl": ["C"] * len(texts), "text": texts})
+
+
+def test_a_batch_gets_the_ids_of_each_document_and_eos_as_uint16(gpt2_dir, reference, wikitext_lines):
+    """Without min_tokens every document is kept, in order: its ids, then EOS; n_tokens counts the EOS."""
+    from llm_assets.core.tokenized import schema, tokenize_batch
+
+    texts = wikitext_lines[:300] + [""]
+    tok = load_tokenizer(str(gpt2_dir))
+    kept, rejected = tokenize_batch(_batch(texts), tok.encode_batch_fast(texts, add_special_tokens=False), EOS,
+                                    tok.get_vocab_size())
+    assert kept.schema == schema(50257) and rejected.num_rows == 0
+    assert kept.column("doc_id").to_pylist() == [f"d{i}" for i in range(len(texts))]
+    assert kept.column("tokens").to_pylist() == [reference.encode_ordinary(t) + [EOS] for t in texts]
+    assert kept.column("n_tokens").to_pylist() == [len(reference.encode_ordinary(t)) + 1 for t in texts]
+    assert kept.column("tokens").to_pylist()[-1] == [EOS]  # an empty document is its EOS alone
+
+
+def test_min_tokens_sets_aside_documents_under_it_with_the_reason(gpt2_dir, reference):
+    """A document with exactly min_tokens tokens (EOS not counted) is kept, one fewer is set aside as
+    too_few_tokens with its count; kept + rejected = the batch."""
+    from llm_assets.core.tokenized import REJECTED_SCHEMA, TOO_FEW_TOKENS, tokenize_batch
+
+    words = "one two three four five six seven eight nine ten eleven".split()
+    texts = [" ".join(words[:n]) for n in (10, 9, 11, 0, 3)]
+    assert [len(reference.encode_ordinary(t)) for t in texts] == [10, 9, 11, 0, 3]
+    tok = load_tokenizer(str(gpt2_dir))
+    kept, rejected = tokenize_batch(_batch(texts), tok.encode_batch_fast(texts, add_special_tokens=False), EOS,
+                                    tok.get_vocab_size(), min_tokens=10)
+    assert kept.column("doc_id").to_pylist() == ["d0", "d2"]
+    assert kept.column("tokens").to_pylist() == [reference.encode_ordinary(texts[i]) + [EOS] for i in (0, 2)]
+    assert rejected.schema == REJECTED_SCHEMA
+    assert rejected.to_pydict() == {
+        "doc_id": ["d1", "d3", "d4"], "url": [f"https://example.org/{i}" for i in (1, 3, 4)], "crawl": ["C"] * 3,
+        "document_tokens": [9, 0, 3], "reason": [TOO_FEW_TOKENS] * 3,
+        "detail": ["9 tokens, min_tokens 10", "0 tokens, min_tokens 10", "3 tokens, min_tokens 10"]}
+    assert kept.num_rows + rejected.num_rows == len(texts)
+
+
+def test_encoding_ahead_keeps_the_batches_in_order_and_raises_what_the_encoder_raises(gpt2_dir):
+    """The next batch is encoded in a thread: batches come back in order, each with its own encodings."""
+    from llm_assets.core.tokenized import encoded
+
+    tok = load_tokenizer(str(gpt2_dir))
+    batches = [_batch([f"batch {i} text {j}" for j in range(i + 1)]) for i in range(5)]
+    got = list(encoded(tok, iter(batches)))
+    assert [b for b, _ in got] == batches
+    for batch, encodings in got:
+        assert [e.ids for e in encodings] == [tok.encode(t, add_special_tokens=False).ids
+                                              for t in batch.column("text").to_pylist()]
+    assert list(encoded(tok, iter([]))) == []
+
+    def failing():
+        yield batches[0]
+        raise OSError("store gone")
+
+    with pytest.raises(OSError, match="store gone"):
+        list(encoded(tok, failing()))
+
+
+def test_min_tokens_is_validated_and_moves_the_stage_version_but_not_the_tokenizer_version():
+    """min_tokens >= 0; left at 0 the code version is the one lakes built before it have; any other value is
+    another tokenized version, and the tokenizer's version ignores it (it decides what is kept, not the ids)."""
+    import json as json_
+
+    from pydantic import ValidationError
+
+    from llm_assets.core.versions import digest
+    from llm_assets.settings import Settings
+    from llm_assets.tokenized.spec import tokenized_version, tokenizer_version
+
+    with pytest.raises(ValidationError, match="min_tokens"):
+        TokenizedSettings(min_tokens=-1)
+    before = TokenizedSettings().model_dump(mode="json")
+    del before["min_tokens"]
+    assert TokenizedSettings().fingerprint() == digest(json_.dumps(before, sort_keys=True))
+    base, ten = Settings(), Settings(tokenized=TokenizedSettings(min_tokens=10))
+    assert tokenized_version(ten) != tokenized_version(base)
+    assert tokenized_version(Settings(tokenized=TokenizedSettings(min_tokens=11))) != tokenized_version(ten)
+    assert tokenizer_version(ten) == tokenizer_version(base) == tokenized_version(base)

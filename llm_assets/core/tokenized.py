@@ -1,21 +1,30 @@
 """Stage `tokenized`: token ids per document, EOS appended as the document boundary.
 
-One work unit tokenizes one `filtered` part, batch by batch, with the tokenizer's parallel batch encoder.
+One work unit tokenizes one upstream part, batch by batch, with the tokenizer's parallel batch encoder; the next
+batch is encoded (the encoder releases the GIL) while this one is converted and written. With `min_tokens`,
+documents with fewer tokens are set aside under `rejected/tokenized/` with the reason `too_few_tokens`.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import pyarrow as pa
 from pydantic import Field
+from tokenizers import Encoding, Tokenizer
 
 from llm_assets.core.config import PROJECT_ROOT, Section
 from llm_assets.core.lake import Lake
 from llm_assets.core.tokenize import load_tokenizer
-from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
+from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
+from llm_assets.core.versions import digest
 
 
 class TokenizerTraining(Section):
@@ -27,38 +36,114 @@ class TokenizerTraining(Section):
     sample_documents: int = Field(default=100_000, ge=1)  # the documents whose doc_id hashes lowest
     crawls: tuple[str, ...] = ()  # empty: every crawl
 
+
 class TokenizedSettings(Section):
     source: Literal["file", "train"] = "file"  # the tokenizer at tokenizer_path, or one the tokenizer asset trains
     tokenizer_path: Path = Path("../shared/data/tokenizers/gpt2")
     eos_token: str = "<|endoftext|>"
     train: TokenizerTraining = TokenizerTraining()
+    # Documents with fewer tokens than this (their own tokens, the appended EOS not counted) are dropped as
+    # `too_few_tokens`; 0 keeps every document.
+    min_tokens: int = Field(default=0, ge=0)
 
     def resolved_path(self) -> Path:
         path = self.tokenizer_path
         return path if path.is_absolute() else (PROJECT_ROOT / path).resolve()
 
+    def fingerprint(self) -> str:
+        """As every section's, but `min_tokens` at its default of 0 is left out: it joined the section later, and
+        lakes tokenized before keep their code version. Any other value changes it."""
+        values = self.model_dump(mode="json")
+        if not values["min_tokens"]:
+            del values["min_tokens"]
+        return digest(json.dumps(values, sort_keys=True))
+
 
 STAGE_VERSION = "1"
-BATCH_ROWS = 256  # encodings of a batch are held at once: keep it small
+BATCH_ROWS = 256  # encodings of a batch are held at once (two batches: one encoding, one written): keep it small
+TOO_FEW_TOKENS = "too_few_tokens"
 
 
 def schema(vocab_size: int) -> pa.Schema:
-    token_type = pa.uint16() if vocab_size <= 2**16 else pa.uint32()
     return pa.schema(
         [
             ("doc_id", pa.string()),
             ("url", pa.string()),
             ("crawl", pa.string()),
-            ("n_tokens", pa.int32()),
-            ("tokens", pa.list_(token_type)),
+            ("n_tokens", pa.int32()),  # EOS included
+            ("tokens", pa.list_(token_type(vocab_size))),
         ]
     )
+
+
+def token_type(vocab_size: int) -> pa.DataType:
+    return pa.uint16() if vocab_size <= 2**16 else pa.uint32()
+
+
+# What tokenized sets aside: the document, how many tokens it had (its own, without the EOS), why.
+REJECTED_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("url", pa.string()),
+        ("crawl", pa.string()),
+        ("document_tokens", pa.int32()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+
+
+def tokenize_batch(batch: pa.RecordBatch | pa.Table, encodings: list[Encoding], eos: int, vocab_size: int,
+                   min_tokens: int = 0) -> tuple[pa.Table, pa.Table]:
+    """-> (kept, rejected): the documents of `batch` (doc_id, url, crawl) with their token ids and EOS, in the
+    stage's schema, and those under `min_tokens` in REJECTED_SCHEMA. `encodings`: the batch's texts, encoded."""
+    ids = [e.ids for e in encodings]
+    n = len(ids)
+    lengths = np.fromiter(map(len, ids), np.int64, count=n)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths + 1, out=offsets[1:])
+    values_type = token_type(vocab_size)
+    values = np.empty(int(offsets[-1]), values_type.to_pandas_dtype())
+    is_eos = np.zeros(len(values), bool)
+    is_eos[offsets[1:] - 1] = True
+    values[~is_eos] = np.fromiter(chain.from_iterable(ids), values.dtype, count=int(lengths.sum()))
+    values[is_eos] = eos
+    tokens = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values, values_type)).cast(
+        pa.list_(values_type))
+    table = pa.table({"doc_id": batch.column("doc_id"), "url": batch.column("url"), "crawl": batch.column("crawl"),
+                      "n_tokens": pa.array(lengths + 1, pa.int32()), "tokens": tokens})
+    if not min_tokens or (short := lengths < min_tokens).sum() == 0:
+        return table, REJECTED_SCHEMA.empty_table()
+    rejected = table.filter(pa.array(short)).select(["doc_id", "url", "crawl"])
+    under = lengths[short]
+    rejected = rejected.append_column("document_tokens", pa.array(under, pa.int32())) \
+        .append_column("reason", pa.array([TOO_FEW_TOKENS] * len(under), pa.string())) \
+        .append_column("detail", pa.array([f"{k} tokens, min_tokens {min_tokens}" for k in under.tolist()], pa.string()))
+    return table.filter(pa.array(~short)), rejected
+
+
+def encoded(tok: Tokenizer, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch, list[Encoding]]]:
+    """Each batch with its texts' encodings, the next batch encoded in a thread while the caller uses this one."""
+    def encode(batch: pa.RecordBatch) -> list[Encoding]:
+        # encode_batch_fast skips offsets and alignments: the same ids at about twice the speed
+        return tok.encode_batch_fast(batch.column("text").fill_null("").to_pylist(), add_special_tokens=False)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="encode") as pool:
+        pending = None
+        for batch in batches:
+            ahead = (batch, pool.submit(encode, batch))
+            if pending is not None:
+                yield pending[0], pending[1].result()
+            pending = ahead
+        if pending is not None:
+            yield pending[0], pending[1].result()
 
 
 @dataclass(frozen=True)
 class TokenizeUnit(WorkUnit):  # source: the upstream deduplicated part
     settings: TokenizedSettings
     part: str
+    rejected_part: str = ""  # where documents under min_tokens go; "" writes none (they are still counted)
 
 
 @timed_unit
@@ -68,31 +153,47 @@ def tokenize_documents(u: TokenizeUnit) -> UnitResult:
     eos = tok.token_to_id(u.settings.eos_token)
     if eos is None:
         raise ValueError(f"EOS token {u.settings.eos_token!r} is not in the tokenizer's vocabulary")
-    out_schema = schema(tok.get_vocab_size())
+    vocab_size = tok.get_vocab_size()
+    out_schema = schema(vocab_size)
+    drops = DropCounter()
     rows_in = 0
-    with lake.part_writer(u.part, out_schema) as out:
-        for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "text"]):
+    rejected_part = u.rejected_part if u.settings.min_tokens else ""
+    with lake.part_writer(u.part, out_schema) as out, _optional_writer(lake, rejected_part) as rejected:
+        batches = lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "text"])
+        for batch, encodings in encoded(tok, batches):
             rows_in += batch.num_rows
-            # encode_batch_fast skips offsets and alignments: the same ids at about twice the speed
-            texts = batch.column("text").to_pylist()
-            ids = [e.ids + [eos] for e in tok.encode_batch_fast(texts, add_special_tokens=False)]
-            out.write(
-                pa.table(
-                    {
-                        "doc_id": batch.column("doc_id"),
-                        "url": batch.column("url"),
-                        "crawl": batch.column("crawl"),
-                        "n_tokens": pa.array([len(x) for x in ids], pa.int32()),
-                        "tokens": pa.array(ids, out_schema.field("tokens").type),
-                    }
-                )
-            )
+            kept, dropped = tokenize_batch(batch, encodings, eos, vocab_size, u.settings.min_tokens)
+            out.write(kept)
+            if dropped.num_rows:
+                drops.drop(TOO_FEW_TOKENS, dropped.num_rows)
+                rejected.write(dropped)
     return UnitResult(
         unit=u.unit,
         source=u.source,
         part=u.part,
+        rejected_part=rejected_part or None,
         rows_in=rows_in,
         rows_out=out.rows,
+        dropped=dict(drops),
         bytes_out=out.bytes,
         columns=out_schema.names,
     )
+
+
+class _NoWriter:
+    """Stands in for the rejected part's writer when none is written."""
+
+    rows = 0
+
+    def __enter__(self) -> _NoWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def write(self, data) -> None:
+        return None
+
+
+def _optional_writer(lake: Lake, key: str):
+    return lake.part_writer(key, REJECTED_SCHEMA) if key else _NoWriter()

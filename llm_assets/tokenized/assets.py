@@ -77,7 +77,9 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         default, or the one the `tokenizer` asset trained), EOS appended as the document boundary: the list column
         is a flat token stream plus document offsets, uint16 ids when the vocabulary fits, else uint32.
 
-        One work unit per upstream deduplicated part; the tokenizer's hash is part of each unit's identity.
+        One work unit per upstream deduplicated part; the tokenizer's hash is part of each unit's identity. With
+        `tokenized.min_tokens`, documents with fewer tokens (EOS not counted) are set aside as `too_few_tokens`
+        under `rejected/tokenized/` (`llm-assets show rejected --stage tokenized`).
         """
         crawl, shard = partition_of(context)
         resolved, tok_hash = resolve_tokenizer(tokenization, store.lake())
@@ -86,7 +88,9 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         for source in deduplicated.parts:
             unit = unit_id("tokenized", code, source, tok_hash)
             units.append(TokenizeUnit(store=store.config(), settings=resolved, source=source, unit=unit,
-                                      part=part_key("tokenized", crawl, shard, unit)))
+                                      part=part_key("tokenized", crawl, shard, unit),
+                                      rejected_part=part_key("tokenized", crawl, shard, unit, zone="rejected")
+                                      if resolved.min_tokens else ""))
         lake = store.lake()
 
         def report(out: PartitionOutput) -> dict:

@@ -20,10 +20,16 @@ def tokenized_version(settings) -> str:
     return code_version(STAGE_VERSION, settings.tokenized.fingerprint(), configured_tokenizer_hash(settings.tokenized))
 
 
+def tokenizer_version(settings) -> str:
+    """The tokenizer's: the tokenized settings but `min_tokens`, which decides what is kept, not how it is encoded."""
+    tokenization = settings.tokenized.model_copy(update={"min_tokens": 0})
+    return code_version(STAGE_VERSION, tokenization.fingerprint(), configured_tokenizer_hash(tokenization))
+
+
 def _published(lake, settings) -> dict | None:
     pointer = lake.get_json(TOKENIZER_LATEST)
     return {"version": short(pointer["sha256"])} if pointer else None
 
 
-TOKENIZER_SPEC = StageSpec("tokenizer", "model", version=tokenized_version, facts=_published)
+TOKENIZER_SPEC = StageSpec("tokenizer", "model", version=tokenizer_version, facts=_published)
 SPEC = StageSpec("tokenized", "shard", ("deduplicated",), version=tokenized_version)
