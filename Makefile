@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui bench bench-startup bench-dedup bench-decontamination bench-trace bench-run-overhead bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-trace bench-run-overhead bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -44,6 +44,12 @@ UI_PORT ?= 3000
 ui: $(VENV)/.synced
 	@$(COMPILE)
 	$(BIN)/llm-assets ui --port $(UI_PORT)
+
+# The UI as a curator sees it after `make demo`: the asset graph and the charts of a partition, a crawl and the release.
+SCREENSHOTS ?= .llm-assets/screenshots
+screenshots: $(VENV)/.synced browser
+	@$(COMPILE)
+	$(BIN)/python -m llm_assets_tests.screenshots $(SCREENSHOTS)
 
 bench: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.run

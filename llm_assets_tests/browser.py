@@ -45,6 +45,32 @@ class Page:
     def goto(self, url: str) -> None:
         self.call("Page.navigate", url=url)
 
+    def show_chart(self, name: str) -> tuple[int, list[list[float]]]:
+        """Opens the chart `name` of the page's metadata table (its `[Show Markdown]` link): the PNG's natural
+        width, and the size on screen of every PNG shown."""
+        self.wait_for(f"document.body.innerText.includes('{name}')")
+        self.js("""[...document.querySelectorAll('button')].filter(b => b.innerText.trim() == 'Skip')
+                   .forEach(b => b.click())""")  # the community modal, if it shows
+        self.js(f"""(() => {{ const row = [...document.querySelectorAll('tr')]
+                     .find(r => r.innerText.trim().split(/\\s/)[0] == '{name}');
+                   [...row.querySelectorAll('*')].reverse()  // the innermost: the link itself
+                     .find(e => e.innerText && e.innerText.trim() == '[Show Markdown]').click(); }})()""")
+        width = self.wait_for("""(() => { const img = [...document.querySelectorAll('img')]
+                                  .find(i => i.src.startsWith('data:image/png') && i.complete);
+                                return img && img.naturalWidth; })()""")
+        self.settle()
+        shown = self.js("""[...document.querySelectorAll('img')].filter(i => i.src.startsWith('data:image/png'))
+                          .map(i => [i.getBoundingClientRect().width, i.getBoundingClientRect().height])""")
+        return width, shown
+
+    def settle(self) -> None:
+        """Until the page's transitions (a dialog fading in) have finished, for a screenshot; a spinner that never
+        stops ends the wait after a few seconds."""
+        try:
+            self.wait_for("document.getAnimations().every(a => a.playState != 'running')", timeout=5)
+        except AssertionError:
+            pass
+
     def screenshot(self, path) -> None:
         import base64
 

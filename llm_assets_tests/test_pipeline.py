@@ -269,7 +269,7 @@ def test_the_ui_shows_the_charts_as_images(built_once, tmp_path):
             for asset, partition, chart in (("crawl_stats", crawl, "funnel_chart"),
                                             ("filtered", f"{crawl}|{shard}", "filter_funnel_chart")):
                 page.goto(f"http://127.0.0.1:{port}/assets/{asset}?view=partitions&partition={partition}")
-                width, shown = _show_chart(page, chart)
+                width, shown = page.show_chart(chart)
                 page.screenshot(tmp_path / f"{asset}.png")
                 assert width == 720, asset
                 assert any(w >= 400 and h >= 150 for w, h in shown), (asset, shown)  # on screen, not a broken icon
@@ -277,20 +277,3 @@ def test_the_ui_shows_the_charts_as_images(built_once, tmp_path):
         server.terminate()
         server.wait(timeout=30)
 
-
-def _show_chart(page, name: str) -> tuple[int, list]:
-    """Opens the chart `name` of the page's metadata table: its PNG's natural width, and every PNG's size on
-    screen."""
-    page.wait_for(f"document.body.innerText.includes('{name}')")
-    page.js("""[...document.querySelectorAll('button')].filter(b => b.innerText.trim() == 'Skip')
-               .forEach(b => b.click())""")  # the community modal, if it shows
-    page.js(f"""(() => {{ const row = [...document.querySelectorAll('tr')]
-                 .find(r => r.innerText.trim().split(/\\s/)[0] == '{name}');
-               [...row.querySelectorAll('*')].reverse()  // the innermost: the link itself
-                 .find(e => e.innerText && e.innerText.trim() == '[Show Markdown]').click(); }})()""")
-    width = page.wait_for("""(() => { const img = [...document.querySelectorAll('img')]
-                              .find(i => i.src.startsWith('data:image/png') && i.complete);
-                            return img && img.naturalWidth; })()""")
-    shown = page.js("""[...document.querySelectorAll('img')].filter(i => i.src.startsWith('data:image/png'))
-                      .map(i => [i.getBoundingClientRect().width, i.getBoundingClientRect().height])""")
-    return width, shown
