@@ -49,8 +49,7 @@ class Page:
         """Opens the chart `name` of the page's metadata table (its `[Show Markdown]` link): the PNG's natural
         width, and the size on screen of every PNG shown."""
         self.wait_for(f"document.body.innerText.includes('{name}')")
-        self.js("""[...document.querySelectorAll('button')].filter(b => b.innerText.trim() == 'Skip')
-                   .forEach(b => b.click())""")  # the community modal, if it shows
+        self.skip_modal()
         self.js(f"""(() => {{ const row = [...document.querySelectorAll('tr')]
                      .find(r => r.innerText.trim().split(/\\s/)[0] == '{name}');
                    [...row.querySelectorAll('*')].reverse()  // the innermost: the link itself
@@ -62,6 +61,11 @@ class Page:
         shown = self.js("""[...document.querySelectorAll('img')].filter(i => i.src.startsWith('data:image/png'))
                           .map(i => [i.getBoundingClientRect().width, i.getBoundingClientRect().height])""")
         return width, shown
+
+    def skip_modal(self) -> None:
+        """Dagster's community sign-up modal, shown once per browser profile."""
+        self.js("""[...document.querySelectorAll('button')].filter(b => b.innerText.trim() == 'Skip')
+                   .forEach(b => b.click())""")
 
     def settle(self) -> None:
         """Until the page's transitions (a dialog fading in) have finished, for a screenshot; a spinner that never

@@ -19,9 +19,10 @@ from llm_assets.settings import load_settings
 from llm_assets.stale import known_crawls
 from llm_assets_tests.browser import _poll, chromium
 
-# (file, page, chart to open or None)
+# (file, page, chart to open or the text to wait for)
 PAGES = [
-    ("asset-graph.png", "/asset-groups", None),
+    ("catalog.png", "/assets", "partitions"),
+    ("lake-group.png", "/locations/llm_assets/asset-groups/lake", "signatures"),
     ("filtered-partition.png", "/assets/filtered?view=partitions&partition={crawl}|{shard}", "filter_funnel_chart"),
     ("tokenized-partition.png", "/assets/tokenized?view=partitions&partition={crawl}|{shard}", "tokens_chart"),
     ("crawl-stats.png", "/assets/crawl_stats?view=partitions&partition={crawl}", "language_chart"),
@@ -41,12 +42,14 @@ def main(out: Path) -> None:
         with chromium() as page:
             for name, path, chart in PAGES:
                 page.goto(f"http://127.0.0.1:{port}{path.format(crawl=crawl, shard=shard)}")
-                if chart:
+                if chart.endswith("_chart"):
                     width, _ = page.show_chart(chart)
                     print(f"{name}: {chart} shown, {width} px wide")
                 else:
-                    page.wait_for("document.querySelectorAll('[data-testid], svg').length > 20")
-                    page.settle()
+                    page.wait_for(f"document.body.innerText.includes('{chart}')")
+                    for _ in range(2):  # the modal may open once the page has loaded
+                        page.skip_modal()
+                        page.settle()
                 page.screenshot(out / name)
                 print(f"wrote {out / name}")
     finally:
