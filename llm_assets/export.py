@@ -129,9 +129,10 @@ class ExportResult:
     data_versions: dict[str, str] = field(default_factory=dict)  # shard -> the data version exported
 
     def summary(self) -> str:
-        shards = ", ".join(self.shards)
-        return (f"exported {self.rows:,} rows of {self.asset} crawl={self.crawl} (shard {shards}; {self.parts} parts) "
-                f"as {self.format} to {self.destination}: {self.bytes:,} bytes in {self.seconds:.1f} s")
+        shards = ("shard " if len(self.shards) == 1 else "shards ") + ", ".join(self.shards)
+        return (f"exported {self.rows:,} rows of {self.asset} crawl={self.crawl} ({shards}; {self.parts} "
+                f"part{'' if self.parts == 1 else 's'}) as {self.format} to {self.destination}: {self.bytes:,} bytes "
+                f"in {self.seconds:.1f} s")
 
 
 def committed_partitions(lake: Lake, asset: str, crawl: str, shards: list[str]) -> tuple[list[Manifest], list[str]]:

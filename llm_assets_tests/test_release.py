@@ -203,6 +203,50 @@ def test_the_loader_streams_the_release_from_the_store(curated, monkeypatch, obj
 
 
 
+def _stage_rows(lake, crawl: str, asset: str, shards: list[str]) -> pl.DataFrame:
+    from llm_assets.core.partition import Manifest
+
+    return lake.scan([p for s in shards for p in Manifest.from_json(lake.get_json(manifest_key(asset, crawl, s))).parts]
+                     ).collect()
+
+
+def test_export_streams_a_stage_to_json_lines_and_parquet_locally_and_to_s3(curated, crawl, store_config, tmp_path,
+                                                                             capsys):
+    """`llm-assets export` writes exactly the stage's committed rows and columns: one tokenized partition as JSON
+    Lines, every shard of deduplicated as Parquet (the shards never built are named), filtered as gzip JSON Lines to
+    an S3 key; a partition never committed is a clear error and leaves no file, a key in a lake zone is refused."""
+    import gzip
+
+    lake = curated
+    tokens = _stage_rows(lake, crawl, "tokenized", ["0000"])
+    out = tmp_path / "tokenized.jsonl"
+    assert cli.main(["export", "tokenized", "--crawl", crawl, "--shard", "0000", "--out", str(out)]) == 0
+    assert f"exported {tokens.height:,} rows of tokenized crawl={crawl} (shard 0000" in capsys.readouterr().out
+    assert [json.loads(line) for line in out.read_text().splitlines()] == tokens.to_dicts()
+
+    docs = _stage_rows(lake, crawl, "deduplicated", ["0000", "0001"])
+    out = tmp_path / "deduplicated.parquet"
+    assert cli.main(["export", "deduplicated", "--crawl", crawl, "--out", str(out)]) == 0
+    assert "shard(s) 0002, 0003 not committed" in capsys.readouterr().err
+    back = pl.read_parquet(out)
+    assert back.columns == docs.columns and "text" in back.columns and back.equals(docs)
+
+    key = f"exports/{crawl}/filtered.jsonl.gz"
+    assert cli.main(["export", "filtered", "--crawl", crawl, "--out", f"s3://{store_config.bucket}/{key}"]) == 0
+    lines = [json.loads(line) for line in gzip.decompress(lake.get_bytes(key)).splitlines()]
+    filtered = _stage_rows(lake, crawl, "filtered", ["0000", "0001"])
+    assert [r["doc_id"] for r in lines] == filtered["doc_id"].to_list() and set(lines[0]) == set(filtered.columns)
+
+    capsys.readouterr()
+    missing = tmp_path / "missing.jsonl"
+    assert cli.main(["export", "tokenized", "--crawl", "NO-SUCH-CRAWL", "--shard", "0000", "--out", str(missing)]) == 1
+    assert "tokenized has no committed partition crawl=NO-SUCH-CRAWL shard=0000" in capsys.readouterr().err
+    assert not missing.exists() and not list(tmp_path.glob(".missing*"))
+    assert cli.main(["export", "tokenized", "--crawl", crawl,
+                     "--out", f"s3://{store_config.bucket}/raw/{crawl}/tokens.jsonl"]) == 1
+    assert "one of the lake's zones" in capsys.readouterr().err and not lake.exists(f"raw/{crawl}/tokens.jsonl")
+
+
 def test_the_tokenizer_asset_trains_on_a_deterministic_sample_and_the_stage_uses_it(
         curated, monkeypatch, object_store, instance, crawl, tmp_path):
     from llm_assets.core.tokenize import TOKENIZER_LATEST, sample_texts
@@ -242,3 +286,40 @@ def test_the_tokenizer_asset_trains_on_a_deterministic_sample_and_the_stage_uses
     assert tok["tokenizer_sha"].value == meta["sha256"][:20]
     rows = lake.scan([u["part"] for u in lake.get_json(manifest_key("tokenized", crawl, "0000"))["units"]]).collect()
     assert rows.height and max(max(t) for t in rows["tokens"].to_list()) < 400
+
+
+def test_min_tokens_sets_short_documents_aside_under_rejected(curated, object_store, instance, crawl, capsys):
+    """With tokenized.min_tokens, a partition keeps the documents with at least that many tokens (EOS not counted):
+    the others are counted as too_few_tokens (rows in = out + dropped, the row_accounting check passes) and written
+    under rejected/tokenized/, where `show rejected` finds them."""
+    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.settings import TokenizedSettings
+    from llm_assets_tests.conftest import built
+    from resources import LakeIOManager
+
+    lake = curated
+    before = _stage_rows(lake, crawl, "tokenized", ["0001"])
+    lengths = sorted((before["n_tokens"] - 1).to_list())
+    threshold = lengths[len(lengths) // 2]
+    short = before.filter(pl.col("n_tokens") - 1 < threshold)
+    assert 0 < short.height < before.height
+    settings = load_settings().model_copy(update={"tokenized": TokenizedSettings(min_tokens=threshold)})
+    upstream = built("raw_files", "documents", "filtered", "signatures", "duplicate_clusters", "deduplicated",
+                     settings=settings)
+    _, tokenized = built("tokenizer", "tokenized", settings=settings)
+    out = dg.materialize([*upstream, tokenized], selection=[tokenized], partition_key=crawl_shard_key(crawl, "0001"),
+                         instance=instance,
+                         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)})
+    assert out.success
+    meta = {k: v.value for k, v in out.get_asset_materialization_events()[0].materialization.metadata.items()}
+    assert meta["rows_in"] == before.height and meta["rows_out"] == before.height - short.height
+    assert meta["dropped_by_reason"] == {"too_few_tokens": short.height}
+    assert all(c.passed for c in out.get_asset_check_evaluations())
+    after = _stage_rows(lake, crawl, "tokenized", ["0001"])
+    assert sorted(after["doc_id"]) == sorted(before.filter(pl.col("n_tokens") - 1 >= threshold)["doc_id"])
+    capsys.readouterr()
+    assert cli.main(["show", "rejected", "--stage", "tokenized", "--crawl", crawl, "--shard", "0001", "--json",
+                     "--limit", "100000"]) == 0
+    rejected = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted(r["doc_id"] for r in rejected) == sorted(short["doc_id"])
+    assert all(r["reason"] == "too_few_tokens" and r["document_tokens"] < threshold for r in rejected)
