@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-trace bench-run-overhead bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -54,6 +54,12 @@ screenshots: $(VENV)/.synced browser
 bench: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.dedup
+	$(BIN)/python -m benchmarks.seed_paper
+
+# The seed paper's workload through the product (drop, stages, export) beside the GPT-2 tokenizer alone and, when
+# SEED_PAPER_DIR names a checkout of the paper's code (SEED_PAPER_PYTHON: a python with its requirements), that code.
+bench-seed-paper: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.seed_paper
 
 bench-dedup: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.dedup

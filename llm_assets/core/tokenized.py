@@ -62,6 +62,7 @@ class TokenizedSettings(Section):
 STAGE_VERSION = "1"
 BATCH_ROWS = 256  # encodings of a batch are held at once (two batches: one encoding, one written): keep it small
 TOO_FEW_TOKENS = "too_few_tokens"
+REJECTED_GROUP_ROWS = 16_384
 
 
 def schema(vocab_size: int) -> pa.Schema:
@@ -158,6 +159,7 @@ def tokenize_documents(u: TokenizeUnit) -> UnitResult:
     drops = DropCounter()
     rows_in = 0
     rejected_part = u.rejected_part if u.settings.min_tokens else ""
+    set_aside: list[pa.Table] = []  # small rows (no text, no tokens): written in a few row groups, not one a batch
     with lake.part_writer(u.part, out_schema) as out, _optional_writer(lake, rejected_part) as rejected:
         batches = lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "text"])
         for batch, encodings in encoded(tok, batches):
@@ -166,7 +168,12 @@ def tokenize_documents(u: TokenizeUnit) -> UnitResult:
             out.write(kept)
             if dropped.num_rows:
                 drops.drop(TOO_FEW_TOKENS, dropped.num_rows)
-                rejected.write(dropped)
+                set_aside.append(dropped)
+                if sum(t.num_rows for t in set_aside) >= REJECTED_GROUP_ROWS:
+                    rejected.write(pa.concat_tables(set_aside))
+                    set_aside.clear()
+        if set_aside:
+            rejected.write(pa.concat_tables(set_aside))
     return UnitResult(
         unit=u.unit,
         source=u.source,
