@@ -148,12 +148,13 @@ def cmd_demo(args) -> int:
     failed += demo.run_requested(instance, defs, requests)
     failed += demo.run_stale_lake(instance, defs, lake, settings)
     failed += demo.run_crawl_level(instance, defs, list(files))
-    failed += demo.run_partitions(instance, defs, "curated_job",
-                                  demo.stale_keys(instance, lake, settings, defs, "curated_job"))
+    failed += demo.run_curated(instance, defs, lake, settings)
     print()
     print(format_summary(lake_status(lake, settings)))
     print()
     print(demo.image_pair_examples(lake, settings, list(files)))
+    print()
+    print(demo.enrichment_examples(lake, settings, list(files)))
     print()
     failed += demo.run_release(instance, defs)  # last: what a training job reads
     if failed:
@@ -364,6 +365,11 @@ def cmd_show(args) -> int:
     df = _filtered(LakeInput(lake, args.asset, manifests).scan(), args).head(args.limit).collect()
     if args.json:
         sys.stdout.write(df.write_ndjson())
+    elif args.asset == "enriched":
+        from llm_assets.demo import describe_enriched
+
+        print("\n\n".join("\n".join([f"{row['url']}  ({row['language']}, {row['doc_id']})",
+                                      *describe_enriched(row, "  ")]) for row in df.iter_rows(named=True)))
     else:
         print(_records(df))
     return 0

@@ -7,6 +7,7 @@ from llm_assets.crawl_stats import assets as crawl_stats
 from llm_assets.curation import assets as curation
 from llm_assets.dedup import assets as dedup
 from llm_assets.documents import assets as documents
+from llm_assets.enriched import assets as enriched
 from llm_assets.filtered import assets as filtered
 from llm_assets.freshness import build_stale_sensor
 from llm_assets.image_text_pairs import assets as image_text_pairs
@@ -20,7 +21,7 @@ from llm_assets.tokenized import assets as tokenized
 from llm_assets.vacuum import vacuum_job, vacuum_schedule
 from resources import LakeIOManager, object_store_from_env
 
-STAGES = [curation, raw, documents, image_text_pairs, filtered, dedup, crawl_stats, quality_classifier, tokenized, releases]
+STAGES = [curation, raw, documents, image_text_pairs, filtered, dedup, crawl_stats, quality_classifier, tokenized, enriched, releases]
 
 
 def build_assets(settings: Settings) -> list[dg.AssetsDefinition]:

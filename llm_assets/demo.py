@@ -22,6 +22,7 @@ from llm_assets.core.tokenize import train_bytelevel_bpe
 from llm_assets.crawl_stats.spec import SPEC as CRAWL_STATS
 from llm_assets.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
 from llm_assets.dedup.spec import CLUSTERS_SPEC
+from llm_assets.enriched.spec import SPEC as ENRICHED
 from llm_assets.image_text_pairs.spec import SPEC as IMAGE_TEXT_PAIRS
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.releases.spec import SPEC as RELEASE
@@ -220,6 +221,13 @@ def drop_eval_sets(lake, settings: Settings) -> list[str]:
     return [key]
 
 
+def run_curated(instance, defs, lake, settings: Settings) -> list[str]:
+    """curated_job (deduplicated → tokenized), then enrich_job, for the partitions the stale planner lists."""
+    failed = run_partitions(instance, defs, "curated_job", stale_keys(instance, lake, settings, defs, "curated_job"))
+    return failed + run_partitions(instance, defs, "enrich_job", stale_keys(instance, lake, settings, defs,
+                                                                             "enrich_job"))
+
+
 def run_curation(instance, defs) -> list[str]:
     """The takedown requests and the eval index in force, as assets (the filtered runs read the same lists)."""
     print("curation_job", flush=True)
@@ -268,7 +276,7 @@ def takedown_step(instance, defs, lake, settings: Settings) -> list[str]:
     failed += run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job"))
     failed += run_crawl_level(instance, defs, sorted({p.partition.split("|")[0] for p in planned
                                                       if p.asset == CLUSTERS_SPEC.name}))
-    failed += run_partitions(instance, defs, "curated_job", stale_keys(instance, lake, settings, defs, "curated_job"))
+    failed += run_curated(instance, defs, lake, settings)
     failed += run_release(instance, defs)
     print()
     print(takedown.format_status([s for s in takedown.status(lake, settings, crawls) if s.target == request.target]))
@@ -318,3 +326,26 @@ def image_pair_examples(lake, settings: Settings, crawls: list[str], n: int = 3)
         for image_url, alt in pairs.select("image_url", "alt").iter_rows():
             lines.append(f"  [{crawl}] {alt[:60]!r} → {image_url[:90]}")
     return "\n".join(lines)
+
+
+def enrichment_examples(lake, settings: Settings, crawls: list[str], n: int = 2) -> str:
+    """A few enriched documents of each crawl: their entities, keywords and summary."""
+    lines = ["enriched documents, for example (`llm-assets show enriched --crawl C` for more):"]
+    for crawl in crawls:
+        manifests = list(committed(lake, ENRICHED.name, crawl, settings.shard_keys()).values())
+        docs = (LakeInput(lake, ENRICHED.name, manifests).scan().filter(pl.col("entities").list.len() >= 3)
+                .sort("doc_id").head(n).collect()) if manifests else pl.DataFrame()
+        for row in docs.iter_rows(named=True):
+            lines += [f"  [{crawl}] {row['url']}", *describe_enriched(row, "    ")]
+    return "\n".join(lines)
+
+
+def describe_enriched(row: dict, indent: str = "") -> list[str]:
+    """One enriched row, for people: entities with label and mentions, keywords, the summary."""
+    entities = ", ".join(f"{e['text']} ({e['label']}{' ×%d' % e['count'] if e['count'] > 1 else ''})"
+                         for e in (row["entities"] or [])[:6])
+    keywords = ", ".join(k["keyword"] for k in (row["keywords"] or [])[:6])
+    summary = (row["summary"] or "")[:300] + ("…" if len(row["summary"] or "") > 300 else "")
+    return [f"{indent}entities: {entities or '-'}", f"{indent}keywords: {keywords or '-'}",
+            f"{indent}summary:  {summary or '-'}", *([f"{indent}skipped:  {'; '.join(row['skipped'])}"]
+                                                    if row.get("skipped") else [])]

@@ -40,4 +40,11 @@ curation_job = dg.define_asset_job(
     description="The takedown requests and the eval index in force, as the filtered stage and the planner read them.",
 )
 
-JOBS = [curation_job, lake_job, crawl_job, curated_job, release_job]
+enrich_job = dg.define_asset_job(
+    "enrich_job",
+    selection=dg.AssetSelection.groups("enrichment"),
+    executor_def=dg.in_process_executor,
+    description="Named entities, keywords and summaries of one crawl × shard's deduplicated documents.",
+)
+
+JOBS = [curation_job, lake_job, crawl_job, curated_job, release_job, enrich_job]

@@ -10,6 +10,7 @@ from llm_assets.crawl_stats.spec import SPEC as CRAWL_STATS
 from llm_assets.curation.spec import EVAL_INDEX_SPEC, TAKEDOWNS_SPEC
 from llm_assets.dedup.spec import CLUSTERS_SPEC, DEDUPLICATED_SPEC, SIGNATURES_SPEC
 from llm_assets.documents.spec import SPEC as DOCUMENTS
+from llm_assets.enriched.spec import SPEC as ENRICHED
 from llm_assets.filtered.spec import SPEC as FILTERED
 from llm_assets.image_text_pairs.spec import SPEC as IMAGE_TEXT_PAIRS
 from llm_assets.quality_classifier.spec import SPEC as QUALITY_CLASSIFIER
@@ -19,7 +20,7 @@ from llm_assets.releases.spec import SPEC as RELEASE
 from llm_assets.tokenized.spec import SPEC as TOKENIZED, TOKENIZER_SPEC
 
 SPECS: list[StageSpec] = [TAKEDOWNS_SPEC, EVAL_INDEX_SPEC, RAW_FILES, DOCUMENTS, IMAGE_TEXT_PAIRS, FILTERED, SIGNATURES_SPEC, CRAWL_STATS,
-                          CLUSTERS_SPEC, DEDUPLICATED_SPEC, QUALITY_CLASSIFIER, TOKENIZER_SPEC, TOKENIZED, RELEASE]
+                          CLUSTERS_SPEC, DEDUPLICATED_SPEC, QUALITY_CLASSIFIER, TOKENIZER_SPEC, TOKENIZED, ENRICHED, RELEASE]
 check_order(SPECS)
 
 

@@ -16,8 +16,9 @@ EXPECTED = {
     "signatures": ["filtered"],
     "deduplicated": ["duplicate_clusters", "filtered"],
     "tokenized": ["deduplicated", "tokenizer"],
+    "enriched": ["deduplicated"],
 }
-GROUPS = {"deduplicated": "curated", "tokenized": "curated"}  # the rest of EXPECTED: "lake"
+GROUPS = {"deduplicated": "curated", "tokenized": "curated", "enriched": "enrichment"}  # the rest of EXPECTED: "lake"
 # crawl-level: every shard of the crawl fans in
 REPORTS = {"crawl_stats": ["filtered"], "duplicate_clusters": ["signatures"]}
 # unpartitioned; `filtered` depends on the classifier only when its block uses it; the tokenizer (configured or

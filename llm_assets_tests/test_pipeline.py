@@ -13,7 +13,7 @@ from llm_assets.settings import load_settings
 import pytest
 
 from llm_assets import cli
-from llm_assets.jobs import crawl_job, curated_job, lake_job
+from llm_assets.jobs import crawl_job, curated_job, enrich_job, lake_job
 from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
 from resources import LakeIOManager, ObjectStore
 from resources.io_manager import crawl_shard
@@ -63,8 +63,8 @@ def _build(object_store, instance, crawl):
     lake.put_file(f"raw/{crawl}/{name}", shared("warc", "dolma__sample-0000.warc.gz"))
     test_defs = dg.Definitions(
         assets=built("raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
-                     "deduplicated", "tokenized", "crawl_stats"),
-        jobs=[lake_job, crawl_job, curated_job],
+                     "deduplicated", "tokenized", "crawl_stats", "enriched"),
+        jobs=[lake_job, crawl_job, curated_job, enrich_job],
         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
     )
     with dg.build_sensor_context(instance=instance, definitions=test_defs, resources={"store": object_store}) as ctx:
@@ -79,6 +79,8 @@ def _build(object_store, instance, crawl):
             partition_key=request.partition_key, instance=instance, tags=request.tags),
         test_defs.resolve_job_def("crawl_job").execute_in_process(partition_key=crawl, instance=instance),
         test_defs.resolve_job_def("curated_job").execute_in_process(
+            partition_key=request.partition_key, instance=instance),
+        test_defs.resolve_job_def("enrich_job").execute_in_process(
             partition_key=request.partition_key, instance=instance),
     ])
     return results, request.partition_key
@@ -131,6 +133,22 @@ def test_every_stage_is_materialized_with_its_report(materialized):
     assert png_size(tok["tokens_chart"])[0] >= 600 and tok["tokens"] > 0
 
 
+def test_enriched_has_entities_keywords_and_summaries_with_charts(materialized, built_once, capsys):
+    result, _ = materialized
+    dedup, meta = _metadata(result, "deduplicated"), _metadata(result, "enriched")
+    assert meta["rows_in"] == meta["rows_out"] == dedup["rows_out"] and meta["entity_mentions"] > 0
+    for chart in ("top_entities_chart", "entity_types_chart", "top_keywords_chart"):
+        assert png_size(meta[chart])[0] >= 600
+    assert {r.data["label"] for r in meta["top_entities"].records} & {"PERSON", "ORG", "GPE"}
+    assert cli.main(["show", "enriched", "--crawl", built_once.crawl, "--limit", "50", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == dedup["rows_out"] and all(r["summary"] and r["keywords"] for r in rows)
+    assert any(e["label"] == "PERSON" for r in rows for e in r["entities"] or [])
+    assert cli.main(["show", "enriched", "--crawl", built_once.crawl, "--limit", "2"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count("entities: ") == shown.count("keywords: ") == shown.count("summary: ") == 2
+
+
 def test_crawl_stats_reports_the_crawl_funnel(materialized, built_once):
     object_store, crawl = built_once.object_store, built_once.crawl
     """The crawl-level asset reads every committed shard of `filtered`: funnel, languages and lengths."""
@@ -154,8 +172,9 @@ def test_crawl_stats_reports_the_crawl_funnel(materialized, built_once):
 def test_every_check_passes(materialized):
     result, _ = materialized
     evaluations = result.get_asset_check_evaluations()
-    assert {(e.asset_key.path[-1], e.check_name) for e in evaluations} == {(a, "schema") for a in STAGES} | {
-        (a, "row_accounting") for a in STAGES if a != "image_text_pairs"}
+    assert {(e.asset_key.path[-1], e.check_name) for e in evaluations} == {
+        (a, "schema") for a in (*STAGES, "enriched")} | {
+        (a, "row_accounting") for a in (*STAGES, "enriched") if a != "image_text_pairs"} | {("filtered", "quality_gate")}
     assert all(e.passed for e in evaluations)
 
 
