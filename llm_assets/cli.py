@@ -328,7 +328,8 @@ def cmd_trace(args) -> int:
     crawls = [validate_crawl(args.crawl)] if args.crawl else known_crawls(lake)
     found = trace.trace(lake, args.settings, crawls, args.key)
     if args.command == "why":
-        print(trace.why(found, args.settings))
+        print(json.dumps(trace.why_record(found, args.settings), default=str) if args.json
+              else trace.why(found, args.settings))
     elif args.json:
         print(json.dumps({"key": found.key, "releases": found.releases,
                           "steps": [s.__dict__ for s in found.steps]}, default=str))

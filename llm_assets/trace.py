@@ -131,30 +131,70 @@ def format_trace(t: Trace) -> str:
     return f"{t.key}:\n" + "\n".join(lines)
 
 
-def why(t: Trace, settings: Settings) -> str:
-    """Where the document stopped and why, with the thresholds of the block that dropped it."""
-    if not t.steps:
-        return f"{t.key}: not found in any crawl's documents"
-    stops = t.stops()
-    if not stops:
-        return f"{t.key}: not dropped; it reached {t.steps[-1].stage} ({', '.join(t.releases) or 'no release yet'})"
-    lines = []
-    for s in stops:
+SCORES = ("language", "language_score", "n_words", "quality_score")
+
+
+def why_record(t: Trace, settings: Settings) -> dict:
+    """Where the document stopped and why, as data (`why --json`): per stop, the stage, the block and its reason,
+    the value the block measured and the threshold that dropped it (a filter rule's rejection), or the block's own
+    record (the takedown request, the contamination match), the block's configured thresholds and the document's
+    scores. `reached` is the last stage of a document nothing dropped."""
+    stops = []
+    for s in t.stops():
         facts = s.facts
         block = facts.get("filter") or s.stage
-        line = f"{t.key} ({s.doc_id}) dropped at {s.stage} in {s.crawl}|{s.shard}: {block}/{facts.get('reason')}"
+        stop = {"stage": s.stage, "crawl": s.crawl, "shard": s.shard, "doc_id": s.doc_id, "filter": block,
+                "reason": facts.get("reason")}
+        detail = _decoded(facts.get("detail"))
+        if isinstance(detail, dict) and "threshold" in detail:  # a filter rule: {"measured": ..., "threshold": ...}
+            stop |= {"measured": detail.get("measured"), "threshold": detail["threshold"]}
+        elif detail is not None:
+            stop["detail"] = detail
         if facts.get("duplicate_of"):
-            line += f", a duplicate of {facts['duplicate_of']}"
-        if facts.get("detail"):
-            line += f", {facts['detail']}"
+            stop["duplicate_of"] = facts["duplicate_of"]
         if s.stage == "filtered" and (config := settings.filtered.block(block)) is not None:
-            thresholds = config.model_dump(mode="json", exclude={"block", "enabled", "index_path", "model_path"})
-            line += f"\n  {block} thresholds: {json.dumps(thresholds)}"
-        measured = {k: facts[k] for k in ("language", "language_score", "n_words", "quality_score") if k in facts}
-        if measured:
-            line += f"\n  measured: {json.dumps(measured, default=str)}"
+            stop["thresholds"] = config.model_dump(mode="json", exclude={"block", "enabled", "index_path", "model_path"})
+        if scores := {k: facts[k] for k in SCORES if k in facts}:
+            stop["scores"] = scores
+        stops.append(stop)
+    return {"key": t.key, "found": bool(t.steps), "stops": stops,
+            "reached": t.steps[-1].stage if t.steps and not stops else None, "releases": t.releases}
+
+
+def why(t: Trace, settings: Settings) -> str:
+    """Where the document stopped and why: the block, the reason, the value measured and the threshold that dropped
+    it, the block's thresholds and the document's scores."""
+    if not t.steps:
+        return f"{t.key}: not found in any crawl's documents"
+    record = why_record(t, settings)
+    if not record["stops"]:
+        return f"{t.key}: not dropped; it reached {record['reached']} ({', '.join(t.releases) or 'no release yet'})"
+    lines = []
+    for stop in record["stops"]:
+        line = (f"{t.key} ({stop['doc_id']}) dropped at {stop['stage']} in {stop['crawl']}|{stop['shard']}: "
+                f"{stop['filter']}/{stop['reason']}")
+        if "duplicate_of" in stop:
+            line += f", a duplicate of {stop['duplicate_of']}"
+        if "detail" in stop:
+            line += f", {json.dumps(stop['detail'], default=str)}"
+        if "threshold" in stop:
+            line += f"\n  measured: {json.dumps(stop['measured'], ensure_ascii=False)} (dropped when {stop['threshold']})"
+        if "thresholds" in stop:
+            line += f"\n  {stop['filter']} thresholds: {json.dumps(stop['thresholds'])}"
+        if "scores" in stop:
+            line += f"\n  scores: {json.dumps(stop['scores'], default=str)}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _decoded(detail):
+    """A rejected row's detail: JSON (a rule's measure and threshold, a takedown request, a contamination match)."""
+    if not isinstance(detail, str):
+        return detail
+    try:
+        return json.loads(detail)
+    except ValueError:
+        return detail
 
 
 def rejected(lake, stage: str, crawl: str, shards: list[str], reason: str | None = None) -> pl.LazyFrame | None:

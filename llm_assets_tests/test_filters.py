@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import polars as pl
 import pytest
 
 from llm_assets.core.filters import (
     C4BadWords, C4Quality, DomainVocabulary, FineWebQuality, GopherQuality, GopherRepetition, LanguageFilter,
-    URLFilter, apply_filters,
+    ProfanityFilter, URLFilter, apply_filters,
 )
 from llm_assets.core.filters.text import words
 from llm_assets.settings import FilteredSettings
@@ -281,6 +284,108 @@ def test_domain_vocabulary_selects_medical_pages():
     assert df["domain_density"][0] > 0.2
     code = DomainVocabulary(enabled=True, vocabulary="code")
     assert reasons(code, ["Import the module, call the function and return a JSON string from the API."]) == [None]
+
+
+# Details: what a rule measured and the threshold it failed, kept with every rejection
+
+
+def details(block, texts: list[str], **cols) -> list[dict | None]:
+    df, reasons = block.apply(pl.DataFrame({"text": texts, **cols}))
+    found = [json.loads(d) if d is not None else None for d in df["detail"]]
+    assert [d is None for d in found] == [r is None for r in reasons.to_list()]  # dropped rows only
+    return found
+
+
+def significant_digits(x: float) -> int:
+    return len(f"{x:.15g}".lstrip("-0.").replace(".", "").rstrip("0").split("e")[0])
+
+
+def test_gopher_details_carry_the_measured_value_and_the_threshold():
+    hashed = PROSE + " #tag" * 12
+    found = details(GopherQuality(), [PROSE, "One short line with the words of it.", hashed])
+    assert found[0] is None
+    assert found[1] == {"measured": 8, "threshold": "n_words < 50"}  # words, not the final period
+    ratio = 12 / len(words(hashed))  # hashes per word, punctuation marks included
+    assert found[2]["threshold"] == "hash_ratio > 0.1" and found[2]["measured"] == pytest.approx(ratio, rel=1e-3)
+    assert significant_digits(found[2]["measured"]) <= 4 and significant_digits(ratio) > 4
+
+    assert details(GopherRepetition(), ["\n\n".join([SENTENCES[0]] * 3 + SENTENCES[1:3]), PROSE, ""]) == [
+        {"measured": 0.4, "threshold": "dup_para_frac > 0.3"}, None, {"measured": 0, "threshold": "chars == 0"}]
+
+
+def test_c4_and_fineweb_details():
+    assert details(C4Quality(), ["\n".join(SENTENCES + ["Lorem ipsum dolor sit amet."]), "\n".join(SENTENCES[:2])]) == [
+        {"measured": "Lorem ipsum dolor sit amet.", "threshold": 'a kept line contains "lorem ipsum"'},
+        {"measured": 2, "threshold": "sentences < 5"}]
+    long_line = "Lorem ipsum " + "dolor sit amet " * 20 + "end."
+    assert details(C4Quality(), ["\n".join(SENTENCES + [long_line])])[0]["measured"] == long_line[:100] + "…"
+    assert details(FineWebQuality(), ["\n".join(s.rstrip(".") for s in SENTENCES * 2), "\n \n"]) == [
+        {"measured": 0.0, "threshold": "line_punct_ratio < 0.12"}, {"measured": 0, "threshold": "non_blank_lines == 0"}]
+    assert details(C4BadWords(enabled=True, use_builtin=False, words=("ass",)), ["kick ass!", "a class act"]) == [
+        {"measured": "ass", "threshold": "contains a listed bad word"}, None]
+
+
+def test_language_details_name_the_language_or_the_score():
+    assert details(LanguageFilter(), [ENGLISH, FRENCH]) == [None, {"measured": "fr", "threshold": "language not en"}]
+    # below one half every label is scored: the best score of a wanted language is the measure
+    german = details(LanguageFilter(languages=("en", "fr"), threshold=0.5), [GERMAN])[0]
+    assert german["threshold"] == "score of en/fr < 0.5" and german["measured"] < 0.5
+    score = LanguageFilter().apply(pl.DataFrame({"text": [ENGLISH]}))[0]["language_score"][0]
+    strict = details(LanguageFilter(threshold=1.0), [ENGLISH])[0]
+    assert strict == {"measured": pytest.approx(score, rel=1e-3), "threshold": "score of en < 1"}
+    assert details(LanguageFilter(multilingual=True, threshold=1.0), [ENGLISH])[0]["threshold"] == "language_score < 1"
+
+
+def test_url_and_word_list_details_name_what_matched():
+    block = URLFilter(blocked_domains=("spam.co.uk",), banned_words=("casino",))
+    urls = ["https://news.spam.co.uk/a", "https://ok.org/online-casino/", "https://ok.org/sexy-nude-pics",
+            "https://www.pornhubclips.net/", "https://ok.org/good"]
+    found = details(block, [""] * len(urls), url=urls)
+    assert found[:3] == [{"measured": "spam.co.uk", "threshold": "registered domain is listed"},
+                         {"measured": "casino", "threshold": "a URL word is a banned word"},
+                         {"measured": 2, "threshold": "soft_banned_words >= 2"}]
+    assert found[3]["threshold"] == "the URL contains a banned subword" and found[3]["measured"] in "wwwpornhubclipsnet"
+    assert found[4] is None
+
+    medical = DomainVocabulary(enabled=True)
+    assert details(medical, [ENGLISH, "patient patient patient"]) == [
+        {"measured": 0.0, "threshold": "domain_density < 0.01"}, {"measured": 1, "threshold": "distinct_terms < 3"}]
+    profane = ProfanityFilter(enabled=True, use_builtin=False, words=("darn",), max_density=0.1)
+    assert details(profane, ["darn darn fine", PROSE]) == [
+        {"measured": 0.6667, "threshold": "profanity_density > 0.1"}, None]
+
+
+def test_apply_filters_keeps_each_blocks_detail_with_its_rejections():
+    df = pl.DataFrame({"text": [PROSE, "too short", FRENCH * 5], "url": ["https://a.org/x", "https://b.org",
+                                                                           "https://xxx.example/p"]})
+    kept, dropped = apply_filters(df, [URLFilter(), LanguageFilter(), GopherQuality()])
+    assert "detail" not in kept.columns
+    assert [(f, json.loads(d)["threshold"]) for f, d in dropped.select("filter", "detail").iter_rows()] == [
+        ("url", "a URL word is a banned word"), ("gopher_quality", "n_words < 50")]
+
+
+def test_a_real_page_made_short_or_repetitive_is_dropped_with_its_measure():
+    """filter_batch, the stage's core, on a real CCNet page (../shared/data) that the default chain keeps: cut to its
+    first 30 words it is too short for Gopher, tripled it repeats its paragraphs; each rejected row says by how much."""
+    from llm_assets.core.filtered import filter_batch
+
+    path = shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz")
+    pages = [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
+    docs = pl.DataFrame({"doc_id": [p["id"] for p in pages], "url": [p["id"] for p in pages],
+                         "domain": [""] * len(pages), "text": [p["text"] for p in pages]})
+    kept, _ = filter_batch(docs, FilteredSettings())
+    page = next(t for t in kept["text"] if "\n\n" not in t)  # one paragraph, several distinct lines
+    short = " ".join(page.split()[:30])
+    made = pl.DataFrame({"doc_id": ["short", "tripled"], "url": ["https://example.org/a", "https://example.org/b"],
+                         "domain": ["example.org"] * 2, "text": [short, "\n\n".join([page] * 3)]})
+    kept, rejected = filter_batch(made, FilteredSettings())
+    assert kept.height == 0
+    rows = {r["doc_id"]: r for r in rejected.iter_rows(named=True)}
+    assert (rows["short"]["filter"], rows["short"]["reason"]) == ("gopher_quality", "gopher_short_doc")
+    assert json.loads(rows["short"]["detail"]) == {"measured": rows["short"]["n_words"], "threshold": "n_words < 50"}
+    assert 0 < rows["short"]["n_words"] <= 30
+    assert (rows["tripled"]["filter"], rows["tripled"]["reason"]) == ("gopher_repetition", "dup_para_frac")
+    assert json.loads(rows["tripled"]["detail"]) == {"measured": 0.6667, "threshold": "dup_para_frac > 0.3"}
 
 
 # The chain on the real documents of ../shared/data

@@ -231,6 +231,13 @@ def test_trace_why_and_show_rejected_find_one_document_through_the_id_index(lake
     assert found.stops()[0].facts["reason"] == dropped["reason"] and not found.releases
     said = trace.why(trace.trace(lake, settings, [a], dropped["doc_id"]), settings)
     assert f"gopher_quality/{dropped['reason']}" in said and '"min_doc_words": 50' in said
+    rule = json.loads(dropped["detail"])  # the value Gopher measured and the threshold it failed
+    assert isinstance(rule["measured"], (int, float)) and rule["threshold"].split()[1] in ("<", ">")
+    assert f"measured: {json.dumps(rule['measured'])} (dropped when {rule['threshold']})" in said
+    assert cli.main(["why", dropped["doc_id"], "--crawl", a, "--json"]) == 0
+    stop = json.loads(capsys.readouterr().out)["stops"][0]
+    assert (stop["filter"], stop["reason"], stop["measured"], stop["threshold"]) == (
+        "gopher_quality", dropped["reason"], rule["measured"], rule["threshold"])
 
     kept = read_manifest(lake, "tokenized", a, "0001")
     doc_id = lake.scan(kept.parts).select("doc_id").head(1).collect().item()

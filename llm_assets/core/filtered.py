@@ -1,7 +1,8 @@
 """Stage `filtered`: takedown requests, then the filter chain of the settings (normalization, URL, language, Gopher,
 C4, FineWeb, the optional blocks, PII masking, decontamination) over one `documents` part, batch by batch. Every
-dropped document goes to `rejected/` with the block that dropped it, its reason code and, for a takedown or a
-contaminated document, the request or the match (`detail`).
+dropped document goes to `rejected/` with the block that dropped it, its reason code and a `detail` (JSON): for a
+filter rule, the value the block measured and the threshold it failed, `{"measured": 17, "threshold": "n_words <
+50"}`; for a takedown or a contaminated document, the request or the match.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from llm_assets.core.lake import Lake
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 
-STAGE_VERSION = "3"
+STAGE_VERSION = "4"  # 4: rejected rows carry the measured value and threshold in `detail`
 BATCH_ROWS = 1024
 
 ADDED = [
@@ -41,7 +42,9 @@ ADDED = [
                                  ("match_end", pa.int32())])),
 ]
 SCHEMA = pa.schema(list(documents.SCHEMA) + ADDED)
-# detail: the takedown request (JSON) that removed the document, or the contamination match
+# detail (JSON): what the rule measured and the threshold it failed ({"measured": 0.4235, "threshold":
+# "hash_ratio > 0.1"}, floats to 4 significant digits), the takedown request that removed the document, or the
+# contamination match; null for normalization's `empty`
 REJECTED_SCHEMA = pa.schema(list(SCHEMA) + [("filter", pa.string()), ("reason", pa.string()), ("detail", pa.string())])
 TAKEDOWN_COUNT = "takedown:"  # a unit's counts: documents removed per request target
 

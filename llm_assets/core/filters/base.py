@@ -3,12 +3,15 @@
 A block takes a Polars frame of documents (at least `text`, and `url` for the URL filter) and returns
 `(frame, reasons)`: the frame may carry added columns or a rewritten `text` (normalization, C4's line cleanup,
 PII masking), and `reasons` holds, per row, the code of the rule that drops the document, or null to keep it.
+The frame's `detail` column, where a block adds one, says for each dropped row why: for a rule, the value the block
+measured and the threshold it failed (`Rule`, `verdict`), as JSON `{"measured": 12, "threshold": "n_words < 50"}`.
 A block never loops over rows in Python where a Polars expression will do.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+import operator
+from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict
@@ -18,6 +21,11 @@ if TYPE_CHECKING:
 
 KEEP = pl.lit(None, dtype=pl.String)
 WORDS = "_words"  # the words of `text`, split once per batch and shared by the blocks that count words
+DETAIL = "detail"  # per dropped row: the measured value and the threshold (JSON), or a block's own record
+SIGNIFICANT_DIGITS = 4  # of a measured float in a detail
+
+Op = Literal["<", "<=", ">", ">=", "=="]
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
 
 
 class Block(BaseModel):
@@ -33,12 +41,33 @@ class Block(BaseModel):
         raise NotImplementedError
 
 
-def first_reason(*rules: tuple[pl.Expr, str]) -> pl.Expr:
+class Rule(NamedTuple):
+    """A document is dropped with reason `code` when `condition` holds. `measured` is the value the condition tests
+    and `threshold` the condition in words; both are kept with the rejection."""
+
+    condition: pl.Expr
+    code: str
+    measured: pl.Expr | None = None
+    threshold: str = ""
+
+
+def drop_if(measured: pl.Expr, op: Op, limit: float, code: str) -> Rule:
+    """The rule "drop when `measured` `op` `limit`", e.g. `drop_if(pl.col("n_words"), "<", 50, "gopher_short_doc")`.
+    The measure's name (its column, or an `alias`) names it in the threshold text: "n_words < 50"."""
+    return Rule(_OPS[op](measured, limit), code, measured, f"{measured.meta.output_name()} {op} {number(limit)}")
+
+
+def number(x: float) -> str:
+    """A threshold as a person writes it: 50, 0.12, 3 (not 3.0)."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
+
+
+def first_reason(*rules: Rule) -> pl.Expr:
     """The code of the first rule whose condition holds, else null: reference filters stop at the first failing
     rule, so a document's reason is the first one in the rule order."""
     expr: Then | ChainedThen | None = None
-    for condition, code in rules:
-        expr = pl.when(condition).then(pl.lit(code)) if expr is None else expr.when(condition).then(pl.lit(code))
+    for r in rules:
+        expr = (pl.when(r.condition) if expr is None else expr.when(r.condition)).then(pl.lit(r.code))
     return expr.otherwise(KEEP) if expr is not None else KEEP
 
 
@@ -47,10 +76,39 @@ def reasons_of(df: pl.DataFrame, expr: pl.Expr) -> pl.Series:
     return df.select(pl.repeat(None, df.height, dtype=pl.String).alias("_"), expr.alias("reason"))["reason"]
 
 
+def verdict(stats: pl.DataFrame, *rules: Rule) -> tuple[pl.Series, pl.Series]:
+    """-> (reasons, detail) over the rows of `stats`: the code of the first rule that holds (null: kept), and for a
+    dropped row that rule's measured value and threshold (`details_of`)."""
+    reasons = reasons_of(stats, first_reason(*rules))
+    return reasons, details_of(stats, reasons, *rules)
+
+
+def details_of(stats: pl.DataFrame, reasons: pl.Series, *rules: Rule) -> pl.Series:
+    """The `detail` column: for each row with a reason, JSON of the first rule that holds there,
+    `{"measured": 0.4235, "threshold": "hash_ratio > 0.1"}` (floats to 4 significant digits, a non-finite one
+    null); null for the kept rows. Only the dropped rows are measured and formatted."""
+    dropped = reasons.is_not_null()
+    out = pl.repeat(None, len(reasons), dtype=pl.String, eager=True).alias(DETAIL)
+    if not rules or not dropped.any():
+        return out
+    names = [f"_measured_{i}" for i in range(len(rules))]
+    rows = stats.filter(dropped).with_columns(
+        (pl.lit(None) if r.measured is None else r.measured).alias(name) for r, name in zip(rules, names))
+    rows = rows.with_columns(pl.col(name).cast(pl.Float64).round_sig_figs(SIGNIFICANT_DIGITS)
+                             for name in names if rows.schema[name].is_float())
+    expr: Then | ChainedThen | None = None
+    for r, name in zip(rules, names):
+        encoded = pl.struct(pl.col(name).alias("measured"), pl.lit(r.threshold).alias("threshold")).struct.json_encode()
+        expr = (pl.when(r.condition) if expr is None else expr.when(r.condition)).then(encoded)
+    assert expr is not None
+    return out.scatter(dropped.arg_true(), rows.with_columns(expr.otherwise(None).alias(DETAIL))[DETAIL])
+
+
 def apply_filters(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Run the enabled blocks in order, each on what the previous ones kept.
 
-    -> (kept, dropped), where dropped carries `filter` (the block's name) and `reason` (its code)."""
+    -> (kept, dropped), where dropped carries `filter` (the block's name), `reason` (its code) and `detail` (what the
+    block measured and the threshold it failed, or the block's own record, e.g. decontamination's match)."""
     dropped = []
     for f in filters:
         if not f.enabled or df.height == 0:
@@ -62,8 +120,9 @@ def apply_filters(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame,
         out = df.filter(pl.col("reason").is_not_null())
         if out.height:
             dropped.append(out.drop(WORDS, strict=False).with_columns(filter=pl.lit(f.name)))
-        df = df.filter(pl.col("reason").is_null()).drop("reason")
+        df = df.filter(pl.col("reason").is_null()).drop("reason", DETAIL, strict=False)
     df = df.drop(WORDS, strict=False)
     if dropped:
         return df, pl.concat(dropped, how="diagonal_relaxed")
-    return df, df.clear().with_columns(reason=pl.lit("", pl.String), filter=pl.lit("", pl.String))
+    return df, df.clear().with_columns(reason=pl.lit("", pl.String), filter=pl.lit("", pl.String),
+                                       detail=pl.lit("", pl.String))

@@ -14,7 +14,7 @@ from typing import Literal
 
 import polars as pl
 
-from llm_assets.core.filters.base import Block, first_reason, reasons_of
+from llm_assets.core.filters.base import Block, Rule, drop_if, first_reason, reasons_of, verdict
 from llm_assets.core.filters.profanity import bad_words
 from llm_assets.core.filters.text import sentence_count
 
@@ -78,14 +78,18 @@ class C4Quality(Block):
             sentences=pl.col("sentences").filter(pl.col("kept")).sum(),
             first_lorem=pl.col("pos").filter(pl.col("lorem")).min(),
             first_curly=pl.col("pos").filter(pl.col("curly")).min(),
+            lorem_line=line.filter(pl.col("lorem")).first(),
+            curly_line=line.filter(pl.col("curly")).first(),
         ).sort("doc")
         lorem_pos, curly_pos = pl.col("first_lorem"), pl.col("first_curly")
-        reason = first_reason(
-            (lorem_pos.is_not_null() & (curly_pos.is_null() | (lorem_pos < curly_pos)), "lorem_ipsum"),
-            (curly_pos.is_not_null(), "curly_bracket"),
-            (pl.col("sentences") < self.min_num_sentences, "too_few_sentences"),
+        reasons, detail = verdict(
+            per_doc,
+            Rule(lorem_pos.is_not_null() & (curly_pos.is_null() | (lorem_pos < curly_pos)), "lorem_ipsum",
+                 _shown(pl.col("lorem_line")), 'a kept line contains "lorem ipsum"'),
+            Rule(curly_pos.is_not_null(), "curly_bracket", _shown(pl.col("curly_line")), 'a kept line contains "{"'),
+            drop_if(pl.col("sentences"), "<", self.min_num_sentences, "too_few_sentences"),
         )
-        return df.with_columns(text=per_doc["text"]), reasons_of(per_doc, reason)
+        return df.with_columns(text=per_doc["text"], detail=detail), reasons
 
 
 class C4BadWords(Block):
@@ -105,14 +109,22 @@ class C4BadWords(Block):
         pattern = _badwords_pattern(self.words_file, self.words, self.use_builtin)
         if pattern is None:
             return df, reasons_of(df, first_reason())
-        hit = pl.col("text").str.to_lowercase().str.contains(pattern)
+        lower = pl.col("text").str.to_lowercase()
+        hit = lower.str.contains(pattern)
         if "language" in df.columns:
             hit &= pl.col("language").is_in(list(self.languages))
-        return df, reasons_of(df, first_reason((hit, "badwords")))
+        reasons, detail = verdict(df, Rule(hit, "badwords", lower.str.extract(pattern, 1), "contains a listed bad word"))
+        return df.with_columns(detail), reasons
 
 
 @cache
 def _badwords_pattern(words_file: str | None, words: tuple[str, ...], use_builtin: bool) -> str | None:
-    """C4's match: a listed word between non-word characters. Built once per process, not once per batch."""
+    """C4's match: a listed word (group 1) between non-word characters. Built once per process, not once per
+    batch."""
     listed = bad_words(words_file, words, use_builtin)
-    return r"(?:\W|^)(?:%s)(?:\W|$)" % "|".join(pl.escape_regex(w) for w in listed) if listed else None
+    return r"(?:\W|^)(%s)(?:\W|$)" % "|".join(pl.escape_regex(w) for w in listed) if listed else None
+
+
+def _shown(line: pl.Expr, chars: int = 100) -> pl.Expr:
+    """A line as a detail quotes it: its first `chars` characters."""
+    return pl.when(line.str.len_chars() > chars).then(line.str.slice(0, chars) + "…").otherwise(line)

@@ -7,7 +7,7 @@ from typing import Literal
 
 import polars as pl
 
-from llm_assets.core.filters.base import WORDS, Block, first_reason, reasons_of
+from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if, number, verdict
 from llm_assets.core.filters.gopher import duplicates
 from llm_assets.core.filters.text import TERMINAL_PUNCTUATION, with_words
 
@@ -46,13 +46,21 @@ class FineWebQuality(Block):
                      newlines=df["text"].str.count_matches("\n", literal=True),
                      n_words=df[WORDS].list.len(),
                  ))
-        n = pl.col("n").fill_null(0)
-        punct = pl.col("punct") / n
-        reason = first_reason(
-            (n == 0, "empty"),
-            ((punct < self.line_punct_thr) & ~((punct == 0) & self.line_punct_exclude_zero), "line_punct_ratio"),
-            (pl.col("short") / n > self.short_line_thr, "short_line_ratio"),
-            (pl.col("dup_chars") / pl.col("chars") > self.char_duplicates_ratio, "char_dup_ratio"),
-            (pl.col("newlines") / pl.col("n_words") > self.new_line_ratio, "list_ratio"),
+        n = pl.col("n").fill_null(0).alias("non_blank_lines")
+        punct = (pl.col("punct") / n).alias("line_punct_ratio")
+        if self.line_punct_exclude_zero:
+            no_punct = Rule((punct < self.line_punct_thr) & (punct != 0), "line_punct_ratio", punct,
+                            f"0 < line_punct_ratio < {number(self.line_punct_thr)}")
+        else:
+            no_punct = drop_if(punct, "<", self.line_punct_thr, "line_punct_ratio")
+        reasons, detail = verdict(
+            stats,
+            drop_if(n, "==", 0, "empty"),
+            no_punct,
+            drop_if((pl.col("short") / n).alias("short_line_ratio"), ">", self.short_line_thr, "short_line_ratio"),
+            drop_if((pl.col("dup_chars") / pl.col("chars")).alias("char_dup_ratio"), ">", self.char_duplicates_ratio,
+                    "char_dup_ratio"),
+            drop_if((pl.col("newlines") / pl.col("n_words")).alias("list_ratio"), ">", self.new_line_ratio,
+                    "list_ratio"),
         )
-        return df, reasons_of(stats, reason)
+        return df.with_columns(detail), reasons

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from llm_assets.core.filters.base import WORDS, Block, first_reason, reasons_of
+from llm_assets.core.filters.base import WORDS, Block, drop_if, first_reason, reasons_of, verdict
 from llm_assets.core.filters.text import SYMBOL_WORD, with_words, words_column
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
@@ -58,20 +58,26 @@ class GopherQuality(Block):
             ellipsis_lines=text.str.count_matches(r"(?m)(?:\.\.\.|…)[^\S\n]*$"),
         )
         n, n_all, lines = pl.col("n_words"), pl.col("n_all"), pl.col("n_lines")
-        avg = pl.col("word_chars") / n
-        reason = first_reason(
-            (n < self.min_doc_words, "gopher_short_doc"),
-            (n > self.max_doc_words, "gopher_long_doc"),
-            (avg < self.min_avg_word_length, "gopher_below_avg_threshold"),
-            (avg > self.max_avg_word_length, "gopher_above_avg_threshold"),
-            (pl.col("hashes") / n_all > self.max_symbol_word_ratio, "gopher_too_many_hashes"),
-            (pl.col("ellipses") / n_all > self.max_symbol_word_ratio, "gopher_too_many_ellipsis"),
-            (pl.col("bullet_lines") / lines > self.max_bullet_lines_ratio, "gopher_too_many_bullets"),
-            (pl.col("ellipsis_lines") / lines > self.max_ellipsis_lines_ratio, "gopher_too_many_end_ellipsis"),
-            (pl.col("n_alpha") / n_all < self.min_alpha_words_ratio, "gopher_below_alpha_threshold"),
-            (pl.col("n_stop") < self.min_stop_words, "gopher_enough_stop_words"),
+        avg = (pl.col("word_chars") / n).alias("mean_word_length")
+        reasons, detail = verdict(
+            stats,
+            drop_if(n, "<", self.min_doc_words, "gopher_short_doc"),
+            drop_if(n, ">", self.max_doc_words, "gopher_long_doc"),
+            drop_if(avg, "<", self.min_avg_word_length, "gopher_below_avg_threshold"),
+            drop_if(avg, ">", self.max_avg_word_length, "gopher_above_avg_threshold"),
+            drop_if((pl.col("hashes") / n_all).alias("hash_ratio"), ">", self.max_symbol_word_ratio,
+                    "gopher_too_many_hashes"),
+            drop_if((pl.col("ellipses") / n_all).alias("ellipsis_ratio"), ">", self.max_symbol_word_ratio,
+                    "gopher_too_many_ellipsis"),
+            drop_if((pl.col("bullet_lines") / lines).alias("bullet_lines_ratio"), ">", self.max_bullet_lines_ratio,
+                    "gopher_too_many_bullets"),
+            drop_if((pl.col("ellipsis_lines") / lines).alias("end_ellipsis_lines_ratio"), ">",
+                    self.max_ellipsis_lines_ratio, "gopher_too_many_end_ellipsis"),
+            drop_if((pl.col("n_alpha") / n_all).alias("alpha_words_ratio"), "<", self.min_alpha_words_ratio,
+                    "gopher_below_alpha_threshold"),
+            drop_if(pl.col("n_stop").alias("stop_words"), "<", self.min_stop_words, "gopher_enough_stop_words"),
         )
-        return df.with_columns(stats["n_words"].cast(pl.Int32)), reasons_of(stats, reason)
+        return df.with_columns(stats["n_words"].cast(pl.Int32), detail), reasons
 
 
 class GopherRepetition(Block):
@@ -95,32 +101,34 @@ class GopherRepetition(Block):
         chars = df["text"].str.len_chars()
         stats = pl.DataFrame({
             "chars": chars,
-            "para_dup": paragraphs[0] / paragraphs[2], "para_dup_chars": paragraphs[1] / chars,
-            "line_dup": lines[0] / lines[2], "line_dup_chars": lines[1] / chars,
+            "dup_para_frac": paragraphs[0] / paragraphs[2], "dup_para_char_frac": paragraphs[1] / chars,
+            "dup_line_frac": lines[0] / lines[2], "dup_line_char_frac": lines[1] / chars,
         })
         rules = [
-            (pl.col("chars") == 0, "empty"),
-            (pl.col("para_dup") > self.dup_para_frac, "dup_para_frac"),
-            (pl.col("para_dup_chars") > self.dup_para_char_frac, "dup_para_char_frac"),
-            (pl.col("line_dup") > self.dup_line_frac, "dup_line_frac"),
-            (pl.col("line_dup_chars") > self.dup_line_char_frac, "dup_line_char_frac"),
+            drop_if(pl.col("chars"), "==", 0, "empty"),
+            drop_if(pl.col("dup_para_frac"), ">", self.dup_para_frac, "dup_para_frac"),
+            drop_if(pl.col("dup_para_char_frac"), ">", self.dup_para_char_frac, "dup_para_char_frac"),
+            drop_if(pl.col("dup_line_frac"), ">", self.dup_line_frac, "dup_line_frac"),
+            drop_if(pl.col("dup_line_char_frac"), ">", self.dup_line_char_frac, "dup_line_char_frac"),
         ]
         early = reasons_of(stats, first_reason(*rules))
         # n-grams only for the documents still in
         todo = np.flatnonzero(early.is_null().to_numpy())
-        ngram = {f"top_{n}": np.zeros(df.height) for n, _ in self.top_n_grams}
-        ngram |= {f"dup_{n}": np.zeros(df.height) for n, _ in self.dup_n_grams}
+        ngram = {f"top_{n}_gram_frac": np.zeros(df.height) for n, _ in self.top_n_grams}
+        ngram |= {f"dup_{n}_gram_frac": np.zeros(df.height) for n, _ in self.dup_n_grams}
         if len(todo):
             ws = df[WORDS].gather(todo) if WORDS in df.columns else words_column(df["text"].gather(todo))
             flat = _FlatWords.of(ws)
             for n, _ in self.top_n_grams:
-                ngram[f"top_{n}"][todo] = _top_ngram_chars(flat, n)
+                ngram[f"top_{n}_gram_frac"][todo] = _top_ngram_chars(flat, n)
             for n, _ in self.dup_n_grams:
-                ngram[f"dup_{n}"][todo] = _duplicate_ngram_chars(flat, n)
+                ngram[f"dup_{n}_gram_frac"][todo] = _duplicate_ngram_chars(flat, n)
         stats = stats.with_columns(**{k: pl.Series(v) / pl.col("chars") for k, v in ngram.items()})
-        rules += [(pl.col(f"top_{n}") > frac, f"top_{n}_gram") for n, frac in self.top_n_grams]
-        rules += [(pl.col(f"dup_{n}") > frac, f"duplicated_{n}_n_grams") for n, frac in self.dup_n_grams]
-        return df, reasons_of(stats, first_reason(*rules))
+        rules += [drop_if(pl.col(f"top_{n}_gram_frac"), ">", frac, f"top_{n}_gram") for n, frac in self.top_n_grams]
+        rules += [drop_if(pl.col(f"dup_{n}_gram_frac"), ">", frac, f"duplicated_{n}_n_grams")
+                  for n, frac in self.dup_n_grams]
+        reasons, detail = verdict(stats, *rules)
+        return df.with_columns(detail), reasons
 
 
 def duplicates(df: pl.DataFrame, parts: pl.Expr) -> tuple[pl.Series, pl.Series, pl.Series]:

@@ -10,7 +10,7 @@ from typing import Literal
 import polars as pl
 from pydantic import Field
 
-from llm_assets.core.filters.base import KEEP, Block, reasons_of
+from llm_assets.core.filters.base import Block, Rule, details_of, number, verdict
 
 
 @cache
@@ -43,9 +43,19 @@ class LanguageFilter(Block):
         top_score = pl.Series("language_score", [float(s[0]) if len(s) else 0.0 for s in scores], pl.Float32)
         df = df.with_columns(top, top_score)
         if self.multilingual:
-            return df, reasons_of(df, pl.when(pl.col("language_score") >= self.threshold).then(KEEP)
-                                  .otherwise(pl.lit("language")))
+            reasons, detail = verdict(df, Rule(~(pl.col("language_score") >= self.threshold), "language",
+                                               pl.col("language_score"), f"language_score < {number(self.threshold)}"))
+            return df.with_columns(detail), reasons
         wanted = {f"__label__{lang}" for lang in self.languages}
-        kept = [any(lab in wanted and s >= self.threshold for lab, s in zip(labs, ss))
-                for labs, ss in zip(labels, scores)]
-        return df, pl.Series("reason", [None if k else "language" for k in kept], pl.String)
+        # the best score of a wanted language, compared as fastText gives it (float32), as the reference does
+        best = [max((s for lab, s in zip(labs, ss) if lab in wanted), default=None) for labs, ss in zip(labels, scores)]
+        reasons = pl.Series("reason", [None if b is not None and b >= self.threshold else "language" for b in best],
+                            pl.String)
+        stats = pl.DataFrame({"language": top, "score": pl.Series(best, dtype=pl.Float32)})
+        listed = "/".join(self.languages)
+        rules = [Rule(pl.lit(True), "language", pl.col("score"), f"score of {listed} < {number(self.threshold)}")]
+        if k == 1:  # only the top label is known: another language on top is the measure
+            rules.insert(0, Rule(~pl.col("language").is_in(list(self.languages)), "language", pl.col("language"),
+                                 f"language not {listed}"))
+        return df.with_columns(details_of(stats, reasons, *rules)), reasons
+

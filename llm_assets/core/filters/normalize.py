@@ -14,7 +14,7 @@ from typing import Literal
 
 import polars as pl
 
-from .base import Block, first_reason, reasons_of
+from .base import Block, Rule, first_reason, reasons_of
 
 # The bytes 0x80-0xBF of a UTF-8 sequence as cp1252 (or latin-1, hence the C1 range) renders them.
 _CONT = "\x80-\xbf€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ"
@@ -55,7 +55,7 @@ class Normalize(Block):
             )
         df = df.with_columns(expr)
         empty = pl.col("text").is_null() | (pl.col("text").str.len_bytes() == 0)
-        return df, reasons_of(df, first_reason((empty, "empty")))
+        return df, reasons_of(df, first_reason(Rule(empty, "empty")))
 
 
 def repair_mojibake(text: pl.Series) -> pl.Series:

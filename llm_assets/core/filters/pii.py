@@ -20,7 +20,7 @@ from typing import Literal
 
 import polars as pl
 
-from .base import Block, first_reason, reasons_of
+from .base import Block, drop_if, verdict
 
 TYPES = ("email", "ip_address", "phone", "credit_card", "iban")
 
@@ -174,5 +174,6 @@ class PIIMasker(Block):
         # Density against the words of the original text: "+1 (415) 555-2671" is three words of PII, not one.
         found = pl.sum_horizontal(pl.col("pii").struct.field(k) for k in TYPES).cast(pl.Float64)
         words = pl.col("text").str.count_matches(r"\S+")
-        dense = (found / words).fill_nan(0) > self.max_density
-        return masked_df, reasons_of(df.with_columns(pii), first_reason((dense, "pii_density")))
+        density = (found / words).fill_nan(0).alias("pii_density")
+        reasons, detail = verdict(df.with_columns(pii), drop_if(density, ">", self.max_density, "pii_density"))
+        return masked_df.with_columns(detail), reasons

@@ -17,7 +17,7 @@ from typing import Literal
 import polars as pl
 from pydantic import PrivateAttr
 
-from .base import Block, first_reason, reasons_of
+from .base import Block, drop_if, verdict
 
 BUILTIN = Path(__file__).parent / "assets" / "bad_words_en.txt"
 
@@ -73,5 +73,6 @@ class ProfanityFilter(Block):
         else:
             density = (text.str.count_matches(self._pattern) / text.str.count_matches(r"\S+")).fill_nan(0.0)
         # The threshold is compared in full precision, so a density exactly at max_density is kept.
-        reasons = reasons_of(df, first_reason((density > self.max_density, "profanity_density")))
-        return df.with_columns(density.cast(pl.Float32).alias("profanity_density")), reasons
+        reasons, detail = verdict(df, drop_if(density.alias("profanity_density"), ">", self.max_density,
+                                              "profanity_density"))
+        return df.with_columns(density.cast(pl.Float32).alias("profanity_density"), detail), reasons

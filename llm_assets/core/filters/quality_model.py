@@ -8,7 +8,7 @@ from typing import Literal
 import polars as pl
 from pydantic import Field
 
-from llm_assets.core.filters.base import KEEP, Block, reasons_of
+from llm_assets.core.filters.base import Block, Rule, number, verdict
 from llm_assets.core.quality_model import load_model, positive_scores
 
 
@@ -29,5 +29,7 @@ class QualityModelFilter(Block):
             raise ValueError("quality_model: no model; materialize quality_classifier or set model_path")
         scores = positive_scores(load_model(self.model_path), df["text"].to_list(), self.label)
         df = df.with_columns(pl.Series("quality_score", scores, pl.Float32))
-        return df, reasons_of(df, pl.when(pl.col("quality_score") >= self.threshold).then(KEEP)
-                              .otherwise(pl.lit("low_quality")))
+        score = pl.col("quality_score")
+        reasons, detail = verdict(df, Rule(~(score >= self.threshold), "low_quality", score,
+                                           f"quality_score < {number(self.threshold)}"))
+        return df.with_columns(detail), reasons

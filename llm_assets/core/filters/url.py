@@ -14,7 +14,7 @@ from typing import Literal
 
 import polars as pl
 
-from llm_assets.core.filters.base import Block, first_reason, reasons_of
+from llm_assets.core.filters.base import Block, Rule, drop_if, verdict
 
 # scheme://[user@]host[:port]/...
 HOST = r"^[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/?#]*@)?(\[[^\]/]*\]|[^:/?#\[]*)"
@@ -114,17 +114,24 @@ class URLFilter(Block):
         registered = dict(zip(unique, (registered_domain(h) if h else "" for h in unique)))
         url = pl.col("url")
         url_words = url.str.to_lowercase().str.extract_all(r"[a-z0-9]+")
+        banned = list(lists["banned_words"])
         soft = list(lists["soft_banned_words"])
         subwords = list(lists["banned_subwords"])
+        squashed = url.str.to_lowercase().str.replace_all(r"[^a-z0-9]+", "")
         frame = df.select(url).with_columns(host=hosts, registered=hosts.replace_strict(registered))
-        reason = first_reason(
-            (pl.col("registered").is_in(list(lists["domains"])), "domain"),
-            (pl.col("host").is_in(list(lists["domains"])), "subdomain"),
-            (url.is_in(list(lists["urls"])), "url"),
-            (url_words.list.eval(pl.element().is_in(list(lists["banned_words"]))).list.any(), "hard_blacklisted"),
-            (url_words.list.eval(pl.element().filter(pl.element().is_in(soft))).list.n_unique()
-             >= self.soft_word_threshold, "soft_blacklisted"),
-            (url.str.to_lowercase().str.replace_all(r"[^a-z0-9]+", "").str.contains_any(subwords)
-             if subwords else pl.lit(False), "blacklisted_subword"),
+        reasons, detail = verdict(
+            frame,
+            Rule(pl.col("registered").is_in(list(lists["domains"])), "domain", pl.col("registered"),
+                 "registered domain is listed"),
+            Rule(pl.col("host").is_in(list(lists["domains"])), "subdomain", pl.col("host"), "host is listed"),
+            Rule(url.is_in(list(lists["urls"])), "url", url, "URL is listed"),
+            Rule(url_words.list.eval(pl.element().is_in(banned)).list.any(), "hard_blacklisted",
+                 url_words.list.eval(pl.element().filter(pl.element().is_in(banned))).list.first(),
+                 "a URL word is a banned word"),
+            drop_if(url_words.list.eval(pl.element().filter(pl.element().is_in(soft))).list.n_unique()
+                    .alias("soft_banned_words"), ">=", self.soft_word_threshold, "soft_blacklisted"),
+            Rule(squashed.str.contains_any(subwords) if subwords else pl.lit(False), "blacklisted_subword",
+                 squashed.str.extract_many(subwords).list.first() if subwords else None,
+                 "the URL contains a banned subword"),
         )
-        return df, reasons_of(frame, reason)
+        return df.with_columns(detail), reasons

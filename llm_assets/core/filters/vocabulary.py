@@ -8,7 +8,7 @@ from typing import Literal
 
 import polars as pl
 
-from llm_assets.core.filters.base import Block, first_reason, reasons_of
+from llm_assets.core.filters.base import Block, drop_if, verdict
 from llm_assets.core.filters.profanity import read_words, word_pattern
 
 ASSETS = Path(__file__).parent / "assets"
@@ -48,6 +48,9 @@ class DomainVocabulary(Block):
             density=(hits.list.len() / text.str.count_matches(r"\S+")).fill_nan(0.0),
             distinct=hits.list.n_unique(),
         )
-        reason = first_reason(((pl.col("density") < self.min_density) | (pl.col("distinct") < self.min_distinct),
-                               "off_domain"))
-        return df.with_columns(domain_density=stats["density"].cast(pl.Float32)), reasons_of(stats, reason)
+        reasons, detail = verdict(
+            stats,
+            drop_if(pl.col("density").alias("domain_density"), "<", self.min_density, "off_domain"),
+            drop_if(pl.col("distinct").alias("distinct_terms"), "<", self.min_distinct, "off_domain"),
+        )
+        return df.with_columns(stats["density"].cast(pl.Float32).alias("domain_density"), detail), reasons
