@@ -58,4 +58,3 @@ class LanguageFilter(Block):
             rules.insert(0, Rule(~pl.col("language").is_in(list(self.languages)), "language", pl.col("language"),
                                  f"language not {listed}"))
         return df.with_columns(details_of(stats, reasons, *rules)), reasons
-
