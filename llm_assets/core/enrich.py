@@ -26,6 +26,7 @@ from pydantic import Field
 
 from llm_assets.core.config import Section
 from llm_assets.core.lake import Lake
+from llm_assets.core.ner import entity_spans
 from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
 STAGE_VERSION = "1"
@@ -86,27 +87,13 @@ SCHEMA = pa.schema([
 # -- entities --------------------------------------------------------------------------------------------------
 
 
-@cache
-def spacy_pipeline(model: str):
-    """The pipeline with only what NER needs (tok2vec, ner), loaded once per process."""
-    import importlib
-
-    try:
-        package = importlib.import_module(model)
-    except ImportError as e:
-        raise ValueError(f"enriched.entities.model: the spaCy pipeline package {model!r} is not installed") from e
-    return package.load(exclude=["parser", "tagger", "lemmatizer", "attribute_ruler", "senter"])
-
-
 def entities(texts: list[str], settings: EntitySettings) -> list[list[dict[str, Any]]]:
     """Per text: its entities of the kept labels, merged by (text, label), the most mentioned first."""
-    nlp = spacy_pipeline(settings.model)
-    wanted = set(settings.labels)
+    heads = [t[: settings.max_chars] for t in texts]
     found = []
-    for doc in nlp.pipe((t[: settings.max_chars] for t in texts), batch_size=settings.batch_size):
-        counts = Counter((" ".join(e.text.split()), e.label_) for e in doc.ents if e.label_ in wanted)
-        found.append([{"text": text, "label": label, "count": n}
-                      for (text, label), n in counts.most_common(settings.top)])
+    for text, spans in zip(heads, entity_spans(heads, settings.model, frozenset(settings.labels), settings.batch_size)):
+        counts = Counter((" ".join(text[start:end].split()), label) for start, end, label in spans)
+        found.append([{"text": name, "label": label, "count": n} for (name, label), n in counts.most_common(settings.top)])
     return found
 
 
