@@ -9,10 +9,10 @@ import re
 import polars as pl
 import pytest
 
-from llm_assets.core.filters.pii import PIIMasker, is_iban, luhn
+from llm_assets.core.filters.pii import TYPES, PIIMasker, is_iban, luhn
 from llm_assets_tests.conftest import shared
 
-NONE = {"email": 0, "ip_address": 0, "phone": 0, "credit_card": 0, "iban": 0}
+NONE = dict.fromkeys(TYPES, 0)
 
 
 def run(texts: list[str | None], **config) -> tuple[pl.DataFrame, list[str | None]]:
@@ -165,7 +165,7 @@ def test_ibans():
 
 def test_types_can_be_disabled_and_count_zero():
     text = "a@example.com 8.8.8.8 +1 (415) 555-2671 4111 1111 1111 1111 GB82WEST12345698765432"
-    assert counts(text) == {"email": 1, "ip_address": 1, "phone": 1, "credit_card": 1, "iban": 1}
+    assert counts(text) == NONE | {"email": 1, "ip_address": 1, "phone": 1, "credit_card": 1, "iban": 1}
     off = dict(email=False, ip_address=False, phone=False, credit_card=False, iban=False)
     out, reasons = run([text], **off)
     assert out["text"][0] == text and out["pii"][0] == NONE and reasons == [None]
@@ -200,7 +200,7 @@ def test_input_frame_is_not_modified():
     assert out.columns == ["doc_id", "text", "pii"]
 
 
-PLACEHOLDER = re.compile(r"<(EMAIL|IP_ADDRESS|PHONE|CREDIT_CARD|IBAN)>")
+PLACEHOLDER = re.compile(r"<(EMAIL|IP_ADDRESS|PHONE|CREDIT_CARD|IBAN|PERSON|LOCATION)>")
 ADDRESS = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 # Not inside a word: extraction glues table cells into look-alikes ("black9.69.49.8Hispanic").
 IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w]|\.\d)")
@@ -245,3 +245,38 @@ def test_real_documents():
         assert address in originals and address not in "\n".join(out["text"])
     assert found["email"] == sum(len(ADDRESS.findall(t)) for t in docs["text"]) > 20
     assert found["ip_address"] > 0 and found["phone"] > 0
+
+
+def test_names_and_places_are_masked_by_the_model_when_asked():
+    assert mask(CONTACT) == CONTACT_MASKED  # off by default: no model, no names masked
+    masked = mask(CONTACT, person=True, location=True)
+    assert "San Francisco" not in masked and "London" not in masked and masked.count("<LOCATION>") >= 2
+    assert "<EMAIL>" in masked and "<PHONE>" in masked  # the regular expressions ran first
+    out, _ = run(["Professor Jane Goodall met Barack Obama in Nairobi, Kenya, last spring."], person=True,
+                 location=True)
+    assert out["text"][0] == "Professor <PERSON> met <PERSON> in <LOCATION>, <LOCATION>, last spring."
+    assert out["pii"][0] == NONE | {"person": 2, "location": 2}
+    assert mask("Jane Goodall met Barack Obama.", person=True) == "<PERSON> met <PERSON>."
+    assert mask("Jane Goodall lives in Kenya.", location=True) == "Jane Goodall lives in <LOCATION>."
+
+
+def test_names_in_a_language_without_the_model_are_left():
+    df = pl.DataFrame({"text": ["Angela Merkel sprach in Berlin.", "Angela Merkel spoke in Berlin."],
+                       "language": ["de", "en"]})
+    out, _ = PIIMasker(person=True, location=True).apply(df)
+    assert out["text"].to_list() == ["Angela Merkel sprach in Berlin.", "<PERSON> spoke in <LOCATION>."]
+    assert [p["person"] for p in out["pii"]] == [0, 1]
+
+
+def test_names_in_a_real_page_are_masked_and_counted():
+    import gzip
+    import json
+
+    pages = [json.loads(line)["text"] for line in gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt")]
+    shakespeare, headmaster = pages[9], pages[1]
+    out, _ = run([shakespeare, headmaster], person=True)
+    for page, after, pii in zip((shakespeare, headmaster), out["text"], out["pii"]):
+        spans = masked_spans(page, after)  # only the names changed
+        assert pii["person"] == sum(kind == "PERSON" for kind, _ in spans) > 0
+    assert shakespeare.count("Shakespeare") == 14 and "Shakespeare" not in out["text"][0]
+    assert "Segun Olusola" in headmaster and "Olusola" not in out["text"][1]

