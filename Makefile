@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -83,6 +83,10 @@ bench-decontamination: $(VENV)/.synced
 # Enrichment: entities, keywords and summaries per CPU-second and peak RSS, the entity batch path, 1 and 2 workers.
 bench-enrich: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.enrich
+
+# Masking names: precision and recall on the hand-labelled passages, regular expressions against the NER model.
+bench-pii-names: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.pii_names
 
 # One URL found in 1,000 parts: through the id indexes, against a scan of every part.
 bench-trace: $(VENV)/.synced
