@@ -428,7 +428,9 @@ def render(results: dict) -> str:
     goal_cpu = rows_in / (best["cpu_seconds"] + best["store_cpu_seconds"]) / tok_cpu_rate
     busiest = max([tok2["others_cpus"], *(p["others_cpus"] for p in results["product"])])
     paper_text = (f"The paper's code: commit `{paper['commit']}` of jdirgha/Scalable-Big-Data-Pipelines-for-LLM-"
-                  f"Fine-Tuning, unchanged (its own timer said {single['own_rows_per_s']:,.0f} rows/s single-process, "
+                  "Fine-Tuning (a clone in a scratch folder, never in this repository; its requirements in a "
+                  "virtualenv of their own: `python3 -m venv V && V/bin/pip install transformers tqdm psutil`), run "
+                  f"unchanged (its own timer said {single['own_rows_per_s']:,.0f} rows/s single-process, "
                   f"peak {single['own_peak_mb']:,.0f} MB). It keeps every row (it computes token counts but drops "
                   "none) and tokenizes each row twice (`tokenize()` and `encode()`), writing three intermediate "
                   "files besides its output.") if paper else \
@@ -469,6 +471,15 @@ def render(results: dict) -> str:
 # main --------------------------------------------------------------------------------------------------------------
 
 
+def command(argv: list[str] | None) -> str:
+    """The command as run, with the environment that brings in the paper's code."""
+    args = sys.argv[1:] if argv is None else argv
+    env = " ".join(f"{k}={os.environ[k]}" for k in ("SEED_PAPER_DIR", "SEED_PAPER_PYTHON") if os.environ.get(k))
+    run = "make bench-seed-paper" if argv is None and not args else ".venv/bin/python -m benchmarks.seed_paper " + \
+        " ".join(args)
+    return f"{env} {run}".strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.seed_paper", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", default="1,2", help="pool workers of the product runs (default 1,2)")
@@ -482,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--dagster", default="2", help="pool workers of the runs through the Dagster jobs, one file "
                                                         "(default 2; empty: none)")
+    parser.add_argument("--render", type=Path, help="write the report from the results a --json run saved, without "
+                                                     "measuring")
     parser.add_argument("--child", choices=["product", "dagster", "tokenizer"], help=argparse.SUPPRESS)
     parser.add_argument("--spec", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--method", default="encode_batch_fast", help=argparse.SUPPRESS)
@@ -495,6 +508,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.child == "tokenizer":
         print(json.dumps(tokenizer_child(args.passes, args.method)))
         return 0
+    if args.render:
+        replace_section(args.output, BEGIN, END, render(json.loads(args.render.read_text())))
+        return 0
     if not INPUT.exists():
         log(f"{INPUT} is absent (../shared/data holds the workload): nothing to measure")
         return 1
@@ -506,8 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     with gzip.open(INPUT, "rb") as f:
         rows = sum(1 for _ in f)
     results: dict = {"rows": rows, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                     "command": "make bench-seed-paper" if argv is None and not sys.argv[1:] else
-                     "python -m benchmarks.seed_paper " + " ".join(sys.argv[1:] if argv is None else argv),
+                     "command": command(argv),
                      "loadavg_start": os.getloadavg()}
     checkout = os.environ.get("SEED_PAPER_DIR")
     python = None
