@@ -8,7 +8,6 @@ and summarised with DuckDB SQL; DuckDB has no S3 access offline here, so it quer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
 import duckdb
 import polars as pl
@@ -53,8 +52,8 @@ def crawl_stats(lake: Lake, manifests: list[Manifest], block_order: list[str]) -
     con.register("kept", kept)
     con.register("rejected", rejected)
     order = {name: i for i, name in enumerate(block_order)}
-    drops = cast(pl.DataFrame, pl.from_arrow(con.sql(
-        "SELECT filter AS block, reason, count(*) AS documents FROM rejected GROUP BY ALL").arrow()))
+    # .pl(), not from_arrow(.arrow()): an empty result has no record batch (a crawl whose filters dropped nothing)
+    drops = con.sql("SELECT filter AS block, reason, count(*) AS documents FROM rejected GROUP BY ALL").pl()
     drops = drops.with_columns(pl.col("block").replace_strict(order, default=len(order)).alias("_o")) \
                  .sort("_o", pl.col("documents"), descending=[False, True]).drop("_o")
     funnel = pl.concat([
@@ -65,13 +64,13 @@ def crawl_stats(lake: Lake, manifests: list[Manifest], block_order: list[str]) -
     remaining = rows_in - funnel["documents"].filter(funnel["step"] == "dropped").cum_sum()
     funnel = funnel.with_columns(remaining=pl.concat([pl.Series([rows_in]), remaining, pl.Series([kept.num_rows])])
                                  .cast(pl.Int64))
-    languages = cast(pl.DataFrame, pl.from_arrow(con.sql("""
+    languages = con.sql("""
         WITH k AS (SELECT coalesce(language, '?') AS language, count(*) AS n FROM kept GROUP BY ALL),
              d AS (SELECT coalesce(language, '?') AS language, count(*) AS n FROM rejected GROUP BY ALL)
         SELECT language, coalesce(k.n, 0) AS kept, coalesce(d.n, 0) AS dropped,
                (coalesce(k.n, 0) + coalesce(d.n, 0)) / sum(coalesce(k.n, 0) + coalesce(d.n, 0)) OVER () AS share
         FROM k FULL OUTER JOIN d USING (language) ORDER BY kept + dropped DESC, language
-    """).arrow()))
+    """).pl()
     buckets = " ".join(f"WHEN n_words >= {b} THEN {i}" for i, b in reversed(list(enumerate(LENGTH_BUCKETS))))
     counts = dict(con.sql(f"SELECT CASE {buckets} END AS b, count(*) FROM kept GROUP BY ALL").fetchall())
     lengths = pl.DataFrame({
