@@ -1,8 +1,8 @@
 """What every stage asset does once its work units have run: report and check the partition.
 
 Metadata on each materialization: rows in/out, dropped by reason (table and chart), bytes, seconds, docs/s,
-peak RSS, errors naming their files. Checks: row accounting (in = out + dropped) and the output schema; a gated stage's quality gate holds a partition
-back from downstream when it departs from its crawl's distribution.
+peak RSS, errors naming their files. Checks: row accounting (in = out + dropped) and the output schema; a gated
+stage's quality gate holds a partition back from downstream when it departs from its crawl's distribution.
 """
 
 from __future__ import annotations
