@@ -145,6 +145,46 @@ def test_documents_provenance(chain, lake):
     assert {"01spb.ru", "0900-hovenier.nl", "06.live-radsport.ch", "037426.cn"} <= set(df["domain"])
 
 
+def test_a_warc_split_into_shares_gives_the_files_documents_and_accounting_once(store_config, lake, crawl):
+    """Three shares of one WARC, each reading the whole file: together the same documents, drops and quarantined
+    records as the file in one unit, every document in exactly one share, each share's rows balanced."""
+    key, size, etag = upload(lake, crawl, CC_2020)
+    whole = extract_documents(extract_unit(store_config, crawl, key, size, etag, tag="whole", rejected=True))
+    unit = extract_unit(store_config, crawl, key, size, etag, rejected=True)
+    shares = [extract_documents(replace(unit, share=i, shares=3, unit=f"{unit.unit[:-1]}{i}",
+                                        part=unit.part.replace(unit.unit, f"{unit.unit[:-1]}{i}"),
+                                        rejected_part=unit.rejected_part.replace(unit.unit, f"{unit.unit[:-1]}{i}")))
+              for i in range(3)]
+    assert all(balanced(r) and r.errors == [] for r in shares)
+    assert all(r.rows_out > 0 for r in shares)
+    assert sum(r.rows_in for r in shares) == whole.rows_in and sum(r.rows_out for r in shares) == whole.rows_out
+    dropped: dict[str, int] = {}
+    for r in shares:
+        for reason, k in r.dropped.items():
+            dropped[reason] = dropped.get(reason, 0) + k
+    assert dropped == whole.dropped
+    assert _rows(lake, shares).equals(_rows(lake, [whole]))
+    rejected = [r.rejected_part for r in shares]
+    assert lake.scan(rejected).collect().sort("record_offset").equals(
+        lake.scan([whole.rejected_part]).collect().sort("record_offset"))
+
+
+def test_only_large_warc_and_arc_files_are_split_and_their_units_do_not_depend_on_the_workers():
+    from llm_assets.core.documents import MAX_SHARES, SHARE_BYTES, extract_units, shares_of
+
+    assert shares_of("raw/c/a.warc.gz", SHARE_BYTES) == 1 and shares_of("raw/c/a.warc.gz", SHARE_BYTES + 1) == 2
+    assert shares_of("raw/c/a.arc.gz", 100 * SHARE_BYTES) == MAX_SHARES
+    assert shares_of("raw/c/a.warc.wet.gz", 10 * SHARE_BYTES) == shares_of("raw/c/a.jsonl.gz", 10 * SHARE_BYTES) == 1
+    size = 3 * SHARE_BYTES - 7
+    units = extract_units(None, DocumentsSettings(), "C", "0000", "raw/C/a.warc.gz", size, "e", "v", "trafilatura")
+    assert [(u.share, u.shares) for u in units] == [(0, 3), (1, 3), (2, 3)]
+    assert sum(u.size for u in units) == size and len({u.unit for u in units}) == len({u.part for u in units}) == 3
+    assert units == extract_units(None, DocumentsSettings(), "C", "0000", "raw/C/a.warc.gz", size, "e", "v",
+                                  "trafilatura")
+    [one] = extract_units(None, DocumentsSettings(), "C", "0000", "raw/C/b.jsonl.gz", size, "e", "v", "trafilatura")
+    assert one.unit == unit_id("documents", "v", "trafilatura", "raw/C/b.jsonl.gz", "e") and one.shares == 1
+
+
 # filtered
 
 def test_filtered_row_accounting_and_rejections(chain, lake):

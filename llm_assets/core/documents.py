@@ -2,6 +2,10 @@
 
 One work unit reads one raw file, streaming, whatever its format (see `readers`), extracts the main text of HTML
 records, and writes one part. Bad records are quarantined under `rejected/` with their reason.
+
+Extraction costs ~40x the reading, so a large WARC or ARC file is split into shares (`extract_units`): each share's
+unit reads the whole file but extracts only its share of the HTML records, and the partition's workers extract one
+file together. The shares are a function of the file's name and size alone, never of the number of workers.
 """
 
 from __future__ import annotations
@@ -90,6 +94,13 @@ def doc_id(source_key: str, record_id: str, offset: int, skip: int = 0) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
+# A WARC or ARC file gets one share per SHARE_BYTES (compressed), at most MAX_SHARES: every share reads the whole
+# file (~2% of the extraction's CPU each), so a huge file is not split further.
+SHARE_BYTES = 512 * 1024
+MAX_SHARES = 8
+_SPLIT_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz", ".warc.zst")
+
+
 @dataclass(frozen=True)
 class ExtractUnit(WorkUnit):  # source: raw/<crawl>/<file>
     settings: DocumentsSettings
@@ -98,10 +109,45 @@ class ExtractUnit(WorkUnit):  # source: raw/<crawl>/<file>
     part: str
     rejected_part: str = ""
     extractor: str = ""  # a run's override of settings.extractor
+    # This unit extracts the HTML records i (in file order) with i % shares == share. Share 0 also keeps the
+    # records that need no extraction and accounts for everything the reader passed over or quarantined.
+    share: int = 0
+    shares: int = 1
 
     @property
     def effective_extractor(self) -> str:
         return self.extractor or self.settings.extractor
+
+    def takes(self, html_index: int) -> bool:
+        return html_index % self.shares == self.share
+
+
+def shares_of(key: str, size: int) -> int:
+    """How many units extract a raw file: by its name and size only, so the same file always gives the same units.
+    Files of formats that hold text already (WET, JSON, Parquet) are one unit: a share would re-read them for
+    nothing."""
+    if not key.lower().endswith(_SPLIT_SUFFIXES):
+        return 1
+    return max(1, min(MAX_SHARES, -(-size // SHARE_BYTES)))
+
+
+def extract_units(store, settings: DocumentsSettings, crawl: str, shard: str, key: str, size: int, etag: str,
+                  code: str, extractor: str) -> list[ExtractUnit]:
+    """The units that turn one raw file into documents: one, or `shares_of` for a large WARC/ARC file. A file that
+    is one unit keeps the id it had before files were split."""
+    from llm_assets.core.lake import part_key
+    from llm_assets.core.units import unit_id
+
+    n = shares_of(key, size)
+    units = []
+    for share in range(n):
+        unit = unit_id("documents", code, extractor, key, etag, *([f"share {share}/{n}"] if n > 1 else []))
+        units.append(ExtractUnit(store=store, settings=settings, crawl=crawl, source=key,
+                                 size=size * (share + 1) // n - size * share // n, unit=unit,
+                                 part=part_key("documents", crawl, shard, unit),
+                                 rejected_part=part_key("documents", crawl, shard, unit, zone="rejected"),
+                                 extractor=extractor, share=share, shares=n))
+    return units
 
 
 def reader_settings(s: DocumentsSettings) -> ReaderSettings:
@@ -185,14 +231,30 @@ def _document(u: ExtractUnit, rec: SourceRecord, report: ReadReport) -> dict | N
     }
 
 
+def _share(u: ExtractUnit, records):
+    """The records this unit turns into documents: its share of the HTML records, and (the first share) the rest.
+    The reader of a share other than the first counts into a report that is discarded: the first share counts
+    and quarantines what the reader passed over, once for the file."""
+    html_index = -1
+    for rec in records:
+        if rec.html is not None:
+            html_index += 1
+            if u.takes(html_index):
+                yield rec
+        elif u.share == 0:
+            yield rec
+
+
 @timed_unit
 def extract_documents(u: ExtractUnit) -> UnitResult:
     lake = Lake(u.store)
     report = ReadReport()
+    reader_report = report if u.share == 0 else ReadReport()
     rows: list[dict] = []
     ids: dict[str, list[str]] = {"doc_id": [], "url": [], "domain": []}
     with lake.part_writer(u.part, SCHEMA) as out:
-        for rec in iter_source(lake, u.source, reader_settings(u.settings), report):
+        records = iter_source(lake, u.source, reader_settings(u.settings), reader_report)
+        for rec in records if u.shares == 1 else _share(u, records):
             if (row := _document(u, rec, report)) is not None:
                 rows.append(row)
                 for column, values in ids.items():
