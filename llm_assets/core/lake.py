@@ -634,7 +634,10 @@ class PartWriter:
     def __enter__(self) -> PartWriter:
         self._tmp = tempfile.TemporaryDirectory(prefix="llm-assets-part-")
         self._path = Path(self._tmp.name) / "part.parquet"
-        self._writer = pq.ParquetWriter(self._path, self.schema, compression="zstd")
+        # Dictionaries pay off on repeated strings (languages, source keys), never on hashes, signatures or
+        # token ids, whose all-distinct values made pyarrow build a useless dictionary per row group.
+        text = [f.name for f in self.schema if _repeats(f.type)]
+        self._writer = pq.ParquetWriter(self._path, self.schema, compression="zstd", use_dictionary=text)
         return self
 
     def write(self, data: pa.Table | pa.RecordBatch | pl.DataFrame) -> None:
@@ -642,7 +645,9 @@ class PartWriter:
             data = data.to_arrow()
         if data.num_rows:
             with _local_disk(self._path):
-                self._writer.write(data.select(self.schema.names).cast(self.schema))
+                if data.schema != self.schema:  # a cast loads pyarrow.compute: 0.35 CPU-s in a fresh worker
+                    data = data.select(self.schema.names).cast(self.schema)
+                self._writer.write(data)
             self.rows += data.num_rows
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -654,6 +659,11 @@ class PartWriter:
                 self.lake.put_file(self.key, self._path)
         finally:
             self._tmp.cleanup()
+
+
+def _repeats(t: pa.DataType) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_dictionary(t))
 
 
 @contextmanager
