@@ -23,11 +23,11 @@ import polars as pl
 import pyarrow as pa
 from pydantic import Field
 
-from llm_assets.core import filtered
+from llm_assets.core import filtered, signatures
 from llm_assets.core.config import Section
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import Manifest
-from llm_assets.core.minhash import MinHasher, words
+from llm_assets.core.minhash import MinHasher
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 
 
@@ -57,21 +57,8 @@ class DedupSettings(Section):
 
 
 STAGE_VERSION = "1"
-BATCH_ROWS = 2048
-
-
-def signature_schema(bands: int, rows: int) -> pa.Schema:
-    return pa.schema([
-        ("doc_id", pa.string()),
-        ("source_key", pa.string()),  # with doc_id, the document: the same record may be uploaded twice
-        ("url", pa.string()),
-        ("fetch_time", pa.string()),
-        ("n_chars", pa.int64()),
-        ("text_hash", pa.uint64()),
-        ("url_hash", pa.uint64()),
-        ("bands", pa.list_(pa.uint64(), bands)),
-        ("signature", pa.list_(pa.uint32(), bands * rows)),  # the MinHash values: for similarity estimates
-    ])
+BATCH_ROWS = signatures.BATCH_ROWS
+signature_schema = signatures.signature_schema
 
 
 REMOVED_SCHEMA = pa.schema([
@@ -91,21 +78,7 @@ REJECTED_SCHEMA = pa.schema(list(filtered.SCHEMA) + [("reason", pa.string()), ("
 
 def signature_frame(df: pl.DataFrame, settings: DedupSettings) -> pl.DataFrame:
     """Signatures of a batch of documents (`doc_id`, `source_key`, `url`, `fetch_time`, `text`)."""
-    hasher = settings.hasher()
-    text_words = words(df["text"].fill_null(""))
-    sig = hasher.signatures_of_words(text_words)
-    normalized = text_words.list.join(" ")
-    return pl.DataFrame({
-        "doc_id": df["doc_id"],
-        "source_key": df["source_key"],
-        "url": df["url"],
-        "fetch_time": df["fetch_time"],
-        "n_chars": df["text"].str.len_chars().cast(pl.Int64),
-        "text_hash": normalized.hash(seed=settings.seed),
-        "url_hash": df["url"].fill_null("").hash(seed=settings.seed),
-        "bands": pl.Series(hasher.band_hashes(sig)).cast(pl.Array(pl.UInt64, settings.bands)),
-        "signature": pl.Series(sig).cast(pl.Array(pl.UInt32, hasher.k)),
-    })
+    return signatures.signature_frame(df, settings.hasher())
 
 
 @dataclass(frozen=True)
@@ -118,11 +91,12 @@ class SignatureUnit(WorkUnit):  # source: a filtered part
 def compute_signatures(u: SignatureUnit) -> UnitResult:
     lake = Lake(u.store)
     schema = signature_schema(u.settings.bands, u.settings.rows)
+    hasher = u.settings.hasher()
     rows_in = 0
     with lake.part_writer(u.part, schema) as out:
-        for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "source_key", "url", "fetch_time", "text"]):
+        for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=signatures.SIGNATURE_INPUT):
             rows_in += batch.num_rows
-            out.write(signature_frame(cast(pl.DataFrame, pl.from_arrow(batch)), u.settings).to_arrow().cast(schema))
+            out.write(signatures.signature_table(batch, hasher))
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows_in, rows_out=out.rows,
                       bytes_out=out.bytes, columns=schema.names)
 

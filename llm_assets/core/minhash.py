@@ -25,6 +25,7 @@ _SENTINEL = np.uint64(1 << 32)  # above every 32-bit value: a bin no shingle fel
 _WORD = r"[^\s\pP\pS]+"
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _DENSIFY_ROUNDS = 32
+_DENSE_ROUNDS = 6  # densification rounds over whole signatures before the rest go bin by bin
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -80,7 +81,8 @@ class MinHasher:
         self.k = bands * rows
         rng = np.random.default_rng(seed)
         # Where empty bin j looks in round t: the same sequence for every document, and never bin j itself.
-        self._borrow = (np.arange(self.k)[:, None] + rng.integers(1, self.k, (self.k, _DENSIFY_ROUNDS))) % self.k
+        borrow = (np.arange(self.k)[:, None] + rng.integers(1, self.k, (self.k, _DENSIFY_ROUNDS))) % self.k
+        self._borrow_rounds = np.ascontiguousarray(borrow.T)  # round t: where each bin looks
         self._band_seeds = _mix(rng.integers(1, 2**63, bands, dtype=np.uint64))
 
     def signatures(self, texts: pl.Series | list[str]) -> np.ndarray:
@@ -102,25 +104,33 @@ class MinHasher:
         return self._densify(sig.reshape(n, self.k))
 
     def _densify(self, sig: np.ndarray) -> np.ndarray:
+        """Fill the empty bins of (documents, k) uint64 bin minima -> (documents, k) uint32: an empty bin takes the
+        value of the first bin of its borrow sequence that was not empty itself (filled values never chain)."""
         empty = sig == _SENTINEL
         partial = empty.any(axis=1) & ~empty.all(axis=1)
         if partial.any():
             part = sig[partial]
             out = part.copy()
-            todo = part == _SENTINEL
-            for t in range(_DENSIFY_ROUNDS):
-                rows, cols = np.nonzero(todo)
-                if not len(rows):
+            # The first rounds over whole rows (most empty bins are filled by then), the rest over the bins left.
+            for t in range(_DENSE_ROUNDS):
+                np.copyto(out, part.take(self._borrow_rounds[t], axis=1), where=out == _SENTINEL)
+            todo = np.flatnonzero(out == _SENTINEL)
+            cols = todo % self.k
+            base = todo - cols
+            values, filled = part.ravel(), out.ravel()
+            for t in range(_DENSE_ROUNDS, _DENSIFY_ROUNDS):
+                if not len(todo):
                     break
-                value = part[rows, self._borrow[cols, t]]
+                value = values[base + self._borrow_rounds[t][cols]]
                 found = value != _SENTINEL
-                out[rows[found], cols[found]] = value[found]
-                todo[rows[found], cols[found]] = False
-            if todo.any():  # a document with very few shingles: the smallest value it has
-                out = np.where(todo, np.where(part == _SENTINEL, _SENTINEL, part).min(axis=1, keepdims=True), out)
+                filled[todo[found]] = value[found]
+                left = ~found
+                todo, base, cols = todo[left], base[left], cols[left]
+            if len(todo):  # a document with very few shingles: the smallest value it has
+                filled[todo] = part.min(axis=1)[todo // self.k]
             sig[partial] = out
-        sig[sig == _SENTINEL] = np.uint64(EMPTY)
-        return sig.astype(np.uint32)
+        # Still empty: a document without shingles, whose bins all become EMPTY (the sentinel is above it).
+        return np.minimum(sig, np.uint64(EMPTY)).astype(np.uint32)
 
     def band_hashes(self, sig: np.ndarray) -> np.ndarray:
         """-> (documents, bands) uint64: one hash per band of `rows` signature values; equal bands, equal hash.
