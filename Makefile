@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -107,6 +107,12 @@ bench-cluster: $(VENV)/.synced
 # Ray is not a dependency: it is installed into .bench/engine-bakeoff/ on first use.
 bench-engine-bakeoff: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.engine_bakeoff
+
+# The project against datatrove 0.10.1 as FineWeb runs it, re-run on the same corpus, one core, interleaved pairs:
+# the summary table at the top of BENCHMARKS.md. datatrove is installed into .bench/compare/ on first use.
+bench-compare: $(VENV)/.synced
+	@$(COMPILE)
+	$(BIN)/python -m benchmarks.compare --output BENCHMARKS.md --json .bench/compare/results.json
 
 # A real Dask cluster on 127.0.0.1 (a scheduler and NODES-1 workers), and the demo with every unit on it.
 NODES ?= 3

