@@ -66,9 +66,12 @@ def log(msg: str) -> None:
 
 
 def cpu_tree() -> float:
-    """CPU seconds of this process and of every child it waited for."""
+    """CPU seconds of this process, of every child it waited for and of the pool's fork server with the workers
+    it waited for (they are not this process's children: see `units.pool_cpu_seconds`)."""
+    from llm_assets.core.units import pool_cpu_seconds
+
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + pool_cpu_seconds()
 
 
 def machine_busy() -> float:
@@ -132,12 +135,12 @@ def seed_settings(workers: int):
 def product_child(spec: dict) -> dict:
     """documents → filtered (normalize) → tokenized (min_tokens 10) → export, through the work units, the runner and
     the commits of the product; per stage: wall and CPU seconds (this process and its pool workers)."""
-    from llm_assets.core.documents import ExtractUnit, extract_documents
+    from llm_assets.core.documents import extract_documents, extract_units
     from llm_assets.core.filtered import FilterUnit, filter_documents
     from llm_assets.core.lake import Lake, StoreConfig, part_key
     from llm_assets.core.partition import PartitionOutput, commit, data_version
     from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
-    from llm_assets.core.units import PoolRunner, run_units, unit_id
+    from llm_assets.core.units import PoolRunner, run_units, stop_pool_server, unit_id
 
     store = StoreConfig(**spec["store"])
     lake = Lake(store)
@@ -152,11 +155,9 @@ def product_child(spec: dict) -> dict:
 
     raw = timed("drop the file(s) under raw/", drop)
     docs_settings = settings.documents
-    docs = timed("documents", lambda: stage("documents", extract_documents, [
-        ExtractUnit(store=store, settings=docs_settings, crawl=crawl, source=r["key"], size=r["size"],
-                    unit=(u := unit_id("documents", "seed-paper", r["key"], r["etag"])),
-                    part=part_key("documents", crawl, SHARD, u),
-                    rejected_part=part_key("documents", crawl, SHARD, u, zone="rejected")) for r in raw]))
+    docs = timed("documents", lambda: stage("documents", extract_documents, [  # as the documents asset plans them
+        u for r in raw for u in extract_units(store, docs_settings, crawl, SHARD, r["key"], r["size"], r["etag"],
+                                              "seed-paper", docs_settings.extractor)]))
     chain = settings.filtered
     filtered = timed("filtered (normalize)", lambda: stage("filtered", filter_documents, [
         FilterUnit(store=store, settings=chain, source=d.part, unit=(u := unit_id("filtered", "seed-paper", d.part)),
@@ -168,6 +169,7 @@ def product_child(spec: dict) -> dict:
                      unit=(u := unit_id("tokenized", "seed-paper", f.part)), part=part_key("tokenized", crawl, SHARD, u),
                      rejected_part=part_key("tokenized", crawl, SHARD, u, zone="rejected")) for f in filtered]))
     exported = _export(lake, crawl, spec["out"], timed)
+    stop_pool_server()  # reaped, its CPU and its workers' reach the parent's RUSAGE_CHILDREN
     return {
         "stages": stages,
         "units": {"documents": len(docs), "filtered": len(filtered), "tokenized": len(tokenized)},
@@ -224,6 +226,7 @@ def dagster_child(spec: dict) -> dict:
     from llm_assets.core.partition import read_manifest
     from llm_assets.definitions import build_assets
     from llm_assets.jobs import crawl_job, curated_job, lake_job
+    from llm_assets.core.units import stop_pool_server
     from llm_assets.partitions import crawl_shard_key
     from resources import LakeIOManager, ObjectStore
 
@@ -253,6 +256,7 @@ def dagster_child(spec: dict) -> dict:
                            .execute_in_process(partition_key=partition, instance=instance))
             assert result.success, f"{job} failed"
     exported = _export(lake, crawl, spec["out"], timed)
+    stop_pool_server()  # reaped, its CPU and its workers' reach the parent's RUSAGE_CHILDREN
     manifests = {a: read_manifest(lake, a, crawl, SHARD) for a in ("documents", "filtered", "deduplicated",
                                                                    "tokenized")}
     units = {a: list(m.units) if m else [] for a, m in manifests.items()}
