@@ -9,7 +9,7 @@ import polars as pl
 
 from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if, number, verdict
 from llm_assets.core.filters.gopher import duplicates
-from llm_assets.core.filters.text import TERMINAL_PUNCTUATION, with_words
+from llm_assets.core.filters.text import CHUNK, TERMINAL_PUNCTUATION, words_column
 
 
 class FineWebQuality(Block):
@@ -28,7 +28,6 @@ class FineWebQuality(Block):
     new_line_ratio: float = 0.3
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-        df = with_words(df)
         lines = (df.select(pl.col("text").str.split("\n").alias("line")).with_row_index("doc").explode("line")
                  .filter(pl.col("line").str.strip_chars() != ""))
         per_doc = lines.group_by("doc").agg(
@@ -44,7 +43,7 @@ class FineWebQuality(Block):
                      dup_chars=dup_chars,
                      chars=df["text"].str.replace_all("\n", "", literal=True).str.len_chars(),
                      newlines=df["text"].str.count_matches("\n", literal=True),
-                     n_words=df[WORDS].list.len(),
+                     n_words=_word_counts(df, self.new_line_ratio),
                  ))
         n = pl.col("n").fill_null(0).alias("non_blank_lines")
         punct = (pl.col("punct") / n).alias("line_punct_ratio")
@@ -64,3 +63,17 @@ class FineWebQuality(Block):
                     "list_ratio"),
         )
         return df.with_columns(detail), reasons
+
+
+def _word_counts(df: pl.DataFrame, new_line_ratio: float) -> pl.Series:
+    """Words per document, exact where the list rule can drop it. A run of non-whitespace holds at least one word,
+    so a text with at most `new_line_ratio` newlines per run cannot fail the rule with its real, larger, word count;
+    only the other rows (few: lists of short lines) are split, unless an earlier block left the words."""
+    if WORDS in df.columns:
+        return df[WORDS].list.len()
+    text = df["text"]
+    counts = text.str.count_matches(CHUNK).fill_null(0)
+    todo = (text.str.count_matches("\n", literal=True) > new_line_ratio * counts).fill_null(False).arg_true()
+    if todo.len():
+        counts = counts.scatter(todo, words_column(text.gather(todo)).list.len())
+    return counts

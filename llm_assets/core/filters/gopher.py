@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from llm_assets.core.filters.base import WORDS, Block, drop_if, first_reason, reasons_of, verdict
-from llm_assets.core.filters.text import SYMBOL_WORD, with_words, words_column
+from llm_assets.core.filters.text import SYMBOL_WORD, with_words
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 
@@ -117,8 +117,9 @@ class GopherRepetition(Block):
         ngram = {f"top_{n}_gram_frac": np.zeros(df.height) for n, _ in self.top_n_grams}
         ngram |= {f"dup_{n}_gram_frac": np.zeros(df.height) for n, _ in self.dup_n_grams}
         if len(todo):
-            ws = df[WORDS].gather(todo) if WORDS in df.columns else words_column(df["text"].gather(todo))
-            flat = _FlatWords.of(ws)
+            # split for every row and kept on the frame: Gopher's quality rules count the same words
+            df = with_words(df)
+            flat = _FlatWords.of(df[WORDS].gather(todo))
             for n, _ in self.top_n_grams:
                 ngram[f"top_{n}_gram_frac"][todo] = _top_ngram_chars(flat, n)
             for n, _ in self.dup_n_grams:
