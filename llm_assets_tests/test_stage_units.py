@@ -465,3 +465,30 @@ def test_every_local_runner_reports_each_unit_as_it_ends():
         seen: list[str] = []
         results = run_units(one_row, units, runner, lambda r: seen.append(r.source))
         assert [r.source for r in results] == [u.source for u in units] and sorted(seen) == [u.source for u in units]
+
+
+@dataclass(frozen=True)
+class EnvProbe:
+    source: str  # the value the caller gave ENV_PROBE
+
+
+ENV_PROBE = "LLM_ASSETS_TEST_ENV_PROBE"
+
+
+def read_environment(u: EnvProbe) -> UnitResult:
+    """Says, in its counts, whether the worker saw the caller's value and whether its encoder runs on one thread."""
+    import os
+
+    return UnitResult(unit="", source=u.source, counts={
+        "caller's value": int(os.environ.get(ENV_PROBE) == u.source),
+        "one encoder thread": int(os.environ.get("TOKENIZERS_PARALLELISM") == "false")})
+
+
+def test_pool_workers_see_the_callers_environment_of_when_the_pool_starts(monkeypatch):
+    """Workers fork from a long-lived server, yet see the environment the caller has when each pool starts, as
+    spawned workers did; the tokenizer's encoder runs on one thread in each (the workers are the parallelism)."""
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    for value in ("first", "second"):  # the second pool's workers come from the server the first started
+        monkeypatch.setenv(ENV_PROBE, value)
+        results = run_units(read_environment, [EnvProbe(value), EnvProbe(value)], PoolRunner(2))
+        assert [r.counts for r in results] == [{"caller's value": 1, "one encoder thread": 1}] * 2

@@ -189,10 +189,16 @@ def _pool_context(fn: Callable) -> Any:
     return ctx
 
 
+# The pool's workers are the parallelism: in a worker, a library that would start a thread per core (the
+# tokenizer's encoder) runs on one, unless the caller's environment says otherwise. Two workers with two encoder
+# threads each would contend for two cores.
+POOL_WORKER_ENVIRON = {"TOKENIZERS_PARALLELISM": "false"}
+
+
 def _set_environ(environ: dict[str, str]) -> None:
     """A worker's environment is the caller's when the pool starts (as with spawn), not the fork server's."""
     os.environ.clear()
-    os.environ.update(environ)
+    os.environ.update({**POOL_WORKER_ENVIRON, **environ})
 
 
 def pool_cpu_seconds() -> float:
@@ -207,6 +213,15 @@ def pool_cpu_seconds() -> float:
         return 0.0
     # utime, stime, cutime, cstime: fields 14-17 of stat(5), 12-15 after the command name
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK") if pid else 0.0
+
+
+def stop_pool_server() -> None:
+    """Stop the fork server and wait for it, so that its CPU time and its workers' join this process's
+    `RUSAGE_CHILDREN` (benchmarks measuring a process tree). The next pool starts another."""
+    from multiprocessing import forkserver
+
+    if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:
+        forkserver._forkserver._stop()  # type: ignore[attr-defined]  # CPython's, used by its own tests
 
 
 @dataclass(frozen=True)
