@@ -7,15 +7,35 @@ launcher, or to tag a run as a sensor's run the way the daemon does. These names
 changes one, naming it. Import them from here, never from `dagster._*` directly.
 """
 
+from typing import TYPE_CHECKING
+
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
 from dagster._core.definitions.events import AssetKeyPartitionKey
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
 from dagster._core.storage.tags import GRPC_INFO_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG
 from dagster._core.utils import make_new_backfill_id
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import WorkspaceFileTarget
-from dagster._grpc.client import DagsterGrpcClient
+
+if TYPE_CHECKING:
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+    from dagster._grpc.client import DagsterGrpcClient
+
+# Only tests and benchmarks talk to a code server or load a workspace: imported on first use, because gRPC's client
+# and the workspace context cost a process that builds the code location 0.3-0.5 s it never needs.
+_ON_FIRST_USE = {
+    "DagsterGrpcClient": "dagster._grpc.client",
+    "WorkspaceFileTarget": "dagster._core.workspace.load_target",
+    "WorkspaceProcessContext": "dagster._core.workspace.context",
+}
+
+
+def __getattr__(name: str):
+    if name in _ON_FIRST_USE:
+        import importlib
+
+        return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def backfill_targets(backfill: PartitionBackfill) -> set[tuple[str, str]]:
