@@ -75,6 +75,7 @@ def shared_data_dir(given: Path | None = None) -> Path:
 def make_input(path: Path, shared_data: Path | None = None) -> dict:
     """Write the benchmark's input (see the module docstring) to `path`; -> rows and bytes of text."""
     import polars as pl
+    import pyarrow.parquet as pq
 
     from llm_assets.core import filtered
     from llm_assets_tests.corpus import shared_documents
@@ -89,13 +90,15 @@ def make_input(path: Path, shared_data: Path | None = None) -> dict:
     df = pl.concat([seed, web]).with_columns(
         crawl=pl.lit("BENCH"), fetch_time=pl.lit("2024-01-01T00:00:00Z"),
         n_words=pl.col("text").str.split(" ").list.len().cast(pl.Int32))
-    # Row groups as the filtered stage writes them: one per batch of its own size.
-    filtered.conform(df, filtered.SCHEMA).write_parquet(path, compression="zstd", row_group_size=filtered.BATCH_ROWS)
+    # As the filtered stage writes a part (lake.PartWriter): its Arrow schema, zstd, a row group per batch.
+    table = filtered.conform(df, filtered.SCHEMA).to_arrow().cast(filtered.SCHEMA)
+    pq.write_table(table, path, compression="zstd", row_group_size=filtered.BATCH_ROWS)
     return {"rows": df.height, "text_bytes": int(df["text"].str.len_bytes().sum()), "seed_rows": seed.height,
             "web_rows": web.height}
 
 
 def run_ours(src: Path, dst: Path) -> int:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from llm_assets.core.minhash import MinHasher
@@ -105,11 +108,13 @@ def run_ours(src: Path, dst: Path) -> int:
     hasher = MinHasher()  # DedupSettings().hasher(), without importing the settings (a test holds them equal)
     schema = signature_schema(hasher.bands, hasher.rows)
     rows = 0
-    with pq.ParquetWriter(dst, schema, compression="zstd") as out:  # as lake.PartWriter writes a part
+    # As lake.PartWriter writes a part: zstd, dictionaries for the string columns only, a cast only when needed.
+    strings = [f.name for f in schema if pa.types.is_string(f.type)]
+    with pq.ParquetWriter(dst, schema, compression="zstd", use_dictionary=strings) as out:
         for batch in pq.ParquetFile(src).iter_batches(batch_size=STAGE_BATCH_ROWS, columns=SIGNATURE_INPUT):
             table = signature_table(batch, hasher)
             if table.num_rows:
-                out.write(table.select(schema.names).cast(schema))
+                out.write(table if table.schema == schema else table.select(schema.names).cast(schema))
             rows += batch.num_rows
     return rows
 
