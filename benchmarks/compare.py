@@ -107,13 +107,14 @@ def lid_model() -> str:
 # Running one side ---------------------------------------------------------------------------------------------
 
 
-def run_side(cmd: list[str], cpus: str, env: dict[str, str] | None = None) -> dict:
-    """One side in a fresh process pinned to `cpus`: its JSON line, plus the whole process's wall clock and CPU
-    seconds (wait4: the process and every descendant it waited for)."""
+def run_side(cmd: list[str], cpus: str | None, env: dict[str, str] | None = None) -> dict:
+    """One side in a fresh process pinned to `cpus` (None: not pinned): its JSON line, plus the whole process's
+    wall clock and CPU seconds (wait4: the process and every descendant it waited for)."""
     full_env = {**os.environ, **ONE_THREAD, **QUIET, **(env or {})}
+    pin = ["taskset", "-c", cpus] if cpus else []
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(["taskset", "-c", cpus, *cmd], cwd=ROOT, env=full_env, stdout=out, stderr=err)
+        proc = subprocess.Popen([*pin, *cmd], cwd=ROOT, env=full_env, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -184,7 +185,7 @@ def pairs(ctx: Context, anchor: list[str], ours: dict[str, list[str]], label: st
             log(f"{label} round {k + 1}/{ctx.args.pairs}: {name}")
             got[name] = normalise(run_side(cmd, ctx.core))
         rounds.append(got)
-    return {"rounds": rounds, "variants": list(ours)}
+    return {"rounds": rounds, "variants": list(ours), "commands": {"anchor": anchor, **ours}}
 
 
 def ratios(result: dict, variant: str, items_from: str = "ours") -> dict:
@@ -271,13 +272,54 @@ def compare_minhash(ctx: Context) -> dict:
     # datasketch plays the anchor here; datatrove's own signature step runs after, for reference.
     result = pairs(ctx, side("datasketch"), {"minhash:ours": side("ours")}, "MinHash", normalise_minhash)
     result["input"] = {**made, **({"rows_used": rows} if rows else {})}
-    result["datatrove"] = [run_side(ctx.anchor_cmd("minhash", "--docs", str(src)), ctx.core)
-                           for _ in range(1 if ctx.args.quick else 2)]
+    result["anchor_label"] = "datasketch"
+    # datatrove's step is slow (a word tokenizer per document): an evenly spaced sample of the same rows.
+    sample = "1000" if ctx.args.quick else "4000"
+    log(f"MinHash: datatrove's MinhashDedupSignature on {sample} of the rows")
+    result["datatrove"] = [run_side(ctx.anchor_cmd("minhash", "--docs", str(src), "--sample", sample), ctx.core)]
     return result
 
 
 def compare_scale(ctx: Context) -> dict:
-    """1 worker on one core against 2 workers on two, wall clock, alternating."""
+    """1 worker against 2, wall clock, alternating, not pinned (a worker is one process with one thread: 1 worker
+    uses one core, 2 use both). With benchmarks.scaling: the real units (documents, tokenized) against an embedded
+    store; without it, the same work on local files through PoolRunner (benchmarks.compare_ours scale)."""
+    if (ROOT / "benchmarks" / "scaling.py").exists():
+        def cmd(stage: str, workers: int) -> list[str]:
+            return [PYTHON, "-m", "benchmarks.scaling", "--stage", stage, "--workers", str(workers)]
+
+        stages = ["documents", "tokenized"]
+        source = "benchmarks.scaling"
+    else:
+        files = local_scale_inputs(ctx)
+
+        def cmd(stage: str, workers: int) -> list[str]:
+            return ctx.ours("scale", "--stage", stage, "--workers", str(workers), "--files", *files[stage])
+
+        stages = ["documents", "tokenize"]
+        source = "benchmarks.compare_ours scale"
+    result: dict = {"source": source, "stages": {}}
+    for stage in stages:
+        rounds = []
+        for k in range(ctx.args.pairs):
+            got = {}
+            for w in ([1, 2] if k % 2 == 0 else [2, 1]):
+                log(f"two workers, {stage}, round {k + 1}/{ctx.args.pairs}: {w} worker(s)")
+                got[str(w)] = normalise_scaling(run_side(cmd(stage, w), None, {"RAYON_NUM_THREADS": "1"}))
+            rounds.append(got)
+        result["stages"][stage] = {"rounds": rounds,
+                                   "ratios": [r["1"]["timed_wall_s"] / r["2"]["timed_wall_s"] for r in rounds]}
+    return result
+
+
+def normalise_scaling(r: dict) -> dict:
+    if "wall_seconds" in r and "timed_wall_s" not in r:
+        return {**r, "timed_wall_s": r["wall_seconds"], "timed_cpu_s": r["cpu_seconds"],
+                "peak_rss_bytes": r.get("peak_rss_bytes", 0)}
+    return r
+
+
+def local_scale_inputs(ctx: Context) -> dict[str, list[str]]:
     docs = make_docs(ctx)
     parts = SCRATCH / "tokenize-parts"
     shutil.rmtree(parts, ignore_errors=True)
@@ -289,24 +331,7 @@ def compare_scale(ctx: Context) -> dict:
     for k in range(8):  # 8 parts, each every document `copies` times: equal units, no straggler
         pl.concat([df] * copies).write_parquet(parts / f"part-{k}.parquet")
     # The documents work: the corpus twice over, so that 2 workers have units to share.
-    warc = ctx.files * 2
-    stages = {"documents": warc, "tokenize": [str(p) for p in sorted(parts.glob("*.parquet"))]}
-    cpus = os.sched_getaffinity(0)
-    both = ",".join(str(c) for c in sorted(cpus)[:2])
-    result: dict = {"cpus": both, "stages": {}}
-    for stage, files in stages.items():
-        rounds = []
-        for k in range(ctx.args.pairs):
-            order = [1, 2] if k % 2 == 0 else [2, 1]
-            got = {}
-            for w in order:
-                log(f"two workers, {stage}, round {k + 1}/{ctx.args.pairs}: {w} worker(s)")
-                got[w] = run_side(ctx.ours("scale", "--stage", stage, "--workers", str(w), "--files", *files),
-                                  ctx.core if w == 1 else both)
-            rounds.append(got)
-        result["stages"][stage] = {"rounds": [{str(w): r for w, r in got.items()} for got in rounds],
-                                   "ratios": [got[1]["timed_wall_s"] / got[2]["timed_wall_s"] for got in rounds]}
-    return result
+    return {"documents": ctx.files * 2, "tokenize": [str(p) for p in sorted(parts.glob("*.parquet"))]}
 
 
 def compare_startup(ctx: Context) -> dict:
@@ -322,6 +347,38 @@ def compare_startup(ctx: Context) -> dict:
             runs.append({"wall_s": time.perf_counter() - t0, "cpu_s": usage.ru_utime + usage.ru_stime,
                          "ok": os.waitstatus_to_exitcode(status) == 0})
     return {"command": f"{PYTHON.replace(str(ROOT) + '/', '')} -c \"{code}\"", "runs": runs}
+
+
+def profile_misses(ctx: Context, results: dict) -> None:
+    """For each of our figures that misses its target, where the time goes: one more run of our side under cProfile
+    (own CPU time per function); for start-up, the imports that cost most (`python -X importtime`)."""
+    for key, target in (("extract", TARGETS["extract"]), ("filters", TARGETS["filters"])):
+        res = results.get(key)
+        if not res or "error" in res:
+            continue
+        for v in res["variants"]:
+            if statistics.median(ratios(res, v)["ratios"]) < target:
+                log(f"profiling {v} (missed {target:g}x)")
+                res.setdefault("profiles", {})[v] = run_side([*res["commands"][v], "--profile"], ctx.core)
+    start = results.get("startup")
+    if start and statistics.median(r["wall_s"] for r in start["runs"]) > TARGETS["startup"]:
+        log("profiling start-up (-X importtime)")
+        start["imports"] = import_times()
+
+
+def import_times(top: int = 12) -> list[dict]:
+    """The packages the code location imports, by the time their own modules take to import (one run)."""
+    got = subprocess.run([PYTHON, "-X", "importtime", "-c", "from llm_assets.definitions import defs; defs()"],
+                         cwd=ROOT, capture_output=True, text=True, env={**os.environ, **ONE_THREAD, **QUIET})
+    per_package: dict[str, int] = {}
+    for line in got.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if not line.startswith("import time:") or len(parts) != 3 or not parts[0].strip().isdigit():
+            continue
+        package = parts[2].strip().split(".")[0]  # each module's own time, summed by its distribution's package
+        per_package[package] = per_package.get(package, 0) + int(parts[0])
+    rows = sorted(per_package.items(), key=lambda kv: kv[1], reverse=True)[:top]
+    return [{"package": k, "seconds": v / 1e6} for k, v in rows]
 
 
 COMPARISONS = {"extract": compare_extract, "fineweb": compare_fineweb, "filters": compare_filters,
@@ -341,8 +398,13 @@ def rate(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
 
 
-def summary_rows(results: dict) -> list[list[str]]:
-    rows = []
+TITLES = {"extract": "WARC → documents", "fineweb": "WARC → filtered documents", "filters": "filters alone",
+          "minhash": "MinHash stage vs datasketch", "scale": "2 workers vs 1", "startup": "start-up"}
+
+
+def summary_rows(all_results: dict) -> list[list[str]]:
+    rows = [[TITLES[k], "—", "—", "—", "—", r["error"]] for k, r in all_results.items() if "error" in r]
+    results = {k: r for k, r in all_results.items() if "error" not in r}
 
     def verdict(value: float, target: float, more: bool = True) -> str:
         return "yes" if (value >= target if more else value <= target) else "**no**"
@@ -372,21 +434,19 @@ def summary_rows(results: dict) -> list[list[str]]:
                          mmm(r["ratios"]), "≥ 10×", verdict(statistics.median(r["ratios"]), TARGETS["filters"])])
     if "minhash" in results:
         res = results["minhash"]
-        if "error" in res:
-            rows.append(["MinHash stage vs datasketch", "—", "—", "—", "≥ 10×", res["error"]])
-        else:
+        if res:
             r = ratios(res, "minhash:ours", items_from="each")
             rows.append(["MinHash stage vs datasketch (rows per CPU-s)", rate(r["ours_rate"]), rate(r["anchor_rate"]),
                          mmm(r["ratios"]), "≥ 10×", verdict(statistics.median(r["ratios"]), TARGETS["minhash"])])
             dt = [d["items"] / d["timed_cpu_s"] for d in res["datatrove"]]
-            rows.append(["MinHash stage vs datatrove's MinhashDedupSignature (reference)", rate(r["ours_rate"]),
+            rows.append(["MinHash stage vs datatrove's MinhashDedupSignature (reference, on a sample of the rows)", rate(r["ours_rate"]),
                          rate(statistics.median(dt)), f"{r['ours_rate'] / statistics.median(dt):.1f}× (median)",
                          "—", "—"])
     if "scale" in results:
         for stage, res in results["scale"]["stages"].items():
             rates = [rr["1"]["items"] / rr["1"]["timed_wall_s"] for rr in res["rounds"]]
             rates2 = [rr["2"]["items"] / rr["2"]["timed_wall_s"] for rr in res["rounds"]]
-            unit = "pages" if stage == "documents" else "docs"
+            unit = "records" if stage == "documents" else "docs"
             rows.append([f"2 workers vs 1, {stage} ({unit} per wall-s; ours columns: 2 workers | 1 worker)",
                          rate(statistics.median(rates2)), rate(statistics.median(rates)), mmm(res["ratios"], 2),
                          "≥ 1.8×", verdict(statistics.median(res["ratios"]), TARGETS["scale"])])
@@ -420,7 +480,7 @@ def detail(results: dict) -> list[str]:
         rows = []
         for k, rnd in enumerate(res["rounds"]):
             for name, s in rnd.items():
-                rows.append([str(k + 1), name, f"{s['items']:,}", f"{s['timed_cpu_s']:.2f}", f"{s['timed_wall_s']:.2f}",
+                rows.append([str(k + 1), res.get("anchor_label", "anchor") if name == "anchor" else name, f"{s['items']:,}", f"{s['timed_cpu_s']:.2f}", f"{s['timed_wall_s']:.2f}",
                              f"{s.get('process_cpu_s', s.get('cpu_seconds', 0)):.2f}", f"{s['whole_cpu_s']:.2f}",
                              f"{s['peak_rss_bytes'] / 2**20:,.0f}"])
         return rows
@@ -441,24 +501,41 @@ def detail(results: dict) -> list[str]:
                                             for k, v in st.items()) for name, st in anchor_steps.items()), ""]
         if key == "extract":
             out += extraction_detail(res)
+        if key == "filters":
+            last = res["rounds"][-1]
+            out += ["Our blocks' CPU seconds in one more pass (apply() timed inside apply_filters): " + "; ".join(
+                f"{v}: " + ", ".join(f"{b} {t:.2f}" for b, t in last[v].get("block_cpu_s", {}).items())
+                for v in res["variants"]), ""]
+        for v, prof in res.get("profiles", {}).items():
+            out += [f"Where {v} spends its CPU time (one more run under cProfile, {prof['timed_cpu_s']:.2f} CPU-s "
+                    "timed without it; the functions with most own time):", "",
+                    table(["function", "calls", "own CPU-s", "cumulative CPU-s"],
+                          [[f"`{p['function']}`", f"{p['calls']:,}", f"{p['own_s']:.2f}", f"{p['cumulative_s']:.2f}"]
+                           for p in prof.get("profile", [])[:12]]), ""]
         if key == "minhash":
             out += [f"Input: {res['input']}. datatrove's MinhashDedupSignature on the same rows: "
                     + "; ".join(f"{d['items']:,} rows, {d['timed_cpu_s']:.2f} CPU-s timed" for d in res["datatrove"])
                     + f" ({res['datatrove'][0].get('config', '')}).", ""]
-    if "scale" in results:
+    if "scale" in results and "error" not in results["scale"]:
         out += ["#### Two workers", ""]
         rows = []
         for stage, res in results["scale"]["stages"].items():
             for k, rnd in enumerate(res["rounds"]):
                 for w, s in rnd.items():
                     rows.append([stage, str(k + 1), w, f"{s['items']:,}", f"{s['timed_wall_s']:.2f}",
-                                 f"{s['timed_cpu_s']:.2f}", f"{s['whole_wall_s']:.2f}"])
-        out += [table(["stage", "round", "workers", "items", "timed wall-s", "timed CPU-s (with workers)",
-                       "process wall-s"], rows), ""]
-    if "startup" in results:
+                                 f"{s['timed_cpu_s']:.2f}", f"{s['whole_wall_s']:.2f}",
+                                 f"{s['others_cpus']:.2f}" if s.get("others_cpus") is not None else "—",
+                                 f"{s['two_worker_bound']:.2f}×" if s.get("two_worker_bound") else "—"])
+        out += [f"From {results['scale'].get('source', 'benchmarks.compare_ours scale')}.", "",
+                table(["stage", "round", "workers", "items", "timed wall-s", "timed CPU-s (with workers)",
+                       "process wall-s", "others (CPUs)", "bound the units allow"], rows), ""]
+    if "startup" in results and "error" not in results["startup"]:
         s = results["startup"]
         out += ["#### Start-up", "", f"`{s['command']}`: " + ", ".join(
             f"{r['wall_s']:.2f} s wall / {r['cpu_s']:.2f} CPU-s" for r in s["runs"]) + ".", ""]
+        if s.get("imports"):
+            out += ["Where it goes (`python -X importtime`, one run, seconds of each package's own modules): "
+                    + ", ".join(f"{i['package']} {i['seconds']:.2f}" for i in s["imports"]) + ".", ""]
     return out
 
 
@@ -534,9 +611,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", nargs="*", choices=sorted(COMPARISONS), help="some comparisons only")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small files, 2 rounds, fewer rows")
     parser.add_argument("--no-quality", action="store_true", help="skip the extraction quality sets")
+    parser.add_argument("--no-profile", action="store_true", help="no profile of the figures that miss")
     parser.add_argument("--output", type=Path, help="rewrite the marked section of this file (BENCHMARKS.md)")
     parser.add_argument("--json", type=Path, help="write the raw results here")
+    parser.add_argument("--render-from", type=Path, metavar="JSON", help="no run: render a saved --json file")
     args = parser.parse_args(argv)
+    if args.render_from:
+        saved = json.loads(args.render_from.read_text())
+        text = render(saved["results"], saved["meta"])
+        print(text)
+        if args.output:
+            write_section(args.output, text)
+        return
     if args.quick:
         args.pairs, args.filter_repeat = min(args.pairs, 2), 1
     started, t0, load_before = datetime.now(timezone.utc), time.perf_counter(), loadavg()
@@ -544,7 +630,13 @@ def main(argv: list[str] | None = None) -> None:
     ctx = Context(args)
     results = {}
     for name in args.only or COMPARISONS:
-        results[name] = COMPARISONS[name](ctx)
+        try:
+            results[name] = COMPARISONS[name](ctx)
+        except Exception as err:  # noqa: BLE001 - one comparison's failure is reported, the others still run
+            log(f"{name} failed: {err}")
+            results[name] = {"error": f"failed: {type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}"}
+    if not args.no_profile:
+        profile_misses(ctx, results)
     meta = {
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}",

@@ -107,7 +107,7 @@ def task_fineweb(args) -> dict:
     return timed(lambda: chain(None, steps), steps)
 
 
-def read_docs(path: str, repeat: int) -> list:
+def read_docs(path: str, repeat: int, sample: int = 0) -> list:
     """Fresh Document objects, `repeat` copies of each (blocks rewrite a document's text and metadata), from JSON
     Lines (id, url, text) or Parquet (doc_id, url, text)."""
     from datatrove.data import Document
@@ -120,6 +120,8 @@ def read_docs(path: str, repeat: int) -> list:
     else:
         with open(path) as f:
             rows = [json.loads(line) for line in f]
+    if sample and sample < len(rows):  # evenly spaced rows: the mix of the whole input
+        rows = [rows[i * len(rows) // sample] for i in range(sample)]
     return [Document(text=r["text"], id=f"{r['id']}/{k}", metadata={"url": r["url"] or ""})
             for k in range(repeat) for r in rows]
 
@@ -133,7 +135,7 @@ def task_filters(args) -> dict:
 def task_minhash(args) -> dict:
     from datatrove.pipeline.dedup import MinhashDedupSignature
 
-    docs = read_docs(args.docs, args.repeat)
+    docs = read_docs(args.docs, args.repeat, args.sample)
     with tempfile.TemporaryDirectory() as out:
         step = MinhashDedupSignature(output_folder=out)
         result = timed(lambda: chain(iter(docs), [step]), [step])
@@ -162,6 +164,7 @@ def main() -> None:
     parser.add_argument("--corpus", help="a folder of .warc.gz files")
     parser.add_argument("--docs", help="documents as JSON Lines: id, url, text")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--sample", type=int, default=0, help="minhash: this many evenly spaced rows")
     parser.add_argument("--lid", help="a local fastText lid.176 model (.bin or .ftz)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
