@@ -6,11 +6,13 @@ import random
 import dagster as dg
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 from datasketch import MinHash
 
 from llm_assets.core.dedup import CLUSTER_COLUMNS, find_clusters, signature_frame
 from llm_assets.core.minhash import EMPTY, MinHasher, jaccard_estimate, shingle_set
+from llm_assets.core.signatures import signature_schema, signature_table
 from llm_assets.settings import DedupSettings
 from llm_assets_tests.conftest import shared
 from llm_assets_tests.quality_labels import wikitext_paragraphs
@@ -92,6 +94,49 @@ def test_jaccard_estimates_agree_with_datasketch_within_sampling_error(paragraph
     assert abs(ours.mean()) < 0.2 and abs(theirs.mean()) < 0.2  # unbiased: the mean z of 360 pairs is ~N(0, 0.05)
     assert ours.std() < 1.15 and np.abs(ours).max() < 4.5  # within sampling error
     assert ours.std() <= theirs.std() + 0.15
+
+
+def test_densification_borrows_from_the_first_bin_that_was_not_empty():
+    """An empty bin takes the value of the first bin of its borrow sequence that had one before densification
+    (bins filled on the way never lend), else the document's smallest value; a document without shingles stays
+    EMPTY. Checked against a loop that does just that, bin by bin, from almost empty to almost full signatures."""
+    hasher = MinHasher()
+    rng = np.random.default_rng(7)
+    sentinel = np.uint64(1 << 32)
+    raw = rng.integers(0, 2**32, (300, hasher.k), dtype=np.uint64)
+    raw[rng.random((300, hasher.k)) > rng.random((300, 1)) ** 4] = sentinel
+    raw[0] = sentinel
+    raw[1, 1:] = sentinel  # one value: most bins find no lender in the rounds
+    got = hasher._densify(raw.copy())
+    rounds = hasher._borrow_rounds
+    for d, row in enumerate(raw):
+        full = row != sentinel
+        for j in range(hasher.k):
+            lenders = [rounds[t][j] for t in range(len(rounds)) if full[rounds[t][j]]]
+            want = row[j] if full[j] else EMPTY if not full.any() else row[lenders[0]] if lenders else row[full].min()
+            assert got[d, j] == want, (d, j)
+
+
+def test_the_signature_table_is_the_parts_rows():
+    """The stage's per-batch rows: ids passed through, the part's Arrow types, a document without text has no
+    length and the empty signature, and the same values as the frame version."""
+    batch = pa.record_batch({
+        "doc_id": ["a", "b", "c"], "source_key": ["raw/C/f.warc.gz"] * 3, "url": ["https://x.example/a", None, ""],
+        "fetch_time": ["2024-01-01T00:00:00Z", None, None], "text": ["Hello, world: one two three four.", None, "é"],
+    }, schema=pa.schema([(c, pa.string()) for c in ("doc_id", "source_key", "url", "fetch_time", "text")]))
+    table = signature_table(batch, SETTINGS.hasher())
+    assert table.schema == signature_schema(SETTINGS.bands, SETTINGS.rows)
+    assert table.column("doc_id").to_pylist() == ["a", "b", "c"]
+    assert table.column("url").to_pylist() == ["https://x.example/a", None, ""]
+    assert table.column("n_chars").to_pylist() == [33, None, 1]
+    assert set(table.column("signature")[1].as_py()) == {int(EMPTY)} and set(table.column("bands")[1].as_py()) == {0}
+    assert table.equals(signature_frame(pl.from_arrow(batch), SETTINGS).to_arrow().cast(table.schema))
+
+
+def test_the_hashers_defaults_are_the_settings():
+    """benchmarks/minhash_stage.py builds `MinHasher()` without the settings: the two must agree."""
+    a, b = MinHasher(), DedupSettings().hasher()
+    assert (a.bands, a.rows, a.ngram, a.seed) == (b.bands, b.rows, b.ngram, b.seed)
 
 
 # --- clusters --------------------------------------------------------------------------------------------------
