@@ -7,6 +7,7 @@ most frequent 2-, 3- and 4-gram, and the share covered by repeated 5- to 10-gram
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -120,10 +121,19 @@ class GopherRepetition(Block):
             # split for every row and kept on the frame: Gopher's quality rules count the same words
             df = with_words(df)
             flat = _FlatWords.of(df[WORDS].gather(todo))
-            for n, _ in self.top_n_grams:
-                ngram[f"top_{n}_gram_frac"][todo] = _top_ngram_chars(flat, n)
-            for n, _ in self.dup_n_grams:
-                ngram[f"dup_{n}_gram_frac"][todo] = _duplicate_ngram_chars(flat, n)
+            grams = _repeated_ngrams(flat, {n for n, _ in self.top_n_grams + self.dup_n_grams})
+            doc_chars = chars.gather(todo).cast(pl.Float64).to_numpy()
+            # the exact walk of a duplicated n-gram rule only where it can decide: for documents no earlier rule
+            # drops, whose bound exceeds the threshold
+            alive = np.ones(len(todo), dtype=bool)
+            for n, frac in self.top_n_grams:
+                top = _top_ngram_chars(flat, grams[n], n)
+                ngram[f"top_{n}_gram_frac"][todo] = top
+                alive &= ~(top / doc_chars > frac)
+            for n, frac in self.dup_n_grams:
+                covered = _duplicate_ngram_chars(flat, grams[n], n, lambda bound: alive & (bound / doc_chars > frac))
+                ngram[f"dup_{n}_gram_frac"][todo] = covered
+                alive &= ~(covered / doc_chars > frac)
         stats = stats.with_columns(**{k: pl.Series(v) / pl.col("chars") for k, v in ngram.items()})
         rules += [drop_if(pl.col(f"top_{n}_gram_frac"), ">", frac, f"top_{n}_gram") for n, frac in self.top_n_grams]
         rules += [drop_if(pl.col(f"dup_{n}_gram_frac"), ">", frac, f"duplicated_{n}_n_grams")
@@ -148,61 +158,98 @@ def duplicates(df: pl.DataFrame, parts: pl.Expr) -> tuple[pl.Series, pl.Series, 
 
 @dataclass(frozen=True)
 class _FlatWords:
-    """The words of a batch end to end, hashed once for every n: document index, 64-bit hash, characters."""
+    """The words of a batch end to end, hashed once for every n: document index, 64-bit hash, characters, and how
+    many words are left in the document from each one (itself included)."""
 
     docs: int
     doc: np.ndarray
     h: np.ndarray
     length: np.ndarray
+    left: np.ndarray
 
     @classmethod
     def of(cls, ws: pl.Series) -> _FlatWords:
-        flat = pl.DataFrame({"w": ws}).with_row_index("doc").explode("w").drop_nulls("w")
-        return cls(len(ws), flat["doc"].to_numpy(), flat["w"].hash(seed=0).to_numpy(),
-                   flat["w"].str.len_chars().cast(pl.Int64).to_numpy())
+        counts = ws.list.len().fill_null(0).cast(pl.Int64).to_numpy()
+        flat = ws.explode().drop_nulls()  # an empty list explodes to a null
+        doc = np.repeat(np.arange(len(ws), dtype=np.int64), counts)
+        left = np.cumsum(counts)[doc] - np.arange(len(doc), dtype=np.int64)
+        return cls(len(ws), doc, flat.hash(seed=0).to_numpy(), flat.str.len_chars().cast(pl.Int64).to_numpy(), left)
 
 
-def _ngram_frame(flat: _FlatWords, n: int) -> pl.DataFrame:
-    """One row per word n-gram: doc, position, a 64-bit id of the n-gram, and its characters (words only)."""
-    doc, h, length = flat.doc, flat.h, flat.length
-    m = len(h) - n + 1
-    if m <= 0:
-        return pl.DataFrame(schema={"doc": pl.UInt32, "pos": pl.Int64, "g": pl.UInt64, "chars": pl.Int64})
-    g = h[:m].copy()
-    chars = length[:m].copy()
-    for k in range(1, n):  # wrapping multiply-add: an order-sensitive combination of the word hashes
-        g = g * np.uint64(0x100000001B3) + h[k:m + k]
-        chars += length[k:m + k]
-    ok = doc[:m] == doc[n - 1:]  # the n-gram lies inside one document
-    return pl.DataFrame({"doc": doc[:m][ok], "pos": np.arange(m)[ok], "g": g[ok], "chars": chars[ok]})
+@dataclass(frozen=True)
+class _Grams:
+    """The n-grams that occur more than once in their document, in text order: start word, 64-bit id (the document
+    mixed in), characters (words only)."""
+
+    pos: np.ndarray
+    g: np.ndarray
+    chars: np.ndarray
 
 
-def _top_ngram_chars(flat: _FlatWords, n: int) -> np.ndarray:
+_MULTIPLIER = np.uint64(0x100000001B3)  # wrapping multiply-add: an order-sensitive combination of the word hashes
+_DOC_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _repeated_ngrams(flat: _FlatWords, ns: set[int]) -> dict[int, _Grams]:
+    """For each n of `ns`, the n-grams repeated within their document. An n-gram can only repeat where its first
+    n - 1 words do, so each n looks only at the starts of the repeated (n - 1)-grams: after the smallest n, a few
+    positions, not every word."""
+    out: dict[int, _Grams] = {}
+    n = min(ns)
+    pos = np.flatnonzero(flat.left >= n)
+    with np.errstate(over="ignore"):
+        g = flat.h[pos] + flat.doc[pos].astype(np.uint64) * _DOC_MIX
+        chars = flat.length[pos].copy()
+        for k in range(1, n):
+            g = g * _MULTIPLIER + flat.h[pos + k]
+            chars += flat.length[pos + k]
+        while True:
+            repeated = pl.Series(g, dtype=pl.UInt64).is_duplicated().to_numpy()
+            pos, g, chars = pos[repeated], g[repeated], chars[repeated]
+            if n in ns:
+                out[n] = _Grams(pos, g, chars)
+            if n == max(ns):
+                return out
+            n += 1
+            more = flat.left[pos] >= n
+            pos, g, chars = pos[more], g[more], chars[more]
+            g = g * _MULTIPLIER + flat.h[pos + n - 1]
+            chars = chars + flat.length[pos + n - 1]
+
+
+def _top_ngram_chars(flat: _FlatWords, grams: _Grams, n: int) -> np.ndarray:
     """Characters of the most frequent n-gram times its count (the n-gram joined by spaces); ties go to the n-gram
-    seen first, as a Counter's most_common does."""
+    seen first, as a Counter's most_common does. Where no n-gram repeats, that is the document's first one."""
     out = np.zeros(flat.docs)
-    grams = _ngram_frame(flat, n)
-    if grams.height:
-        top = (grams.group_by("doc", "g").agg(count=pl.len(), first=pl.col("pos").min(), chars=pl.col("chars").first())
-               .sort("doc", "count", "first", descending=[False, True, False])
-               .group_by("doc", maintain_order=True).first())
-        out[top["doc"].to_numpy()] = (top["count"] * (top["chars"] + n - 1)).to_numpy()
+    starts = np.flatnonzero((flat.left >= n) & np.r_[True, flat.doc[1:] != flat.doc[:-1]])
+    if len(starts):
+        first = flat.length[starts].copy()
+        for k in range(1, n):
+            first += flat.length[starts + k]
+        out[flat.doc[starts]] = first + n - 1
+    if len(grams.g):
+        _, index, count = np.unique(grams.g, return_index=True, return_counts=True)
+        pos, doc, chars = grams.pos[index], flat.doc[grams.pos[index]], grams.chars[index]
+        order = np.lexsort((pos, -count, doc))  # per document: the highest count, then the first seen
+        best = order[np.r_[True, doc[order][1:] != doc[order][:-1]]]
+        out[doc[best]] = count[best] * (chars[best] + n - 1)
     return out
 
 
-def _duplicate_ngram_chars(flat: _FlatWords, n: int) -> np.ndarray:
+def _duplicate_ngram_chars(flat: _FlatWords, grams: _Grams, n: int,
+                           exact_for: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Characters covered by repeated n-grams, scanning left to right and jumping over each repeat (so overlapping
-    repeats are not counted twice). Only n-grams that occur more than once can matter, so only they are walked."""
-    out = np.zeros(flat.docs)
-    grams = _ngram_frame(flat, n)
-    if not grams.height:
-        return out
-    repeated = grams.filter(pl.len().over("doc", "g") > 1).sort("doc", "pos")
-    for (doc,), part in repeated.group_by("doc", maintain_order=True):
+    repeats are not counted twice). Every occurrence of an n-gram after its first is an upper bound; the scan, in
+    Python, runs only for the documents `exact_for(bound)` selects, the others keep the bound."""
+    repeat = ~pl.Series(grams.g, dtype=pl.UInt64).is_first_distinct().to_numpy()
+    doc = flat.doc[grams.pos]
+    out = np.bincount(doc[repeat], weights=grams.chars[repeat], minlength=flat.docs).astype(np.float64)
+    for d in np.flatnonzero(exact_for(out)):
+        lo, hi = np.searchsorted(doc, [d, d + 1])
         seen: set[int] = set()
         next_free = -1
         total = 0
-        for pos, g, chars in zip(part["pos"].to_list(), part["g"].to_list(), part["chars"].to_list()):
+        for pos, g, chars in zip(grams.pos[lo:hi].tolist(), grams.g[lo:hi].tolist(), grams.chars[lo:hi].tolist()):
             if pos < next_free:
                 continue
             if g in seen:
@@ -210,5 +257,5 @@ def _duplicate_ngram_chars(flat: _FlatWords, n: int) -> np.ndarray:
                 next_free = pos + n
             else:
                 seen.add(g)
-        out[doc] = total
+        out[d] = total
     return out
