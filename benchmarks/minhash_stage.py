@@ -14,18 +14,21 @@ folder is `--shared-data`, else `$LLM_ASSETS_SHARED_DATA`, else `../shared/data`
 `--side` runs one side over `--input` and writes `--output`, then prints one JSON line:
 
     {"side", "rows", "cpu_seconds", "wall_seconds", "peak_rss_bytes", "stage_cpu_seconds", "stage_wall_seconds",
-     "import_cpu_seconds", "output_bytes", "threads"}
+     "import_cpu_seconds", "import_wall_seconds", "output_bytes", "threads"}
 
 `cpu_seconds` is the whole process (user + system, `resource.getrusage(RUSAGE_SELF)` at the end: interpreter
 start, imports, reading, hashing, writing); `wall_seconds` the process's wall clock from interpreter start;
 `stage_*` the same without interpreter start and imports; `peak_rss_bytes` `ru_maxrss`. Polars, OpenMP and
 OpenBLAS are limited to one thread before they are imported (`threads`), so both sides use one core.
 
-- ours: the signatures stage's own code path (`llm_assets.core.dedup.signature_table`, what `compute_signatures`
-  runs for each batch of a `filtered` part): the part read batch by batch (BATCH_ROWS rows, the columns the stage
-  reads), and written as the stage writes its part (zstd Parquet, `signature_schema`: ids, text and URL hashes,
-  LSH band hashes, the 112 signature values). Only the object store's transport is left out: the part is a local
-  file here.
+- ours: the signatures stage's own code path: `llm_assets.core.signatures.signature_table`, what
+  `dedup.compute_signatures` runs for each batch of a `filtered` part, over the part read batch by batch
+  (BATCH_ROWS rows, the columns the stage reads), the result written as `lake.PartWriter` writes a part (zstd
+  Parquet, dictionaries for string columns only, `signature_schema`: ids, text and URL hashes, LSH band hashes,
+  the 112 signature values). Only the object store's transport is left out: the part is a local file here. The
+  hasher is `MinHasher()`, whose defaults a test holds equal to `DedupSettings()`'s, so the process imports
+  NumPy, Polars and PyArrow and not the settings, Dagster or the object store client: a worker that only
+  computes signatures needs no more.
 - datasketch: the same documents in Python, as one would write the stage with datasketch: the same columns read
   with pyarrow in batches of the same size, per document the same word 5-gram shingles (lowercase; words are runs
   of anything but whitespace, punctuation and symbols: `minhash.shingle_set`) and
