@@ -1,16 +1,28 @@
-"""Process start-up: what a command costs before it does anything, with and without compiled bytecode.
+"""Process start-up: what a command, and a run's worker, cost before they do anything.
 
-Every Dagster step process, cluster worker and CLI command imports Dagster and the code location. Where
+Every Dagster run worker, code server and CLI command imports Dagster and the code location. Where
 PYTHONDONTWRITEBYTECODE is set (CI images, many containers) nothing is cached, so each process compiles them again
 unless the environment was installed with its bytecode (`uv sync --compile-bytecode`, as the Makefile does).
 "Without bytecode" points Python at an empty cache folder (PYTHONPYCACHEPREFIX) and forbids writing one.
-Interleaved runs, wall seconds, median of `--repeat`.
+
+1. Commands: wall and CPU seconds (user + system of the whole process) of each command start to finish, interleaved
+   runs, median of `--repeat`.
+2. A run worker, on a real deployment: a throwaway embedded store and Dagster instance (the project's dagster.yaml),
+   a `dagster api grpc` code server of `llm_assets.definitions`, and `--runs` runs of `curation_job` (in-process
+   executor, like every asset job) and of `vacuum_job` launched through it one after the other. The code server
+   spawns a fresh worker process per run; the run's event log times what that worker did before its first step:
+   RUN_STARTING (written as the launch is sent) → "Started process for run" (the worker is up: interpreter,
+   Dagster, the instance) → RUN_START (the code location imported and built, the job resolved) → STEP_START
+   (resources initialized, the step begun). The worker's CPU seconds are sampled as its first step starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -21,56 +33,284 @@ from pathlib import Path
 from benchmarks.report import write_hand_section
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = str(ROOT / ".venv" / "bin" / "python")
-CLI = str(ROOT / ".venv" / "bin" / "llm-assets")
+BIN = Path(sys.executable).parent
+PYTHON = str(BIN / "python")
+CLI = str(BIN / "llm-assets")
 COMMANDS = {
     "`import dagster`": [PYTHON, "-c", "import dagster"],
-    "the code location (`definitions.defs()`)": [PYTHON, "-c", "from llm_assets.definitions import defs; defs()"],
+    "the code location imported (`import llm_assets.definitions`)": [PYTHON, "-c", "import llm_assets.definitions"],
+    "the code location built (`definitions.defs()`)": [PYTHON, "-c", "from llm_assets.definitions import defs; defs()"],
     "`llm-assets status` (the demo's lake)": [CLI, "status"],
     "`llm-assets stale` (the demo's lake)": [CLI, "stale"],
 }
+JOBS = ("curation_job", "vacuum_job")
+LOCATION = "llm_assets"
 HEADING = "## Process start-up"
 
 
-def wall(cmd: list[str], env: dict[str, str]) -> float:
+def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(cmd, env=env, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+def commands(repeat: int) -> list[str]:
     subprocess.run([CLI, "store", "start"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    rows = []
     with tempfile.TemporaryDirectory() as empty:
         cold = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": empty}
         warm = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        rows = []
         for label, cmd in COMMANDS.items():
-            times: dict[str, list[float]] = {"cold": [], "warm": []}
-            for _ in range(args.repeat):  # A B A B: both see the same machine
+            times: dict[str, list[tuple[float, float]]] = {"cold": [], "warm": []}
+            for _ in range(repeat):  # A B A B: both see the same machine
                 for kind, env in (("cold", cold), ("warm", warm)):
-                    times[kind].append(wall(cmd, env))
-            cold_s, warm_s = statistics.median(times["cold"]), statistics.median(times["warm"])
-            rows.append(f"| {label} | {cold_s:.2f} | {warm_s:.2f} | {cold_s / warm_s:.1f}× |")
+                    times[kind].append(measure(cmd, env))
+            (cold_wall, cold_cpu), (warm_wall, warm_cpu) = (
+                (statistics.median(t[0] for t in times[k]), statistics.median(t[1] for t in times[k]))
+                for k in ("cold", "warm"))
+            rows.append(f"| {label} | {cold_wall:.2f} | {cold_cpu:.2f} | {warm_wall:.2f} | {warm_cpu:.2f} |")
             print(rows[-1], flush=True)
-    section = "\n".join([
+    return rows
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition, what: str, deadline_s: float = 300.0):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if value := condition():
+            return value
+        time.sleep(0.05)
+    raise RuntimeError(f"gave up after {deadline_s:.0f} s waiting for {what}")
+
+
+class Deployment:
+    """A throwaway embedded store, Dagster instance and code server of the project's code location."""
+
+    def __init__(self, root: Path):
+        import dagster as dg
+        import yaml
+
+        from llm_assets.embedded_store import EmbeddedStore
+
+        self.root = root
+        self.store = EmbeddedStore.throwaway(root / "store", "llm-assets")
+        self.store.start()
+        self.home = root / "dagster"
+        self.home.mkdir()
+        (self.home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+        self.port = free_port()
+        self.workspace = self.home / "workspace.yaml"
+        self.workspace.write_text(yaml.safe_dump({"load_from": [
+            {"grpc_server": {"host": "127.0.0.1", "port": self.port, "location_name": LOCATION}}]}))
+        # The store's state folder is LLM_ASSETS_HOME's `store/`: the code location finds it as `llm-assets` would.
+        self.env = {**os.environ, "DAGSTER_HOME": str(self.home), "LLM_ASSETS_HOME": str(root),
+                    "AWS_ACCESS_KEY_ID": self.store.access_key, "AWS_SECRET_ACCESS_KEY": self.store.secret_key}
+        self.env.pop("LLM_ASSETS_S3_ENDPOINT", None)
+        self.instance = dg.DagsterInstance.from_config(str(self.home))
+        self.instance.get_runs(limit=1)  # creates the SQLite storage before the code server opens it
+        self.server: subprocess.Popen | None = None
+        self.context = None
+
+    def start_code_server(self) -> float:
+        from llm_assets.dagster_private import DagsterGrpcClient, WorkspaceFileTarget, WorkspaceProcessContext
+
+        start = time.perf_counter()
+        with open(self.root / "code_server.log", "ab") as log:
+            self.server = subprocess.Popen(
+                [str(BIN / "dagster"), "api", "grpc", "--host", "127.0.0.1", "--port", str(self.port),
+                 "--module-name", "llm_assets.definitions", "--working-directory", str(ROOT),
+                 "--location-name", LOCATION],
+                env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        client = DagsterGrpcClient(host="127.0.0.1", port=self.port)
+
+        def serving():
+            if self.server.poll() is not None:
+                raise RuntimeError(f"the code server exited; see {self.root / 'code_server.log'}")
+            try:
+                return client.ping("up")
+            except Exception:  # noqa: BLE001 - not serving yet
+                return False
+
+        wait_for(serving, "the code server")
+        ready = time.perf_counter() - start
+        self.context = WorkspaceProcessContext(self.instance, WorkspaceFileTarget(paths=[str(self.workspace)]))
+        return ready
+
+    def launch(self, job_name: str) -> str:
+        request = self.context.create_request_context()
+        location = request.get_code_location(LOCATION)
+        repo = location.get_repository(next(iter(location.get_repositories())))
+        job = repo.get_full_job(job_name)
+        plan = location.get_execution_plan(job, {}, step_keys_to_execute=None, known_state=None,
+                                           instance=self.instance)
+        run = self.instance.create_run(
+            job_name=job.name, run_id=None, run_config={}, resolved_op_selection=None, step_keys_to_execute=None,
+            op_selection=None, status=None, root_run_id=None, parent_run_id=None, tags={},
+            job_snapshot=job.job_snapshot, execution_plan_snapshot=plan.execution_plan_snapshot,
+            parent_job_snapshot=None, remote_job_origin=job.get_remote_origin(),
+            job_code_origin=job.get_python_origin(), asset_selection=None, asset_check_selection=None,
+            asset_graph=repo.asset_graph)
+        self.instance.launch_run(run.run_id, request)
+        return run.run_id
+
+    def worker_cpu_at_first_step(self, run_id: str) -> float | None:
+        """CPU seconds of the run's worker (the code server's child) when its first STEP_START is in the log."""
+        import dagster as dg
+        import psutil
+
+        seen: dict[int, float] = {}
+        while True:
+            for child in psutil.Process(self.server.pid).children(recursive=True):
+                try:
+                    times = child.cpu_times()
+                    seen[child.pid] = times.user + times.system
+                except psutil.NoSuchProcess:
+                    pass
+            started = self.instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START, limit=1)
+            if started.records:
+                pid = self.worker_pid(run_id)
+                return seen.get(pid) if pid else None
+            if self.instance.get_run_by_id(run_id).is_finished:
+                return None
+            time.sleep(0.02)
+
+    def worker_pid(self, run_id: str) -> int | None:
+        for entry in self.instance.all_logs(run_id):
+            if entry.message and entry.message.startswith("Started process for run (pid: "):
+                return int(entry.message.split("pid: ")[1].split(")")[0])
+        return None
+
+    def phases(self, run_id: str) -> dict[str, float]:
+        """Seconds from the launch to each milestone of the worker's start-up, from the run's event log."""
+        import dagster as dg
+
+        wait_for(lambda: self.instance.get_run_by_id(run_id).is_finished, f"run {run_id}")
+        run = self.instance.get_run_by_id(run_id)
+        if run.status != dg.DagsterRunStatus.SUCCESS:
+            raise RuntimeError(f"run {run_id} of {run.job_name} ended {run.status.value}")
+        stamps: dict[str, float] = {}
+        for entry in self.instance.all_logs(run_id):
+            kind = entry.dagster_event_type
+            name = ("launched" if kind == dg.DagsterEventType.RUN_STARTING
+                    else "process up" if (entry.message or "").startswith("Started process for run")
+                    else "run started" if kind == dg.DagsterEventType.RUN_START
+                    else "first step" if kind == dg.DagsterEventType.STEP_START else None)
+            if name and name not in stamps:
+                stamps[name] = entry.timestamp
+        return {k: stamps[k] - stamps["launched"] for k in ("process up", "run started", "first step")}
+
+    def close(self) -> None:
+        if self.context is not None:
+            self.context.__exit__(None, None, None)
+        if self.server is not None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(self.server.pid, sig)
+                    self.server.wait(30)
+                    break
+                except ProcessLookupError:
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self.store.stop()
+        self.instance.dispose()
+
+
+def run_workers(runs: int) -> tuple[float, list[str]]:
+    """Median start-up phases of `runs` runs of each job, each in a fresh worker of one code server."""
+    with tempfile.TemporaryDirectory(prefix="llm-assets-startup-") as tmp:
+        saved = dict(os.environ)
+        deployment = Deployment(Path(tmp))
+        os.environ.update(deployment.env)  # this process reads the same instance and store as the code server
+        try:
+            server_s = deployment.start_code_server()
+            rows = []
+            results: dict[str, list[tuple[dict[str, float], float | None]]] = {job: [] for job in JOBS}
+            for _ in range(runs):
+                for job in JOBS:  # interleaved: both see the same machine
+                    run_id = deployment.launch(job)
+                    cpu = deployment.worker_cpu_at_first_step(run_id)
+                    results[job].append((deployment.phases(run_id), cpu))
+            for job in JOBS:
+                phases = {k: statistics.median(r[0][k] for r in results[job])
+                          for k in ("process up", "run started", "first step")}
+                cpus = [r[1] for r in results[job] if r[1] is not None]
+                cpu = f"{statistics.median(cpus):.2f}" if cpus else "–"
+                rows.append(f"| `{job}` | {phases['process up']:.2f} | {phases['run started']:.2f} | "
+                            f"{phases['first step']:.2f} | {cpu} |")
+                print(rows[-1], flush=True)
+            return server_s, rows
+        finally:
+            deployment.close()
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each command")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each job through the code server")
+    parser.add_argument("--skip-commands", action="store_true")
+    parser.add_argument("--skip-runs", action="store_true")
+    parser.add_argument("--dry-run", action="store_true", help="print the section instead of writing BENCHMARKS.md")
+    args = parser.parse_args()
+    load_before = load()
+    command_rows = [] if args.skip_commands else commands(args.repeat)
+    server_s, run_rows = (0.0, []) if args.skip_runs else run_workers(args.runs)
+    command = " ".join(["python -m benchmarks.startup", *sys.argv[1:]])
+    section = [
         f"{HEADING} (`make bench-startup`; not part of `make bench`)",
         "",
-        "Wall seconds of a whole process (the imports alone, the code location built, two CLI commands start to "
-        "finish on the demo's lake), median of "
-        f"{args.repeat} interleaved runs (`{Path(sys.argv[0]).name}`, {time.strftime('%Y-%m-%d')}): without "
-        "compiled bytecode (PYTHONDONTWRITEBYTECODE=1 and an empty PYTHONPYCACHEPREFIX: every process compiles "
-        "Dagster again) and with the bytecode `make` installs (`uv sync --compile-bytecode` and `compileall` of the "
-        "project). `status` reads the lake alone and imports no Dagster (before this release it read the Dagster "
-        "instance and imported the definitions: 7.2-9.7 s); `stale` reads the Dagster instance for its crawls.",
-        "",
-        "| command | without bytecode (s) | with (s) | |",
-        "|---|---:|---:|---:|",
-        *rows,
-    ])
-    write_hand_section(HEADING, section)
+        f"`{command}`, {time.strftime('%Y-%m-%d')}, a 2-core machine (1-minute load average {load_before:.1f} "
+        f"at the start, {load():.1f} at the end: other processes were running).",
+    ]
+    if command_rows:
+        section += [
+            "",
+            "Wall and CPU (user + system) seconds of a whole process (the imports alone, the code location imported, "
+            f"and built, two CLI commands start to finish on the demo's lake), median of {args.repeat} interleaved "
+            "runs: without compiled bytecode (PYTHONDONTWRITEBYTECODE=1 and an empty PYTHONPYCACHEPREFIX: every "
+            "process compiles Dagster again) and with the bytecode `make` installs (`uv sync --compile-bytecode` "
+            "and `compileall` of the project). `status` reads the lake alone and imports no Dagster; `stale` reads "
+            "the Dagster instance for its crawls.",
+            "",
+            "| command | without bytecode: wall s | CPU s | with bytecode: wall s | CPU s |",
+            "|---|---:|---:|---:|---:|",
+            *command_rows,
+        ]
+    if run_rows:
+        section += [
+            "",
+            "A run worker on a real deployment (a throwaway embedded store and instance with the project's "
+            f"dagster.yaml; a `dagster api grpc` code server of the code location, serving after {server_s:.1f} s): "
+            f"seconds from the launch (RUN_STARTING) to each milestone of the worker's start-up, median of "
+            f"{args.runs} runs of each job, interleaved, each in a fresh worker process the code server spawns. "
+            "process up: \"Started process for run\" (interpreter, Dagster's CLI module that a spawned process "
+            "imports again as the server's main, the instance); run started: RUN_START (the code location imported "
+            "and built, the job resolved); first step: STEP_START (resources initialized). Worker CPU: the worker's "
+            "user + system seconds as its first step starts (sampled every 20 ms).",
+            "",
+            "| job | process up (s) | run started (s) | first step (s) | worker CPU s at first step |",
+            "|---|---:|---:|---:|---:|",
+            *run_rows,
+        ]
+    if args.dry_run:
+        print("\n".join(section))
+    else:
+        write_hand_section(HEADING, "\n".join(section))
 
 
 if __name__ == "__main__":

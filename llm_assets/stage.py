@@ -20,7 +20,6 @@ from llm_assets.core.units import Progress, RunnerSettings, UnitResult, WorkUnit
 from llm_assets.metadata import partition_funnel, partition_funnel_chart, units_table
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.registry import StageSpec
-from llm_assets.runners import runner_for
 from llm_assets.settings import Settings
 from resources.io_manager import ALLOW_MISSING_PARTITIONS, crawl_shard
 
@@ -110,6 +109,10 @@ def run_stage(
     start = time.perf_counter()
     reused = _reusable_units(context, units)
     todo = [u for u in units if u.unit not in reused]
+    # Imported here, like the runner itself is made when the partition runs: the Dask runner's local cluster module
+    # brings boto3 and cryptography, which building the definitions (every run worker) need not import.
+    from llm_assets.runners import runner_for
+
     runner = runner_for(runner_settings)  # when the partition runs: a cluster need not be up for the definitions to load
     context.log.info(f"{len(todo)} work units on {runner} ({len(reused)} reused from the last commit)")
     fresh = iter(run_units(fn, todo, runner, Progress(len(todo), context.log.info)))

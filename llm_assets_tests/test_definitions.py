@@ -1,6 +1,10 @@
-"""The code location loads, and its asset specs are what the catalog shows (snapshot)."""
+"""The code location loads, its asset specs are what the catalog shows (snapshot), and building it stays light."""
 
+import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import dagster as dg
 
@@ -88,3 +92,28 @@ def test_the_definitions_declare_the_registry_code_versions():
     from llm_assets.settings import load_settings
 
     assert {s.key.path[-1]: s.code_version for s in defs.resolve_all_asset_specs()} == code_versions(load_settings())
+
+
+# Libraries only a step's work needs (extraction, filtering, models, statistics, charts, the Dask runner, the
+# embedded store's management): a process that builds the code location (every run worker, the code server, the CLI
+# commands that plan or launch runs) must not import them, or every run pays for them before it starts.
+NOT_AT_START_UP = [
+    "dask", "datasketch", "distributed", "duckdb", "fasttext", "ftfy", "lxml", "matplotlib", "pyarrow.parquet",
+    "resiliparse", "scipy", "sklearn", "spacy", "tldextract", "torch", "trafilatura", "warcio", "yake",
+    "llm_assets.embedded_store", "llm_assets.local_cluster", "llm_assets.runners",
+]
+
+
+def test_building_the_code_location_imports_no_heavy_library():
+    # A fresh interpreter: this test process has imported everything already.
+    code = ("import json, sys\nfrom llm_assets.definitions import defs\ndefs()\n"
+            f"print(json.dumps(sorted(m for m in {NOT_AT_START_UP!r} if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    assert json.loads(out.splitlines()[-1]) == []
+
+
+def test_every_job_runs_its_steps_in_the_run_process():
+    # A process per step would start an interpreter and build the code location again before each step.
+    assert {job.name: job.executor_def.name for job in defs.resolve_all_job_defs()} == {
+        job.name: "in_process" for job in defs.resolve_all_job_defs()}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
 import polars as pl
 import pyarrow as pa
 
@@ -45,6 +44,8 @@ def _read(lake: Lake, parts: list[str], columns: list[str]) -> pa.Table:
 
 def crawl_stats(lake: Lake, manifests: list[Manifest], block_order: list[str]) -> CrawlStats:
     """Statistics over the committed `filtered` partitions of one crawl (their manifests)."""
+    import duckdb  # here, not at the top: building the code location (every run worker) imports this module
+
     kept = _read(lake, [p for m in manifests for p in m.parts], ["language", "n_words"])
     rejected = _read(lake, [p for m in manifests for p in m.rejected_parts], ["language", "filter", "reason"])
     rows_in = sum(u.rows_in for m in manifests for u in m.units)

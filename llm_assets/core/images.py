@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-import lxml.html
 import pyarrow as pa
 
 IMAGE_PAIRS_SCHEMA = pa.schema(
@@ -91,6 +90,8 @@ def extract_image_pairs(
 def _parse(html: str):
     if not html or not html.strip():
         return None
+    import lxml.html  # here: building the code location imports this module (settings), not lxml
+
     data = html.replace("\x00", "").encode("utf-8", errors="replace")
     parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True)
     try:

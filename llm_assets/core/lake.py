@@ -31,11 +31,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-import boto3
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
-from botocore.config import Config
 from botocore.exceptions import ClientError
 from pydantic import Field
 
@@ -316,6 +313,11 @@ class Lake:
 
     @cached_property
     def s3(self):
+        # boto3 and pyarrow.parquet are imported where used: building the code location (every run worker) imports
+        # this module without paying for them.
+        import boto3
+        from botocore.config import Config
+
         return boto3.client(
             "s3",
             **self.config.boto_options(self.credentials),
@@ -498,6 +500,8 @@ class Lake:
     def iter_batches(self, key: str, batch_rows: int = 1024,
                      columns: builtins.list[str] | None = None) -> Iterator[pa.RecordBatch]:
         """Read one part batch by batch (row groups are fetched by range, not the whole object)."""
+        import pyarrow.parquet as pq
+
         with self.open_arrow(key) as f:
             yield from pq.ParquetFile(f).iter_batches(batch_size=batch_rows, columns=columns)
 
@@ -632,6 +636,8 @@ class PartWriter:
         self.bytes = 0
 
     def __enter__(self) -> PartWriter:
+        import pyarrow.parquet as pq
+
         self._tmp = tempfile.TemporaryDirectory(prefix="llm-assets-part-")
         self._path = Path(self._tmp.name) / "part.parquet"
         # Dictionaries pay off on repeated strings (languages, source keys), never on hashes, signatures or

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
 
 import zstandard
-from warcio.archiveiterator import ArchiveIterator
 
 from llm_assets.core.charset import decode_html
 from llm_assets.core.errors import is_store_error
@@ -228,6 +227,9 @@ def _looks_binary(payload: bytes) -> bool:
 def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: _Member | None, settings: ReaderSettings,
                   report: ReadReport) -> Iterator[SourceRecord]:
     """Records of one (uncompressed) WARC/ARC stream. `member` is set when the stream is a gzip member."""
+    # warcio is imported where used: building the code location imports this module (settings).
+    from warcio.archiveiterator import ArchiveIterator
+
     it = ArchiveIterator(stream, arc2warc=True, check_digests=False)
     for record in it:
         # it.get_record_offset() reads the record to its end: call it only once the payload has been read
