@@ -44,11 +44,14 @@ class Normalize(Block):
             # \v and \f separate lines or pages: deleting them would glue the words on either side.
             expr = expr.str.replace_all(r"\r\n?|[\v\f]", "\n").str.replace_all(CONTROL, "")
         if self.nfc:
-            expr = expr.str.normalize("NFC")
+            df = df.with_columns(nfc(df.select(expr)["text"]))
+            expr = pl.col("text")
         if self.whitespace:
             expr = (
-                # Only runs after a visible character: the indentation at the start of a line is kept.
-                expr.str.replace_all(rf"(\S){HSPACE}+", "${1} ")
+                # Only runs after a visible character: the indentation at the start of a line is kept. A single
+                # space there is left alone, so only longer runs and other spaces match (each match costs a
+                # capture, and single spaces are most of them).
+                expr.str.replace_all(rf"(\S)(?:{HSPACE}{{2,}}|[\t\p{{Zs}}--[ ]]{HSPACE}*)", "${1} ")
                 .str.replace_all(rf"(?m){HSPACE}+$", "")
                 .str.replace_all(r"\n{3,}", "\n\n")
                 .str.strip_chars("\n")
@@ -56,6 +59,15 @@ class Normalize(Block):
         df = df.with_columns(expr)
         empty = pl.col("text").is_null() | (pl.col("text").str.len_bytes() == 0)
         return df, reasons_of(df, first_reason(Rule(empty, "empty")))
+
+
+def nfc(text: pl.Series) -> pl.Series:
+    """NFC composition of the rows that need it: a text whose characters all come before U+0300, the first combining
+    mark, has nothing to compose or replace."""
+    rows = text.str.contains(r"[^\x00-\x{2ff}]").fill_null(False).arg_true()
+    if rows.len() == 0:
+        return text
+    return text.scatter(rows, text.gather(rows).str.normalize("NFC"))
 
 
 def repair_mojibake(text: pl.Series) -> pl.Series:
