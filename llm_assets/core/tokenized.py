@@ -98,19 +98,17 @@ def tokenize_batch(batch: pa.RecordBatch | pa.Table, encodings: list[Encoding], 
                    min_tokens: int = 0) -> tuple[pa.Table, pa.Table]:
     """-> (kept, rejected): the documents of `batch` (doc_id, url, crawl) with their token ids and EOS, in the
     stage's schema, and those under `min_tokens` in REJECTED_SCHEMA. `encodings`: the batch's texts, encoded."""
-    ids = [e.ids for e in encodings]
+    ids = [e.ids for e in encodings]  # a new list at every access: appending the EOS to it changes no encoding
     n = len(ids)
-    lengths = np.fromiter(map(len, ids), np.int64, count=n)
-    offsets = np.zeros(n + 1, np.int64)
+    lengths = np.fromiter(map(len, ids), np.int64, count=n)  # the documents' own tokens
+    for document in ids:
+        document.append(eos)
+    offsets = np.zeros(n + 1, np.int32)
     np.cumsum(lengths + 1, out=offsets[1:])
     values_type = token_type(vocab_size)
-    values = np.empty(int(offsets[-1]), values_type.to_pandas_dtype())
-    is_eos = np.zeros(len(values), bool)
-    is_eos[offsets[1:] - 1] = True
-    values[~is_eos] = np.fromiter(chain.from_iterable(ids), values.dtype, count=int(lengths.sum()))
-    values[is_eos] = eos
-    tokens = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values, values_type)).cast(
-        pa.list_(values_type))
+    # one pass over the ids into a flat buffer, then the list array over it: no per-document arrays
+    values = np.fromiter(chain.from_iterable(ids), values_type.to_pandas_dtype(), count=int(offsets[-1]))
+    tokens = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, values_type))
     table = pa.table({"doc_id": batch.column("doc_id"), "url": batch.column("url"), "crawl": batch.column("crawl"),
                       "n_tokens": pa.array(lengths + 1, pa.int32()), "tokens": tokens})
     if not min_tokens or (short := lengths < min_tokens).sum() == 0:
