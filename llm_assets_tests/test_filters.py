@@ -12,7 +12,7 @@ from llm_assets.core.filters import (
     C4BadWords, C4Quality, DomainVocabulary, FineWebQuality, GopherQuality, GopherRepetition, LanguageFilter,
     ProfanityFilter, URLFilter, apply_filters,
 )
-from llm_assets.core.filters.text import words
+from llm_assets.core.filters.text import _word_pattern, words, words_column
 from llm_assets.settings import FilteredSettings
 from llm_assets_tests.conftest import shared
 
@@ -55,6 +55,15 @@ def reasons(block, texts: list[str], **cols) -> list[str | None]:
 def test_words_split_punctuation_like_spacy(text, expected):
     """Punctuation, clitics and infixes split as spaCy's English tokenizer splits them (datatrove's word rules)."""
     assert words(text) == expected
+
+
+def test_a_column_splits_as_each_text_alone():
+    """words_column splits distinct chunks in one call: the words are those of the whole pattern on each text, with
+    emoji (astral characters), the separator it joins chunks with, Python-only whitespace and empty texts."""
+    texts = ["don't stop. U.S. 3.5 e.g. :) well-known", "emoji 😀 ok, 😀!", "a \x00 b. c\x00d", "\x1c a\x1fb\u3000c",
+             "", "   ", "don't stop. again 💡(x)", "ⅷ² Ⅻ ①… 中文，字。"]
+    assert words_column(pl.Series(texts)).to_list() == [_word_pattern().findall(t) for t in texts]
+    assert [words(t) for t in texts] == [_word_pattern().findall(t) for t in texts]
 
 
 def test_a_dot_run_costs_linear_time():

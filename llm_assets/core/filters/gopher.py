@@ -7,7 +7,7 @@ most frequent 2-, 3- and 4-gram, and the share covered by repeated 5- to 10-gram
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -121,19 +121,9 @@ class GopherRepetition(Block):
             # split for every row and kept on the frame: Gopher's quality rules count the same words
             df = with_words(df)
             flat = _FlatWords.of(df[WORDS].gather(todo))
-            grams = _repeated_ngrams(flat, {n for n, _ in self.top_n_grams + self.dup_n_grams})
             doc_chars = chars.gather(todo).cast(pl.Float64).to_numpy()
-            # the exact walk of a duplicated n-gram rule only where it can decide: for documents no earlier rule
-            # drops, whose bound exceeds the threshold
-            alive = np.ones(len(todo), dtype=bool)
-            for n, frac in self.top_n_grams:
-                top = _top_ngram_chars(flat, grams[n], n)
-                ngram[f"top_{n}_gram_frac"][todo] = top
-                alive &= ~(top / doc_chars > frac)
-            for n, frac in self.dup_n_grams:
-                covered = _duplicate_ngram_chars(flat, grams[n], n, lambda bound: alive & (bound / doc_chars > frac))
-                ngram[f"dup_{n}_gram_frac"][todo] = covered
-                alive &= ~(covered / doc_chars > frac)
+            for name, measured in _ngram_chars(flat, doc_chars, self.top_n_grams, self.dup_n_grams).items():
+                ngram[name][todo] = measured
         stats = stats.with_columns(**{k: pl.Series(v) / pl.col("chars") for k, v in ngram.items()})
         rules += [drop_if(pl.col(f"top_{n}_gram_frac"), ">", frac, f"top_{n}_gram") for n, frac in self.top_n_grams]
         rules += [drop_if(pl.col(f"dup_{n}_gram_frac"), ">", frac, f"duplicated_{n}_n_grams")
@@ -190,31 +180,58 @@ _MULTIPLIER = np.uint64(0x100000001B3)  # wrapping multiply-add: an order-sensit
 _DOC_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
-def _repeated_ngrams(flat: _FlatWords, ns: set[int]) -> dict[int, _Grams]:
-    """For each n of `ns`, the n-grams repeated within their document. An n-gram can only repeat where its first
-    n - 1 words do, so each n looks only at the starts of the repeated (n - 1)-grams: after the smallest n, a few
-    positions, not every word."""
-    out: dict[int, _Grams] = {}
+def _ngram_chars(flat: _FlatWords, doc_chars: np.ndarray, top: tuple[tuple[int, float], ...],
+                 dup: tuple[tuple[int, float], ...]) -> dict[str, np.ndarray]:
+    """The characters each n-gram rule measures, per document, by stats column name. The rules are measured in
+    increasing n. A document's reason is its first failing rule, so once a rule drops it, the rules after that one
+    are not read: the document leaves the larger n-grams when all their rules come later (the default order), and
+    a duplicated-n-gram rule scans exactly only where no earlier rule drops the document and its bound exceeds the
+    threshold."""
+    rules = [(f"top_{n}_gram_frac", n, frac) for n, frac in top] + [(f"dup_{n}_gram_frac", n, frac) for n, frac in dup]
+    out = {name: np.zeros(flat.docs) for name, _, _ in rules}
+    first_failed = np.full(flat.docs, len(rules))  # per document: the first rule known to drop it
+    needed = np.ones(flat.docs, dtype=bool)  # documents whose larger n-grams are still read
+    for n, grams in _repeated_ngrams(flat, {n for _, n, _ in rules}, needed):
+        for i, (name, rule_n, frac) in enumerate(rules):
+            if rule_n != n:
+                continue
+            if name.startswith("top_"):
+                measured = _top_ngram_chars(flat, grams, n)
+            else:
+                scan = (first_failed > i) & needed
+                measured = _duplicate_ngram_chars(flat, grams, n, lambda bound: scan & (bound / doc_chars > frac))
+            measured[~needed] = 0  # left out earlier: never read
+            out[name] = measured
+            first_failed = np.where((measured / doc_chars > frac) & (first_failed > i), i, first_failed)
+        later = [i for i, (_, rule_n, _) in enumerate(rules) if rule_n > n]
+        if later:
+            needed &= first_failed > min(later)
+    return out
+
+
+def _repeated_ngrams(flat: _FlatWords, ns: set[int], needed: np.ndarray) -> Iterator[tuple[int, _Grams]]:
+    """For each n of `ns`, in increasing order, the n-grams repeated within their document. An n-gram can only
+    repeat where its first n - 1 words do, so each n looks only at the starts of the repeated (n - 1)-grams of the
+    documents still `needed` (read again at every step), not at every word. Wrapping uint64 arithmetic."""
     n = min(ns)
     pos = np.flatnonzero(flat.left >= n)
-    with np.errstate(over="ignore"):
-        g = flat.h[pos] + flat.doc[pos].astype(np.uint64) * _DOC_MIX
-        chars = flat.length[pos].copy()
-        for k in range(1, n):
-            g = g * _MULTIPLIER + flat.h[pos + k]
-            chars += flat.length[pos + k]
-        while True:
-            repeated = pl.Series(g, dtype=pl.UInt64).is_duplicated().to_numpy()
-            pos, g, chars = pos[repeated], g[repeated], chars[repeated]
-            if n in ns:
-                out[n] = _Grams(pos, g, chars)
-            if n == max(ns):
-                return out
-            n += 1
-            more = flat.left[pos] >= n
-            pos, g, chars = pos[more], g[more], chars[more]
-            g = g * _MULTIPLIER + flat.h[pos + n - 1]
-            chars = chars + flat.length[pos + n - 1]
+    g = flat.h[pos] + flat.doc[pos].astype(np.uint64) * _DOC_MIX
+    chars = flat.length[pos].copy()
+    for k in range(1, n):
+        g = g * _MULTIPLIER + flat.h[pos + k]
+        chars += flat.length[pos + k]
+    while True:
+        repeated = pl.Series(g, dtype=pl.UInt64).is_duplicated().to_numpy()
+        pos, g, chars = pos[repeated], g[repeated], chars[repeated]
+        if n in ns:
+            yield n, _Grams(pos, g, chars)
+        if n == max(ns):
+            return
+        n += 1
+        more = (flat.left[pos] >= n) & needed[flat.doc[pos]]
+        pos, g, chars = pos[more], g[more], chars[more]
+        g = g * _MULTIPLIER + flat.h[pos + n - 1]
+        chars = chars + flat.length[pos + n - 1]
 
 
 def _top_ngram_chars(flat: _FlatWords, grams: _Grams, n: int) -> np.ndarray:
