@@ -16,6 +16,7 @@ import re
 import sys
 import unicodedata
 
+import numpy as np
 import polars as pl
 
 from llm_assets.core.filters.base import WORDS
@@ -115,7 +116,7 @@ def words_column(texts: pl.Series) -> pl.Series:
     chunks = (texts.to_frame("t").with_row_index("doc")
               .select("doc", chunk=pl.col("t").str.extract_all(CHUNK)).explode("chunk").drop_nulls("chunk"))
     distinct = chunks["chunk"].unique(maintain_order=True)
-    owner, flat = _split_distinct(distinct.to_list())
+    owner, flat = _split_distinct(distinct)
     table = pl.DataFrame({"chunk": distinct.gather(owner), "w": flat})
     per_doc = (chunks.join(table, on="chunk", how="inner", maintain_order="left_right")
                .group_by("doc", maintain_order=True).agg(pl.col("w").alias(WORDS)))
@@ -124,46 +125,34 @@ def words_column(texts: pl.Series) -> pl.Series:
             .fill_null(pl.lit([], dtype=pl.List(pl.String))))
 
 
-def _split_distinct(chunks: list[str]) -> tuple[list[int], list[str]]:
-    """The words of distinct whitespace-free chunks, end to end, with the index of the chunk each comes from."""
-    owner: list[int] = []
-    flat: list[str] = []
-    hard: list[int] = []
-    for i, c in enumerate(chunks):
-        if c.isalnum():  # one word: no infix, edge mark or clitic can occur in it
-            owner.append(i)
-            flat.append(c)
-        else:
-            hard.append(i)
+def _split_distinct(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """The words of distinct whitespace-free chunks, with the index of the chunk each comes from; a chunk's words
+    are consecutive and in order."""
+    texts = chunks.to_list()
+    # one word: no infix, edge mark or clitic can occur in letters and digits
+    plain = np.fromiter((c.isalnum() for c in texts), dtype=bool, count=len(texts))
     # the few chunks with astral characters apart: the full pattern is slower
-    astral = [i for i in hard if max(chunks[i]) > "\uffff"]
-    if astral:
-        hard = [i for i in hard if max(chunks[i]) <= "\uffff"] + astral
-    parts = _split_joined([chunks[i] for i in hard[:len(hard) - len(astral)]], astral=False)
-    parts += _split_joined([chunks[i] for i in astral], astral=True)
-    for i, ws in zip(hard, parts):
-        owner.extend([i] * len(ws))
-        flat.extend(ws)
-    return owner, flat
+    astral = chunks.str.contains(r"[^\x00-\x{ffff}]").to_numpy()
+    owners, words = [np.flatnonzero(plain)], [chunks.filter(pl.Series(plain))]
+    for with_astral in (False, True):
+        rows = np.flatnonzero(~plain & (astral == with_astral))
+        if len(rows):
+            found, local = _split_joined([texts[i] for i in rows], with_astral)
+            owners.append(rows[local])
+            words.append(found)
+    return np.concatenate(owners), pl.concat(words)
 
 
-def _split_joined(chunks: list[str], astral: bool) -> list[list[str]]:
-    """The words of each chunk, from one `findall` over the chunks joined by a separator that is a word of its own."""
-    if not chunks:
-        return []
-    joined = f" {_SEPARATOR} ".join(chunks)
+def _split_joined(chunks: list[str], astral: bool) -> tuple[pl.Series, np.ndarray]:
+    """The words of the chunks, with the index of the chunk each comes from, from one `findall` over the chunks
+    joined by a separator that is a word of its own."""
     if _SEPARATOR in "".join(chunks):
-        return [words(c) for c in chunks]
-    parts: list[list[str]] = []
-    current: list[str] = []
-    for w in _word_pattern(astral).findall(joined):
-        if w == _SEPARATOR:
-            parts.append(current)
-            current = []
-        else:
-            current.append(w)
-    parts.append(current)
-    return parts
+        parts = [_word_pattern(astral).findall(c) for c in chunks]
+        return (pl.Series([w for p in parts for w in p], dtype=pl.String),
+                np.repeat(np.arange(len(chunks)), [len(p) for p in parts]))
+    found = pl.Series(_word_pattern(astral).findall(f" {_SEPARATOR} ".join(chunks)), dtype=pl.String)
+    separator = (found == _SEPARATOR).to_numpy()
+    return found.filter(pl.Series(~separator)), np.cumsum(separator)[~separator]
 
 
 def with_words(df: pl.DataFrame) -> pl.DataFrame:
