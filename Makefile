@@ -5,7 +5,7 @@ VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-extraction-quality store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -113,6 +113,12 @@ bench-engine-bakeoff: $(VENV)/.synced
 bench-compare: $(VENV)/.synced
 	@$(COMPILE)
 	$(BIN)/python -m benchmarks.compare --output BENCHMARKS.md --json .bench/compare/results.json
+
+# Extractors' main-text F1 on public benchmarks with ground truth (checkouts named by EXTRACTION_BENCH_SCRAPINGHUB,
+# EXTRACTION_BENCH_READABILITY, EXTRACTION_BENCH_TRAFILATURA; `python -m benchmarks.extraction_quality --help`
+# says where to get them), agreement with trafilatura on the shared WARC pages, pages per CPU-second.
+bench-extraction-quality: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.extraction_quality --json .bench/extraction_quality.json
 
 # A real Dask cluster on 127.0.0.1 (a scheduler and NODES-1 workers), and the demo with every unit on it.
 NODES ?= 3

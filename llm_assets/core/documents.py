@@ -37,7 +37,7 @@ from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
 
 class DocumentsSettings(Section):
-    extractor: Literal["trafilatura", "resiliparse"] = "trafilatura"
+    extractor: Literal["trafilatura", "resiliparse", "trafilatura_fast"] = "trafilatura"
     # A larger record is quarantined (oversized) unread: an HTML or WET payload, a JSON line or array element, a
     # Parquet text.
     max_payload_bytes: int = Field(default=5_000_000, gt=0)

@@ -16,7 +16,7 @@ class DocumentsConfig(dg.Config):
     """Per-run choice of extractor; empty means the settings file's. The choice is part of every work unit's
     id, so a run with another extractor writes other parts rather than passing them off as the default's."""
 
-    extractor: Literal["", "trafilatura", "resiliparse"] = ""
+    extractor: Literal["", "trafilatura", "resiliparse", "trafilatura_fast"] = ""
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
