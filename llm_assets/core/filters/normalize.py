@@ -9,7 +9,6 @@ A document left empty is dropped with reason `empty`.
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 import polars as pl
@@ -79,9 +78,9 @@ def repair_mojibake(text: pl.Series) -> pl.Series:
         return text
     # fix_encoding only undoes encoding mix-ups: unlike fix_text it leaves quotes, entities and line breaks. It is
     # slow on long texts, so only the flagged lines of a flagged document go through it.
-    flagged = re.compile(MOJIBAKE)
-
     def fix(t: str) -> str:
-        return "\n".join(ftfy.fix_encoding(line) if flagged.search(line) else line for line in t.split("\n"))
+        lines = t.split("\n")
+        flagged = pl.Series(lines, dtype=pl.String).str.contains(MOJIBAKE).to_list()  # one call, not one per line
+        return "\n".join(ftfy.fix_encoding(line) if hit else line for line, hit in zip(lines, flagged))
 
     return text.clone().scatter(rows, [fix(t) for t in text.gather(rows).to_list()])
