@@ -158,7 +158,7 @@ def test_a_batch_gets_the_ids_of_each_document_and_eos_as_uint16(gpt2_dir, refer
 
     texts = wikitext_lines[:300] + [""]
     tok = load_tokenizer(str(gpt2_dir))
-    kept, rejected = tokenize_batch(_batch(texts), tok.encode_batch_fast(texts, add_special_tokens=False), EOS,
+    kept, rejected = tokenize_batch(_batch(texts), [e.ids for e in tok.encode_batch_fast(texts)], EOS,
                                     tok.get_vocab_size())
     assert kept.schema == schema(50257) and rejected.num_rows == 0
     assert kept.column("doc_id").to_pylist() == [f"d{i}" for i in range(len(texts))]
@@ -176,7 +176,7 @@ def test_min_tokens_sets_aside_documents_under_it_with_the_reason(gpt2_dir, refe
     texts = [" ".join(words[:n]) for n in (10, 9, 11, 0, 3)]
     assert [len(reference.encode_ordinary(t)) for t in texts] == [10, 9, 11, 0, 3]
     tok = load_tokenizer(str(gpt2_dir))
-    kept, rejected = tokenize_batch(_batch(texts), tok.encode_batch_fast(texts, add_special_tokens=False), EOS,
+    kept, rejected = tokenize_batch(_batch(texts), [e.ids for e in tok.encode_batch_fast(texts)], EOS,
                                     tok.get_vocab_size(), min_tokens=10)
     assert kept.column("doc_id").to_pylist() == ["d0", "d2"]
     assert kept.column("tokens").to_pylist() == [reference.encode_ordinary(texts[i]) + [EOS] for i in (0, 2)]
@@ -189,24 +189,54 @@ def test_min_tokens_sets_aside_documents_under_it_with_the_reason(gpt2_dir, refe
 
 
 def test_encoding_ahead_keeps_the_batches_in_order_and_raises_what_the_encoder_raises(gpt2_dir):
-    """The next batch is encoded in a thread: batches come back in order, each with its own encodings."""
+    """The next batch is encoded in a thread: batches come back in order, each with its own ids."""
+    from llm_assets.core.tokenize import batch_encoder
     from llm_assets.core.tokenized import encoded
 
     tok = load_tokenizer(str(gpt2_dir))
+    encoder = batch_encoder(str(gpt2_dir))
     batches = [_batch([f"batch {i} text {j}" for j in range(i + 1)]) for i in range(5)]
-    got = list(encoded(tok, iter(batches)))
+    got = list(encoded(encoder, iter(batches)))
     assert [b for b, _ in got] == batches
-    for batch, encodings in got:
-        assert [e.ids for e in encodings] == [tok.encode(t, add_special_tokens=False).ids
-                                              for t in batch.column("text").to_pylist()]
-    assert list(encoded(tok, iter([]))) == []
+    for batch, ids in got:
+        assert ids == [tok.encode(t, add_special_tokens=False).ids for t in batch.column("text").to_pylist()]
+    assert list(encoded(encoder, iter([]))) == []
 
     def failing():
         yield batches[0]
         raise OSError("store gone")
 
     with pytest.raises(OSError, match="store gone"):
-        list(encoded(tok, failing()))
+        list(encoded(encoder, failing()))
+
+
+def test_the_gpt2_folder_is_encoded_by_tiktoken_with_the_tokenizers_ids(gpt2_dir, wikitext_lines):
+    """tiktoken's encoder is used for GPT-2's files, and gives `tokenizers`' ids on real text, one thread or more."""
+    from llm_assets.core.tokenize import _batch_encoder
+
+    tok = load_tokenizer(str(gpt2_dir))
+    texts = wikitext_lines[:2000] + ["", "  \n\n ", "<|endoftext|>", "x" * 5000, "é" * 300 + " 😀" * 50]
+    want = [e.ids for e in tok.encode_batch_fast(texts)]
+    for threads in (1, 2):
+        encoder = _batch_encoder(str(gpt2_dir), threads)
+        assert encoder.__name__ == "with_tiktoken"
+        assert encoder(texts) == want
+
+
+def test_a_tokenizer_whose_ids_are_not_its_merge_ranks_keeps_tokenizers(gpt2_dir, tmp_path):
+    """tiktoken merges by id: a vocabulary numbered otherwise is encoded by `tokenizers`, as it always was."""
+    import json as json_
+
+    from llm_assets.core.tokenize import _batch_encoder
+
+    vocab = json_.loads((gpt2_dir / "encoder.json").read_text("utf-8"))
+    a, b = "Ġthe", "Ġand"  # two merged tokens swap ids
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (tmp_path / "encoder.json").write_text(json_.dumps(vocab), "utf-8")
+    (tmp_path / "vocab.bpe").write_bytes((gpt2_dir / "vocab.bpe").read_bytes())
+    encoder = _batch_encoder(str(tmp_path), 1)
+    assert encoder.__name__ == "with_tokenizers"
+    assert encoder(["the cat and the dog"]) == [load_tokenizer(str(tmp_path)).encode("the cat and the dog").ids]
 
 
 def test_min_tokens_is_validated_and_moves_the_stage_version_but_not_the_tokenizer_version():

@@ -1,14 +1,15 @@
 """Stage `tokenized`: token ids per document, EOS appended as the document boundary.
 
-One work unit tokenizes one upstream part, batch by batch, with the tokenizer's parallel batch encoder; the next
-batch is encoded (the encoder releases the GIL) while this one is converted and written. With `min_tokens`,
+One work unit tokenizes one upstream part, batch by batch, with a parallel batch encoder (`batch_encoder`:
+tiktoken's where it gives the tokenizer's ids, else the tokenizer's own); the next batch is encoded (the encoders
+release the GIL) while this one is converted and written. With `min_tokens`,
 documents with fewer tokens are set aside under `rejected/tokenized/` with the reason `too_few_tokens`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
@@ -18,11 +19,10 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 from pydantic import Field
-from tokenizers import Encoding, Tokenizer
 
 from llm_assets.core.config import PROJECT_ROOT, Section
 from llm_assets.core.lake import Lake
-from llm_assets.core.tokenize import load_tokenizer
+from llm_assets.core.tokenize import batch_encoder, load_tokenizer
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 from llm_assets.core.versions import digest
 
@@ -94,11 +94,11 @@ REJECTED_SCHEMA = pa.schema(
 )
 
 
-def tokenize_batch(batch: pa.RecordBatch | pa.Table, encodings: list[Encoding], eos: int, vocab_size: int,
+def tokenize_batch(batch: pa.RecordBatch | pa.Table, ids: list[list[int]], eos: int, vocab_size: int,
                    min_tokens: int = 0) -> tuple[pa.Table, pa.Table]:
     """-> (kept, rejected): the documents of `batch` (doc_id, url, crawl) with their token ids and EOS, in the
-    stage's schema, and those under `min_tokens` in REJECTED_SCHEMA. `encodings`: the batch's texts, encoded."""
-    ids = [e.ids for e in encodings]  # a new list at every access: appending the EOS to it changes no encoding
+    stage's schema, and those under `min_tokens` in REJECTED_SCHEMA. `ids`: the batch's texts, encoded (the EOS is
+    appended to these lists)."""
     n = len(ids)
     lengths = np.fromiter(map(len, ids), np.int64, count=n)  # the documents' own tokens
     for document in ids:
@@ -121,11 +121,11 @@ def tokenize_batch(batch: pa.RecordBatch | pa.Table, encodings: list[Encoding], 
     return table.filter(pa.array(~short)), rejected
 
 
-def encoded(tok: Tokenizer, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch, list[Encoding]]]:
-    """Each batch with its texts' encodings, the next batch encoded in a thread while the caller uses this one."""
-    def encode(batch: pa.RecordBatch) -> list[Encoding]:
-        # encode_batch_fast skips offsets and alignments: the same ids at about twice the speed
-        return tok.encode_batch_fast(batch.column("text").fill_null("").to_pylist(), add_special_tokens=False)
+def encoded(encoder: Callable[[list[str]], list[list[int]]], batches: Iterator[pa.RecordBatch]
+            ) -> Iterator[tuple[pa.RecordBatch, list[list[int]]]]:
+    """Each batch with its texts' token ids, the next batch encoded in a thread while the caller uses this one."""
+    def encode(batch: pa.RecordBatch) -> list[list[int]]:
+        return encoder(batch.column("text").fill_null("").to_pylist())
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="encode") as pool:
         pending = None
@@ -160,9 +160,9 @@ def tokenize_documents(u: TokenizeUnit) -> UnitResult:
     set_aside: list[pa.Table] = []  # small rows (no text, no tokens): written in a few row groups, not one a batch
     with lake.part_writer(u.part, out_schema) as out, _optional_writer(lake, rejected_part) as rejected:
         batches = lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "text"])
-        for batch, encodings in encoded(tok, batches):
+        for batch, ids in encoded(batch_encoder(str(u.settings.resolved_path())), batches):
             rows_in += batch.num_rows
-            kept, dropped = tokenize_batch(batch, encodings, eos, vocab_size, u.settings.min_tokens)
+            kept, dropped = tokenize_batch(batch, ids, eos, vocab_size, u.settings.min_tokens)
             out.write(kept)
             if dropped.num_rows:
                 drops.drop(TOO_FEW_TOKENS, dropped.num_rows)
