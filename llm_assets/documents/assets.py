@@ -2,10 +2,8 @@ from typing import Literal
 
 import dagster as dg
 
-from llm_assets.core.documents import SCHEMA, ExtractUnit, extract_documents
-from llm_assets.core.lake import part_key
+from llm_assets.core.documents import SCHEMA, extract_documents, extract_units
 from llm_assets.core.partition import LakeInput
-from llm_assets.core.units import unit_id
 from llm_assets.documents.spec import SPEC
 from llm_assets.settings import Settings
 from llm_assets.stage import partition_of, run_stage, stage_asset
@@ -35,18 +33,16 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
 
         Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); bad ones
         (truncated_file, corrupt_record, oversized, non_html_payload, extraction_timeout, corrupt_json,
-        missing_text, unreadable_file) are quarantined under `rejected/documents/`. One work unit per raw file.
+        missing_text, unreadable_file) are quarantined under `rejected/documents/`. One work unit per raw file, several
+        for a WARC or ARC file over 512 KiB (each extracts a share of its HTML records, so that both workers do).
         """
         crawl, shard = partition_of(context)
         extractor = config.extractor or settings.documents.extractor
         inventory = raw_files.scan().collect()
         units = []
         for key, size, etag in inventory.select("key", "size", "etag").iter_rows():
-            unit = unit_id("documents", code, extractor, key, etag)
-            units.append(ExtractUnit(store=store.config(), settings=settings.documents, crawl=crawl, source=key,
-                                     size=size, unit=unit, part=part_key("documents", crawl, shard, unit),
-                                     rejected_part=part_key("documents", crawl, shard, unit, zone="rejected"),
-                                     extractor=extractor))
+            units.extend(extract_units(store.config(), settings.documents, crawl, shard, key, size, etag, code,
+                                       extractor))
         yield from run_stage(context, extract_documents, units, code, SCHEMA.names, settings.runner,
                              {"extractor": extractor}, inputs={"raw_files": raw_files.data_version})
 
