@@ -10,7 +10,7 @@
   page text and can load dateparser, whose cold start costs seconds once per process; the main text is the same
   either way (checked on every HTML page of the shared WARC files).
 * ``"trafilatura_fast"``: the same with ``fast=True``, which skips trafilatura's comparison of its result with
-  its readability and justext fallbacks (about a third of its time): 1.4-1.5x the pages per CPU-second of
+  its readability and justext fallbacks (about a third of its time): 1.4-1.7x the pages per CPU-second of
   ``"trafilatura"``, for 0.014-0.028 less F1 on the public benchmarks (BENCHMARKS.md). Not the default: it misses
   the issue's bar (5x at most 0.005 F1 less), as does every other path measured there.
 * ``"resiliparse"`` is resiliparse's ``extract_plain_text(main_content=True)`` (DCLM-style), with alt texts,
