@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from llm_assets import environment
 from llm_assets.core.units import InProcessRunner, PoolRunner, Runner
-from llm_assets.local_cluster import LocalCluster
 from llm_assets.settings import RunnerSettings
+
+if TYPE_CHECKING:
+    from llm_assets.local_cluster import LocalCluster
 
 
 def local_cluster() -> LocalCluster:
     """The cluster `llm-assets cluster start` runs on this machine."""
+    # here: it imports the embedded store's client and the cryptography of its TLS, which a pool run never needs
+    from llm_assets.local_cluster import LocalCluster
+
     return LocalCluster(environment.home() / "cluster")
 
 
