@@ -282,8 +282,9 @@ def compare_minhash(ctx: Context) -> dict:
 
 
 def compare_scale(ctx: Context) -> dict:
-    """1 worker against 2, wall clock, alternating, not pinned (a worker is one process with one thread: 1 worker
-    uses one core, 2 use both). With benchmarks.scaling: the real units (documents, tokenized) against an embedded
+    """1 worker on one core against 2 on two, wall clock, alternating: the 1-worker run is pinned to the core of
+    the comparison (in-process, the encoder's threads and the store would otherwise use the second core too), the
+    2-worker run is not. With benchmarks.scaling: the real units (documents, tokenized) against an embedded
     store; without it, the same work on local files through PoolRunner (benchmarks.compare_ours scale)."""
     if (ROOT / "benchmarks" / "scaling.py").exists():
         def cmd(stage: str, workers: int) -> list[str]:
@@ -306,7 +307,8 @@ def compare_scale(ctx: Context) -> dict:
             got = {}
             for w in ([1, 2] if k % 2 == 0 else [2, 1]):
                 log(f"two workers, {stage}, round {k + 1}/{ctx.args.pairs}: {w} worker(s)")
-                got[str(w)] = normalise_scaling(run_side(cmd(stage, w), None, {"RAYON_NUM_THREADS": "1"}))
+                cpus = str(ctx.core) if w == 1 else None
+                got[str(w)] = normalise_scaling(run_side(cmd(stage, w), cpus, {"RAYON_NUM_THREADS": "1"}))
             rounds.append(got)
         result["stages"][stage] = {"rounds": rounds,
                                    "ratios": [r["1"]["timed_wall_s"] / r["2"]["timed_wall_s"] for r in rounds]}
