@@ -103,7 +103,7 @@ def documents(store, store_pid: int | None, workers: int, warc_dir: Path) -> dic
 
 
 def tokenized(store, store_pid: int | None, workers: int, input_file: Path, files: int, workdir: Path) -> dict:
-    from benchmarks.seed_paper import GPT2, MIN_TOKENS
+    from benchmarks.seed_paper import GPT2, MIN_TOKENS, split_input
     from llm_assets.core.documents import extract_documents, extract_units
     from llm_assets.core.filtered import FilterUnit, filter_documents
     from llm_assets.core.filters import Normalize
@@ -115,7 +115,7 @@ def tokenized(store, store_pid: int | None, workers: int, input_file: Path, file
     settings = Settings(filtered=FilteredSettings(chain=(Normalize(),)),
                         tokenized=TokenizedSettings(tokenizer_path=GPT2, min_tokens=MIN_TOKENS))
     lake, crawl = Lake(store), f"SCALING-tok-{workers}w"
-    raw = _drop(lake, crawl, _split(input_file, files, workdir))
+    raw = _drop(lake, crawl, split_input(workdir, files, input_file))
     docs = run_units(extract_documents, [u for key, size, etag in raw for u in extract_units(
         store, settings.documents, crawl, SHARD, key, size, etag, "scaling", settings.documents.extractor)],
         InProcessRunner())
@@ -129,21 +129,6 @@ def tokenized(store, store_pid: int | None, workers: int, input_file: Path, file
     results, m = measured(lambda: run_units(tokenize_documents, units, PoolRunner(workers)), store_pid)
     return {"units": len(units), "files": files, "items": sum(r.rows_in for r in results),
             "documents": sum(r.rows_out for r in results), **m, **balance(results)}
-
-
-def _split(input_file: Path, files: int, workdir: Path) -> list[Path]:
-    """The rows as `files` gzip JSON Lines files of consecutive rows (one: the file itself)."""
-    if files == 1:
-        return [input_file]
-    with gzip.open(input_file, "rb") as f:
-        lines = f.readlines()
-    per, paths = -(-len(lines) // files), []
-    for i in range(files):
-        path = workdir / f"{input_file.name.split('.')[0]}-{i:02d}.jsonl.gz"
-        with gzip.open(path, "wb", compresslevel=6) as f:
-            f.writelines(lines[i * per:(i + 1) * per])
-        paths.append(path)
-    return paths
 
 
 def tokenizer(workers: int, input_file: Path) -> dict:

@@ -104,17 +104,17 @@ def run_measured(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, a
 # the product path (a child process) -------------------------------------------------------------------------------
 
 
-def split_input(workdir: Path, files: int) -> list[Path]:
+def split_input(workdir: Path, files: int, input_file: Path = INPUT) -> list[Path]:
     """The workload as `files` gzip JSON Lines files of consecutive rows (one: the file itself)."""
     if files == 1:
-        return [INPUT]
-    with gzip.open(INPUT, "rb") as f:
+        return [input_file]
+    with gzip.open(input_file, "rb") as f:
         lines = f.readlines()
     folder = workdir / f"split-{files}"
     folder.mkdir(exist_ok=True)
     paths, per = [], -(-len(lines) // files)
     for i in range(files):
-        path = folder / f"seed003_input-{i:02d}.jsonl.gz"
+        path = folder / f"{input_file.name.split('.')[0]}-{i:02d}.jsonl.gz"
         with gzip.open(path, "wb", compresslevel=6) as f:
             f.writelines(lines[i * per:(i + 1) * per])
         paths.append(path)
