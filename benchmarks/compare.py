@@ -48,6 +48,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from benchmarks.report import replace_section
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / ".bench" / "compare"
 ANCHOR_VENV = SCRATCH / "datatrove-venv"
@@ -592,19 +594,6 @@ def render(results: dict, meta: dict) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, body: str) -> None:
-    """Replace the text between the markers; the first time, put the markers right under the file's title."""
-    block = f"{BEGIN}\n\n{body.rstrip()}\n\n{END}"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text.split(BEGIN, 1)[1]:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        title, _, rest = text.partition("\n")
-        text = f"{title}\n\n{block}\n\n{rest.lstrip(chr(10))}"
-    path.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=3, help="rounds of A B per comparison (default 3)")
@@ -624,7 +613,7 @@ def main(argv: list[str] | None = None) -> None:
         text = render(saved["results"], saved["meta"])
         print(text)
         if args.output:
-            write_section(args.output, text)
+            replace_section(args.output, BEGIN, END, text, first=True)
         return
     if args.quick:
         args.pairs, args.filter_repeat = min(args.pairs, 2), 1
@@ -656,7 +645,7 @@ def main(argv: list[str] | None = None) -> None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
     if args.output:
-        write_section(args.output, text)
+        replace_section(args.output, BEGIN, END, text, first=True)
     log(f"done in {meta['minutes']:.1f} min")
 
 

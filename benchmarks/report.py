@@ -68,13 +68,17 @@ def write_report(path: Path, generated: str) -> None:
     path.write_text(f"{header}\n{MARKER}\n\n{generated.rstrip()}\n")
 
 
-def replace_section(path: Path, begin: str, end: str, body: str) -> None:
-    """Replace the text between the markers, or append it with its markers; the rest of the file is left alone."""
+def replace_section(path: Path, begin: str, end: str, body: str, first: bool = False) -> None:
+    """Replace the text between the markers, or add it with its markers: appended, or with `first` right under
+    the file's title; the rest of the file is left alone."""
     block = f"{begin}\n\n{body.rstrip()}\n\n{end}"
-    text = path.read_text() if path.exists() else ""
+    text = path.read_text() if path.exists() else ("# Benchmarks\n" if first else "")
     if begin in text and end in text.split(begin, 1)[1]:
         head, rest = text.split(begin, 1)
         text = head + block + rest.split(end, 1)[1]
+    elif first:
+        title, _, rest = text.partition("\n")
+        text = f"{title}\n\n{block}\n\n{rest.lstrip(chr(10))}"
     else:
         text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block + "\n"
     path.write_text(text)
