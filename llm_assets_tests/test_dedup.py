@@ -214,6 +214,28 @@ def test_by_url_keeps_one_document_per_url(paragraphs):
     assert removed_of(docs, by_url=True) == {"C-d1": ("url", "C-d0")}
 
 
+@pytest.mark.parametrize("url", ["", None])
+def test_documents_without_a_url_are_never_url_duplicates(paragraphs, url):
+    """A source without URLs (JSON Lines without a url field) gives every document the empty URL, whose hashes are
+    equal: its near-duplicates are `near` (and its copies `exact`), never `url`, whether `by_url` is on or off."""
+    p = paragraphs
+    texts = [p[20], one_word_changed(p[20], 4), p[21], one_word_changed(p[21], 5), p[22], p[22], p[23]]
+    docs = docs_frame(texts, url=[url] * len(texts))
+    expected = {"C-d1": ("near", "C-d0"), "C-d3": ("near", "C-d2"), "C-d5": ("exact", "C-d4")}
+    assert removed_of(docs) == expected
+    assert removed_of(docs, by_url=True) == expected  # and the empty URL joins nothing: C-d6 stays
+
+
+def test_a_reason_names_only_a_rule_that_is_on(paragraphs):
+    """With `by_url` off, two near-duplicates at one URL are `near`; with `exact` off, two copies are found by
+    MinHash and are `near`."""
+    p = paragraphs[24]
+    docs = docs_frame([p, one_word_changed(p, 6)], url=["https://a.org/x"] * 2)
+    assert removed_of(docs) == {"C-d1": ("near", "C-d0")}
+    assert removed_of(docs, by_url=True) == {"C-d1": ("url", "C-d0")}
+    assert removed_of(docs_frame([p, p]), exact=False) == {"C-d1": ("near", "C-d0")}
+
+
 def test_exact_or_near_alone_can_be_turned_off(paragraphs):
     p = paragraphs[8]
     docs = docs_frame([p, p, one_word_changed(p, 3)])
@@ -366,3 +388,32 @@ def test_cross_crawl_dedup_on_the_store_records_the_crawls_compared(store_env, d
     assert first["against_crawls"] == [] and first["duplicates_removed"] == 0
     assert second["against_crawls"] == [early] and second["index_documents"] == first["documents"]
     assert second["removed_by_reason"] == {"cross_crawl": second["documents"]}  # every page was there before
+
+
+def test_a_source_without_urls_has_its_near_duplicates_removed_as_near(store_env, dedup_defs, object_store, instance,
+                                                                       crawl):
+    """Real web text as JSON Lines without a url field (CCNet documents, `metadata` dropped), each with a copy that
+    has one word changed: the clusters remove the copies as `near` (or `exact`), never `url` (`by_url` is off)."""
+    import gzip
+    import json
+
+    from llm_assets.core.inventory import shard_of
+    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.settings import load_settings
+
+    lines = []
+    with gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt") as f:
+        for i, line in enumerate(f):
+            text = json.loads(line)["text"]
+            word = text.split()[len(text.split()) // 2]
+            lines += [{"id": f"a{i}", "text": text}, {"id": f"b{i}", "text": text.replace(f" {word} ", " changed ", 1)}]
+    lake = object_store.lake()
+    name = next(n for i in range(10_000) if shard_of(f"raw/{crawl}/{(n := f'nourl-{i}.jsonl')}",
+                                                    load_settings().shards) == "0000")
+    lake.put_bytes(f"raw/{crawl}/{name}", "".join(json.dumps(x) + "\n" for x in lines).encode())
+    instance.add_dynamic_partitions("crawl", [crawl])
+    kept = run(dedup_defs, "lake_job", crawl_shard_key(crawl, "0000"), instance)["filtered"]["rows_out"]
+    clusters = run(dedup_defs, "crawl_job", crawl, instance)["duplicate_clusters"]
+    reasons = clusters["removed_by_reason"]
+    assert kept >= 4 and clusters["duplicates_removed"] >= kept // 2 - 1
+    assert set(reasons) <= {"near", "exact"} and reasons.get("near", 0) >= 4  # exact: a copy the edit missed

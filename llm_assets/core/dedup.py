@@ -57,6 +57,7 @@ class DedupSettings(Section):
 
 
 STAGE_VERSION = "1"
+CLUSTERS_VERSION = "2"  # 2: a removal's reason names only a rule that is on (no `url` between URL-less documents)
 BATCH_ROWS = signatures.BATCH_ROWS
 signature_schema = signatures.signature_schema
 
@@ -139,7 +140,7 @@ def find_clusters(docs: pl.DataFrame, settings: DedupSettings, crawl: str, large
     n = docs.height
     srcs, dsts = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
     if settings.exact:
-        a, b = _groups_edges(docs["text_hash"].to_numpy(), docs["n_chars"].to_numpy() > 0)
+        a, b = _groups_edges(docs["text_hash"].to_numpy(), (docs["n_chars"].fill_null(0) > 0).to_numpy())
         srcs.append(a)
         dsts.append(b)
     if settings.by_url:
@@ -169,11 +170,15 @@ def find_clusters(docs: pl.DataFrame, settings: DedupSettings, crawl: str, large
         "cluster", kept_node="node", kept_crawl="crawl", kept_doc="doc_id", kept_text="text_hash",
         kept_url="url_hash")
     frame = frame.join(head, on="cluster")
+    # A reason names a rule that is on and that joins the two: the empty URL (a source without URLs) and the empty
+    # text hash alike, yet neither joins documents.
+    same_text = (pl.col("text_hash") == pl.col("kept_text")) & (pl.col("n_chars").fill_null(0) > 0)
+    same_url = (pl.col("url_hash") == pl.col("kept_url")) & (pl.col("url").fill_null("") != "")
     removed = frame.filter(pl.col("own") & (pl.col("node") != pl.col("kept_node"))).select(
         "crawl", "shard", "doc_id", "source_key", "url",
         reason=pl.when(pl.col("kept_crawl") != crawl).then(pl.lit("cross_crawl"))
-        .when(pl.col("text_hash") == pl.col("kept_text")).then(pl.lit("exact"))
-        .when(pl.col("url_hash") == pl.col("kept_url")).then(pl.lit("url"))
+        .when(same_text & settings.exact).then(pl.lit("exact"))
+        .when(same_url & settings.by_url).then(pl.lit("url"))
         .otherwise(pl.lit("near")),
         duplicate_of="kept_doc", duplicate_of_crawl="kept_crawl", cluster_size="cluster_size",
     ).sort("shard", "doc_id", "source_key")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from llm_assets.core.dedup import STAGE_VERSION
+from llm_assets.core.dedup import CLUSTERS_VERSION, STAGE_VERSION
 from llm_assets.core.partition import read_manifest, units_version
 from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import StageSpec
@@ -17,7 +17,7 @@ def signatures_version(settings) -> str:
 
 def clusters_code_version(settings) -> str:
     """The clustering depends on every dedup setting."""
-    return code_version(STAGE_VERSION, settings.dedup.fingerprint())
+    return code_version(STAGE_VERSION, CLUSTERS_VERSION, settings.dedup.fingerprint())
 
 
 def deduplicated_version(settings) -> str:
