@@ -88,3 +88,79 @@ def test_the_block_drops_or_flags_with_the_benchmark_and_must_run_last(gsm8k, in
     assert kept.height == 2
     with pytest.raises(ValueError, match="decontaminate must be the last"):
         FilteredSettings(chain=(Decontaminate(), PIIMasker()))
+
+
+# A code benchmark in HumanEval's shape, its items written for this test: most of their lines have fewer than 3 words
+# (or no words), so C4's line cleanup deletes them and no 13 words of an item stay in a row.
+CODE_SET = [
+    {"task_id": "Code/0", "prompt": 'def fizz_buzz_word(number):\n    """ Say FizzBuzz for a number\n    """\n',
+     "canonical_solution": "    if number % 15 == 0:\n        return 'FizzBuzz'\n    if number % 3 == 0:\n"
+                           "        return 'Fizz'\n    if number % 5 == 0:\n        return 'Buzz'\n    return str(number)\n"},
+    {"task_id": "Code/1", "prompt": 'def odd_squares(values):\n    """ Sum the squares of odd values\n    """\n',
+     "canonical_solution": "    total=0\n    for value in values:\n        if value % 2:\n            total += value * value\n"
+                           "        else:\n            continue\n    return total\n"},
+    {"task_id": "Code/2", "prompt": 'def first_repeated(items):\n    """ The first item seen twice, or None\n    """\n',
+     "canonical_solution": "    seen=set()\n    for item in items:\n        if item in seen:\n            return item\n"
+                           "        seen.add(item)\n    return None\n"},
+]
+
+
+def documents_frame(texts: list[str]) -> pl.DataFrame:
+    from llm_assets.core import documents
+
+    schema = pl.DataFrame(documents.SCHEMA.empty_table()).schema
+    return pl.DataFrame([dict.fromkeys(schema) | {"doc_id": f"d{i}", "text": t, "url": "", "domain": "",
+                                                  "source_key": "raw/C/code.jsonl"} for i, t in enumerate(texts)],
+                        schema=schema)
+
+
+def code_planted_documents() -> list[str]:
+    """Real web text (the CCNet documents of the shared data), each with one code item planted between two of its
+    lines."""
+    import gzip
+
+    rng = random.Random(1)
+    out = []
+    with gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt") as f:
+        for i, line in enumerate(f):
+            lines = json.loads(line)["text"].split("\n")
+            item = CODE_SET[i % len(CODE_SET)]
+            at = rng.randrange(len(lines) + 1)
+            out.append("\n".join(lines[:at] + [(item["prompt"] + item["canonical_solution"]).rstrip("\n")] + lines[at:]))
+    return out
+
+
+def test_a_code_benchmark_is_found_in_the_text_as_extracted_after_c4_deleted_its_lines(tmp_path):
+    """The default chain over real web text with code items planted: C4's line cleanup leaves no 13-gram of them in
+    the final text, yet every planted document that passes the other blocks is dropped as contaminated, the match
+    found in its text as extracted (or flagged, in `flag` mode)."""
+    from llm_assets.core.filtered import FilteredSettings, filter_batch
+
+    lines = [json.dumps(item).encode() for item in CODE_SET]
+    index = build_index({"code": list(eval_texts(lines, ("prompt", "canonical_solution"), "code.jsonl"))})
+    (path := tmp_path / "index.npz").write_bytes(index.to_bytes())
+    docs = documents_frame(code_planted_documents())
+    assert (contamination(index, docs["text"])["contaminated_ngrams"] >= 13).all()
+
+    unchecked, _ = filter_batch(docs, FilteredSettings.default_with(decontaminate={"enabled": False}))
+    assert unchecked.height >= 5  # the planted documents that reach decontamination
+    assert contamination(index, unchecked["text"])["contaminated_ngrams"].sum() == 0  # C4 broke every match
+
+    kept, dropped = filter_batch(docs, FilteredSettings.default_with(decontaminate={"index_path": str(path)}))
+    assert kept.height == 0
+    contaminated = dropped.filter(pl.col("filter") == "decontaminate")
+    assert sorted(contaminated["doc_id"]) == sorted(unchecked["doc_id"])
+    assert set(contaminated["reason"]) == {"contaminated"}
+    details = [json.loads(d) for d in contaminated["detail"]]
+    assert {d["benchmark"] for d in details} == {"code"} and {d["text"] for d in details} == {"extracted"}
+    # the span indexes the text as extracted: it holds the quoted code
+    by_id = dict(zip(docs["doc_id"], docs["text"]))
+    for doc_id, d in zip(contaminated["doc_id"], details):
+        assert any(by_id[doc_id][d["match_start"]:d["match_end"]] in item["prompt"] + item["canonical_solution"]
+                   for item in CODE_SET)
+
+    flagged, dropped = filter_batch(docs, FilteredSettings.default_with(
+        decontaminate={"index_path": str(path), "mode": "flag"}))
+    assert dropped.filter(pl.col("filter") == "decontaminate").is_empty()
+    assert flagged["text"].to_list() == unchecked["text"].to_list()
+    assert set(flagged["contamination"].struct.field("text")) == {"extracted"}

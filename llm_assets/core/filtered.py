@@ -27,7 +27,7 @@ from llm_assets.core.lake import Lake
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 
-STAGE_VERSION = "4"  # 4: rejected rows carry the measured value and threshold in `detail`
+STAGE_VERSION = "5"  # 5: decontamination also matches the text as extracted (`contamination.text` says which)
 BATCH_ROWS = 1024
 
 ADDED = [
@@ -39,7 +39,7 @@ ADDED = [
     ("domain_density", pa.float32()),
     ("quality_score", pa.float32()),
     ("contamination", pa.struct([("benchmark", pa.string()), ("ngrams", pa.uint32()), ("match_start", pa.int32()),
-                                 ("match_end", pa.int32())])),
+                                 ("match_end", pa.int32()), ("text", pa.string())])),
 ]
 SCHEMA = pa.schema(list(documents.SCHEMA) + ADDED)
 # detail (JSON): what the rule measured and the threshold it failed ({"measured": 0.4235, "threshold":
@@ -60,8 +60,8 @@ class FilteredSettings(Section):
     def _decontaminate_last(self) -> FilteredSettings:
         enabled = self.blocks()
         if any(b.name == "decontaminate" for b in enabled[:-1]):
-            raise ValueError("decontaminate must be the last enabled block of filtered.chain: it checks the text the "
-                             "curated data holds, so a new eval set rebuilds only the partitions it changes")
+            raise ValueError("decontaminate must be the last enabled block of filtered.chain: it checks the documents "
+                             "the curated data holds, so a new eval set rebuilds only the partitions it changes")
         return self
 
     @classmethod

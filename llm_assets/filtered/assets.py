@@ -58,7 +58,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         default), Gopher repetition, Gopher quality, C4 quality (its line cleanup rewrites the text), FineWeb
         quality, the optional C4 bad-words, profanity, domain-vocabulary and model-based quality blocks, and PII
         masking (e-mails, public IPs, phone numbers, Luhn-valid cards, IBANs become typed placeholders), and last
-        decontamination against the eval sets under `evals/` (13-gram overlap; drops, or flags by setting).
+        decontamination against the eval sets under `evals/` (13-gram overlap in the final text or in the text as
+        extracted, before C4's line cleanup or PII masks rewrote it; drops, or flags by setting).
 
         Adds `language`, `language_score`, `n_words`, `pii` (masked per type), `contamination` and the optional
         blocks' densities and quality score.

@@ -65,34 +65,42 @@ def _current_inputs(planner: Planner, crawl: str, shard: str) -> dict[str, str |
     current: dict[str, str | None] = {"documents": docs.data_version, "takedowns": takedowns_version(named)}
     block = planner.settings.filtered.block("decontaminate")
     if block is not None and block.enabled:
-        current["evals"] = _evals(planner, planner.manifest("filtered", crawl, shard), block.min_matches)
+        current["evals"] = _evals(planner, planner.manifest("filtered", crawl, shard), docs, block.min_matches)
     return current
 
 
-def _evals(planner: Planner, built: Manifest | None, min_matches: int) -> str:
+def _evals(planner: Planner, built: Manifest | None, docs: Manifest, min_matches: int) -> str:
     version = planner.memo("eval_index", lambda: eval_index(planner.lake, planner.settings.evals).version)
     recorded = built.inputs.get("evals") if built is not None else None
     if built is None or recorded is None or recorded == version:
         return version
-    before, now = (_flagged(planner, built, v, min_matches) for v in (recorded, version))
+    before, now = (_flagged(planner, built, docs, v, min_matches) for v in (recorded, version))
     return recorded if before is not None and before == now else version
 
 
-def _flagged(planner: Planner, built: Manifest, version: str, min_matches: int) -> list[str] | None:
-    """The documents of a committed partition (kept, or dropped as contaminated) that an eval index flags; kept in
-    the lake once computed, so the stale sensor checks a partition against an index once."""
-    key = contamination_key("filtered", built.crawl, built.shard, built.data_version, f"{version}-{min_matches}")
+def _flagged(planner: Planner, built: Manifest, docs: Manifest, version: str, min_matches: int) -> list[str] | None:
+    """The documents of a committed partition (kept, or dropped as contaminated) that an eval index flags, in their
+    final text or in their text as extracted (the documents partition's), as the decontaminate block checks them;
+    kept in the lake once computed, so the stale sensor checks a partition against an index once."""
+    key = contamination_key("filtered", built.crawl, built.shard, built.data_version,
+                            f"{version}-{min_matches}-extracted")
     if (cached := planner.lake.get_json(key)) is not None:
         return cached["flagged"]
     index = planner.memo(("eval_index", version), lambda: stored_index(planner.lake, version))
     if index is None and version != NO_INDEX:
         return None  # an index that is gone: the partition is rebuilt
-    docs = pl.concat([
+    final = pl.concat([
         planner.lake.scan(built.parts).select("doc_id", "text").collect() if built.parts else pl.DataFrame(),
         planner.lake.scan(built.rejected_parts).filter(pl.col("filter") == "decontaminate")
         .select("doc_id", "text").collect() if built.rejected_parts else pl.DataFrame(),
     ], how="diagonal")
-    flagged = contaminated_ids(index, docs, min_matches) if docs.width else []
+    if not final.width:
+        flagged: list[str] = []
+    else:
+        extracted = planner.lake.scan(docs.parts).select("doc_id", "text").collect() \
+            .join(final.select("doc_id"), on="doc_id", how="semi") if docs.parts else final.clear()
+        flagged = sorted(set(contaminated_ids(index, final, min_matches))
+                         | set(contaminated_ids(index, extracted, min_matches)))
     planner.lake.put_json(key, {"flagged": flagged})
     return flagged
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 KEEP = pl.lit(None, dtype=pl.String)
 WORDS = "_words"  # the words of `text`, split once per batch and shared by the blocks that count words
+EXTRACTED = "_extracted_text"  # `text` as the chain received it, for the blocks that ask (`reads_extracted_text`)
 DETAIL = "detail"  # per dropped row: the measured value and the threshold (JSON), or a block's own record
 SIGNIFICANT_DIGITS = 4  # of a measured float in a detail
 
@@ -35,6 +36,9 @@ class Block(BaseModel):
 
     name: ClassVar[str]
     rewrites_text: ClassVar[bool] = False  # then words split from the old text are stale
+    # then the frame also holds EXTRACTED: the text before any block rewrote it (a block that checks what a
+    # document quoted must not miss what C4's line cleanup or a PII mask removed)
+    reads_extracted_text: ClassVar[bool] = False
     enabled: bool = True
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
@@ -110,6 +114,8 @@ def apply_filters(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame,
     -> (kept, dropped), where dropped carries `filter` (the block's name), `reason` (its code) and `detail` (what the
     block measured and the threshold it failed, or the block's own record, e.g. decontamination's match)."""
     dropped = []
+    if any(f.enabled and f.reads_extracted_text for f in filters):
+        df = df.with_columns(pl.col("text").alias(EXTRACTED))  # shares the text's buffers: no copy
     for f in filters:
         if not f.enabled or df.height == 0:
             continue
@@ -119,9 +125,9 @@ def apply_filters(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame,
         df = df.with_columns(reason.alias("reason"))
         out = df.filter(pl.col("reason").is_not_null())
         if out.height:
-            dropped.append(out.drop(WORDS, strict=False).with_columns(filter=pl.lit(f.name)))
+            dropped.append(out.drop(WORDS, EXTRACTED, strict=False).with_columns(filter=pl.lit(f.name)))
         df = df.filter(pl.col("reason").is_null()).drop("reason", DETAIL, strict=False)
-    df = df.drop(WORDS, strict=False)
+    df = df.drop(WORDS, EXTRACTED, strict=False)
     if dropped:
         return df, pl.concat(dropped, how="diagonal_relaxed")
     return df, df.clear().with_columns(reason=pl.lit("", pl.String), filter=pl.lit("", pl.String),

@@ -1,7 +1,10 @@
 """Decontamination: documents that share word n-grams with an evaluation set's test text (GPT-3's 13-gram rule).
 
-Runs last in the chain, on the text the curated data holds: then checking a partition's output against a new
-eval index says exactly whether rebuilding it would change anything (the stale planner relies on it)."""
+A document is checked twice: on its text as extracted (before normalization, C4's line cleanup or PII masks rewrote
+it: the line cleanup deletes the short lines of quoted code and breaks every n-gram across them) and on its final
+text; either match counts. Runs last in the chain, on the documents the other blocks keep: then checking a
+partition's documents against a new eval index says exactly whether rebuilding it would change anything (the stale
+planner relies on it)."""
 
 from __future__ import annotations
 
@@ -11,20 +14,25 @@ import polars as pl
 from pydantic import Field
 
 from llm_assets.core.decontamination import CONTAMINATED, contamination, load_index
-from llm_assets.core.filters.base import KEEP, Block, reasons_of
+from llm_assets.core.filters.base import EXTRACTED, KEEP, Block, reasons_of
 
+# text: where the match is, and so what match_start/match_end index: "final" (the curated text) or "extracted"
 CONTAMINATION = pl.Struct({"benchmark": pl.String, "ngrams": pl.UInt32, "match_start": pl.Int32,
-                           "match_end": pl.Int32})
+                           "match_end": pl.Int32, "text": pl.String})
+FINAL, AS_EXTRACTED = "final", "extracted"
 
 
 class Decontaminate(Block):
-    """Adds `contamination` (the benchmark, how many of the document's n-grams are in the eval index, and the
-    character span of the first match) to a document sharing at least `min_matches` n-grams with an eval set
-    under `evals/`. `mode: drop` removes it (reason `contaminated`), `flag` keeps it with the column set.
-    `index_path` is set by the run (the index built from `evals/`); without eval sets the block passes everything."""
+    """Adds `contamination` (the benchmark, how many of the document's n-grams are in the eval index, the character
+    span of the first match and the text it is in, `final` or `extracted`) to a document sharing at least
+    `min_matches` n-grams with an eval set under `evals/`, in its final text or in its text as extracted (the final
+    text is reported when both match). `mode: drop` removes it (reason `contaminated`), `flag` keeps it with the
+    column set. `index_path` is set by the run (the index built from `evals/`); without eval sets the block passes
+    everything."""
 
     name = "decontaminate"
     block: Literal["decontaminate"] = "decontaminate"  # how the chain names it
+    reads_extracted_text = True
     mode: Literal["drop", "flag"] = "drop"
     min_matches: int = Field(default=1, ge=1)
     index_path: str | None = None
@@ -32,13 +40,25 @@ class Decontaminate(Block):
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         if not self.index_path:
             return df.with_columns(contamination=pl.lit(None, CONTAMINATION)), reasons_of(df, KEEP)
-        found = contamination(load_index(self.index_path), df["text"])
-        hit = pl.col("contaminated_ngrams") >= self.min_matches
-        flagged = found.select(contamination=pl.when(hit).then(pl.struct(
-            "benchmark", pl.col("contaminated_ngrams").alias("ngrams"), "match_start", "match_end"))
-            .cast(CONTAMINATION))
-        df = df.with_columns(flagged["contamination"],
-                             detail=flagged["contamination"].struct.json_encode())
+        index = load_index(self.index_path)
+        found = self._matches(contamination(index, df["text"]), FINAL)
+        if EXTRACTED in df.columns:
+            # only where a block rewrote the text, and the final text does not match already
+            again = (df[EXTRACTED] != df["text"]).fill_null(False) & found.is_null()
+            if again.any():
+                rows = again.arg_true().cast(pl.UInt32)
+                extracted = pl.DataFrame({"row": rows, "found": self._matches(
+                    contamination(index, df[EXTRACTED].gather(rows)), AS_EXTRACTED)})
+                found = (pl.DataFrame({"row": pl.int_range(df.height, dtype=pl.UInt32, eager=True), "final": found})
+                         .join(extracted, on="row", how="left", maintain_order="left")
+                         .select(pl.coalesce("final", "found"))).to_series().alias("contamination")
+        df = df.with_columns(found.alias("contamination"), detail=found.struct.json_encode())
         return df, reasons_of(df, KEEP if self.mode == "flag" else
                               pl.when(pl.col("contamination").is_not_null()).then(pl.lit(CONTAMINATED))
                               .otherwise(KEEP))
+
+    def _matches(self, found: pl.DataFrame, text: str) -> pl.Series:
+        """The `contamination` value of each scored text: null below `min_matches`."""
+        return found.select(contamination=pl.when(pl.col("contaminated_ngrams") >= self.min_matches).then(pl.struct(
+            "benchmark", pl.col("contaminated_ngrams").alias("ngrams"), "match_start", "match_end",
+            text=pl.lit(text))).cast(CONTAMINATION))["contamination"]
