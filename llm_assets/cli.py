@@ -274,7 +274,8 @@ def cmd_status(args) -> int:
     _ensure_store()
     status = lake_status(Lake(environment.store_config(args.settings.store)), args.settings)
     if args.json:
-        print(json.dumps({k: status[k] for k in ("crawls", "assets", "held_back", "rejected_raw_keys")}))
+        print(json.dumps({k: status[k] for k in ("crawls", "assets", "held_back", "rejected_raw_keys",
+                                                 "unused_eval_keys")}))
     else:
         print(format_summary(status))
         if status["rejected_raw_keys"]["count"]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+from llm_assets.core.decontamination import eval_keys
 from llm_assets.core.inventory import rejected_raw_keys
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import read_manifest
@@ -32,7 +33,7 @@ def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
     """Crawls (every crawl under raw/), per asset committed/total partitions and rows, the partitions a quality gate
     holds back; with `rejected`, also
     `rejected_raw_keys`: every raw key that will not be ingested (counted; the first REJECTED_SHOWN listed with
-    the reason)."""
+    the reason), and `unused_eval_keys`: every key under the eval sets' prefix that is not read, with the reason."""
     crawls = known_crawls(lake)
     shards = settings.shard_keys()
     wanted = [(a, c, s) for a in STAGES for c in crawls for s in shards] + [
@@ -62,6 +63,9 @@ def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
     if rejected:
         count, shown = rejected_raw_keys(lake, REJECTED_SHOWN)
         status["rejected_raw_keys"] = {"count": count, "keys": [r.to_dict() for r in shown]}
+        unused = eval_keys(lake, settings.evals).unused
+        status["unused_eval_keys"] = {"prefix": settings.evals.prefix, "count": len(unused),
+                                      "keys": [u.to_dict() for u in unused[:REJECTED_SHOWN]]}
     return status
 
 
@@ -88,6 +92,12 @@ def format_summary(status: dict) -> str:
     if rejected := status.get("rejected_raw_keys", {}).get("count"):
         lines += ["", f"{rejected:,} raw key{'s' * (rejected != 1)} will not be ingested "
                       "(`llm-assets status` lists them with the reason)"]
+    if unused := status.get("unused_eval_keys", {}).get("count"):
+        evals = status["unused_eval_keys"]
+        lines += ["", f"{unused:,} key{'s' * (unused != 1)} under {evals['prefix']} not used as eval sets:",
+                  *(f"  {k['key']!r}: {k['reason']}" for k in evals["keys"])]
+        if unused > len(evals["keys"]):
+            lines.append(f"  … and {unused - len(evals['keys']):,} more")
     return "\n".join(lines)
 
 

@@ -8,7 +8,8 @@ import polars as pl
 import pytest
 import regex
 
-from llm_assets.core.decontamination import EvalIndex, build_index, contamination, eval_texts
+from llm_assets.core.decontamination import (EvalIndex, EvalSet, EvalSetSettings, benchmark_name, build_index,
+                                             contamination, eval_texts, set_texts)
 from llm_assets_tests.conftest import shared
 from llm_assets_tests.corpus import lightly_edited, planted, shared_documents
 
@@ -164,3 +165,143 @@ def test_a_code_benchmark_is_found_in_the_text_as_extracted_after_c4_deleted_its
     assert dropped.filter(pl.col("filter") == "decontaminate").is_empty()
     assert flagged["text"].to_list() == unchecked["text"].to_list()
     assert set(flagged["contamination"].struct.field("text")) == {"extracted"}
+
+
+# --- eval set files --------------------------------------------------------------------------------------------
+
+def test_an_eval_set_is_read_plain_gzip_or_zstd_as_json_lines_or_a_json_array():
+    import gzip
+    import io
+
+    import zstandard
+
+    lines = "".join(json.dumps(item) + "\n" for item in CODE_SET).encode()
+    array = json.dumps(CODE_SET, indent=2).encode()
+    expected = [item["prompt"] + "\n" + item["canonical_solution"] for item in CODE_SET]
+    fields = ("prompt", "canonical_solution")
+    for data in (lines, gzip.compress(lines), gzip.compress(lines[:100]) + gzip.compress(lines[100:]),
+                 zstandard.ZstdCompressor().compress(lines), array, gzip.compress(array)):
+        assert set_texts(io.BytesIO(data), fields, "evals/code") == expected
+    assert set_texts(io.BytesIO(lines), ("prompt",), "evals/code") == [item["prompt"] for item in CODE_SET]
+
+
+def test_an_eval_set_that_cannot_be_read_is_an_error_naming_it():
+    import gzip
+    import io
+
+    lines = "".join(json.dumps(item) + "\n" for item in CODE_SET).encode()
+    with pytest.raises(ValueError, match="eval set evals/code.jsonl.gz: cannot decompress"):
+        set_texts(io.BytesIO(gzip.compress(lines)[:60]), ("prompt",), "evals/code.jsonl.gz")
+    with pytest.raises(ValueError, match=r"eval set evals/code.jsonl: no item has a text field \(question, answer\)"):
+        set_texts(io.BytesIO(lines), ("question", "answer"), "evals/code.jsonl")
+    with pytest.raises(ValueError, match="eval set evals/a.json, item 2: not a JSON object"):
+        set_texts(io.BytesIO(b'[{"question": "a"}, 3]'), ("question",), "evals/a.json")
+
+
+def test_a_benchmark_is_named_by_its_key_without_suffixes_and_may_have_its_own_fields():
+    names = {k: benchmark_name(k, "evals/") for k in (
+        "evals/gsm8k_test.jsonl", "evals/humaneval.jsonl.gz", "evals/mbpp.json.zst", "evals/a.b.json",
+        "evals/README.md", "evals/data.csv.gz", "evals/x.gz", "evals/.jsonl")}
+    assert names == {"evals/gsm8k_test.jsonl": "gsm8k_test", "evals/humaneval.jsonl.gz": "humaneval",
+                     "evals/mbpp.json.zst": "mbpp", "evals/a.b.json": "a.b", "evals/README.md": None,
+                     "evals/data.csv.gz": None, "evals/x.gz": None, "evals/.jsonl": None}
+    import yaml
+
+    settings = EvalSetSettings.model_validate(  # as the README and settings.yaml write it
+        {"sets": yaml.safe_load("[{name: humaneval, text_fields: [prompt, canonical_solution]}]")})
+    assert settings.sets == (EvalSet(name="humaneval", text_fields=("prompt", "canonical_solution")),)
+    assert settings.fields_of("humaneval") == ("prompt", "canonical_solution")
+    assert settings.fields_of("gsm8k_test") == EvalSetSettings().text_fields == (
+        "question", "answer", "text", "prompt", "completion")  # today's defaults
+
+
+# --- on a real store -------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def own_bucket(store_config, seaweed):
+    """A bucket of its own: the eval sets dropped here change no other test's eval index."""
+    import uuid
+
+    from dagster_aws.s3 import S3Resource
+
+    from llm_assets.core.lake import Lake, StoreConfig
+    from resources import ObjectStore
+
+    cfg = StoreConfig(**{**store_config.__dict__, "bucket": f"evals-{uuid.uuid4().hex[:12]}"})
+    lake = Lake(cfg)
+    lake.s3.create_bucket(Bucket=cfg.bucket)
+    return lake, ObjectStore(s3=S3Resource(endpoint_url=cfg.endpoint, region_name=cfg.region,
+                                           aws_access_key_id=seaweed.access_key,
+                                           aws_secret_access_key=seaweed.secret_key), bucket=cfg.bucket)
+
+
+def test_compressed_eval_sets_are_read_every_other_key_is_listed_and_a_code_set_is_found_after_c4(
+        own_bucket, store_env, instance, crawl, monkeypatch, capsys):
+    """A code benchmark dropped as `evals/humaneval.jsonl.gz` (its fields named in `evals.sets`) and GSM8K items as
+    zstd are read; a README, a second copy of a set and an empty file are listed with the reason in the index's
+    metadata, its log and `llm-assets status`. Through the real stages, the planted code items are dropped as
+    contaminated although C4's line cleanup removed them from the final text."""
+    import gzip
+
+    import dagster as dg
+    import zstandard
+
+    from llm_assets import cli
+    from llm_assets.core.inventory import shard_of
+    from llm_assets.core.lake import manifest_key
+    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.settings import load_settings
+    from llm_assets_tests.conftest import built
+    from resources import LakeIOManager
+
+    lake, store = own_bucket
+    code = "".join(json.dumps(item) + "\n" for item in CODE_SET).encode()
+    with open(shared("evals", GSM8K), "rb") as fh:
+        gsm8k = b"".join(fh.readlines()[:50])
+    lake.put_bytes("evals/humaneval.jsonl.gz", gzip.compress(code))
+    lake.put_bytes("evals/gsm8k_head.jsonl.zst", zstandard.ZstdCompressor().compress(gsm8k))
+    lake.put_bytes("evals/README.md", b"# what the sets are\n")
+    lake.put_bytes("evals/gsm8k_head.jsonl.zst.bak", b"x")
+    lake.put_bytes("evals/humaneval.jsonl.zst", zstandard.ZstdCompressor().compress(code))  # a second copy
+    lake.put_bytes("evals/empty.jsonl", b"")
+    unused = {"evals/README.md": "not an eval set", "evals/gsm8k_head.jsonl.zst.bak": "not an eval set",
+              "evals/humaneval.jsonl.zst": "benchmark humaneval is read from evals/humaneval.jsonl.gz",
+              "evals/empty.jsonl": "empty file"}
+    base = load_settings()
+    settings = base.model_copy(update={"evals": base.evals.model_copy(update={"sets": (
+        EvalSet(name="humaneval", text_fields=("prompt", "canonical_solution")),)})})
+    resources = {"store": store, "lake_io_manager": LakeIOManager(store=store)}
+
+    result = dg.materialize(built("eval_index", settings=settings), instance=instance, resources=resources)
+    (m,) = [e.materialization for e in result.get_asset_materialization_events()]
+    assert m.metadata["benchmarks"].value == ["gsm8k_head", "humaneval"]
+    listed = {u["key"]: u["reason"] for u in m.metadata["unused_keys"].value}
+    assert set(listed) == set(unused) and all(listed[k].startswith(r) for k, r in unused.items())
+    logged = " ".join(e.user_message for e in instance.all_logs(result.run_id))
+    assert all(f"{k} is not used as an eval set" in logged for k in unused)
+
+    monkeypatch.setenv("LLM_ASSETS_BUCKET", lake.bucket)
+    assert cli.main(["status", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)["unused_eval_keys"]
+    assert printed["count"] == 4 and {u["key"]: u["reason"] for u in printed["keys"]} == listed
+    assert cli.main(["status"]) == 0
+    text = capsys.readouterr().out
+    assert "4 keys under evals/ not used as eval sets:" in text
+    assert all(f"{k!r}: {r}" in text for k, r in listed.items())
+
+    planted = code_planted_documents()
+    name = next(n for i in range(10_000) if shard_of(f"raw/{crawl}/{(n := f'code-{i}.jsonl')}",
+                                                    settings.shards) == "0000")
+    lake.put_bytes(f"raw/{crawl}/{name}", "".join(json.dumps({"id": f"p{i}", "text": t}) + "\n"
+                                                 for i, t in enumerate(planted)).encode())
+    instance.add_dynamic_partitions("crawl", [crawl])
+    assert dg.materialize(built("raw_files", "documents", "filtered", settings=settings), instance=instance,
+                          partition_key=crawl_shard_key(crawl, "0000"), resources=resources).success
+    manifest = lake.get_json(manifest_key("filtered", crawl, "0000"))
+    parts = [u["rejected_part"] for u in manifest["units"] if u.get("rejected_part")]
+    rejected = lake.scan(parts).collect()
+    contaminated = rejected.filter(pl.col("reason") == "contaminated")
+    assert contaminated.height >= 5 and rejected.height - contaminated.height <= 5  # the others: Gopher's rules
+    assert {json.loads(d)["text"] for d in contaminated["detail"]} == {"extracted"}
+    assert {json.loads(d)["benchmark"] for d in contaminated["detail"]} == {"humaneval"}
+    assert sum(u["rows_out"] for u in manifest["units"]) == 0

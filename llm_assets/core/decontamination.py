@@ -17,19 +17,23 @@ import io
 import json
 import os
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import polars as pl
 import regex
+import zstandard
 from pydantic import Field
 
 from llm_assets.core.config import Section
+from llm_assets.core.errors import is_store_error
 from llm_assets.core.minhash import shingle_hashes, words
+from llm_assets.core.readers import ByteStream, decompressed
 from llm_assets.core.versions import digest
 
 if TYPE_CHECKING:
@@ -42,12 +46,28 @@ INDEX_PREFIX = "models/eval_index/"
 _WORD = regex.compile(r"[^\s\pP\pS]+")
 
 
+SET_SUFFIXES = (".jsonl", ".json")  # JSON Lines, or a JSON array of objects
+COMPRESSIONS = (".gz", ".zst")  # as raw files: the bytes say which (`readers.decompressed`)
+
+
+class EvalSet(Section):
+    """One eval set's own text fields, e.g. a code benchmark's prompt and solution."""
+
+    name: str  # its key without the prefix and suffixes: evals/humaneval.jsonl.gz -> humaneval
+    text_fields: tuple[str, ...]
+
+
 class EvalSetSettings(Section):
-    """Evaluation sets dropped under `evals/` in the bucket (JSON Lines): which fields hold their test text."""
+    """Evaluation sets dropped under `evals/` in the bucket (JSON Lines or a JSON array, plain, gzip or zstd): which
+    fields hold their test text, for every set (`text_fields`) or for one (`sets`)."""
 
     prefix: str = "evals/"
     text_fields: tuple[str, ...] = ("question", "answer", "text", "prompt", "completion")
+    sets: tuple[EvalSet, ...] = ()
     ngram: int = Field(default=13, ge=1, le=50)
+
+    def fields_of(self, benchmark: str) -> tuple[str, ...]:
+        return next((s.text_fields for s in self.sets if s.name == benchmark), self.text_fields)
 
 
 @dataclass(frozen=True)
@@ -88,11 +108,37 @@ def eval_texts(lines: Iterable[bytes], fields: tuple[str, ...], name: str) -> It
             item = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"eval set {name}, line {number}: not JSON ({e})") from e
-        if not isinstance(item, dict):
-            raise ValueError(f"eval set {name}, line {number}: not a JSON object")
-        text = "\n".join(str(item[f]) for f in fields if isinstance(item.get(f), str))
-        if text:
+        if text := _item_text(item, fields, f"eval set {name}, line {number}"):
             yield text
+
+
+def _item_text(item: object, fields: tuple[str, ...], where: str) -> str:
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: not a JSON object")
+    return "\n".join(str(item[f]) for f in fields if isinstance(item.get(f), str))
+
+
+def set_texts(raw: ByteStream, fields: tuple[str, ...], name: str) -> list[str]:
+    """The test texts of one eval set file: JSON Lines or a JSON array of objects, plain, gzip or zstd. A file that
+    does not decompress or parse, or none of whose items has one of `fields`, is an error naming it."""
+    try:
+        stream = decompressed(raw)
+        if stream.peek(4096)[:4096].lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+            try:
+                items = json.load(stream)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"eval set {name}: not JSON ({e})") from e
+            texts = [t for i, item in enumerate(items, 1) if (t := _item_text(item, fields, f"eval set {name}, item {i}"))]
+        else:
+            texts = list(eval_texts(stream, fields, name))
+    except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
+        if is_store_error(e):
+            raise
+        raise ValueError(f"eval set {name}: cannot decompress ({type(e).__name__}: {e})") from e
+    if not texts:
+        raise ValueError(f"eval set {name}: no item has a text field ({', '.join(fields)}); `evals.sets` names a "
+                         "set's own fields")
+    return texts
 
 
 def build_index(sets: dict[str, list[str]], ngram: int = 13) -> EvalIndex:
@@ -153,9 +199,50 @@ def _span(text: str, first_word: int, ngram: int) -> tuple[int | None, int | Non
     return found[min(first_word, len(found) - 1)].start(), found[last].end()
 
 
+@dataclass(frozen=True)
+class UnusedKey:
+    """A key under the eval sets' prefix that is not read, and why."""
+
+    key: str
+    size: int
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "size": self.size, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class EvalKeys:
+    sources: list[tuple[str, str]]  # (key, etag) of every eval set read, in key order
+    unused: list[UnusedKey]  # every other key under the prefix, with the reason
+
+
+def eval_keys(lake: Lake, settings: EvalSetSettings) -> EvalKeys:
+    """Every key under the prefix, from one listing: the eval sets read, and the keys that are not (none is ignored
+    silently). Of two keys of one benchmark (`x.jsonl` and `x.jsonl.gz`), the first in key order is read."""
+    sources: list[tuple[str, str]] = []
+    unused: list[UnusedKey] = []
+    read: dict[str, str] = {}
+    for o in sorted(lake.list(settings.prefix), key=lambda o: o.key):
+        if o.key.endswith("/") and o.size == 0:  # a console's folder marker: no file
+            continue
+        name = benchmark_name(o.key, settings.prefix)
+        if name is None:
+            unused.append(UnusedKey(o.key, o.size, "not an eval set: JSON Lines or JSON is read, named .jsonl or "
+                                                   ".json, optionally compressed (.gz, .zst)"))
+        elif o.size == 0:
+            unused.append(UnusedKey(o.key, o.size, "empty file"))
+        elif name in read:
+            unused.append(UnusedKey(o.key, o.size, f"benchmark {name} is read from {read[name]}"))
+        else:
+            read[name] = o.key
+            sources.append((o.key, o.etag))
+    return EvalKeys(sources, unused)
+
+
 def eval_sources(lake: Lake, settings: EvalSetSettings) -> list[tuple[str, str]]:
     """(key, etag) of every eval set under the prefix, in key order."""
-    return sorted((o.key, o.etag) for o in lake.list(settings.prefix) if o.key.endswith((".jsonl", ".json")))
+    return eval_keys(lake, settings).sources
 
 
 def index_version(settings: EvalSetSettings, sources: list[tuple[str, str]]) -> str:
@@ -163,9 +250,13 @@ def index_version(settings: EvalSetSettings, sources: list[tuple[str, str]]) -> 
     return digest("eval-index", settings.model_dump_json(), *(f"{k}:{e}" for k, e in sources)) if sources else NO_INDEX
 
 
-def benchmark_name(key: str, prefix: str) -> str:
-    """`evals/openai-grade-school-math__gsm8k_test.jsonl` -> `openai-grade-school-math__gsm8k_test`."""
-    return key.removeprefix(prefix).rsplit(".", 1)[0]
+def benchmark_name(key: str, prefix: str) -> str | None:
+    """`evals/openai-grade-school-math__gsm8k_test.jsonl` -> `openai-grade-school-math__gsm8k_test`, and
+    `evals/humaneval.jsonl.gz` -> `humaneval`; None for a key that is not named as an eval set."""
+    name = key.removeprefix(prefix)
+    name = next((name.removesuffix(c) for c in COMPRESSIONS if name.endswith(c)), name)
+    stem = next((name.removesuffix(s) for s in SET_SUFFIXES if name.endswith(s)), "")
+    return stem or None
 
 
 @dataclass(frozen=True)
@@ -186,9 +277,8 @@ def eval_index(lake: Lake, settings: EvalSetSettings) -> StoredIndex:
         return StoredIndex(NO_INDEX, None)
     built = False
     if not lake.exists(key := f"{INDEX_PREFIX}{version}.npz"):
-        sets = {benchmark_name(k, settings.prefix): list(eval_texts(lake.get_bytes(k).splitlines(),
-                                                                    settings.text_fields, k))
-                for k, _ in sources}
+        names = {k: cast(str, benchmark_name(k, settings.prefix)) for k, _ in sources}  # named as eval sets
+        sets = {name: set_texts(lake.open(k), settings.fields_of(name), k) for k, name in names.items()}
         lake.put_bytes(key, build_index(sets, settings.ngram).to_bytes())
         built = True
     path = _local_copy(lake, version)

@@ -588,6 +588,21 @@ def is_parquet(head: bytes) -> bool:
     return head[:4] == PARQUET_MAGIC
 
 
+def decompressed(raw: ByteStream) -> io.BufferedReader:
+    """A whole file's bytes, streaming: gzip (any number of members) or zstd (any number of frames) decompressed
+    when its first bytes say so, as the raw readers sniff them, else as they are. For small files read whole (eval
+    sets); raw crawl files go through `read_records`, which also resynchronizes after damage."""
+    src = _Source(raw)
+    magic = src.peek(4)
+    if magic.startswith(GZIP_MAGIC):
+        # typeshed wants a fileobj that can seek; GzipFile seeks it only when itself rewound, never done here
+        return io.BufferedReader(gzip.GzipFile(fileobj=src), CHUNK)  # type: ignore[call-overload]
+    if magic == ZSTD_MAGIC:
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(
+            src, read_across_frames=True), CHUNK)  # type: ignore[arg-type]
+    return io.BufferedReader(_SourceIO(src), CHUNK)
+
+
 def _gzip_head(src: _Source) -> bytes:
     """The first decompressed bytes, without consuming the source. When the first member is damaged, the first
     one of the next members (within the first MiB) that decompresses stands in for it."""

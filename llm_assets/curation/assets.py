@@ -3,7 +3,7 @@ import time
 import dagster as dg
 import polars as pl
 
-from llm_assets.core.decontamination import eval_index, eval_sources
+from llm_assets.core.decontamination import eval_index, eval_keys
 from llm_assets.core.takedowns import PREFIX, load_takedowns, takedowns_version
 from llm_assets.curation.spec import EVAL_INDEX_SPEC, TAKEDOWNS_SPEC
 from llm_assets.metadata import table
@@ -41,10 +41,12 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
     @dg.asset(name=EVAL_INDEX_SPEC.name, group_name="curation", kinds={"numpy", "s3"},
               code_version=EVAL_INDEX_SPEC.version(settings))
     def eval_index_asset(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
-        """The n-gram index of the evaluation sets under `evals/` in the bucket (JSON Lines; the text fields are
-        the `evals` settings): every 13-gram of normalized words (n is a setting, as GPT-3 did), hashed to 64 bits,
-        sorted, with the set it came from: 10 bytes per n-gram whatever the text. Stored under
-        `models/eval_index/<version>.npz`, the version hashing the sets' contents and the settings.
+        """The n-gram index of the evaluation sets under `evals/` in the bucket (JSON Lines or a JSON array, plain,
+        gzip or zstd; the text fields are the `evals` settings, per set where `evals.sets` names them): every
+        13-gram of normalized words (n is a setting, as GPT-3 did), hashed to 64 bits, sorted, with the set it came
+        from: 10 bytes per n-gram whatever the text. Stored under `models/eval_index/<version>.npz`, the version
+        hashing the sets' contents and the settings. Every other key under `evals/` is listed with the reason it is
+        not read (`unused_keys`, the run's log, `llm-assets status`).
 
         The `decontaminate` block, last in `filtered`'s chain, drops (or flags) documents sharing n-grams with it,
         with reason `contaminated`, the benchmark and the matched span. A new or changed set makes stale exactly the
@@ -52,7 +54,9 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         """
         start = time.perf_counter()
         lake = store.lake()
-        sources = eval_sources(lake, settings.evals)
+        keys = eval_keys(lake, settings.evals)
+        for unused in keys.unused:
+            context.log.warning(f"{lake.url(unused.key)} is not used as an eval set: {unused.reason}")
         try:
             index = eval_index(lake, settings.evals)
         except ValueError as e:
@@ -60,7 +64,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         if index.path is None:
             context.log.warning(f"no eval set under {lake.url(settings.evals.prefix)}: decontamination checks nothing")
         return dg.MaterializeResult(
-            metadata={"eval_sets": dg.MetadataValue.json([k for k, _ in sources]),
+            metadata={"eval_sets": dg.MetadataValue.json([k for k, _ in keys.sources]),
+                      "unused_keys": dg.MetadataValue.json([u.to_dict() for u in keys.unused]),
                       "benchmarks": dg.MetadataValue.json(list(index.benchmarks)),
                       "ngram": settings.evals.ngram, "ngrams": index.ngrams, "index_bytes": index.nbytes,
                       "bytes_per_million_ngrams": round(index.nbytes / index.ngrams * 1e6) if index.ngrams else 0,
