@@ -1,7 +1,8 @@
 """Takedowns and decontamination on a real store and Dagster instance: a two-crawl lake built and released; a
 takedown by URL, by domain and by doc id plans exactly the partitions that hold them (and the release), the rebuild
 removes them into `rejected/` with the request, a new release lacks them and the old one is marked superseded;
-an eval set plans exactly the partitions whose documents it quotes, and the rebuild drops them as contaminated."""
+an eval set plans exactly the partitions whose documents it quotes (in their final text or as extracted), and the
+rebuild drops them as contaminated."""
 
 import json
 import uuid
@@ -218,6 +219,54 @@ def test_an_eval_set_plans_exactly_the_partitions_that_quote_it_and_the_rebuild_
     match = json.loads(rejected["detail"][0])
     assert match["benchmark"] == "planted" and match["ngrams"] >= 80 - 13 + 1
     assert passage.split()[0].lower() in rejected["text"][0][match["match_start"]:match["match_end"]].lower()
+
+
+def test_an_eval_set_quoting_what_c4_removed_is_found_in_the_text_as_extracted(lake, object_store, instance,
+                                                                                settings):
+    """A passage of a kept document's extracted text around a short line C4's line cleanup deleted: every 13-gram of
+    it holds that line's words, so none is in the final text. The planner still plans the partition, and the rebuild
+    drops the document with the match in its text as extracted."""
+    import regex
+
+    from llm_assets.core.decontamination import build_index, contamination
+
+    a, b = settings.release.crawls
+    assert plan(instance, lake, settings) == {}
+    extracted = lake.scan(read_manifest(lake, "documents", a, "0000").parts).select("doc_id", "text").collect()
+    final = lake.scan(read_manifest(lake, "filtered", a, "0000").parts).select("doc_id", "text").collect()
+    word = regex.compile(r"[^\s\pP\pS]+")
+    found = None
+    for doc_id, text, final_text in extracted.join(final, on="doc_id", suffix="_final").iter_rows():
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            removed = word.findall(line)
+            if removed and len(line.split()) < 3 and len(removed) < 3:  # a line C4 deletes
+                before = word.findall("\n".join(lines[:i]))[-6:]
+                after = word.findall("\n".join(lines[i + 1:]))[:6]
+                passage = " ".join(before + removed + after)
+                index = build_index({"x": [passage]})
+                if len(before) == len(after) == 6 and not contamination(index, pl.Series([final_text]))[
+                        "contaminated_ngrams"][0]:
+                    found = doc_id, passage
+                    break
+        if found:
+            break
+    assert found is not None, "no kept document lost a short line to C4"
+    doc_id, passage = found
+    lake.put_bytes("evals/c4_removed.jsonl", (json.dumps({"text": passage}) + "\n").encode())
+    planned = plan(instance, lake, settings)
+    stale = {p for (asset, p) in planned if asset == "filtered"}
+    assert stale == {f"{a}|0000", f"{b}|0001"}  # crawl B's shard 0001 holds the same WARC file
+    assert all("evals" in planned[("filtered", p)] for p in stale)
+
+    rebuild(object_store, instance, settings, {(a, "0000"), (b, "0001")}, {a, b})
+    assert plan(instance, lake, settings) == {}
+    m = read_manifest(lake, "filtered", a, "0000")
+    rejected = lake.scan(m.rejected_parts).filter(pl.col("reason") == CONTAMINATED).collect()
+    match = json.loads(rejected.filter(pl.col("doc_id") == doc_id)["detail"][0])
+    assert match["benchmark"] == "c4_removed" and match["text"] == "extracted"
+    assert passage.split()[0] in extracted.filter(pl.col("doc_id") == doc_id)["text"][0][match["match_start"]:
+                                                                                         match["match_end"]]
 
 
 def test_trace_why_and_show_rejected_find_one_document_through_the_id_index(lake, settings, capsys):
