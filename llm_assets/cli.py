@@ -22,15 +22,15 @@ def _store():
     or free loopback ports for those another process holds (a second checkout, a Jupyter server on 8888)."""
     from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, available_ports
 
-    environment.ensure_embedded_credentials(create=True)
+    credentials = environment.embedded_store_credentials()
     ports = environment.recorded_ports() or dict(DEFAULT_PORTS)
     if pinned := os.environ.get("LLM_ASSETS_S3_ENDPOINT"):
         ports["s3.port"] = int(pinned.rsplit(":", 1)[-1])
     store = EmbeddedStore(state_dir=environment.home() / "store", bucket=environment.bucket(),
-                          access_key=os.environ["AWS_ACCESS_KEY_ID"], secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-                          ports=ports)
+                          access_key=credentials.access_key, secret_key=credentials.secret_key, ports=ports,
+                          pinned=("s3.port",) if pinned else ())
     if not store.ready():
-        store.ports = available_ports(ports, keep=("s3.port",) if pinned else ())
+        store.ports = available_ports(ports, keep=store.pinned)
     return store
 
 
