@@ -118,7 +118,7 @@ def cmd_demo_takedown(args) -> int:
     failed = demo.takedown_step(get_instance(), build_defs(settings), Lake(environment.store_config(settings.store)),
                                 settings)
     if failed:
-        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+        print(f"\n{demo.summary_of_failures(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -149,16 +149,15 @@ def cmd_demo(args) -> int:
     failed += demo.run_stale_lake(instance, defs, lake, settings)
     failed += demo.run_crawl_level(instance, defs, list(files))
     failed += demo.run_curated(instance, defs, lake, settings)
-    print()
-    print(format_summary(lake_status(lake, settings)))
-    print()
-    print(demo.image_pair_examples(lake, settings, list(files)))
-    print()
-    print(demo.enrichment_examples(lake, settings, list(files)))
-    print()
     failed += demo.run_release(instance, defs)  # last: what a training job reads
+    print()
+    print(format_summary(lake_status(lake, settings)))  # after every run, the release's included
+    for examples in (demo.image_pair_examples(lake, settings, list(files)),
+                     demo.enrichment_examples(lake, settings, list(files))):
+        if examples:  # none of what was not built
+            print(f"\n{examples}")
     if failed:
-        print(f"\nfailed partitions: {', '.join(failed)}", file=sys.stderr)
+        print(f"\n{demo.summary_of_failures(failed)}", file=sys.stderr)
         return 1
     return 0
 
