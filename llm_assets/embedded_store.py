@@ -29,6 +29,7 @@ from llm_assets.store_security import make_private, write_private, write_securit
 
 # Starts tried with fresh free ports when another process takes one between its choice and weed's bind.
 START_ATTEMPTS = 5
+BIND_FAILED = ("Port allocation failed", "address already in use")  # what weed says when a port was taken
 
 # weed mini's own defaults; tests pass free ports instead.
 DEFAULT_PORTS = {
@@ -166,7 +167,7 @@ class EmbeddedStore:
             while time.monotonic() < deadline:
                 if proc.poll() is not None:
                     said = self.log_file.read_bytes()[log_size:].decode(errors="replace")
-                    if "Port allocation failed" not in said:
+                    if not any(sign in said for sign in BIND_FAILED):
                         raise RuntimeError(f"SeaweedFS exited with {proc.returncode}; see {self.log_file}")
                     self._replace_ports([n for n, port in self.ports.items() if _in_use(port)] or
                                         [n for n in self.ports if f"flag {n} " in said], attempt)

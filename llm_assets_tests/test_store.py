@@ -95,8 +95,9 @@ def test_stores_starting_at_the_same_moment_on_the_same_ports_all_come_up(tmp_pa
     from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
 
     same_ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS))))
-    stores = [EmbeddedStore(state_dir=tmp_path / f"checkout-{i}", bucket="llm-assets", access_key=f"k{i}{secrets.token_hex(4)}",
-                            secret_key=secrets.token_urlsafe(16), ports=dict(same_ports)) for i in range(4)]
+    stores = [EmbeddedStore(state_dir=tmp_path / f"checkout-{i}", bucket="llm-assets",
+                            access_key=f"k{i}{secrets.token_hex(4)}", secret_key=secrets.token_urlsafe(16),
+                            ports=dict(same_ports)) for i in range(4)]
     for store in stores:
         store.state_dir.mkdir()
     try:
