@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 UV := $(PYTHON) -m uv
 BIN := $(VENV)/bin
+# Local state (the embedded store, the cluster, Dagster's instance): every command reads LLM_ASSETS_HOME, and so
+# does `make clean`.
+STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
 .PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-extraction-quality store-start store-stop clean
 
@@ -46,7 +49,7 @@ ui: $(VENV)/.synced
 	$(BIN)/llm-assets ui --port $(UI_PORT)
 
 # The UI as a curator sees it after `make demo`: the asset graph and the charts of a partition, a crawl and the release.
-SCREENSHOTS ?= .llm-assets/screenshots
+SCREENSHOTS ?= $(STATE)/screenshots
 screenshots: $(VENV)/.synced browser
 	@$(COMPILE)
 	$(BIN)/python -m llm_assets_tests.screenshots $(SCREENSHOTS)
@@ -120,7 +123,8 @@ bench-compare: $(VENV)/.synced
 bench-extraction-quality: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.extraction_quality --json .bench/extraction_quality.json
 
-# A real Dask cluster on 127.0.0.1 (a scheduler and NODES-1 workers), and the demo with every unit on it.
+# A real Dask cluster on 127.0.0.1 (a scheduler and NODES-1 workers), and the demo with every unit on it. Its
+# workers read the embedded store's credentials from $(STATE)/store/credentials.env, the file every unit names.
 NODES ?= 3
 cluster-start: $(VENV)/.synced
 	$(BIN)/llm-assets cluster start --nodes $(NODES)
@@ -129,6 +133,7 @@ cluster-stop: $(VENV)/.synced
 	$(BIN)/llm-assets cluster stop
 
 demo-cluster: cluster-start
+	@$(COMPILE)
 	LLM_ASSETS_SETTINGS=llm_assets/settings.cluster.yaml $(BIN)/llm-assets demo
 
 store-start: $(VENV)/.synced
@@ -140,4 +145,4 @@ store-stop: $(VENV)/.synced
 clean:
 	-$(BIN)/llm-assets cluster stop
 	-$(BIN)/llm-assets store stop
-	rm -rf .llm-assets
+	rm -rf $(STATE)

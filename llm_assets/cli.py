@@ -22,15 +22,15 @@ def _store():
     or free loopback ports for those another process holds (a second checkout, a Jupyter server on 8888)."""
     from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, available_ports
 
-    environment.ensure_embedded_credentials(create=True)
+    credentials = environment.embedded_store_credentials()
     ports = environment.recorded_ports() or dict(DEFAULT_PORTS)
     if pinned := os.environ.get("LLM_ASSETS_S3_ENDPOINT"):
         ports["s3.port"] = int(pinned.rsplit(":", 1)[-1])
     store = EmbeddedStore(state_dir=environment.home() / "store", bucket=environment.bucket(),
-                          access_key=os.environ["AWS_ACCESS_KEY_ID"], secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-                          ports=ports)
+                          access_key=credentials.access_key, secret_key=credentials.secret_key, ports=ports,
+                          pinned=("s3.port",) if pinned else ())
     if not store.ready():
-        store.ports = available_ports(ports, keep=("s3.port",) if pinned else ())
+        store.ports = available_ports(ports, keep=store.pinned)
     return store
 
 
@@ -118,7 +118,7 @@ def cmd_demo_takedown(args) -> int:
     failed = demo.takedown_step(get_instance(), build_defs(settings), Lake(environment.store_config(settings.store)),
                                 settings)
     if failed:
-        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+        print(f"\n{demo.summary_of_failures(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -149,16 +149,15 @@ def cmd_demo(args) -> int:
     failed += demo.run_stale_lake(instance, defs, lake, settings)
     failed += demo.run_crawl_level(instance, defs, list(files))
     failed += demo.run_curated(instance, defs, lake, settings)
-    print()
-    print(format_summary(lake_status(lake, settings)))
-    print()
-    print(demo.image_pair_examples(lake, settings, list(files)))
-    print()
-    print(demo.enrichment_examples(lake, settings, list(files)))
-    print()
     failed += demo.run_release(instance, defs)  # last: what a training job reads
+    print()
+    print(format_summary(lake_status(lake, settings)))  # after every run, the release's included
+    for examples in (demo.image_pair_examples(lake, settings, list(files)),
+                     demo.enrichment_examples(lake, settings, list(files))):
+        if examples:  # none of what was not built
+            print(f"\n{examples}")
     if failed:
-        print(f"\nfailed partitions: {', '.join(failed)}", file=sys.stderr)
+        print(f"\n{demo.summary_of_failures(failed)}", file=sys.stderr)
         return 1
     return 0
 

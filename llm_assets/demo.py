@@ -6,8 +6,10 @@ import datetime as dt
 import io
 import json
 import random
+import re
 import sys
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import dagster as dg
@@ -134,10 +136,39 @@ def evaluate_sensor(instance, defs) -> list:
 def _run(job, partition_key, instance, tags=None):
     result = job.execute_in_process(partition_key=partition_key, instance=instance, tags=tags,
                                     raise_on_error=False, run_config=QUIET)
-    for event in result.all_events:
-        if event.is_failure:
-            print(f"  {event.step_key or ''}: {event.message}", file=sys.stderr)
+    if not result.success:
+        name = f"{job.name} {partition_key}" if partition_key else job.name
+        print(f"  FAILED {name}: {first_error(result)}\n"
+              f"    run {result.run_id}: its steps' errors and logs in the UI (`make ui`, then Runs)",
+              file=sys.stderr, flush=True)
     return result
+
+
+def first_error(result) -> str:
+    """The first error of a failed run, one line: the user code's exception, not Dagster's wrapper around it."""
+    for event in result.all_events:
+        error = getattr(event.event_specific_data, "error", None) if event.is_failure else None
+        if error is None:
+            continue
+        while error.cause is not None and error.cls_name in _DAGSTER_WRAPPERS:
+            error = error.cause
+        text = error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name
+        text = re.sub(rf"^[\w.]*\.{re.escape(error.cls_name)}:", f"{error.cls_name}:", text)  # no module path
+        where = f"{event.step_key}: " if event.step_key else ""
+        return where + (text if len(text) <= 400 else text[:400] + "…")
+    return "the run failed without an error (see its event log)"
+
+
+_DAGSTER_WRAPPERS = {"DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError",
+                     "DagsterResourceFunctionError", "DagsterExecutionInterruptedError"}
+
+
+def summary_of_failures(failed: list[str]) -> str:
+    """One line for the end of a demo whose runs failed: how many, of which jobs."""
+    jobs = Counter(name.split()[0] for name in failed)
+    return (f"demo failed: {len(failed)} run{'s' if len(failed) != 1 else ''} failed "
+            f"({', '.join(f'{job} ×{n}' for job, n in jobs.items())}); each is marked FAILED above with its first "
+            "error and run id")
 
 
 def run_requested(instance, defs, requests) -> list[str]:
@@ -148,7 +179,7 @@ def run_requested(instance, defs, requests) -> list[str]:
         print(f"[{i}/{len(requests)}] lake_job {request.partition_key}", flush=True)
         tags = {**request.tags, RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: "raw_drop_sensor"}
         if not _run(job, request.partition_key, instance, tags).success:
-            failed.append(str(request.partition_key))
+            failed.append(f"lake_job {request.partition_key}")
     return failed
 
 
@@ -321,11 +352,13 @@ def image_pair_examples(lake, settings: Settings, crawls: list[str], n: int = 3)
     lines = ["image–text pairs, for example:"]
     for crawl in crawls:
         manifests = list(committed(lake, IMAGE_TEXT_PAIRS.name, crawl, settings.shard_keys()).values())
+        if not manifests:  # not built (its runs failed): nothing to show
+            continue
         pairs = (LakeInput(lake, IMAGE_TEXT_PAIRS.name, manifests).scan()
                  .filter(pl.col("alt").str.len_chars() > 10).head(n).collect())
         for image_url, alt in pairs.select("image_url", "alt").iter_rows():
             lines.append(f"  [{crawl}] {alt[:60]!r} → {image_url[:90]}")
-    return "\n".join(lines)
+    return "\n".join(lines) if len(lines) > 1 else ""
 
 
 def enrichment_examples(lake, settings: Settings, crawls: list[str], n: int = 2) -> str:
@@ -337,7 +370,7 @@ def enrichment_examples(lake, settings: Settings, crawls: list[str], n: int = 2)
                 .sort("doc_id").head(n).collect()) if manifests else pl.DataFrame()
         for row in docs.iter_rows(named=True):
             lines += [f"  [{crawl}] {row['url']}", *describe_enriched(row, "    ")]
-    return "\n".join(lines)
+    return "\n".join(lines) if len(lines) > 1 else ""
 
 
 def describe_enriched(row: dict, indent: str = "") -> list[str]:

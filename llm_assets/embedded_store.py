@@ -27,6 +27,10 @@ from botocore.config import Config
 
 from llm_assets.store_security import make_private, write_private, write_security_config
 
+# Starts tried with fresh free ports when another process takes one between its choice and weed's bind.
+START_ATTEMPTS = 5
+BIND_FAILED = ("Port allocation failed", "address already in use")  # what weed says when a port was taken
+
 # weed mini's own defaults; tests pass free ports instead.
 DEFAULT_PORTS = {
     "s3.port": 8333,
@@ -79,6 +83,8 @@ class EmbeddedStore:
     access_key: str = field(repr=False)
     secret_key: str = field(repr=False)
     ports: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_PORTS))
+    # Ports the user chose (LLM_ASSETS_S3_ENDPOINT pins the S3 port): never replaced by free ones.
+    pinned: tuple[str, ...] = ()
 
     @classmethod
     def throwaway(cls, state_dir: Path, bucket: str) -> EmbeddedStore:
@@ -144,16 +150,47 @@ class EmbeddedStore:
             if not started_before_lock_down:
                 return
             self.stop()  # its master, volume and filer ports are open to anyone: restart it locked down
-        busy = [f"{flag}={port}" for flag, port in self.ports.items() if _in_use(port)]
-        if busy:
-            raise RuntimeError(f"cannot start SeaweedFS: ports in use by another process ({', '.join(busy)}); "
-                               f"stop it, or set LLM_ASSETS_S3_ENDPOINT=http://127.0.0.1:{free_ports(1)[0]} (a free "
-                               "port now; the store's other ports are chosen free and recorded in its state folder)")
         make_private(self.state_dir)  # also tightens folders written before the store was locked down
         data = self.state_dir / "data"
         data.mkdir(mode=0o700, exist_ok=True)
         write_security_config(self.state_dir)  # weed reads ./security.toml: it runs in state_dir
         self._write_credentials_file()
+        deadline = time.monotonic() + timeout
+        # The ports were free when chosen, but another store starting at the same moment (a second checkout's
+        # `make demo`) can take one before weed binds it: then weed refuses to start, and fresh ports are chosen.
+        for attempt in range(1, START_ATTEMPTS + 1):
+            if busy := [name for name, port in self.ports.items() if _in_use(port)]:
+                self._replace_ports(busy, attempt)
+                continue
+            log_size = self.log_file.stat().st_size if self.log_file.exists() else 0
+            proc = self._launch(data)
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    said = self.log_file.read_bytes()[log_size:].decode(errors="replace")
+                    if not any(sign in said for sign in BIND_FAILED):
+                        raise RuntimeError(f"SeaweedFS exited with {proc.returncode}; see {self.log_file}")
+                    self._replace_ports([n for n, port in self.ports.items() if _in_use(port)] or
+                                        [n for n in self.ports if f"flag {n} " in said], attempt)
+                    break
+                if self.ready():
+                    return
+                time.sleep(0.2)
+            else:
+                self.stop()
+                raise RuntimeError(f"SeaweedFS did not become ready in {timeout:.0f}s; see {self.log_file}")
+        raise RuntimeError(f"SeaweedFS could not bind free ports in {START_ATTEMPTS} attempts; see {self.log_file}")
+
+    def _replace_ports(self, busy: list[str], attempt: int) -> None:
+        """Fresh free ports for those another process took, unless the user chose them or attempts ran out."""
+        taken = [name for name in busy if name in self.pinned] or (busy if attempt == START_ATTEMPTS else [])
+        if taken:
+            raise RuntimeError(f"cannot start SeaweedFS: ports in use by another process "
+                               f"({', '.join(f'{n}={self.ports[n]}' for n in taken)}); stop it, or set "
+                               f"LLM_ASSETS_S3_ENDPOINT=http://127.0.0.1:{free_ports(1)[0]} (a free port now; the "
+                               "store's other ports are chosen free and recorded in its state folder)")
+        self.ports = {**self.ports, **dict(zip(busy, free_ports(len(busy))))}
+
+    def _launch(self, data: Path) -> subprocess.Popen:
         args = [
             weed_binary(),
             "mini",
@@ -188,15 +225,7 @@ class EmbeddedStore:
         write_private(self.pid_file, str(proc.pid).encode())
         # every command of this state folder finds the store here (llm_assets.environment.recorded_ports)
         write_private(self.state_dir / "ports.json", json.dumps(self.ports).encode())
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"SeaweedFS exited with {proc.returncode}; see {self.log_file}")
-            if self.ready():
-                return
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"SeaweedFS did not become ready in {timeout:.0f}s; see {self.log_file}")
+        return proc
 
     def stop(self, timeout: float = 30.0) -> bool:
         """SIGTERM, then SIGKILL after `timeout` s; returns once the process is gone and its ports are free,

@@ -67,28 +67,29 @@ def uses_embedded_store() -> bool:
     return ep is not None and ep.startswith(("http://127.0.0.1:", "http://localhost:"))
 
 
-def ensure_embedded_credentials(create: bool = False) -> None:
-    """Put the embedded store's credentials into the environment when none are set there.
+def ensure_credentials_file() -> Path:
+    """The embedded store's credentials file, generated on first use (random, 0600, under the git-ignored home).
 
-    With `create`, generate them on first use (random, stored 0600 under the git-ignored state folder).
+    Nothing is copied into this process's environment: every process that opens the lake (this one, pool workers,
+    cluster workers started by `llm-assets cluster start` or elsewhere) reads the file its units name, so none works
+    only because it happened to inherit the environment of the process that read it.
     """
-    if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY"):
-        return
-    if not uses_embedded_store():
-        return
     path = credentials_file()
     if not path.exists():
-        if not create:
-            return
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another command of this home made it first
+            return path
         with os.fdopen(fd, "w") as f:
             f.write(f"AWS_ACCESS_KEY_ID=llm{secrets.token_hex(8)}\n")
             f.write(f"AWS_SECRET_ACCESS_KEY={secrets.token_urlsafe(30)}\n")
-    for line in path.read_text().splitlines():
-        key, _, value = line.partition("=")
-        if key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            os.environ[key] = value
+    return path
+
+
+def embedded_store_credentials() -> Credentials:
+    """The credentials the embedded store starts with: the environment's when set, else its credentials file's."""
+    return Credentials.from_env() or Credentials.from_file(ensure_credentials_file())
 
 
 def embedded_data_dir() -> str | None:

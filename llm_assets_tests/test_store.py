@@ -1,5 +1,6 @@
 """The embedded object store: loopback only, credentials enforced, idempotent start, clean stop."""
 
+import json
 import subprocess
 
 import boto3
@@ -73,7 +74,6 @@ def test_two_homes_run_side_by_side_while_another_process_holds_the_default_port
             monkeypatch.setenv("LLM_ASSETS_HOME", str(home))
             monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
             monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
-            environment.ensure_embedded_credentials()
             assert Lake(environment.store_config(StoreSettings())).get_bytes("raw/X/hello.txt") == str(home).encode()
             assert cli.main(["store", "status"]) == 0
     finally:
@@ -83,3 +83,48 @@ def test_two_homes_run_side_by_side_while_another_process_holds_the_default_port
             monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
             monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
             cli.main(["store", "stop"])
+
+
+def test_stores_starting_at_the_same_moment_on_the_same_ports_all_come_up(tmp_path):
+    """Four checkouts start their stores at once, each having chosen the same free ports (as every checkout picks
+    the defaults): all but the first find a port taken between their choice and weed's bind, and start on fresh
+    free ports instead of failing."""
+    import secrets
+    from concurrent.futures import ThreadPoolExecutor
+
+    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+
+    same_ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS))))
+    stores = [EmbeddedStore(state_dir=tmp_path / f"checkout-{i}", bucket="llm-assets",
+                            access_key=f"k{i}{secrets.token_hex(4)}", secret_key=secrets.token_urlsafe(16),
+                            ports=dict(same_ports)) for i in range(4)]
+    for store in stores:
+        store.state_dir.mkdir()
+    try:
+        with ThreadPoolExecutor(len(stores)) as pool:
+            errors = [f.exception() for f in [pool.submit(store.start) for store in stores]]
+        assert errors == [None] * len(stores), errors
+        assert all(store.ready() for store in stores)
+        assert len({store.endpoint for store in stores}) == len(stores)
+        for store in stores:  # each records the ports it runs on, where its home's commands find them
+            assert json.loads((store.state_dir / "ports.json").read_text()) == store.ports
+    finally:
+        for store in stores:
+            store.stop()
+
+
+def test_a_port_the_user_pinned_is_never_replaced(tmp_path):
+    import secrets
+    import socket
+
+    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+
+    ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS))))
+    store = EmbeddedStore(state_dir=tmp_path, bucket="llm-assets", access_key="k" + secrets.token_hex(4),
+                          secret_key=secrets.token_urlsafe(16), ports=ports, pinned=("s3.port",))
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", ports["s3.port"]))
+        squatter.listen()
+        with pytest.raises(RuntimeError, match=f"ports in use by another process \\(s3.port={ports['s3.port']}\\)"):
+            store.start()
+    assert store.pid() is None

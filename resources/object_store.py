@@ -52,14 +52,12 @@ class ObjectStore(dg.ConfigurableResource):
 def object_store_from_env(settings: StoreSettings) -> ObjectStore:
     """The store the environment names (the embedded one by default), with these settings' retries and retention."""
     credentials_file = environment.embedded_credentials_file() if environment.credentials_file().exists() else None
-    environment.ensure_embedded_credentials()
+    # The embedded store's credentials stay in their file, which this process and every worker read for themselves;
+    # otherwise they are the environment's, as Dagster EnvVars (never a value in the resource's config).
+    keys = {} if credentials_file else {"aws_access_key_id": dg.EnvVar("AWS_ACCESS_KEY_ID"),
+                                        "aws_secret_access_key": dg.EnvVar("AWS_SECRET_ACCESS_KEY")}
     return ObjectStore(
-        s3=S3Resource(
-            endpoint_url=environment.endpoint(),
-            region_name=environment.region(),
-            aws_access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
-            aws_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
-        ),
+        s3=S3Resource(endpoint_url=environment.endpoint(), region_name=environment.region(), **keys),
         bucket=environment.bucket(),
         retry_budget_s=settings.retry_budget_s,
         retry_base_s=settings.retry_base_s,
