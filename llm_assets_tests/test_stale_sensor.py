@@ -84,7 +84,7 @@ def wait_backfill(deployment: Deployment, known: set[str], source: str):
             sensor = deployment.remote_sensor("stale_sensor")
             ticks = deployment.instance.get_ticks(sensor.get_remote_origin_id(), sensor.selector_id, limit=1)
             if ticks and ticks[0].status == TickStatus.FAILURE:
-                pytest.fail(f"stale_sensor's tick failed: {ticks[0].error.message if ticks[0].error else ''}")
+                pytest.fail(f"stale_sensor's tick failed: {ticks[0].error.to_string() if ticks[0].error else ''}")
         return next((b for b in deployment.instance.get_backfills(limit=20)
                      if b.backfill_id not in known and b.tags.get(STALE_TAG) == source), None)
 
