@@ -206,11 +206,15 @@ def cmd_stale(args) -> int:
     elif not planned:
         print("nothing is stale")
     else:
-        width = max(len(p.asset) for p in planned)
-        for p in planned:
-            print(f"{p.asset.ljust(width)}  {p.partition or '(unpartitioned)'}  {p.cause}")
+        _print_plan(planned)
         print(f"{len(planned)} partitions to rebuild")
     return 0
+
+
+def _print_plan(planned) -> None:
+    width = max(len(p.asset) for p in planned)
+    for p in planned:
+        print(f"{p.asset.ljust(width)}  {p.partition or '(unpartitioned)'}  {p.cause}")
 
 
 def cmd_backfill(args) -> int:
@@ -222,8 +226,12 @@ def cmd_backfill(args) -> int:
     _ensure_store()
     instance = get_instance()
     planned = stale_partitions(instance, Lake(environment.store_config(args.settings.store)), args.settings)
-    if args.dry_run or not planned:
-        print(f"{len(planned)} stale partitions" + ("; nothing to do" if not planned else " (dry run)"))
+    if not planned:
+        print("nothing is stale; nothing to do")
+        return 0
+    if args.dry_run:
+        _print_plan(planned)
+        print(f"{len(planned)} stale partitions would be ONE backfill (dry run: nothing launched)")
         return 0
     backfill_id = launch_stale_backfill(instance, planned, build_defs(args.settings).resolve_asset_graph())
     print(f"backfill {backfill_id}: {len(planned)} partitions "
@@ -457,13 +465,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_status)
 
-    p = sub.add_parser("stale", help="every stale or missing partition per asset, with its cause")
+    p = sub.add_parser("stale", help="every stale, missing or failed partition per asset, with its cause")
     p.add_argument("--json", action="store_true", help='{"partitions": [{"asset", "partition", "cause"}, ...]}')
     p.set_defaults(fn=cmd_stale)
 
     p = sub.add_parser("backfill", help="launch ONE Dagster backfill of exactly the stale partitions")
     p.add_argument("--stale", action="store_true", required=True, help="the partitions `stale` lists")
-    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="list the partitions with their causes; launch nothing")
     p.set_defaults(fn=cmd_backfill)
 
     p = sub.add_parser("show", help="rows of one asset's partition(s), like head; `show release` decodes sequences; "

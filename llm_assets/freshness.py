@@ -10,12 +10,14 @@ import dagster as dg
 
 from llm_assets.dagster_private import (SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
                                         PartitionBackfill, backfill_targets, make_new_backfill_id)
-from llm_assets.partitions import crawl_partitions
+from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
+from llm_assets.pipeline import SPECS, code_versions
 from llm_assets.settings import Settings
-from llm_assets.stale import Planned, stale_partitions
+from llm_assets.stale import Planned, known_crawls, plan_stale
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
 STALE_TAG = "llm_assets/stale_backfill"
+PARTITION_TAG = "dagster/partition"  # what Dagster tags a partition's run with: "<crawl>|<shard>" or "<crawl>"
 
 
 def stale_subset(planned: list[Planned], asset_graph) -> AssetGraphSubset:
@@ -68,12 +70,53 @@ def raw_drop_runs_in_flight(instance: dg.DagsterInstance) -> bool:
                                          limit=1))
 
 
+def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: list[str]) -> dict[tuple[str, str], str]:
+    """(asset, partition) -> the failed run, for every partition whose latest materialization attempt failed (the
+    UI's red "Failed"): the lake still holds what an earlier run committed, or nothing, so only the instance knows."""
+    known = set(instance.get_dynamic_partitions(crawl_partitions.name))
+    crawls = [c for c in crawls if c in known]
+    if not crawls:
+        return {}
+    failed: dict[tuple[str, str], str] = {}
+    for spec in SPECS:
+        if spec.level == "shard":
+            partitions_def: dg.PartitionsDefinition = crawl_shard_partitions(settings)
+            keys = [f"{c}|{s}" for c in crawls for s in settings.shard_keys()]
+        elif spec.level == "crawl":
+            partitions_def, keys = crawl_partitions, crawls
+        else:
+            continue  # the release is stale until a version for the current inputs exists, failed or not
+        status = instance.get_status_by_partition(dg.AssetKey(spec.name), keys, partitions_def) or {}
+        for key, state in status.items():
+            if state == dg.AssetPartitionStatus.FAILED:
+                failed[(spec.name, key)] = _latest_failed_run(instance, key)
+    return failed
+
+
+def _latest_failed_run(instance: dg.DagsterInstance, partition: str) -> str:
+    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
+                                                     tags={PARTITION_TAG: partition}), limit=1)
+    return records[0].dagster_run.run_id if records else "unknown"
+
+
+def _launched_by_the_sensor(instance: dg.DagsterInstance, run_id: str) -> bool:
+    run = instance.get_run_by_id(run_id) if run_id != "unknown" else None
+    return run is not None and run.tags.get(STALE_TAG) == "sensor"
+
+
 def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
-    @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
+    # `asset_selection`: a sensor may only request a backfill (a RunRequest of an asset graph subset) of assets it
+    # targets; the plan can hold any asset of the code location.
+    @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED,
+               asset_selection=dg.AssetSelection.all())
     def stale_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
         """Plans every stale or missing partition (`llm-assets stale`) and requests ONE backfill of exactly those,
         unless the previous one is still running. Stopped by default: run it once from the UI to rebuild what is
         stale, or leave it running as the automation mode that keeps the lake fresh after new drops.
+
+        A partition whose latest run failed is rebuilt, unless that run was one of this sensor's own backfill: a
+        failure that repeats is not retried every minute; it is held, with what depends on it, until a person
+        retries it (`llm-assets stale` lists it, `backfill --stale` retries it).
 
         A raw drop has one owner: while a run of `raw_drop_sensor` is queued or running, this sensor waits for it
         (and the raw-drop sensor requests nothing for a partition a stale backfill in progress rebuilds)."""
@@ -81,9 +124,17 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
             return dg.SkipReason("the previous stale backfill is still running")
         if raw_drop_runs_in_flight(context.instance):
             return dg.SkipReason("raw_drop_sensor's runs are in flight: what they rebuild is theirs")
-        planned = stale_partitions(context.instance, store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S), settings)
+        lake = store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S)
+        crawls = known_crawls(lake, context.instance)
+        failed = failed_partitions(context.instance, settings, crawls)
+        own = {p for p, run in failed.items() if _launched_by_the_sensor(context.instance, run)}
+        if own:
+            context.log.warning(f"{len(own)} partitions failed in this sensor's backfill and are not retried on their "
+                                f"own (first: {' '.join(min(own))}): `llm-assets backfill --stale` retries them")
+        planned = plan_stale(lake, settings, crawls, code_versions(settings), SPECS, failed=failed, hold=own)
         if not planned:
-            return dg.SkipReason("nothing is stale")
+            return dg.SkipReason("nothing is stale" + (f" but the {len(own)} partitions that failed in this sensor's "
+                                                       "backfill" if own else ""))
         register_crawls(context.instance, planned)
         return dg.RunRequest.for_asset_graph_subset(stale_subset(planned, context.repository_def.asset_graph),
                                                     tags={STALE_TAG: "sensor"})

@@ -22,6 +22,7 @@ Level = Literal["shard", "crawl", "release", "model"]
 
 # Why a partition is planned.
 MISSING = "missing"
+FAILED = "failed"  # its latest run failed: "failed (run <id>)"
 CODE = "code or config changed"
 RAW = "new or changed raw data"
 UPSTREAM = "upstream data changed"

@@ -9,17 +9,21 @@ recorded inputs; a crawl stage's data version, recomputed from the manifests it 
 own say so in their spec: the raw inventory compares file fingerprints, so an identical re-upload plans nothing;
 a release compares its version. A partition its quality gate holds back is not an input: nothing downstream of it
 is planned until a rebuild passes the gate.
+
+The lake says what is committed, not what was tried: a partition whose latest run failed may still hold what an
+earlier run committed, and look fresh. The Dagster instance knows those failures (the UI's red "Failed"); given
+them, the planner plans each such partition first, with the run that failed.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence, TypeVar, cast
+from typing import Callable, Collection, Mapping, Sequence, TypeVar, cast
 
 from llm_assets.core.lake import InvalidKey, Lake, validate_crawl
 from llm_assets.core.partition import Manifest, read_manifest
 from llm_assets.pipeline import SPECS, code_versions
-from llm_assets.registry import CODE, MISSING, RAW, UPSTREAM, StageSpec
+from llm_assets.registry import CODE, FAILED, MISSING, RAW, UPSTREAM, StageSpec
 from llm_assets.settings import Settings
 
 CRAWL_SHARD = "all"  # the shard a crawl-level asset's manifest is stored under
@@ -38,8 +42,10 @@ class Planner:
     hooks read the lake through it (manifests are read once)."""
 
     def __init__(self, lake: Lake, settings: Settings, crawls: list[str], code_versions: dict[str, str],
-                 specs: Sequence[StageSpec]):
+                 specs: Sequence[StageSpec], failed: Mapping[tuple[str, str], str] | None = None,
+                 hold: Collection[tuple[str, str]] = ()):
         self.lake, self.settings, self.crawls, self.code = lake, settings, crawls, code_versions
+        self.failed, self.hold = failed or {}, set(hold)
         self.shards = settings.shard_keys()
         self.specs = {s.name: s for s in specs}
         self.planned: dict[tuple[str, str], str] = {}
@@ -74,8 +80,12 @@ class Planner:
     def code_changed(self, asset: str, built: Manifest) -> bool:
         return built.code_version != self.code.get(asset, built.code_version)
 
+    def failure(self, asset: str, partition: str) -> str | None:
+        run = self.failed.get((asset, partition))
+        return f"{FAILED} (run {run[:8]})" if run else None
+
     def plan(self, asset: str, partition: str, cause: str | None) -> None:
-        if cause:
+        if cause and (asset, partition) not in self.hold:
             self.planned.setdefault((asset, partition), cause)
 
     def is_planned(self, asset: str, partition: str) -> bool:
@@ -129,16 +139,20 @@ class Planner:
 
 
 def plan_stale(lake: Lake, settings: Settings, crawls: list[str], code_versions: dict[str, str],
-               specs: Sequence[StageSpec]) -> list[Planned]:
-    """Every planned partition, in build order (the registry's, then the partition)."""
-    planner = Planner(lake, settings, crawls, code_versions, specs)
+               specs: Sequence[StageSpec], failed: Mapping[tuple[str, str], str] | None = None,
+               hold: Collection[tuple[str, str]] = ()) -> list[Planned]:
+    """Every planned partition, in build order (the registry's, then the partition). `failed`: (asset, partition)
+    -> the run id, for the partitions whose latest run failed; `hold`: (asset, partition) never planned, nor
+    anything for their sake."""
+    planner = Planner(lake, settings, crawls, code_versions, specs, failed, hold)
     for crawl in crawls:
         for spec in specs:
             if spec.level == "shard":
                 for shard in planner.shards:
-                    planner.plan(spec.name, f"{crawl}|{shard}", planner.shard_stage(spec, crawl, shard))
+                    p = f"{crawl}|{shard}"
+                    planner.plan(spec.name, p, planner.failure(spec.name, p) or planner.shard_stage(spec, crawl, shard))
             elif spec.level == "crawl":
-                planner.plan(spec.name, crawl, planner.crawl_stage(spec, crawl))
+                planner.plan(spec.name, crawl, planner.failure(spec.name, crawl) or planner.crawl_stage(spec, crawl))
     for spec in specs:
         if spec.level == "release" and spec.plan is not None:
             planner.plan(spec.name, "", spec.plan(planner, None, None))
@@ -166,8 +180,14 @@ def known_crawls(lake: Lake, instance=None) -> list[str]:
 
 def stale_partitions(instance, lake: Lake, settings: Settings, code: dict[str, str] | None = None) -> list[Planned]:
     """The plan for a deployment's settings: its stages and code versions (or `code`), every crawl it knows or
-    finds under raw/."""
-    return plan_stale(lake, settings, known_crawls(lake, instance), code or code_versions(settings), SPECS)
+    finds under raw/, and, given a Dagster instance, the partitions whose latest run failed."""
+    crawls = known_crawls(lake, instance)
+    failed = None
+    if instance is not None:
+        from llm_assets.freshness import failed_partitions  # Dagster's side: only where an instance is given
+
+        failed = failed_partitions(instance, settings, crawls)
+    return plan_stale(lake, settings, crawls, code or code_versions(settings), SPECS, failed)
 
 
-__all__ = ["CODE", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "as_json", "plan_stale", "stale_partitions"]
+__all__ = ["CODE", "FAILED", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "as_json", "plan_stale", "stale_partitions"]

@@ -40,6 +40,8 @@ def test_run_health_results_and_tags_are_what_the_daemon_reads():
     assert {private.WorkerStatus.RUNNING, private.WorkerStatus.FAILED} <= set(private.WorkerStatus)
     assert (private.RUN_KEY_TAG, private.SENSOR_NAME_TAG, private.GRPC_INFO_TAG) == (
         "dagster/run_key", "dagster/sensor_name", ".dagster/grpc_info")
+    assert {private.TickStatus.FAILURE, private.TickStatus.SUCCESS, private.TickStatus.SKIPPED} <= set(
+        private.TickStatus)
 
 
 def test_the_workspace_and_grpc_names_take_the_arguments_the_tests_pass():

@@ -66,16 +66,20 @@ def stop_group(process: subprocess.Popen) -> None:
 
 
 class Deployment:
-    """DAGSTER_HOME, code server and daemon of one test module; every process it starts is stopped in close()."""
+    """DAGSTER_HOME, code server and daemon of one test module; every process it starts is stopped in close().
+    The code location is `module` (this module's tiny job by default), its processes' environment this one's and
+    `env`."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, module: str = job_module.__name__, location: str = LOCATION,
+                 env: dict[str, str] | None = None):
+        self.module, self.location = module, location
         self.home = root / "dagster_home"
         self.files = root / "files"  # the job's pid and release files
         self.home.mkdir()
         self.files.mkdir()
         self.port = free_port()
         self.processes: list[subprocess.Popen] = []
-        self.env = dict(os.environ, DAGSTER_HOME=str(self.home), RUN_MONITORING_DIR=str(self.files),
+        self.env = dict(os.environ, **(env or {}), DAGSTER_HOME=str(self.home), RUN_MONITORING_DIR=str(self.files),
                         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
 
         config = yaml.safe_load((REPO / "dagster.yaml").read_text())
@@ -86,7 +90,7 @@ class Deployment:
         (self.home / "dagster.yaml").write_text(yaml.safe_dump(config))
         self.workspace_file = self.home / "workspace.yaml"
         self.workspace_file.write_text(yaml.safe_dump({"load_from": [
-            {"grpc_server": {"host": "127.0.0.1", "port": self.port, "location_name": LOCATION}}]}))
+            {"grpc_server": {"host": "127.0.0.1", "port": self.port, "location_name": location}}]}))
 
         # Create the SQLite storage before any other process opens it: concurrent first opens race on the schema.
         self.instance = dg.DagsterInstance.from_config(str(self.home))
@@ -105,7 +109,7 @@ class Deployment:
 
         self.code_server = self._spawn(
             [str(BIN / "dagster"), "api", "grpc", "--host", "127.0.0.1", "--port", str(self.port),
-             "--module-name", job_module.__name__, "--working-directory", str(REPO), "--location-name", LOCATION],
+             "--module-name", self.module, "--working-directory", str(REPO), "--location-name", self.location],
             "code_server.log")
         client = DagsterGrpcClient(host="127.0.0.1", port=self.port)
 
@@ -117,12 +121,11 @@ class Deployment:
 
         wait_for(serving, "the code server", alive=[self.code_server])
 
-    def start_daemon(self) -> None:
+    def start_daemon(self, wanted=("QUEUED_RUN_COORDINATOR", "MONITORING")) -> None:
         from llm_assets.dagster_private import WorkspaceFileTarget, WorkspaceProcessContext
 
         self.daemon = self._spawn([str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_file)], "daemon.log")
-        wanted = {"QUEUED_RUN_COORDINATOR", "MONITORING"}
-        wait_for(lambda: wanted <= set(self.instance.get_daemon_heartbeats()), "the daemon's first heartbeats",
+        wait_for(lambda: set(wanted) <= set(self.instance.get_daemon_heartbeats()), "the daemon's first heartbeats",
                  alive=[self.daemon])
         self.context = WorkspaceProcessContext(self.instance, WorkspaceFileTarget(paths=[str(self.workspace_file)]))
 
@@ -145,7 +148,7 @@ class Deployment:
     def submit(self, shard: str) -> str:
         """Queue one run of the job for partition crawl-a|<shard>, with the tags Dagster gives a partition's run."""
         request = self.context.create_request_context()
-        location = request.get_code_location(LOCATION)
+        location = request.get_code_location(self.location)
         repo = location.get_repository(next(iter(location.get_repositories())))
         job = repo.get_full_job(job_module.blocking_job.name)
         key = dg.MultiPartitionKey({"crawl": "crawl-a", "shard": shard})
@@ -160,6 +163,19 @@ class Deployment:
             job_code_origin=job.get_python_origin(), asset_selection=None, asset_check_selection=None,
             asset_graph=repo.asset_graph)
         return self.instance.submit_run(run.run_id, request).run_id
+
+    def remote_sensor(self, name: str):
+        """The sensor as the daemon and the UI see it (from the code server)."""
+        location = self.context.create_request_context().get_code_location(self.location)
+        return location.get_repository(next(iter(location.get_repositories()))).get_sensor(name)
+
+    def start_sensor(self, name: str) -> None:
+        """Turn a sensor on, as its toggle in the UI does."""
+        self.instance.start_sensor(self.remote_sensor(name))
+
+    def stop_sensor(self, name: str) -> None:
+        sensor = self.remote_sensor(name)
+        self.instance.stop_sensor(sensor.get_remote_origin_id(), sensor.selector_id, sensor)
 
     def status(self, run_id: str) -> dg.DagsterRunStatus:
         return self.instance.get_run_by_id(run_id).status

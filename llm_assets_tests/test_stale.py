@@ -9,7 +9,7 @@ from llm_assets import cli
 from llm_assets.definitions import build_defs
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
-from llm_assets.stale import CODE, MISSING, RAW, stale_partitions
+from llm_assets.stale import CODE, MISSING, RAW, plan_stale, stale_partitions
 from llm_assets_tests.conftest import shared
 from llm_assets_tests.test_dedup import curated, dedup_defs, name_in_shard, run  # noqa: F401 (fixtures)
 
@@ -188,3 +188,20 @@ def test_a_late_drop_has_one_owner(curated, instance, crawl, object_store):  # n
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
         skipped = defs.resolve_sensor_def("stale_sensor")(ctx)
     assert isinstance(skipped, dg.SkipReason) and "raw_drop_sensor" in skipped.skip_message
+
+
+def test_a_failed_partition_is_planned_first_and_a_held_one_plans_nothing_for_its_sake(lake, crawl):
+    """The failures the instance reports are planned with their run, whatever the lake says; a partition the stale
+    sensor holds (it failed in the sensor's own backfill) is not planned, nor what follows it."""
+    from llm_assets.pipeline import SPECS, code_versions
+
+    settings = load_settings()
+    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0000', 'f')}", shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz"))
+    code = code_versions(settings)
+    p = f"{crawl}|0000"
+    planned = {(x.asset, x.partition): x.cause for x in plan_stale(
+        lake, settings, [crawl], code, SPECS, failed={("raw_files", p): "0123456789abcdef"})}
+    assert planned[("raw_files", p)] == "failed (run 01234567)"  # never committed: the failure says more
+    assert planned[("documents", p)] == "upstream data changed (raw_files is rebuilt)"
+    assert not plan_stale(lake, settings, [crawl], code, SPECS, failed={("raw_files", p): "0123456789abcdef"},
+                          hold={("raw_files", p)})
