@@ -1,7 +1,9 @@
 """Where one document went: `llm-assets trace URL|DOC_ID`, `why`, and `show rejected`. Reads the lake alone.
 
 A document is found without scanning the crawl: each documents part's id index (`core.takedowns.IdIndex`) says
-which partitions may hold the URL or doc id, and only those partitions' parts are read, filtered on the way in."""
+which partitions may hold the URL or doc id, and only those partitions' parts are read, filtered on the way in.
+A record that never became a document (no text, not HTML, an error status, damaged) is found the same way in the
+rejected parts of `documents`, which are indexed too."""
 
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ def _rows(lake, parts: list[str], key: str, columns: list[str] | None = None) ->
     frame = lake.scan(parts)
     names = frame.collect_schema().names()
     wanted = [c for c in (columns or names) if c in names]
-    if "://" in key and "url" not in names:
+    if ("://" in key and "url" not in names) or ("://" not in key and "doc_id" not in names):
         return pl.DataFrame()
     return frame.filter(_match(key)).select(wanted).collect()
 
@@ -63,6 +65,7 @@ def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
     for crawl in crawls:
         documents = committed(lake, "documents", crawl, shards)
         for shard, m in sorted(documents.items()):
+            out.steps += _set_aside(lake, m, key)
             if not _holds(partition_index(lake, m), key):
                 continue
             parts = [p for p in m.parts if _holds(part_index(lake, p), key)]
@@ -79,6 +82,16 @@ def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
                     break
     out.releases = _releases_holding(lake, settings.release.name, doc_ids)
     return out
+
+
+def _set_aside(lake, m: Manifest, key: str) -> list[Step]:
+    """The records of the documents partition with this URL or doc id that never became documents, and why."""
+    if not m.rejected_parts or not _holds(partition_index(lake, m, rejected=True), key):
+        return []
+    parts = [p for p in m.rejected_parts if _holds(part_index(lake, p), key)]
+    found = _rows(lake, parts, key, ["doc_id", "url", "reason", "detail", "source_key", "record_offset"])
+    return [Step("documents", m.crawl, m.shard, "dropped", row.get("doc_id") or "",
+                 {k: v for k, v in row.items() if v is not None}) for row in found.iter_rows(named=True)]
 
 
 def _holds(index: IdIndex, key: str) -> bool:
@@ -113,9 +126,12 @@ def _releases_holding(lake, name: str, doc_ids: set[str]) -> list[str]:
     return held
 
 
+NOT_FOUND = "not found in any crawl's documents, nor among the records documents set aside"
+
+
 def format_trace(t: Trace) -> str:
     if not t.steps:
-        return f"{t.key}: not found in any crawl's documents"
+        return f"{t.key}: {NOT_FOUND}"
     lines = []
     for s in t.steps:
         where = f"{s.crawl}|{s.shard}"
@@ -124,8 +140,8 @@ def format_trace(t: Trace) -> str:
         else:
             facts = dict(s.facts)
             facts.pop("doc_id", None)
-            if isinstance(facts.get("detail"), str):
-                facts["detail"] = json.loads(facts["detail"])
+            if "detail" in facts:
+                facts["detail"] = _decoded(facts["detail"])
             lines.append(f"  {s.stage:<13} {where:<24} dropped  {s.doc_id}  {json.dumps(facts, default=str)}")
     lines.append(f"  releases holding it: {', '.join(t.releases) or 'none'}")
     return f"{t.key}:\n" + "\n".join(lines)
@@ -165,7 +181,7 @@ def why(t: Trace, settings: Settings) -> str:
     """Where the document stopped and why: the block, the reason, the value measured and the threshold that dropped
     it, the block's thresholds and the document's scores."""
     if not t.steps:
-        return f"{t.key}: not found in any crawl's documents"
+        return f"{t.key}: {NOT_FOUND}"
     record = why_record(t, settings)
     if not record["stops"]:
         return f"{t.key}: not dropped; it reached {record['reached']} ({', '.join(t.releases) or 'no release yet'})"

@@ -139,15 +139,18 @@ def manifest_key(asset: str, crawl: str, shard: str) -> str:
 
 def id_index_key(part: str) -> str:
     """Where the small index of a part's URLs, domains and doc ids is kept (`core.takedowns.IdIndex`): beside the
-    lake, under `index/`, named by the part (parts are immutable, so is their index)."""
-    if not part.startswith("lake/") or not part.endswith(".parquet"):
-        raise InvalidKey(f"not a lake part: {part!r}")
+    lake, under `index/`, named by the part (parts are immutable, so is their index). A rejected part's index (what
+    documents set aside, by URL) is under `index/rejected/`."""
+    if not part.startswith(("lake/", "rejected/")) or not part.endswith(".parquet"):
+        raise InvalidKey(f"not a lake or rejected part: {part!r}")
     return "index/" + part.removeprefix("lake/").removesuffix(".parquet") + ".ids.npz"
 
 
-def partition_index_key(asset: str, crawl: str, shard: str, data_version: str) -> str:
-    """The union of a committed partition's part indexes: one read says whether any of its parts may hold a URL."""
-    return f"index/{partition_prefix('lake', asset, crawl, shard).removeprefix('lake/')}partition-{data_version}.ids.npz"
+def partition_index_key(asset: str, crawl: str, shard: str, data_version: str, zone: str = "lake") -> str:
+    """The union of a committed partition's part indexes (or its rejected parts' indexes): one read says whether any
+    of its parts may hold a URL."""
+    prefix = partition_prefix(zone, asset, crawl, shard).removeprefix("lake/")
+    return f"index/{prefix}partition-{data_version}.ids.npz"
 
 
 def contamination_key(asset: str, crawl: str, shard: str, data_version: str, index_version: str) -> str:
