@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from llm_assets.core.partition import Manifest, committed
-from llm_assets.core.release import RELEASES
+from llm_assets.core.release import RELEASES, SUPERSEDED
 from llm_assets.core.takedowns import IdIndex, part_index, partition_index
 from llm_assets.settings import Settings
 
@@ -37,6 +37,7 @@ class Trace:
     key: str
     steps: list[Step] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)  # release versions that hold it
+    superseded: dict[str, str] = field(default_factory=dict)  # of those, the superseded ones: version -> by which
 
     def stops(self) -> list[Step]:
         return [s for s in self.steps if s.outcome == "dropped"]
@@ -81,7 +82,17 @@ def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
                 if built is None or not (alive := _follow(lake, out, stage, built, alive)):
                     break
     out.releases = _releases_holding(lake, settings.release.name, doc_ids)
+    for version in out.releases:
+        marker = lake.get_bytes_if_exists(f"{RELEASES}/{settings.release.name}/{version}/{SUPERSEDED}")
+        if marker is not None:
+            out.superseded[version] = json.loads(marker).get("superseded_by", "")
     return out
+
+
+def releases_text(t: Trace) -> str:
+    """The release versions holding the document, a superseded one with the version that replaced it."""
+    return ", ".join(f"{v} (superseded by {t.superseded[v]})" if v in t.superseded else v for v in t.releases) \
+        or "none"
 
 
 def _set_aside(lake, m: Manifest, key: str) -> list[Step]:
@@ -143,7 +154,7 @@ def format_trace(t: Trace) -> str:
             if "detail" in facts:
                 facts["detail"] = _decoded(facts["detail"])
             lines.append(f"  {s.stage:<13} {where:<24} dropped  {s.doc_id}  {json.dumps(facts, default=str)}")
-    lines.append(f"  releases holding it: {', '.join(t.releases) or 'none'}")
+    lines.append(f"  releases holding it: {releases_text(t)}")
     return f"{t.key}:\n" + "\n".join(lines)
 
 
@@ -174,7 +185,8 @@ def why_record(t: Trace, settings: Settings) -> dict:
             stop["scores"] = scores
         stops.append(stop)
     return {"key": t.key, "found": bool(t.steps), "stops": stops,
-            "reached": t.steps[-1].stage if t.steps and not stops else None, "releases": t.releases}
+            "reached": t.steps[-1].stage if t.steps and not stops else None, "releases": t.releases,
+            "superseded": t.superseded}
 
 
 def why(t: Trace, settings: Settings) -> str:
@@ -184,7 +196,7 @@ def why(t: Trace, settings: Settings) -> str:
         return f"{t.key}: {NOT_FOUND}"
     record = why_record(t, settings)
     if not record["stops"]:
-        return f"{t.key}: not dropped; it reached {record['reached']} ({', '.join(t.releases) or 'no release yet'})"
+        return f"{t.key}: not dropped; it reached {record['reached']} ({releases_text(t) if t.releases else 'no release yet'})"
     lines = []
     for stop in record["stops"]:
         line = (f"{t.key} ({stop['doc_id']}) dropped at {stop['stage']} in {stop['crawl']}|{stop['shard']}: "

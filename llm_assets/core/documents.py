@@ -25,7 +25,7 @@ from pydantic import Field
 from llm_assets.core.config import Section
 from llm_assets.core.errors import is_store_error
 from llm_assets.core.extract import ExtractionTimeout, extract_html, extractor_version
-from llm_assets.core.lake import Lake
+from llm_assets.core.lake import Lake, PartWriter
 from llm_assets.core.readers import (
     ReaderSettings,
     ReadReport,
@@ -191,7 +191,7 @@ class _SetAside:
     def __init__(self, u: ExtractUnit):
         self.u = u
         self.ids: dict[str, list[str | None]] = {"doc_id": [], "url": [], "domain": []}
-        self.out = None
+        self.out: PartWriter | None = None
 
     def writer(self, lake: Lake):
         if not self.u.rejected_part:
