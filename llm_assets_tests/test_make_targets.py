@@ -4,6 +4,8 @@ has none. (What each benchmark measures is checked by running it; here, that eac
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import subprocess
@@ -39,3 +41,19 @@ def test_the_benchmarks_that_build_environments_get_a_uv_that_runs(target):
     uv = shlex.split(shlex.split(line)[0].split("=", 1)[1])
     done = subprocess.run([*uv, "--version"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("uv "), done.stderr
+
+
+@pytest.mark.corpus  # against datatrove, in its own environment
+def test_bench_compare_smoke_runs_as_make_would(tmp_path):
+    """The cheapest comparison of `make bench-compare`, quick, with the uv the Makefile passes: the anchor's
+    environment is built on first use (from uv's cache afterwards: seconds) and the comparison reports a figure."""
+    (line,) = [line for line in _dry_run("bench-compare").splitlines() if "-m benchmarks." in line]
+    uv = shlex.split(line)[0].split("=", 1)[1]
+    out = tmp_path / "compare.json"
+    done = subprocess.run([str(PROJECT_ROOT / ".venv" / "bin" / "python"), "-m", "benchmarks.compare", "--quick",
+                           "--only", "startup", "--no-profile", "--no-quality", "--json", str(out)],
+                          cwd=PROJECT_ROOT, env={**os.environ, "LLM_ASSETS_UV": uv}, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(out.read_text())["results"]
+    assert "error" not in results["startup"], results["startup"]

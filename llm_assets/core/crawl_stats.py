@@ -49,11 +49,15 @@ def _read(lake: Lake, parts: list[str], columns: list[str]) -> pa.Table:
 
 def crawl_stats(lake: Lake, manifests: list[Manifest], block_order: list[str]) -> CrawlStats:
     """Statistics over the committed `filtered` partitions of one crawl (their manifests)."""
-    import duckdb  # here, not at the top: building the code location (every run worker) imports this module
-
     kept = _read(lake, [p for m in manifests for p in m.parts], ["language", "n_words"])
     rejected = _read(lake, [p for m in manifests for p in m.rejected_parts], ["language", "filter", "reason"])
-    rows_in = sum(u.rows_in for m in manifests for u in m.units)
+    return summarize(kept, rejected, sum(u.rows_in for m in manifests for u in m.units), block_order)
+
+
+def summarize(kept: pa.Table, rejected: pa.Table, rows_in: int, block_order: list[str]) -> CrawlStats:
+    """The statistics of kept (language, n_words) and rejected (language, filter, reason) documents."""
+    import duckdb  # here, not at the top: building the code location (every run worker) imports this module
+
     con = duckdb.connect()
     con.register("kept", kept)
     con.register("rejected", rejected)
