@@ -257,7 +257,8 @@ def _document(u: ExtractUnit, rec: SourceRecord, report: ReadReport) -> dict | N
             text, title, date = extracted.text, extracted.title, extracted.date
     if not text or len(text) < s.min_text_chars:
         report.set_aside("no_text", rec.offset, rec.skip, rec.url, rec.record_id,
-                         f"{len(text or '')} characters extracted, fewer than {max(s.min_text_chars, 1)}")
+                         f"{len(text)} characters of text, fewer than min_text_chars {s.min_text_chars}" if text
+                         else f"no main text ({u.effective_extractor if rec.html is not None else rec.fmt})")
         return None
     return {
         "doc_id": doc_id(u.source, rec.record_id, rec.offset, rec.skip),
