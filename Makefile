@@ -109,13 +109,13 @@ bench-cluster: $(VENV)/.synced
 # Ray against Dask distributed: cold starts idle and loaded, loopback confinement, a killed worker, per-task cost.
 # Ray is not a dependency: it is installed into .bench/engine-bakeoff/ on first use.
 bench-engine-bakeoff: $(VENV)/.synced
-	$(BIN)/python -m benchmarks.engine_bakeoff
+	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.engine_bakeoff
 
 # The project against datatrove 0.10.1 as FineWeb runs it, re-run on the same corpus, one core, interleaved pairs:
 # the summary table at the top of BENCHMARKS.md. datatrove is installed into .bench/compare/ on first use.
 bench-compare: $(VENV)/.synced
 	@$(COMPILE)
-	$(BIN)/python -m benchmarks.compare --output BENCHMARKS.md --json .bench/compare/results.json
+	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.compare --output BENCHMARKS.md --json .bench/compare/results.json
 
 # Extractors' main-text F1 on public benchmarks with ground truth (checkouts named by EXTRACTION_BENCH_SCRAPINGHUB,
 # EXTRACTION_BENCH_READABILITY, EXTRACTION_BENCH_TRAFILATURA; `python -m benchmarks.extraction_quality --help`

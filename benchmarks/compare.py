@@ -49,6 +49,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmarks.report import replace_section
+from benchmarks.scratch_env import scratch_venv
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / ".bench" / "compare"
@@ -80,10 +81,7 @@ def anchor_python() -> str:
     python = ANCHOR_VENV / "bin" / "python"
     if not (python.exists() and _has(str(python), "datatrove", "spacy")):
         log(f"installing the anchor into {ANCHOR_VENV.relative_to(ROOT)} (uv, PyPI)")
-        uv = [sys.executable, "-m", "uv"]
-        subprocess.run([*uv, "venv", "--quiet", "--python", "3.11", str(ANCHOR_VENV)], check=True)
-        subprocess.run([*uv, "pip", "install", "--quiet", "--python", str(python), "datatrove[processing,io]==0.10.1",
-                        f"spacy=={metadata.version('spacy')}"], check=True)
+        scratch_venv(ANCHOR_VENV, "datatrove[processing,io]==0.10.1", f"spacy=={metadata.version('spacy')}")
     return str(python)
 
 

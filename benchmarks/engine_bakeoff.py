@@ -37,6 +37,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.report import table, write_hand_section
+from benchmarks.scratch_env import scratch_venv
 from llm_assets.embedded_store import free_ports
 from llm_assets.local_cluster import LocalCluster
 from llm_assets.settings import PROJECT_ROOT
@@ -335,10 +336,7 @@ def ray_environment() -> Path:
     """A separate environment for Ray (it is not a dependency of the product), made with uv on first use."""
     venv = SCRATCH / "ray-venv"
     if not (venv / "bin" / "ray").exists():
-        uv = [sys.executable, "-m", "uv"]
-        subprocess.run([*uv, "venv", "--quiet", "--python", "3.11", str(venv)], check=True)
-        subprocess.run([*uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-                        f"ray=={RAY_VERSION}"], check=True)
+        scratch_venv(venv, f"ray=={RAY_VERSION}")
     return venv
 
 

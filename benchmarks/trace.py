@@ -5,9 +5,9 @@
 An embedded SeaweedFS on free loopback ports (a temporary folder, always stopped) gets CRAWLS crawls × 4 shards of
 committed `documents` partitions, PARTS parts each (1,000 by default), DOCS documents a part, each part with the id
 index the documents unit writes beside it. Then, for a URL held by one part: `trace()` the first time (it builds
-each partition's index from its parts' indexes and keeps it), `trace()` again (one index read per partition, then
-the parts' indexes of the one partition that may hold it, then that part), and a scan of the `url` column of every
-part (what finding it costs without an index). Wall seconds and store requests, median of 3.
+each partition's index from its parts' indexes and keeps it), `trace()` again (one read per partition of its index
+and of the index of the records its units set aside, then the parts' indexes of the one partition that may hold
+it, then that part), and a scan of the `url` column of every part (what finding it costs without an index). Wall seconds and store requests, median of 3.
 """
 
 from __future__ import annotations
@@ -54,7 +54,19 @@ def build(lake: Lake, crawls: int, parts: int, docs: int) -> str:
                 with lake.part_writer(key, documents.SCHEMA) as out:
                     out.write(frame)
                 write_id_index(lake, key, pl.DataFrame({k: rows[k] for k in ("doc_id", "url", "domain")}))
-                units.append(UnitResult(unit=unit, source=f"raw/{crawl}/{p}", part=key, rows_in=docs, rows_out=docs))
+                # what the unit set aside (pages with no text, not HTML, ...), indexed too: trace reads both indexes
+                rejected_key = part_key("documents", crawl, shard, unit, zone="rejected")
+                aside = {"doc_id": [secrets.token_hex(16) for _ in range(docs // 10)],
+                         "url": [f"https://site{c}-{shard}-{p}.example/gone/{i}" for i in range(docs // 10)],
+                         "reason": ["no_text"] * (docs // 10)}
+                with lake.part_writer(rejected_key, documents.REJECTED_SCHEMA) as out:
+                    out.write(pa.table({f.name: pa.array(aside.get(f.name, [None] * (docs // 10)), f.type)
+                                        for f in documents.REJECTED_SCHEMA}))
+                write_id_index(lake, rejected_key, pl.DataFrame(
+                    {"doc_id": aside["doc_id"], "url": aside["url"], "domain": [None] * (docs // 10)},
+                    schema=dict.fromkeys(("doc_id", "url", "domain"), pl.String)))
+                units.append(UnitResult(unit=unit, source=f"raw/{crawl}/{p}", part=key, rejected_part=rejected_key,
+                                        rows_in=docs + docs // 10, rows_out=docs))
             commit(lake, "documents", crawl, shard, PartitionOutput(units, "bench", data_version(units)))
     i = docs // 2
     return f"https://site{crawls // 2}-0002-{parts // 2}-{i % 50}.example/{i}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -339,7 +340,7 @@ def cmd_trace(args) -> int:
         print(json.dumps(trace.why_record(found, args.settings), default=str) if args.json
               else trace.why(found, args.settings))
     elif args.json:
-        print(json.dumps({"key": found.key, "releases": found.releases,
+        print(json.dumps({"key": found.key, "releases": found.releases, "superseded": found.superseded,
                           "steps": [s.__dict__ for s in found.steps]}, default=str))
     else:
         print(trace.format_trace(found))
@@ -450,7 +451,38 @@ def cmd_ui(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def cmd_drop(args) -> int:
+    """Upload crawl files under raw/<crawl>/, where the raw_drop_sensor finds them: every key checked first, with the
+    sensor's rules, so a bad name uploads nothing; each file streamed (a multipart upload, completed whole or not at
+    all), never read into memory."""
+    from pathlib import Path
+
+    from llm_assets.core.lake import parse_raw_key
+
+    crawl = validate_crawl(args.crawl)
+    if args.as_name and len(args.files) != 1:
+        raise ValueError("--as names one file: give exactly one FILE with it")
+    keys: dict[str, Path] = {}
+    for name in args.files:
+        path = Path(name)
+        if not path.is_file():
+            raise ValueError(f"{name}: no such file")
+        key = f"raw/{crawl}/{args.as_name or path.name}"
+        parse_raw_key(key)
+        if key in keys:
+            raise ValueError(f"{name} and {keys[key]} would both be {key!r}")
+        keys[key] = path
+    _ensure_store()
+    lake = Lake(environment.store_config(args.settings.store))
+    for key, path in keys.items():
+        lake.put_file(key, path)
+        print(f"{path} -> {lake.url(key)} ({path.stat().st_size:,} bytes)")
+    print(f"{len(keys)} file{'s' * (len(keys) != 1)} dropped into crawl {crawl}; raw_drop_sensor requests their runs "
+          "on its next tick (`make ui`), or `llm-assets demo` runs what it requests")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-assets", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -462,7 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_demo)
 
     p = sub.add_parser("status", help="materialized partitions and rows per asset; raw keys that will not be ingested")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help='{"crawls", "assets": {asset: {"materialized", "total", "rows", ...}}, "held_back", '
+                        '"rejected_raw_keys"}')
     p.set_defaults(fn=cmd_status)
 
     p = sub.add_parser("stale", help="every stale, missing or failed partition per asset, with its cause")
@@ -476,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("show", help="rows of one asset's partition(s), like head; `show release` decodes sequences; "
                                     "`show rejected --stage S` what a stage set aside")
-    p.add_argument("asset")
+    p.add_argument("asset", help="a stage (documents, filtered, ...), a crawl-level asset, release or rejected")
     p.add_argument("--stage", help="rejected: the stage (documents, filtered, deduplicated, ...)")
     p.add_argument("--reason", help="rejected: only this reason code")
     p.add_argument("--url", help="only the rows of this URL")
@@ -485,15 +519,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--crawl", help="the crawl (every asset but release)")
     p.add_argument("--name", help="release: its name (default: the settings' release.name)")
     p.add_argument("--version", help="release: a version (default: the latest)")
-    p.add_argument("--shard")
-    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--shard", help="one shard, e.g. 0001 (default: every shard of the crawl)")
+    p.add_argument("--limit", type=int, default=10, help="at most this many rows (default 10)")
     p.add_argument("--json", action="store_true", help="JSON Lines, one object per row")
     p.set_defaults(fn=cmd_show)
 
     p = sub.add_parser("export", help="stream a stage's documents (text + provenance) or token ids to JSON Lines "
                                       "or Parquet: a file, s3://bucket/key, or - (stdout)")
     p.add_argument("asset", help="documents, filtered, deduplicated or tokenized")
-    p.add_argument("--crawl", required=True)
+    p.add_argument("--crawl", required=True, help="the crawl to export")
     p.add_argument("--shard", help="one shard (default: every committed shard of the crawl)")
     p.add_argument("--format", choices=["jsonl", "parquet"],
                    help="default: parquet for a .parquet name, else jsonl (.gz / .zst names are compressed)")
@@ -506,24 +540,25 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=text)
         p.add_argument("key", help="a URL (http...) or a doc id")
         p.add_argument("--crawl", help="only this crawl (default: every crawl)")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="one JSON object")
         p.set_defaults(fn=cmd_trace)
 
     p = sub.add_parser("record", help="the original raw record a document came from")
-    p.add_argument("doc_id")
-    p.add_argument("--crawl", required=True)
+    p.add_argument("doc_id", help="the document's doc_id (32 hex digits)")
+    p.add_argument("--crawl", required=True, help="the crawl holding it")
     p.add_argument("--max-bytes", type=int, default=1 << 20, help="cut the payload after this many bytes")
     p.set_defaults(fn=cmd_record)
 
     p = sub.add_parser("takedown", help="add a takedown request; per request, where it was found and removed")
-    p.add_argument("action", choices=["add", "status"])
-    p.add_argument("--url")
-    p.add_argument("--domain", help="the domain and its subdomains")
-    p.add_argument("--doc-id")
+    p.add_argument("action", choices=["add", "status"],
+                   help="add: write one request under takedowns/; status: where each request was found and removed")
+    p.add_argument("--url", help="add: one URL, exactly as crawled")
+    p.add_argument("--domain", help="add: the domain and its subdomains")
+    p.add_argument("--doc-id", help="add: one document's doc_id")
     p.add_argument("--reason", help="add: why (e.g. 'dmca', 'gdpr erasure')")
     p.add_argument("--requested-by", default=os.environ.get("USER", "cli"), help="add: who asked (default: $USER)")
     p.add_argument("--date", help="add: the request's date, YYYY-MM-DD (default: today)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="status: one JSON object")
     p.set_defaults(fn=cmd_takedown)
 
     p = sub.add_parser("vacuum", help="delete parts no committed manifest needs, past the retention")
@@ -531,23 +566,33 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_vacuum)
 
     p = sub.add_parser("store", help="the embedded object store (SeaweedFS on 127.0.0.1)")
-    p.add_argument("action", choices=["start", "stop", "status"])
-    p.add_argument("--json", action="store_true")
+    p.add_argument("action", choices=["start", "stop", "status"], help="start, stop, or say whether it runs")
+    p.add_argument("--json", action="store_true", help="status: one JSON object")
     p.set_defaults(fn=cmd_store)
 
     p = sub.add_parser("cluster", help="a local Dask cluster on 127.0.0.1 for runner.kind: dask")
-    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("action", choices=["start", "stop", "status"], help="start, stop, or say whether it runs")
     p.add_argument("--nodes", type=int, default=3, help="start: the scheduler plus NODES-1 workers (default 3)")
     p.add_argument("--dashboard", action="store_true", help="start: serve Dask's dashboard on 127.0.0.1")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="status: one JSON object")
     p.set_defaults(fn=cmd_cluster)
 
     p = sub.add_parser("ui", help="dg dev: Dagster's webserver and daemon on this project")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=3000, help="the webserver's port (default 3000)")
     p.set_defaults(fn=cmd_ui)
 
-    args = parser.parse_args(argv)
+    p = sub.add_parser("drop", help="upload crawl files under raw/<crawl>/ for the raw_drop_sensor (streamed)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="WARC, ARC, WET, JSON Lines, JSON, Parquet or HTML files")
+    p.add_argument("--crawl", required=True, help="the crawl they belong to (letters, digits, '.', '_', '-')")
+    p.add_argument("--as", dest="as_name", metavar="NAME",
+                   help="one FILE's name under raw/<crawl>/, sub-folders allowed (default: the file's own name)")
+    p.set_defaults(fn=cmd_drop)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         args.settings_path = settings_path()
         args.settings = Settings.from_file(args.settings_path)
@@ -555,6 +600,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, RuntimeError, LookupError, InfrastructureError) as e:
         print(f"llm-assets: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # BrokenPipeError, or Polars' plain OSError("[Errno 32] Broken pipe") without an errno
+        if e.errno != errno.EPIPE and f"[Errno {errno.EPIPE}]" not in str(e):
+            raise
+        # The reader went away (`| head`): stop quietly, as Unix tools do. stdout is pointed at /dev/null so that
+        # the interpreter's last flush has nowhere to fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool SIGPIPE ended
 
 
 if __name__ == "__main__":

@@ -84,7 +84,8 @@ def format_summary(status: dict) -> str:
         rows.append([asset, *(f"{c['rows']:,} rows, {c['partitions']} partition{'s' * (c['partitions'] != 1)}" for c in cells),
                      f"{totals['rows']:,} rows, {totals['materialized']}/{totals['total']} partitions"])
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths))  # noqa: E731
+    # no line ends in padding: a terminal as wide as the text would wrap it
+    fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
     lines = [fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)]
     for held in status.get("held_back", []):
         lines += ["", f"{held['asset']} crawl={held['crawl']} shard={held['shard']} is held back by its quality gate: "

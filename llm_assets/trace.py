@@ -1,7 +1,9 @@
 """Where one document went: `llm-assets trace URL|DOC_ID`, `why`, and `show rejected`. Reads the lake alone.
 
 A document is found without scanning the crawl: each documents part's id index (`core.takedowns.IdIndex`) says
-which partitions may hold the URL or doc id, and only those partitions' parts are read, filtered on the way in."""
+which partitions may hold the URL or doc id, and only those partitions' parts are read, filtered on the way in.
+A record that never became a document (no text, not HTML, an error status, damaged) is found the same way in the
+rejected parts of `documents`, which are indexed too."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from llm_assets.core.partition import Manifest, committed
-from llm_assets.core.release import RELEASES
+from llm_assets.core.release import RELEASES, SUPERSEDED
 from llm_assets.core.takedowns import IdIndex, part_index, partition_index
 from llm_assets.settings import Settings
 
@@ -35,6 +37,7 @@ class Trace:
     key: str
     steps: list[Step] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)  # release versions that hold it
+    superseded: dict[str, str] = field(default_factory=dict)  # of those, the superseded ones: version -> by which
 
     def stops(self) -> list[Step]:
         return [s for s in self.steps if s.outcome == "dropped"]
@@ -50,7 +53,7 @@ def _rows(lake, parts: list[str], key: str, columns: list[str] | None = None) ->
     frame = lake.scan(parts)
     names = frame.collect_schema().names()
     wanted = [c for c in (columns or names) if c in names]
-    if "://" in key and "url" not in names:
+    if ("://" in key and "url" not in names) or ("://" not in key and "doc_id" not in names):
         return pl.DataFrame()
     return frame.filter(_match(key)).select(wanted).collect()
 
@@ -63,6 +66,7 @@ def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
     for crawl in crawls:
         documents = committed(lake, "documents", crawl, shards)
         for shard, m in sorted(documents.items()):
+            out.steps += _set_aside(lake, m, key)
             if not _holds(partition_index(lake, m), key):
                 continue
             parts = [p for p in m.parts if _holds(part_index(lake, p), key)]
@@ -78,7 +82,27 @@ def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
                 if built is None or not (alive := _follow(lake, out, stage, built, alive)):
                     break
     out.releases = _releases_holding(lake, settings.release.name, doc_ids)
+    for version in out.releases:
+        marker = lake.get_bytes_if_exists(f"{RELEASES}/{settings.release.name}/{version}/{SUPERSEDED}")
+        if marker is not None:
+            out.superseded[version] = json.loads(marker).get("superseded_by", "")
     return out
+
+
+def releases_text(t: Trace) -> str:
+    """The release versions holding the document, a superseded one with the version that replaced it."""
+    return ", ".join(f"{v} (superseded by {t.superseded[v]})" if v in t.superseded else v for v in t.releases) \
+        or "none"
+
+
+def _set_aside(lake, m: Manifest, key: str) -> list[Step]:
+    """The records of the documents partition with this URL or doc id that never became documents, and why."""
+    if not m.rejected_parts or not _holds(partition_index(lake, m, rejected=True), key):
+        return []
+    parts = [p for p in m.rejected_parts if _holds(part_index(lake, p), key)]
+    found = _rows(lake, parts, key, ["doc_id", "url", "reason", "detail", "source_key", "record_offset"])
+    return [Step("documents", m.crawl, m.shard, "dropped", row.get("doc_id") or "",
+                 {k: v for k, v in row.items() if v is not None}) for row in found.iter_rows(named=True)]
 
 
 def _holds(index: IdIndex, key: str) -> bool:
@@ -113,9 +137,12 @@ def _releases_holding(lake, name: str, doc_ids: set[str]) -> list[str]:
     return held
 
 
+NOT_FOUND = "not found in any crawl's documents, nor among the records documents set aside"
+
+
 def format_trace(t: Trace) -> str:
     if not t.steps:
-        return f"{t.key}: not found in any crawl's documents"
+        return f"{t.key}: {NOT_FOUND}"
     lines = []
     for s in t.steps:
         where = f"{s.crawl}|{s.shard}"
@@ -124,10 +151,10 @@ def format_trace(t: Trace) -> str:
         else:
             facts = dict(s.facts)
             facts.pop("doc_id", None)
-            if isinstance(facts.get("detail"), str):
-                facts["detail"] = json.loads(facts["detail"])
+            if "detail" in facts:
+                facts["detail"] = _decoded(facts["detail"])
             lines.append(f"  {s.stage:<13} {where:<24} dropped  {s.doc_id}  {json.dumps(facts, default=str)}")
-    lines.append(f"  releases holding it: {', '.join(t.releases) or 'none'}")
+    lines.append(f"  releases holding it: {releases_text(t)}")
     return f"{t.key}:\n" + "\n".join(lines)
 
 
@@ -158,17 +185,18 @@ def why_record(t: Trace, settings: Settings) -> dict:
             stop["scores"] = scores
         stops.append(stop)
     return {"key": t.key, "found": bool(t.steps), "stops": stops,
-            "reached": t.steps[-1].stage if t.steps and not stops else None, "releases": t.releases}
+            "reached": t.steps[-1].stage if t.steps and not stops else None, "releases": t.releases,
+            "superseded": t.superseded}
 
 
 def why(t: Trace, settings: Settings) -> str:
     """Where the document stopped and why: the block, the reason, the value measured and the threshold that dropped
     it, the block's thresholds and the document's scores."""
     if not t.steps:
-        return f"{t.key}: not found in any crawl's documents"
+        return f"{t.key}: {NOT_FOUND}"
     record = why_record(t, settings)
     if not record["stops"]:
-        return f"{t.key}: not dropped; it reached {record['reached']} ({', '.join(t.releases) or 'no release yet'})"
+        return f"{t.key}: not dropped; it reached {record['reached']} ({releases_text(t) if t.releases else 'no release yet'})"
     lines = []
     for stop in record["stops"]:
         line = (f"{t.key} ({stop['doc_id']}) dropped at {stop['stage']} in {stop['crawl']}|{stop['shard']}: "

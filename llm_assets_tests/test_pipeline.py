@@ -2,11 +2,15 @@
 every stage committed with its metadata and passing checks; then the CLI reads it back."""
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 
 import dagster as dg
 
+from llm_assets.core.crawl_stats import NOT_IDENTIFIED
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.core.partition import LakeInput
 from llm_assets.settings import load_settings
@@ -126,6 +130,7 @@ def test_every_stage_is_materialized_with_its_report(materialized):
     assert pairs["rows_out"] > 0
     for meta in (raw, docs, pairs, filt, sigs, dedup, tok):
         assert meta["seconds"] > 0 and meta["peak_rss_mib"] > 0 and "funnel" in meta
+        assert meta["bytes_in"] > 0  # what its units read: the raw files, or the upstream parts' bytes fetched
         assert png_size(meta["funnel_chart"])[0] >= 600
     for chart in ("filter_funnel_chart", "language_chart", "length_chart"):
         assert png_size(filt[chart])[1] >= 150
@@ -159,6 +164,11 @@ def test_crawl_stats_reports_the_crawl_funnel(materialized, built_once):
         width, height = png_size(meta[chart])
         assert 600 <= width <= 800 and height >= 150  # sized to the metadata panel
     languages = {r.data["language"]: r.data for r in meta["languages"].records}
+    # a document a block before `language` dropped has no language: named, not a bare "?"
+    assert "?" not in languages and all(language for language in languages)
+    before_language = sum(r.data["documents"] for r in meta["funnel"].records
+                          if r.data["step"] == "dropped" and r.data["block"] in ("normalize", "url", "takedown"))
+    assert languages.get(NOT_IDENTIFIED, {"dropped": 0})["dropped"] == before_language
     # lid.176 reads a few of the short Chinese pages as Japanese
     assert languages["zh"]["dropped"] >= 6 and languages["en"]["kept"] == meta["documents_kept"] > 0
     assert sum(v["kept"] + v["dropped"] for v in languages.values()) == 37
@@ -215,8 +225,23 @@ def test_cli_show_and_status_read_the_lake(materialized, built_once, capsys):
         "tokenizer": 1, "quality_classifier": 1, "release": 1}
     assert cli.main(["status"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line.endswith(" ")] == []  # no padding after the last column
     assert {a for a in ("crawl_stats", "tokenizer", "release") if any(line.startswith(f"{a} ") for line in lines)} == {
         "crawl_stats", "tokenizer", "release"}
+
+
+def test_export_to_a_reader_that_went_away_stops_quietly(built_once):
+    """`llm-assets export ... --out - | head`: the reader closes the pipe; the command ends without a traceback."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte: every write fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "llm_assets.cli", "export", "documents", "--crawl",
+                               built_once.crawl, "--out", "-"], stdout=write, stderr=subprocess.PIPE, text=True,
+                              timeout=300)
+    finally:
+        os.close(write)
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert done.returncode == 141, done.stderr
 
 
 def test_show_rejects_bad_input(store_env, capsys):

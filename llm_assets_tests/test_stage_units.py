@@ -337,7 +337,8 @@ def test_truncated_raw_file_keeps_what_precedes_the_cut_and_is_reported(chain, s
 
 def test_rejected_part_holds_the_quarantined_records(store_config, lake, crawl):
     """With a rejected part, every quarantined record is a row with its reason, offset and (where known) URL:
-    here the damaged member of a corrupted copy, and the pages over a lowered max_payload_bytes."""
+    here the damaged member of a corrupted copy, and the pages over a lowered max_payload_bytes; and so is every
+    page set aside for its content (`no_text`), with the doc id it would have had."""
     data = bytearray(shared("warc", CC_2020).read_bytes())
     data[48_400:48_600] = bytes(200)
     records = intact_records()
@@ -351,7 +352,10 @@ def test_rejected_part_holds_the_quarantined_records(store_config, lake, crawl):
     assert rejected.columns == documents.REJECTED_SCHEMA.names
     assert set(rejected["source_key"]) == {key}
     counts = dict(rejected["reason"].value_counts().iter_rows())
-    assert counts == {reason: n for reason, n in r.dropped.items() if reason in ("oversized", "corrupt_record")}
+    assert counts == {reason: n for reason, n in r.dropped.items()
+                      if reason in ("oversized", "corrupt_record", "no_text", "non_html", "non_2xx")}
+    assert rejected.filter(pl.col("reason") == "no_text")["doc_id"].str.len_chars().to_list() == [32] * counts.get(
+        "no_text", 0)
     assert counts["oversized"] == len(big) >= 2
     oversized = rejected.filter(pl.col("reason") == "oversized").sort("record_offset")
     assert oversized.select("url", "record_offset", "record_skip").rows() == [(rec.url, rec.offset, 0) for rec in big]

@@ -194,6 +194,9 @@ def test_a_takedown_by_url_domain_and_doc_id_reaches_a_new_release_and_supersede
     assert [(s.stage, s.outcome) for s in path.steps] == [("documents", "kept"), ("filtered", "dropped")]
     assert path.stops()[0].facts["filter"] == "takedown" and json.loads(path.stops()[0].facts["detail"])["url"] == url
     assert path.releases == [marker["version"]]
+    assert path.superseded == {marker["version"]: manifest["version"]}
+    assert (f"releases holding it: {marker['version']} (superseded by {manifest['version']})"
+            in trace.format_trace(path))
 
 
 def test_an_eval_set_plans_exactly_the_partitions_that_quote_it_and_the_rebuild_drops_them(

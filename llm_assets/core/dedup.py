@@ -25,7 +25,7 @@ from pydantic import Field
 
 from llm_assets.core import filtered, signatures
 from llm_assets.core.config import Section
-from llm_assets.core.lake import Lake
+from llm_assets.core.lake import Lake, ReadCount
 from llm_assets.core.partition import Manifest
 from llm_assets.core.minhash import MinHasher
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
@@ -94,12 +94,13 @@ def compute_signatures(u: SignatureUnit) -> UnitResult:
     schema = signature_schema(u.settings.bands, u.settings.rows)
     hasher = u.settings.hasher()
     rows_in = 0
+    fetched = ReadCount()
     with lake.part_writer(u.part, schema) as out:
-        for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=signatures.SIGNATURE_INPUT):
+        for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=signatures.SIGNATURE_INPUT, fetched=fetched):
             rows_in += batch.num_rows
             out.write(signatures.signature_table(batch, hasher))
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows_in, rows_out=out.rows,
-                      bytes_out=out.bytes, columns=schema.names)
+                      bytes_in=fetched.bytes, bytes_out=out.bytes, columns=schema.names)
 
 
 # --- clustering ------------------------------------------------------------------------------------------------
@@ -225,9 +226,10 @@ def remove_duplicates(u: DedupUnit) -> UnitResult:
                              "duplicate_of": pl.String})
     drops = DropCounter()
     rows_in = 0
+    fetched = ReadCount()
     with lake.part_writer(u.part, DEDUPLICATED_SCHEMA) as out, \
             lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
-        for batch in lake.iter_batches(u.source, BATCH_ROWS):
+        for batch in lake.iter_batches(u.source, BATCH_ROWS, fetched=fetched):
             df = cast(pl.DataFrame, pl.from_arrow(batch)).join(removed, on=["doc_id", "source_key"], how="left")
             rows_in += df.height
             dup = df.filter(pl.col("reason").is_not_null())
@@ -237,4 +239,5 @@ def remove_duplicates(u: DedupUnit) -> UnitResult:
             for reason, n in dup.group_by("reason").len().iter_rows():
                 drops.drop(reason, n)
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rejected_part=u.rejected_part, rows_in=rows_in,
-                      rows_out=out.rows, dropped=dict(drops), bytes_out=out.bytes, columns=DEDUPLICATED_SCHEMA.names)
+                      rows_out=out.rows, dropped=dict(drops), bytes_in=fetched.bytes, bytes_out=out.bytes,
+                      columns=DEDUPLICATED_SCHEMA.names)

@@ -1,7 +1,9 @@
 """Stage `documents`: raw crawl files -> documents with their text, URL and provenance.
 
 One work unit reads one raw file, streaming, whatever its format (see `readers`), extracts the main text of HTML
-records, and writes one part. Bad records are quarantined under `rejected/` with their reason.
+records, and writes one part. Bad records are quarantined under `rejected/` with their reason, and so are the
+responses set aside for what they hold (`non_2xx`, `non_html`, `no_text`), with their URL and doc id: the rejected
+part is indexed like the documents part, so `why URL` finds a page that never became a document.
 
 Extraction costs ~40x the reading, so a large WARC or ARC file is split into shares (`extract_units`): each share's
 unit reads the whole file but extracts only its share of the HTML records, and the partition's workers extract one
@@ -11,6 +13,7 @@ file together. The shares are a function of the file's name and size alone, neve
 from __future__ import annotations
 
 import hashlib
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
@@ -22,7 +25,7 @@ from pydantic import Field
 from llm_assets.core.config import Section
 from llm_assets.core.errors import is_store_error
 from llm_assets.core.extract import ExtractionTimeout, extract_html, extractor_version
-from llm_assets.core.lake import Lake
+from llm_assets.core.lake import Lake, PartWriter
 from llm_assets.core.readers import (
     ReaderSettings,
     ReadReport,
@@ -52,7 +55,9 @@ class DocumentsSettings(Section):
     id_field: str = "id"
 
 
-STAGE_VERSION = "3"  # 3: CPU-time extraction limit; JSON, JSON Lines and Parquet records capped
+# 3: CPU-time extraction limit; JSON, JSON Lines and Parquet records capped. 4: records set aside for their content
+# (no text, not HTML, an error status) kept in the rejected part by URL and doc id, and indexed.
+STAGE_VERSION = "4"
 BATCH_ROWS = 256
 
 SCHEMA = pa.schema(
@@ -78,6 +83,7 @@ SCHEMA = pa.schema(
 
 REJECTED_SCHEMA = pa.schema(
     [
+        ("doc_id", pa.string()),  # the id the record would have had (set aside records; null for damaged bytes)
         ("source_key", pa.string()),
         ("record_offset", pa.int64()),
         ("record_skip", pa.int64()),
@@ -178,6 +184,47 @@ def iter_source(lake: Lake, key: str, settings: ReaderSettings, report: ReadRepo
                              f"quarantined: {type(e).__name__}: {e}")
 
 
+class _SetAside:
+    """The unit's rejected part: quarantined records and those set aside for their content, written a batch at a
+    time, and the index of their URLs and doc ids (the one a documents part gets), so `why URL` finds them."""
+
+    def __init__(self, u: ExtractUnit):
+        self.u = u
+        self.ids: dict[str, list[str | None]] = {"doc_id": [], "url": [], "domain": []}
+        self.out: PartWriter | None = None
+
+    def writer(self, lake: Lake):
+        if not self.u.rejected_part:
+            return nullcontext()
+        self.out = lake.part_writer(self.u.rejected_part, REJECTED_SCHEMA)
+        return self.out
+
+    def drain(self, report: ReadReport, final: bool = False) -> None:
+        if len(report.set_aside_records) < BATCH_ROWS and not final:
+            return
+        rows = [{"source_key": self.u.source, "doc_id": doc_id(self.u.source, r.pop("record_id"), r["record_offset"],
+                                                                r["record_skip"]), **r}
+                for r in report.set_aside_records]
+        report.set_aside_records.clear()
+        if final:  # damaged records, last: they are few (capped) and have no id
+            rows += [{"source_key": self.u.source, "doc_id": None, **q} for q in report.quarantined]
+        if self.out is None or not rows:
+            return
+        self.out.write(pa.Table.from_pylist(rows, REJECTED_SCHEMA))
+        for row in rows:
+            self.ids["doc_id"].append(row["doc_id"])
+            self.ids["url"].append(row["url"] or None)
+            self.ids["domain"].append(_domain(row["url"]) or None)
+
+    def index(self, lake: Lake) -> None:
+        if self.out is not None:
+            write_id_index(lake, self.u.rejected_part, pl.DataFrame(self.ids, schema=dict.fromkeys(self.ids, pl.String)))
+
+
+def _domain(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower() if "://" in url else ""
+
+
 class _Prepend:
     """A stream with bytes already read put back in front."""
 
@@ -209,12 +256,14 @@ def _document(u: ExtractUnit, rec: SourceRecord, report: ReadReport) -> dict | N
         if extracted is not None:
             text, title, date = extracted.text, extracted.title, extracted.date
     if not text or len(text) < s.min_text_chars:
-        report.skip("no_text")
+        report.set_aside("no_text", rec.offset, rec.skip, rec.url, rec.record_id,
+                         f"{len(text)} characters of text, fewer than min_text_chars {s.min_text_chars}" if text
+                         else f"no main text ({u.effective_extractor if rec.html is not None else rec.fmt})")
         return None
     return {
         "doc_id": doc_id(u.source, rec.record_id, rec.offset, rec.skip),
         "url": rec.url,
-        "domain": (urlsplit(rec.url).hostname or "").lower() if "://" in rec.url else "",
+        "domain": _domain(rec.url),
         "crawl": u.crawl,
         "source_key": u.source,
         "source_format": rec.fmt,
@@ -249,10 +298,11 @@ def _share(u: ExtractUnit, records):
 def extract_documents(u: ExtractUnit) -> UnitResult:
     lake = Lake(u.store)
     report = ReadReport()
-    reader_report = report if u.share == 0 else ReadReport()
+    reader_report = report if u.share == 0 else ReadReport(keep_set_aside=False)
     rows: list[dict] = []
     ids: dict[str, list[str]] = {"doc_id": [], "url": [], "domain": []}
-    with lake.part_writer(u.part, SCHEMA) as out:
+    aside = _SetAside(u)
+    with lake.part_writer(u.part, SCHEMA) as out, aside.writer(lake):
         records = iter_source(lake, u.source, reader_settings(u.settings), reader_report)
         for rec in records if u.shares == 1 else _share(u, records):
             if (row := _document(u, rec, report)) is not None:
@@ -262,12 +312,11 @@ def extract_documents(u: ExtractUnit) -> UnitResult:
             if len(rows) >= BATCH_ROWS:
                 out.write(pa.Table.from_pylist(rows, SCHEMA))
                 rows.clear()
+            aside.drain(report)
         out.write(pa.Table.from_pylist(rows, SCHEMA))
+        aside.drain(report, final=True)
     write_id_index(lake, u.part, pl.DataFrame(ids, schema=dict.fromkeys(ids, pl.String)))  # for takedowns
-    if u.rejected_part:
-        with lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
-            rejected.write(pa.Table.from_pylist([{"source_key": u.source, **q} for q in report.quarantined],
-                                                REJECTED_SCHEMA))
+    aside.index(lake)
     errors = list(report.errors)
     damaged = sum(report.drops.get(r, 0) for r in ("truncated_file", "corrupt_record"))
     if damaged:

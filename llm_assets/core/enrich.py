@@ -25,7 +25,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core.config import Section
-from llm_assets.core.lake import Lake
+from llm_assets.core.lake import Lake, ReadCount
 from llm_assets.core.ner import entity_spans
 from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
@@ -215,12 +215,14 @@ def enrich_documents(u: EnrichUnit) -> UnitResult:
     lake = Lake(u.store)
     counts: Counter = Counter()
     rows_in = 0
+    fetched = ReadCount()
     with lake.part_writer(u.part, SCHEMA) as out:
-        for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "language", "text"]):
+        for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "language", "text"],
+                                       fetched=fetched):
             df = cast(pl.DataFrame, pl.from_arrow(batch))
             rows_in += df.height
             enriched, n = enrich_batch(df, u.settings)
             out.write(enriched)
             counts.update(n)
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows_in, rows_out=out.rows, dropped={},
-                      bytes_in=0, bytes_out=out.bytes, columns=SCHEMA.names, counts=dict(counts))
+                      bytes_in=fetched.bytes, bytes_out=out.bytes, columns=SCHEMA.names, counts=dict(counts))

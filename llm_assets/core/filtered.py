@@ -23,7 +23,7 @@ from llm_assets.core.decontamination import EvalSetSettings, eval_index
 from llm_assets.core.filters import DEFAULT_CHAIN, Block, ChainBlock, Decontaminate, QualityModelFilter, apply_filters
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.gates import LANGUAGE_COUNT
-from llm_assets.core.lake import Lake
+from llm_assets.core.lake import Lake, ReadCount
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 
@@ -176,8 +176,9 @@ def filter_documents(u: FilterUnit) -> UnitResult:
     drops = DropCounter()
     counts: dict[str, int] = {}  # PII masked per type, documents removed per takedown request
     rows_in = 0
+    fetched = ReadCount()
     with lake.part_writer(u.part, SCHEMA) as out, lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
-        for batch in lake.iter_batches(u.source, BATCH_ROWS):
+        for batch in lake.iter_batches(u.source, BATCH_ROWS, fetched=fetched):
             df = cast(pl.DataFrame, pl.from_arrow(batch))
             rows_in += df.height
             kept, dropped = filter_batch(df, u.settings, u.takedowns)
@@ -201,7 +202,7 @@ def filter_documents(u: FilterUnit) -> UnitResult:
         rows_in=rows_in,
         rows_out=out.rows,
         dropped=dict(drops),
-        bytes_in=0,
+        bytes_in=fetched.bytes,
         bytes_out=out.bytes,
         columns=SCHEMA.names,
         counts=counts,

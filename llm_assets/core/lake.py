@@ -139,15 +139,18 @@ def manifest_key(asset: str, crawl: str, shard: str) -> str:
 
 def id_index_key(part: str) -> str:
     """Where the small index of a part's URLs, domains and doc ids is kept (`core.takedowns.IdIndex`): beside the
-    lake, under `index/`, named by the part (parts are immutable, so is their index)."""
-    if not part.startswith("lake/") or not part.endswith(".parquet"):
-        raise InvalidKey(f"not a lake part: {part!r}")
+    lake, under `index/`, named by the part (parts are immutable, so is their index). A rejected part's index (what
+    documents set aside, by URL) is under `index/rejected/`."""
+    if not part.startswith(("lake/", "rejected/")) or not part.endswith(".parquet"):
+        raise InvalidKey(f"not a lake or rejected part: {part!r}")
     return "index/" + part.removeprefix("lake/").removesuffix(".parquet") + ".ids.npz"
 
 
-def partition_index_key(asset: str, crawl: str, shard: str, data_version: str) -> str:
-    """The union of a committed partition's part indexes: one read says whether any of its parts may hold a URL."""
-    return f"index/{partition_prefix('lake', asset, crawl, shard).removeprefix('lake/')}partition-{data_version}.ids.npz"
+def partition_index_key(asset: str, crawl: str, shard: str, data_version: str, zone: str = "lake") -> str:
+    """The union of a committed partition's part indexes (or its rejected parts' indexes): one read says whether any
+    of its parts may hold a URL."""
+    prefix = partition_prefix(zone, asset, crawl, shard).removeprefix("lake/")
+    return f"index/{prefix}partition-{data_version}.ids.npz"
 
 
 def contamination_key(asset: str, crawl: str, shard: str, data_version: str, index_version: str) -> str:
@@ -497,13 +500,18 @@ class Lake:
             return cast(pl.DataFrame, pl.from_arrow(schema.empty_table())).lazy()
         return pl.scan_parquet([self.url(k) for k in keys], storage_options=self.storage_options())
 
-    def iter_batches(self, key: str, batch_rows: int = 1024,
-                     columns: builtins.list[str] | None = None) -> Iterator[pa.RecordBatch]:
-        """Read one part batch by batch (row groups are fetched by range, not the whole object)."""
+    def iter_batches(self, key: str, batch_rows: int = 1024, columns: builtins.list[str] | None = None,
+                     fetched: ReadCount | None = None) -> Iterator[pa.RecordBatch]:
+        """Read one part batch by batch (row groups are fetched by range, not the whole object); the bytes fetched
+        are added to `fetched` (a unit's bytes_in)."""
         import pyarrow.parquet as pq
 
         with self.open_arrow(key) as f:
-            yield from pq.ParquetFile(f).iter_batches(batch_size=batch_rows, columns=columns)
+            try:
+                yield from pq.ParquetFile(f).iter_batches(batch_size=batch_rows, columns=columns)
+            finally:
+                if fetched is not None:
+                    fetched.bytes += cast(RangeFile, f.raw).fetched
 
     def open_arrow(self, key: str) -> io.BufferedReader:
         """A seekable file over an object, read by ranges through the same retries as every other call (Parquet
@@ -579,11 +587,19 @@ class ObjectStream(io.RawIOBase):
         super().close()
 
 
+@dataclass
+class ReadCount:
+    """Bytes fetched from the store by a unit's reads: its `bytes_in`."""
+
+    bytes: int = 0
+
+
 class RangeFile(io.RawIOBase):
     """A seekable, read-only view of one object version: every read is a ranged GET pinned to its ETag."""
 
     def __init__(self, lake: Lake, key: str):
         self.lake, self.key, self.pos = lake, key, 0
+        self.fetched = 0  # bytes read from the store
         head = lake._call(f"checking {key}", lambda: lake.s3.head_object(Bucket=lake.bucket, Key=key))
         self.size, self.etag = head["ContentLength"], head["ETag"]
 
@@ -619,6 +635,7 @@ class RangeFile(io.RawIOBase):
         data = self.lake._call(f"reading {self.key}", get)
         b[: len(data)] = data
         self.pos += len(data)
+        self.fetched += len(data)
         return len(data)
 
 

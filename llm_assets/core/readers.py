@@ -3,7 +3,8 @@
 The format is sniffed from the bytes, not taken from the file name: gzip or zstd compression, then WARC, ARC,
 JSON Lines, JSON, Parquet or a loose HTML page. Memory is bounded by a record or a batch, never a file.
 
-Every record a reader passes over is accounted for: yielded, counted under a skip reason (`report.skip`), or
+Every record a reader passes over is accounted for: yielded, counted under a skip reason (`report.skip`; a
+response skipped for what it holds, `report.set_aside`, also keeps its URL so that it can be looked up), or
 quarantined with its offset and what is wrong (`report.quarantine`). Damage never ends the shard: a
 gzip-per-record file resynchronizes at the next gzip member; other damage ends the file, keeping what came
 before it. A record over `max_payload_bytes` (an HTML or WET payload, a JSON line or array element, a Parquet
@@ -62,15 +63,26 @@ class SourceRecord:
 
 @dataclass
 class ReadReport:
-    """What a reader passed over: skips by reason, quarantined records, file-level errors."""
+    """What a reader passed over: skips by reason, quarantined records, file-level errors, and the records set
+    aside for what they hold (a reader drains `set_aside` as it goes, so it is bounded by a batch)."""
 
     drops: DropCounter = field(default_factory=DropCounter)
     quarantined: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    set_aside_records: list[dict] = field(default_factory=list)
     max_quarantined: int = 10_000
+    keep_set_aside: bool = True  # False for a report that is only counted, then discarded
 
     def skip(self, reason: str) -> None:
         self.drops.drop(reason)
+
+    def set_aside(self, reason: str, offset: int, skip: int, url: str, record_id: str, detail: str = "") -> None:
+        """A record skipped for its content (not HTML, an error status, no text): counted like a skip, and kept
+        by URL and record id, so that `why URL` finds it."""
+        self.drops.drop(reason)
+        if self.keep_set_aside:
+            self.set_aside_records.append({"record_offset": offset, "record_skip": skip, "url": url,
+                                           "record_id": record_id, "reason": reason, "detail": detail[:500]})
 
     def quarantine(self, reason: str, offset: int, skip: int = 0, url: str = "", detail: str = "") -> None:
         self.drops.drop(reason)
@@ -259,11 +271,12 @@ def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: _Member 
             continue
         status = record.http_headers.get_statuscode() or ""
         if not status.startswith("2"):
-            report.skip("non_2xx")
+            report.set_aside("non_2xx", base_offset, it.get_record_offset(), url, record_id, f"HTTP status {status}")
             continue
         content_type = record.http_headers.get_header("Content-Type") or ""
         if content_type and content_type.lower().split(";")[0].strip() not in HTML_TYPES:
-            report.skip("non_html")
+            report.set_aside("non_html", base_offset, it.get_record_offset(), url, record_id,
+                             f"Content-Type {content_type[:200]}")
             continue
         payload = record.content_stream().read(settings.max_payload_bytes + 1)
         truncated = getattr(record.raw_stream, "limit", 0) > 0

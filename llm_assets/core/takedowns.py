@@ -188,19 +188,27 @@ def write_id_index(lake: Lake, part: str, docs: pl.DataFrame) -> IdIndex:
 
 
 def part_index(lake: Lake, part: str) -> IdIndex:
-    """The part's index; a part written before indexes existed is indexed now (its three columns are read)."""
+    """The part's index; a part written before indexes existed is indexed now (its id columns are read; a rejected
+    part of an older version may lack the doc id or the domain)."""
     if (data := lake.get_bytes_if_exists(id_index_key(part))) is not None:
         return IdIndex.from_bytes(data)
-    return write_id_index(lake, part, lake.scan([part]).select("doc_id", "url", "domain").collect())
+    frame = lake.scan([part])
+    names = frame.collect_schema().names()
+    host = pl.col("url").str.extract(r"://([^/:?#]+)").str.to_lowercase()
+    ids = frame.select(pl.col("doc_id") if "doc_id" in names else pl.lit(None, pl.String).alias("doc_id"),
+                       pl.col("url"), pl.col("domain") if "domain" in names else host.alias("domain")).collect()
+    return write_id_index(lake, part, ids)
 
 
-def partition_index(lake: Lake, manifest: Manifest) -> IdIndex:
-    """The union of a committed partition's part indexes, kept beside them (by data version) once built: a lookup
-    reads one object per partition, and the parts' own indexes only where it may hold what is looked for."""
-    key = partition_index_key(manifest.asset, manifest.crawl, manifest.shard, manifest.data_version)
+def partition_index(lake: Lake, manifest: Manifest, rejected: bool = False) -> IdIndex:
+    """The union of a committed partition's part indexes (with `rejected`, of its rejected parts': what documents
+    set aside), kept beside them (by data version) once built: a lookup reads one object per partition, and the
+    parts' own indexes only where it may hold what is looked for."""
+    key = partition_index_key(manifest.asset, manifest.crawl, manifest.shard, manifest.data_version,
+                              "rejected" if rejected else "lake")
     if (data := lake.get_bytes_if_exists(key)) is not None:
         return IdIndex.from_bytes(data)
-    parts = [part_index(lake, p) for p in manifest.parts]
+    parts = [part_index(lake, p) for p in (manifest.rejected_parts if rejected else manifest.parts)]
     index = IdIndex(*(np.unique(np.concatenate([getattr(i, c) for i in parts] or [np.zeros(0, np.uint64)]))
                       for c in ("urls", "domains", "doc_ids")))
     lake.put_bytes(key, index.to_bytes())

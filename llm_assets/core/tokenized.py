@@ -21,7 +21,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core.config import PROJECT_ROOT, Section
-from llm_assets.core.lake import Lake
+from llm_assets.core.lake import Lake, ReadCount
 from llm_assets.core.tokenize import batch_encoder, load_tokenizer
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 from llm_assets.core.versions import digest
@@ -157,9 +157,10 @@ def tokenize_documents(u: TokenizeUnit) -> UnitResult:
     drops = DropCounter()
     rows_in = 0
     rejected_part = u.rejected_part if u.settings.min_tokens else ""
+    fetched = ReadCount()
     set_aside: list[pa.Table] = []  # small rows (no text, no tokens): written in a few row groups, not one a batch
     with lake.part_writer(u.part, out_schema) as out, _optional_writer(lake, rejected_part) as rejected:
-        batches = lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "text"])
+        batches = lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "text"], fetched=fetched)
         for batch, ids in encoded(batch_encoder(str(u.settings.resolved_path())), batches):
             rows_in += batch.num_rows
             kept, dropped = tokenize_batch(batch, ids, eos, vocab_size, u.settings.min_tokens)
@@ -180,6 +181,7 @@ def tokenize_documents(u: TokenizeUnit) -> UnitResult:
         rows_in=rows_in,
         rows_out=out.rows,
         dropped=dict(drops),
+        bytes_in=fetched.bytes,
         bytes_out=out.bytes,
         columns=out_schema.names,
     )

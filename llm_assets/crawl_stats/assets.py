@@ -39,7 +39,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "languages": table(languages),
             "language_chart": dg.MetadataValue.md(charts.hbars(
                 f"{context.partition_key}: language of every filtered document, kept or dropped",
-                languages["language"].fill_null("?").head(20).to_list(),
+                languages["language"].head(20).to_list(),
                 (languages["kept"] + languages["dropped"]).head(20).to_list(), "documents")),
             "length_chart": dg.MetadataValue.md(charts.hbars(
                 f"{context.partition_key}: length of the kept documents", stats.lengths["bucket"].to_list(),

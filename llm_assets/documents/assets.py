@@ -31,9 +31,10 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         then `<meta>`, then detection. Each document keeps its provenance: doc_id, URL, domain, crawl, source key,
         record offset, WARC-Record-ID, fetch time, content type, charset, extractor and version.
 
-        Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); bad ones
-        (truncated_file, corrupt_record, oversized, non_html_payload, extraction_timeout, corrupt_json,
-        missing_text, unreadable_file) are quarantined under `rejected/documents/`. One work unit per raw file, several
+        Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); those skipped for
+        their content (non_2xx, non_html, no_text) are kept under `rejected/documents/` with URL and doc id, indexed,
+        so `llm-assets why URL` finds them; bad ones (truncated_file, corrupt_record, oversized, non_html_payload,
+        extraction_timeout, corrupt_json, missing_text, unreadable_file) are quarantined there. One work unit per raw file, several
         for a WARC or ARC file over 512 KiB (each extracts a share of its HTML records, so that both workers do).
         """
         crawl, shard = partition_of(context)

@@ -1,0 +1,49 @@
+"""The CLI as a user meets it: every argument explained in --help, and `drop` putting files where the sensor finds
+them (a real WARC, through the real command, on the test store), refusing a bad crawl or name before uploading."""
+
+from __future__ import annotations
+
+import argparse
+
+from llm_assets import cli
+from llm_assets.core.inventory import partition_files, shard_of
+from llm_assets.settings import load_settings
+from llm_assets_tests.conftest import shared
+
+
+def _actions(parser: argparse.ArgumentParser, path: str = "llm-assets"):
+    for action in parser._actions:  # argparse has no public walk of its tree
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _actions(sub, f"{path} {name}")
+        elif not isinstance(action, argparse._HelpAction):
+            yield path, action
+
+
+def test_every_argument_has_help():
+    missing = [f"{path} {'/'.join(a.option_strings) or a.dest}" for path, a in _actions(cli.build_parser())
+               if not a.help]
+    assert missing == []
+
+
+def test_drop_streams_files_where_the_sensor_finds_them(store_env, lake, crawl, capsys):
+    warc = shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz")
+    shards = load_settings().shards
+    assert cli.main(["drop", str(warc), "--crawl", crawl]) == 0
+    assert cli.main(["drop", str(warc), "--crawl", crawl, "--as", "2024/é copy.warc.gz"]) == 0
+    out = capsys.readouterr().out
+    assert f"raw/{crawl}/{warc.name}" in out and "dropped into crawl" in out
+    for key in (f"raw/{crawl}/{warc.name}", f"raw/{crawl}/2024/é copy.warc.gz"):
+        listed = {f.key: f.size for f in partition_files(lake, crawl, shard_of(key, shards), shards)}
+        assert listed[key] == warc.stat().st_size  # the inventory the sensor reads lists it, whole
+
+    before = {o.key for o in lake.list("raw/")}
+    assert cli.main(["drop", str(warc), "--crawl", "../etc"]) == 1
+    assert "invalid crawl name" in capsys.readouterr().err
+    assert cli.main(["drop", str(warc), str(warc), "--crawl", crawl + "-b", "--as", "x.warc.gz"]) == 1
+    assert "--as names one file" in capsys.readouterr().err
+    assert cli.main(["drop", str(warc), "--crawl", crawl + "-c", "--as", "bad\u202ename.warc.gz"]) == 1
+    assert "bidi" in capsys.readouterr().err
+    assert cli.main(["drop", str(warc), "/nonexistent/file.warc.gz", "--crawl", crawl + "-d"]) == 1
+    assert "/nonexistent/file.warc.gz: no such file" in capsys.readouterr().err
+    assert {o.key for o in lake.list("raw/")} == before  # nothing uploaded by a refused command
