@@ -496,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="materialized partitions and rows per asset; raw keys that will not be ingested")
     p.add_argument("--json", action="store_true",
                    help='{"crawls", "assets": {asset: {"materialized", "total", "rows", ...}}, "held_back", '
-                        '"rejected_raw_keys"}')
+                        '"rejected_raw_keys", "unused_eval_keys"}')
     p.set_defaults(fn=cmd_status)
 
     p = sub.add_parser("stale", help="every stale, missing or failed partition per asset, with its cause")
