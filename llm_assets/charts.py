@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 WIDTH_IN, DPI = 7.2, 100  # 720 px: the width of the metadata panel
 BLUE, RED, GREEN = "#4c78a8", "#e45756", "#54a24b"
+# A kept document has no language when the chain holds no language block (or its text gave lid.176 nothing).
+NO_LANGUAGE = "not identified (no language ID)"
 
 
 def human(n: float) -> str:

@@ -39,7 +39,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 "documents in, dropped by each block (chain order), kept", out.rows_in,
                 [(b, n) for b, n in by_block.items() if n], out.rows_out)),
             "language_chart": dg.MetadataValue.md(charts.hbars(
-                "language of the kept documents (fastText lid.176)", languages["language"].fill_null("?").to_list(),
+                "language of the kept documents (fastText lid.176)", languages["language"].fill_null(charts.NO_LANGUAGE).to_list(),
                 languages["len"].to_list(), "documents")),
             "length_chart": dg.MetadataValue.md(charts.histogram(
                 "length of the kept documents", kept["n_words"].to_list(), "words per document")),

@@ -63,12 +63,12 @@ def _charts(lake, partitions: list[dict], text_parts: dict[str, list[str]], coun
     text = [part for parts in text_parts.values() for part in parts]
     languages = (tokens.join(lake.scan(text).select("doc_id", "language").collect(), on="doc_id", how="left")
                  .group_by("language").agg(pl.col("n_tokens").sum()).sort("n_tokens", descending=True).head(15)
-                 if text else pl.DataFrame({"language": ["?"], "n_tokens": [int(tokens["n_tokens"].sum())]}))
+                 if text else pl.DataFrame({"language": [None], "n_tokens": [int(tokens["n_tokens"].sum())]}))
     return {
         "tokens_by_crawl_chart": dg.MetadataValue.md(charts.hbars(
             "tokens per crawl", by_crawl["crawl"].to_list(), by_crawl["n_tokens"].to_list(), "tokens")),
         "tokens_by_language_chart": dg.MetadataValue.md(charts.hbars(
-            "tokens per language", languages["language"].fill_null("?").to_list(), languages["n_tokens"].to_list(),
+            "tokens per language", languages["language"].fill_null(charts.NO_LANGUAGE).to_list(), languages["n_tokens"].to_list(),
             "tokens")),
         "positions_chart": dg.MetadataValue.md(charts.hbars(
             f"sequence positions: {counts['sequences']:,} × {counts['context']:,}",
