@@ -4,13 +4,15 @@
    hashes of its MinHash signature (see `minhash`). One work unit per `filtered` part; a changed shard recomputes
    only its own.
 2. duplicate clusters (crawl): every shard's stored signatures (and, when asked, those of earlier crawls) become a
-   graph whose edges join documents sharing a text hash, a URL (optional) or any LSH band; its connected components
-   are the clusters. Each cluster keeps one document, chosen deterministically; the others are listed as removed.
+   graph whose edges join documents sharing a text hash, a URL (optional) or an LSH band whose candidates' Jaccard
+   estimate passes `jaccard_threshold`; its connected components are the clusters. Each cluster keeps one
+   document, chosen deterministically; the others are listed as removed. Work units split by band-hash range
+   (see `clusters`).
 3. deduplicated (crawl × shard): the `filtered` documents minus the removed ones, which go to `rejected/` with
    their reason and the document they duplicate.
 
-Memory: the clustering holds, per document, its ids and `bands + 2` 64-bit hashes, plus the edges of the groups
-that collide (about 150 bytes a document at FineWeb's 14 bands): a million documents fit well inside 2 GiB.
+Memory: a clustering unit holds one signatures part, or one bucket (`bucket_rows` rows), or the labels of
+the duplicated documents; never the whole crawl.
 """
 
 from __future__ import annotations
@@ -18,15 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, cast
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core import filtered, signatures
+from llm_assets.core.clusters import Clusters, cluster_frames  # noqa: F401 - Clusters: its callers import it here
 from llm_assets.core.config import Section
 from llm_assets.core.lake import Lake, ReadCount
-from llm_assets.core.partition import Manifest
 from llm_assets.core.minhash import MinHasher
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 
@@ -44,6 +45,14 @@ class DedupSettings(Section):
     keep: Literal["earliest", "longest", "first"] = "earliest"  # fetch time, text length, or doc_id order
     cross_crawl: bool = False  # also drop documents already in an earlier crawl
     crawl_order: tuple[str, ...] = ()  # earliest first; empty: crawl names sorted (Common Crawl's sort by date)
+    # An LSH candidate pair becomes an edge only when its signatures estimate a Jaccard similarity at least this
+    # (FineWeb's 0.8); 0: every candidate. Short pages sharing a long banner collide in a band without being alike.
+    jaccard_threshold: float = Field(default=0.8, ge=0, le=1)
+    # How the clustering is cut into work units; none changes the clusters. buckets 0: enough that one bucket
+    # holds about `bucket_rows` rows (a document has one row per band and rule; ~140 bytes a row with its sketch).
+    buckets: int = Field(default=0, ge=0)
+    bucket_rows: int = Field(default=4_000_000, ge=1)
+    merge_fan_in: int = Field(default=8, ge=2)  # label parts merged by one components unit
 
     def hasher(self) -> MinHasher:
         return MinHasher(bands=self.bands, rows=self.rows, ngram=self.ngram, seed=self.seed)
@@ -57,7 +66,10 @@ class DedupSettings(Section):
 
 
 STAGE_VERSION = "1"
-CLUSTERS_VERSION = "2"  # 2: a removal's reason names only a rule that is on (no `url` between URL-less documents)
+# 2: a removal's reason names only a rule that is on (no `url` between URL-less documents)
+# 3: LSH candidates are confirmed by their Jaccard estimate (`jaccard_threshold`)
+CLUSTERS_VERSION = "3"
+LAYOUT_SETTINGS = {"buckets", "bucket_rows", "merge_fan_in"}  # how the work is cut, not what it computes
 BATCH_ROWS = signatures.BATCH_ROWS
 signature_schema = signatures.signature_schema
 
@@ -103,107 +115,18 @@ def compute_signatures(u: SignatureUnit) -> UnitResult:
                       bytes_in=fetched.bytes, bytes_out=out.bytes, columns=schema.names)
 
 
-# --- clustering ------------------------------------------------------------------------------------------------
+# --- clustering (see `clusters`) -------------------------------------------------------------------------------
 
-CLUSTER_COLUMNS = ["doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash", "url_hash", "bands"]
-
-
-@dataclass
-class Clusters:
-    removed: pl.DataFrame  # REMOVED_SCHEMA: every document of this crawl that is dropped, and why
-    sizes: pl.DataFrame  # cluster_size, clusters: the size histogram (clusters of 2 or more)
-    largest: pl.DataFrame  # the largest clusters: kept doc, size, example URLs
-    documents: int  # documents of this crawl
-    index_documents: int  # documents of earlier crawls it was compared with
-
-
-def _groups_edges(keys: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Edges joining every row to the first row with the same key (rows where `valid`)."""
-    rows = np.nonzero(valid)[0]
-    if len(rows) < 2:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    k = keys[rows]
-    order = np.argsort(k, kind="stable")
-    k, rows = k[order], rows[order]
-    same = np.concatenate([[False], k[1:] == k[:-1]])
-    first = np.maximum.accumulate(np.where(~same, np.arange(len(k)), 0))
-    return rows[first[same]], rows[same]
+CLUSTER_COLUMNS = ["doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash", "url_hash", "bands",
+                   "signature"]
 
 
 def find_clusters(docs: pl.DataFrame, settings: DedupSettings, crawl: str, largest: int = 10) -> Clusters:
-    """Cluster `docs` (CLUSTER_COLUMNS plus `crawl` and `shard`; rows of earlier crawls first is not required).
+    """Cluster `docs` (CLUSTER_COLUMNS plus `crawl` and `shard`) in this process: the stage's units, one of each.
 
     Documents of `crawl` are kept or removed; documents of other crawls are the index: never removed, and a cluster
     that holds one removes every document of `crawl` in it (reason `cross_crawl`)."""
-    from scipy.sparse import coo_matrix  # 0.5 s to import: here, not for every process that reads the settings
-    from scipy.sparse.csgraph import connected_components
-
-    n = docs.height
-    srcs, dsts = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
-    if settings.exact:
-        a, b = _groups_edges(docs["text_hash"].to_numpy(), (docs["n_chars"].fill_null(0) > 0).to_numpy())
-        srcs.append(a)
-        dsts.append(b)
-    if settings.by_url:
-        a, b = _groups_edges(docs["url_hash"].to_numpy(), (docs["url"].fill_null("") != "").to_numpy())
-        srcs.append(a)
-        dsts.append(b)
-    if settings.near and n:
-        bands = docs["bands"].to_numpy()
-        for band in range(bands.shape[1]):
-            keys = np.ascontiguousarray(bands[:, band])
-            a, b = _groups_edges(keys, keys != 0)  # 0: a document without words
-            srcs.append(a)
-            dsts.append(b)
-    src, dst = np.concatenate(srcs), np.concatenate(dsts)
-    graph = coo_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n))
-    _, labels = connected_components(graph, directed=False)
-
-    own = (docs["crawl"] == crawl).to_numpy()
-    rank = {"earliest": [pl.col("fetch_time").fill_null("~")], "longest": [-pl.col("n_chars")], "first": []}
-    frame = docs.select("crawl", "shard", "doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash",
-                        "url_hash").with_columns(cluster=pl.Series(labels, dtype=pl.Int64), own=pl.Series(own),
-                                                 node=pl.int_range(n, dtype=pl.Int64))
-    frame = frame.with_columns(cluster_size=pl.len().over("cluster")).filter(pl.col("cluster_size") > 1)
-    # An earlier crawl's document wins its cluster; within a crawl the `keep` rule decides.
-    frame = frame.sort(["cluster", "own", *rank[settings.keep], "doc_id", "source_key"])
-    head = frame.group_by("cluster", maintain_order=True).first().select(
-        "cluster", kept_node="node", kept_crawl="crawl", kept_doc="doc_id", kept_text="text_hash",
-        kept_url="url_hash")
-    frame = frame.join(head, on="cluster")
-    # A reason names a rule that is on and that joins the two: the empty URL (a source without URLs) and the empty
-    # text hash alike, yet neither joins documents.
-    same_text = (pl.col("text_hash") == pl.col("kept_text")) & (pl.col("n_chars").fill_null(0) > 0)
-    same_url = (pl.col("url_hash") == pl.col("kept_url")) & (pl.col("url").fill_null("") != "")
-    removed = frame.filter(pl.col("own") & (pl.col("node") != pl.col("kept_node"))).select(
-        "crawl", "shard", "doc_id", "source_key", "url",
-        reason=pl.when(pl.col("kept_crawl") != crawl).then(pl.lit("cross_crawl"))
-        .when(same_text & settings.exact).then(pl.lit("exact"))
-        .when(same_url & settings.by_url).then(pl.lit("url"))
-        .otherwise(pl.lit("near")),
-        duplicate_of="kept_doc", duplicate_of_crawl="kept_crawl", cluster_size="cluster_size",
-    ).sort("shard", "doc_id", "source_key")
-    mine = frame.filter(pl.col("own").any().over("cluster"))
-    per_cluster = mine.group_by("cluster").agg(
-        pl.len().alias("size"), pl.col("kept_doc").first(), pl.col("url").head(3).alias("example_urls"))
-    sizes = per_cluster.group_by(pl.col("size").alias("cluster_size")).len("clusters").sort("cluster_size")
-    top = per_cluster.sort(["size", "kept_doc"], descending=[True, False]).head(largest) \
-        .with_columns(pl.col("example_urls").list.join(" · ")).drop("cluster")
-    return Clusters(removed=filtered.conform(removed, REMOVED_SCHEMA),
-                    sizes=sizes, largest=top, documents=int(own.sum()), index_documents=int(n - own.sum()))
-
-
-def read_signatures(lake: Lake, crawl: str, manifests: dict[str, Manifest], settings: DedupSettings) -> pl.DataFrame:
-    """The clustering columns of every committed signatures shard of a crawl (shard -> manifest)."""
-    frames = []
-    for shard, manifest in sorted(manifests.items()):
-        if parts := manifest.parts:
-            frames.append(lake.scan(parts).select(CLUSTER_COLUMNS).collect()
-                          .with_columns(crawl=pl.lit(crawl), shard=pl.lit(shard)))
-    if not frames:
-        empty = pl.DataFrame(signature_schema(settings.bands, settings.rows).empty_table()).select(CLUSTER_COLUMNS)
-        return empty.with_columns(crawl=pl.lit(crawl), shard=pl.lit(""))
-    return pl.concat(frames)
+    return cluster_frames([docs], settings, crawl, REMOVED_SCHEMA, largest=largest)
 
 
 # --- deduplicated documents ------------------------------------------------------------------------------------

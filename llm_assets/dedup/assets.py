@@ -1,13 +1,13 @@
 import time
 
 import dagster as dg
-import polars as pl
 
-from llm_assets.core.dedup import (DEDUPLICATED_SCHEMA, DedupUnit, SignatureUnit, compute_signatures, find_clusters,
-                                   read_signatures, remove_duplicates, signature_schema)
+from llm_assets.core.clusters import SignaturePart, cluster_lake
+from llm_assets.core.dedup import (DEDUPLICATED_SCHEMA, REMOVED_SCHEMA, DedupUnit, SignatureUnit, compute_signatures,
+                                   remove_duplicates, signature_schema)
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import FrameOutput, LakeInput, committed
-from llm_assets.core.units import peak_rss_bytes, unit_id
+from llm_assets.core.units import peak_rss_bytes, run_units, unit_id
 from llm_assets.dedup.spec import (CLUSTERS_SPEC, DEDUPLICATED_SPEC, SIGNATURES_SPEC, clusters_version,
                                    removals_version, shard_removals)
 from llm_assets import charts
@@ -43,13 +43,16 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
     @crawl_asset(CLUSTERS_SPEC, settings, group_name="dedup", kinds={"polars", "parquet"})
     def duplicate_clusters(context: dg.AssetExecutionContext, store: ObjectStore, signatures: LakeInput):
         """Per crawl, over every shard's stored signatures: documents joined by the same normalized text, the same
-        URL (optional) or a shared LSH band, grouped into connected components. Each cluster keeps one document
-        (setting `keep`: earliest fetch, longest text or first doc_id); the rest are listed here with their reason
-        (`exact`, `url`, `near`) and the document they duplicate. With `cross_crawl`, the crawl is also compared
-        with the signatures of every earlier crawl (in `crawl_order`), whose documents always win (`cross_crawl`).
+        URL (optional) or a shared LSH band whose signatures estimate a Jaccard similarity of at least
+        `jaccard_threshold`, grouped into connected components. Each cluster keeps one document (setting `keep`:
+        earliest fetch, longest text or first doc_id); the rest are listed here with their reason (`exact`, `url`,
+        `near`) and the document they duplicate. With `cross_crawl`, the crawl is also compared with the signatures
+        of every earlier crawl (in `crawl_order`), whose documents always win (`cross_crawl`). Runs as work units
+        on the runner (buckets by band-hash range, edges per bucket, components merged, members per part).
 
         Metadata: duplicates removed by reason, the cluster-size histogram (chart) and the largest clusters with
-        example URLs, the crawls compared against, peak memory.
+        example URLs, the crawls compared against, LSH candidates rejected by their Jaccard estimate, units per
+        step, peak memory of this process and of the largest unit.
         """
         start = time.perf_counter()
         crawl = context.partition_key
@@ -59,9 +62,16 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         # before this one in crawl_order"
         earlier = dedup.earlier_crawls(crawl, context.instance.get_dynamic_partitions("crawl"))
         index = {c: committed(lake, "signatures", c, shards) for c in earlier}
-        docs = pl.concat([read_signatures(lake, crawl, own, dedup),
-                          *(read_signatures(lake, c, ms, dedup) for c, ms in index.items())])
-        clusters = find_clusters(docs, dedup, crawl)
+        parts = [SignaturePart(c, shard, u.part, u.rows_out) for c, manifests in [(crawl, own), *index.items()]
+                 for shard, m in sorted(manifests.items()) for u in m.units if u.part]
+        from llm_assets.runners import runner_for  # as `run_stage` does: a cluster's client only when it runs
+
+        runner = runner_for(settings.runner)
+        clusters, done = cluster_lake(
+            store.config(), parts, dedup, crawl, lambda fn, units: run_units(fn, units, runner),
+            lambda step, identity: part_key("duplicate_clusters", crawl, "all",
+                                            unit_id("duplicate_clusters", clusters_code, step, identity)),
+            REMOVED_SCHEMA)
         removed = clusters.removed
         by_reason = dict(removed.group_by("reason").len().sort("reason").iter_rows())
         sizes = clusters.sizes
@@ -80,8 +90,14 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "index_documents": clusters.index_documents,
             "shards": len(own),
             "shards_without_signatures": dg.MetadataValue.json([s for s in shards if s not in own]),
+            "lsh_candidates": clusters.candidates,
+            "lsh_rejected": clusters.rejected,
+            "buckets": done.buckets,
+            "units": dg.MetadataValue.json({step: len(results) for step, results in done.steps.items()}),
+            "runner": str(runner),
             "seconds": round(time.perf_counter() - start, 3),
             "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1),
+            "unit_peak_rss_mib": round(done.peak_rss_bytes() / 2**20, 1),
         }
         version = clusters_version(clusters_code, own, *index.values())
         return dg.Output(FrameOutput(removed, clusters_code, version, {"against": ",".join(earlier)}),

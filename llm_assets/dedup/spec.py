@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from llm_assets.core.dedup import CLUSTERS_VERSION, STAGE_VERSION
+from llm_assets.core.dedup import CLUSTERS_VERSION, LAYOUT_SETTINGS, STAGE_VERSION
 from llm_assets.core.partition import read_manifest, units_version
 from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import StageSpec
@@ -16,8 +16,8 @@ def signatures_version(settings) -> str:
 
 
 def clusters_code_version(settings) -> str:
-    """The clustering depends on every dedup setting."""
-    return code_version(STAGE_VERSION, CLUSTERS_VERSION, settings.dedup.fingerprint())
+    """The clustering depends on every dedup setting but those that only cut it into work units."""
+    return code_version(STAGE_VERSION, CLUSTERS_VERSION, settings.dedup.model_dump_json(exclude=LAYOUT_SETTINGS))
 
 
 def deduplicated_version(settings) -> str:

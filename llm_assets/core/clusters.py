@@ -1,0 +1,428 @@
+"""Duplicate clusters as work units, each bounded in memory, passing data only through the lake.
+
+A document is a *node*: its signatures part's ordinal in the crawl's plan (own shards sorted, then the earlier
+crawls in order) times 2**32 plus its row, so node order is the order in which `find_clusters` used to see rows.
+
+1. buckets (one unit per signatures part): every document becomes rows (kind, key, node): one per LSH band
+   (kind = the band), its text hash (kind EXACT) and its URL hash (kind URL), each for a rule that is on; a band
+   row also carries the document's b-bit signature (the low 8 bits of each MinHash value, Li & König 2010), enough
+   to estimate the pair's Jaccard similarity. Rows go to one of B bucket parts by their key's range.
+2. edges (one unit per bucket): rows sorted by (kind, key, node); every row of a group joins the group's smallest
+   node, a band row only when the signatures agree on at least `jaccard_threshold` of their values (else the
+   first member of the group it does agree with, or none). The unit writes the connected components of its edges
+   as labels: every node of a component but the smallest, with the smallest (its root).
+3. components: label parts merged `merge_fan_in` at a time, level by level, into one: the same computation, as a
+   union of stars is a graph. Its memory is that of the duplicated documents, never of the whole crawl.
+4. members (one unit per signatures part): the part's documents that have a label (or are a root), with their
+   cluster (root) and what the keep rule needs.
+5. the keep rule over the members: per cluster, documents of earlier crawls first, then `keep`.
+
+`find_clusters` runs the same functions in one process, over frames, with one unit per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from llm_assets.core import filtered
+from llm_assets.core.lake import Lake, ReadCount
+from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
+
+if TYPE_CHECKING:
+    from llm_assets.core.dedup import DedupSettings
+
+NODE_BITS = 32
+EXACT, URL = -1, -2  # bucket row kinds besides the bands 0 .. bands-1
+SKETCH_BITS = 8  # b-bit MinHash: the low bits of each value; two unequal values agree by chance 1 in 2**b
+BUCKET_INPUT = ["url", "n_chars", "text_hash", "url_hash", "bands", "signature"]  # of a signatures part
+MEMBER_COLUMNS = ["doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash", "url_hash"]
+LABEL_SCHEMA = pa.schema([("node", pa.int64()), ("root", pa.int64())])
+MEMBER_SCHEMA = pa.schema([("crawl", pa.string()), ("shard", pa.string()), ("doc_id", pa.string()),
+                           ("source_key", pa.string()), ("url", pa.string()), ("fetch_time", pa.string()),
+                           ("n_chars", pa.int64()), ("text_hash", pa.uint64()), ("url_hash", pa.uint64()),
+                           ("node", pa.int64()), ("cluster", pa.int64())])
+
+
+def bucket_schema(settings: DedupSettings) -> pa.Schema:
+    return pa.schema([("kind", pa.int16()), ("key", pa.uint64()), ("node", pa.int64()),
+                      ("sketch", pa.list_(pa.uint8(), settings.bands * settings.rows))])
+
+
+def node_base(ordinal: int) -> int:
+    return ordinal << NODE_BITS
+
+
+# --- 1. buckets ------------------------------------------------------------------------------------------------
+
+def bucket_rows(sig: pl.DataFrame, first_node: int, settings: DedupSettings) -> pl.DataFrame:
+    """The bucket rows of consecutive signatures rows (at least BUCKET_INPUT), whose first is node `first_node`."""
+    n = sig.height
+    node = np.arange(first_node, first_node + n, dtype=np.int64)
+    empty = pl.DataFrame(schema=pl.Schema(pl.DataFrame(bucket_schema(settings).empty_table()).schema))
+    frames = [empty]
+
+    def rows(kind: int, keys: np.ndarray, where: np.ndarray, sketch: pl.Series | None = None) -> pl.DataFrame:
+        frame = pl.DataFrame({"kind": np.full(int(where.sum()), kind, np.int16), "key": keys[where],
+                              "node": node[where]})
+        return frame.with_columns(sketch=sketch.filter(pl.Series(where)) if sketch is not None else
+                                  pl.lit(None, empty.schema["sketch"]))
+
+    if settings.exact:
+        frames.append(rows(EXACT, sig["text_hash"].to_numpy(), (sig["n_chars"].fill_null(0) > 0).to_numpy()))
+    if settings.by_url:  # the empty URL (a source without URLs) joins nothing
+        frames.append(rows(URL, sig["url_hash"].to_numpy(), (sig["url"].fill_null("") != "").to_numpy()))
+    if settings.near and n:
+        bands = sig["bands"].to_numpy()
+        sketch = None
+        if settings.jaccard_threshold > 0:
+            low = (sig["signature"].to_numpy() & ((1 << SKETCH_BITS) - 1)).astype(np.uint8)
+            sketch = pl.Series("sketch", low, dtype=empty.schema["sketch"])
+        for band in range(bands.shape[1]):
+            keys = np.ascontiguousarray(bands[:, band])
+            frames.append(rows(band, keys, keys != 0, sketch))  # 0: a document without words
+    return pl.concat(frames)
+
+
+def bucket_of(keys: pl.Series, buckets: int) -> np.ndarray:
+    """The bucket of each key: its range among `buckets` equal ranges of 64-bit values."""
+    high = keys.to_numpy().astype(np.uint64) >> np.uint64(NODE_BITS)
+    return ((high * np.uint64(buckets)) >> np.uint64(NODE_BITS)).astype(np.int64)
+
+
+def split_rows(rows: pl.DataFrame, buckets: int) -> list[pl.DataFrame]:
+    if buckets == 1:
+        return [rows]
+    which = pl.Series("bucket", bucket_of(rows["key"], buckets))
+    parts = dict(rows.with_columns(which).partition_by("bucket", as_dict=True, include_key=False))
+    return [parts.get((b,), rows.clear()) for b in range(buckets)]
+
+
+# --- 2. edges --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Edges:
+    src: np.ndarray
+    dst: np.ndarray
+    candidates: int = 0  # LSH pairs (a document and the smallest of its band group) compared
+    rejected: int = 0  # of those, documents that agreed with no earlier member of the group
+
+
+def agreement(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The Jaccard similarity b-bit sketches estimate, row by row: the share of equal values, less the chance
+    agreement of 2**-b (Li & König 2010)."""
+    chance = 2.0 ** -SKETCH_BITS
+    return ((a == b).mean(axis=-1) - chance) / (1 - chance)
+
+
+def group_edges(rows: pl.DataFrame, threshold: float) -> Edges:
+    """Edges of one bucket's rows: each node to the smallest node of its (kind, key) group; a band group's member
+    only if its sketch agrees with that node's at `threshold` (0: always), else with the first member it does."""
+    rows = rows.sort("kind", "key", "node")
+    kind, key, node = (rows[c].to_numpy() for c in ("kind", "key", "node"))
+    if len(node) < 2:
+        return Edges(np.empty(0, np.int64), np.empty(0, np.int64))
+    same = np.concatenate([[False], (kind[1:] == kind[:-1]) & (key[1:] == key[:-1])])
+    first = np.maximum.accumulate(np.where(~same, np.arange(len(node)), 0))
+    member = np.nonzero(same)[0]
+    near = member[kind[member] >= 0]
+    keep = np.ones(len(member), bool)
+    extra_src, extra_dst, rejected = [], [], 0
+    if threshold > 0 and len(near):
+        sketch = rows["sketch"].to_numpy()
+        ok = agreement(sketch[near], sketch[first[near]]) >= threshold
+        keep[np.searchsorted(member, near[~ok])] = False
+        # A member that disagrees with its group's first tries the group's other disagreeing members before it.
+        reps: dict[int, list[int]] = {}
+        for i in near[~ok]:
+            others = reps.setdefault(int(first[i]), [])
+            hit = np.nonzero(agreement(sketch[others], sketch[i]) >= threshold)[0] if others else []
+            if len(hit):
+                extra_src.append(node[i])
+                extra_dst.append(node[others[hit[0]]])
+            else:
+                others.append(int(i))
+                rejected += 1
+    return Edges(np.concatenate([node[member[keep]], np.array(extra_src, np.int64)]),
+                 np.concatenate([node[first[member[keep]]], np.array(extra_dst, np.int64)]),
+                 candidates=len(near) if threshold > 0 else 0, rejected=rejected)
+
+
+def star_labels(src: np.ndarray, dst: np.ndarray) -> pl.DataFrame:
+    """The connected components of the edges, as LABEL_SCHEMA: every node but each component's smallest, with
+    that smallest node."""
+    from scipy.sparse import coo_matrix  # 0.5 s to import: here, not for every process that reads the settings
+    from scipy.sparse.csgraph import connected_components
+
+    nodes, local = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    n = len(nodes)
+    a, b = local[: len(src)], local[len(src):]
+    _, labels = connected_components(coo_matrix((np.ones(len(a), np.int8), (a, b)), shape=(n, n)), directed=False)
+    smallest = np.full(labels.max() + 1 if n else 0, n, np.int64)
+    np.minimum.at(smallest, labels, np.arange(n))  # nodes are sorted: a component's first is its smallest
+    root = nodes[smallest[labels]]
+    other = root != nodes
+    return pl.DataFrame({"node": nodes[other], "root": root[other]}, schema={"node": pl.Int64, "root": pl.Int64})
+
+
+def merge_labels(labels: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    both = pl.concat([pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64}), *labels])
+    return star_labels(both["node"].to_numpy(), both["root"].to_numpy())
+
+
+def merge_levels(items: list, fan_in: int) -> list[list[list]]:
+    """The merge tree: per level, the groups of `fan_in` items (of the level below) merged together."""
+    levels = []
+    count = len(items)
+    while count > 1:
+        level = [list(range(i, min(i + fan_in, count))) for i in range(0, count, fan_in)]
+        levels.append(level)
+        count = len(level)
+    return levels
+
+
+# --- 4. members and 5. the keep rule ---------------------------------------------------------------------------
+
+def members_of(docs: pl.DataFrame, first_node: int, labels: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `docs` (MEMBER_COLUMNS, consecutive nodes from `first_node`) that are in a cluster, with it."""
+    last = first_node + docs.height
+    mine = labels.filter(pl.col("node").is_between(first_node, last, closed="left"))
+    roots = labels.filter(pl.col("root").is_between(first_node, last, closed="left")).select(
+        node="root", root="root").unique()
+    clusters = pl.concat([mine, roots]).rename({"root": "cluster"})
+    rows = docs.with_columns(node=pl.int_range(first_node, last, dtype=pl.Int64))
+    return rows.join(clusters, on="node")
+
+
+@dataclass
+class Clusters:
+    removed: pl.DataFrame  # REMOVED_SCHEMA: every document of this crawl that is dropped, and why
+    sizes: pl.DataFrame  # cluster_size, clusters: the size histogram (clusters of 2 or more)
+    largest: pl.DataFrame  # the largest clusters: kept doc, size, example URLs
+    documents: int  # documents of this crawl
+    index_documents: int  # documents of earlier crawls it was compared with
+    candidates: int = 0  # LSH candidate pairs confirmed by their Jaccard estimate
+    rejected: int = 0  # of those, rejected
+
+
+def keep_rule(members: pl.DataFrame, settings: DedupSettings, crawl: str, removed_schema: pa.Schema,
+              largest: int = 10) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(removed, sizes, largest) of clusters given as members (MEMBER_SCHEMA). Documents of `crawl` are kept or
+    removed; documents of other crawls are the index: never removed, and a cluster that holds one removes every
+    document of `crawl` in it (reason `cross_crawl`)."""
+    rank = {"earliest": [pl.col("fetch_time").fill_null("~")], "longest": [-pl.col("n_chars")], "first": []}
+    frame = members.with_columns(own=pl.col("crawl") == crawl, cluster_size=pl.len().over("cluster"))
+    # An earlier crawl's document wins its cluster; within a crawl the `keep` rule decides.
+    frame = frame.sort(["cluster", "own", *rank[settings.keep], "doc_id", "source_key", "node"])
+    head = frame.group_by("cluster", maintain_order=True).first().select(
+        "cluster", kept_node="node", kept_crawl="crawl", kept_doc="doc_id", kept_text="text_hash",
+        kept_url="url_hash")
+    frame = frame.join(head, on="cluster")
+    # A reason names a rule that is on and that joins the two: the empty URL (a source without URLs) and the empty
+    # text hash alike, yet neither joins documents.
+    same_text = (pl.col("text_hash") == pl.col("kept_text")) & (pl.col("n_chars").fill_null(0) > 0)
+    same_url = (pl.col("url_hash") == pl.col("kept_url")) & (pl.col("url").fill_null("") != "")
+    removed = frame.filter(pl.col("own") & (pl.col("node") != pl.col("kept_node"))).select(
+        "crawl", "shard", "doc_id", "source_key", "url",
+        reason=pl.when(pl.col("kept_crawl") != crawl).then(pl.lit("cross_crawl"))
+        .when(same_text & settings.exact).then(pl.lit("exact"))
+        .when(same_url & settings.by_url).then(pl.lit("url"))
+        .otherwise(pl.lit("near")),
+        duplicate_of="kept_doc", duplicate_of_crawl="kept_crawl", cluster_size="cluster_size",
+    ).sort("shard", "doc_id", "source_key")
+    mine = frame.filter(pl.col("own").any().over("cluster"))
+    per_cluster = mine.group_by("cluster").agg(
+        pl.len().alias("size"), pl.col("kept_doc").first(), pl.col("url").head(3).alias("example_urls"))
+    sizes = per_cluster.group_by(pl.col("size").alias("cluster_size")).len("clusters").sort("cluster_size")
+    top = per_cluster.sort(["size", "kept_doc"], descending=[True, False]).head(largest) \
+        .with_columns(pl.col("example_urls").list.join(" · ")).drop("cluster")
+    return filtered.conform(removed, removed_schema), sizes, top
+
+
+# --- the units -------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SignaturePart:
+    """A committed signatures part in the clustering's plan; its ordinal gives its documents' nodes."""
+
+    crawl: str
+    shard: str
+    part: str
+    rows: int
+
+
+def bucket_count(settings: DedupSettings, documents: int) -> int:
+    """B: the setting, else enough buckets that one holds about `bucket_rows` rows."""
+    if settings.buckets:
+        return settings.buckets
+    per_document = (settings.bands if settings.near else 0) + settings.exact + settings.by_url
+    return max(1, math.ceil(documents * per_document / settings.bucket_rows))
+
+
+@dataclass(frozen=True)
+class BucketUnit(WorkUnit):  # source: a signatures part
+    settings: DedupSettings
+    first_node: int
+    parts: tuple[str, ...]  # one per bucket
+
+
+@timed_unit
+def write_buckets(u: BucketUnit) -> UnitResult:
+    lake = Lake(u.store)
+    schema = bucket_schema(u.settings)
+    rows_in = rows_out = 0
+    fetched = ReadCount()
+    with contextlib.ExitStack() as stack:
+        writers = [stack.enter_context(lake.part_writer(p, schema)) for p in u.parts]
+        for batch in lake.iter_batches(u.source, 2048, columns=BUCKET_INPUT, fetched=fetched):
+            rows = bucket_rows(cast(pl.DataFrame, pl.from_arrow(batch)), u.first_node + rows_in, u.settings)
+            rows_in += batch.num_rows
+            rows_out += rows.height
+            for writer, chunk in zip(writers, split_rows(rows, len(writers))):
+                writer.write(chunk.to_arrow().cast(schema))
+    return UnitResult(unit=u.unit, source=u.source, rows_in=rows_in, rows_out=rows_in, bytes_in=fetched.bytes,
+                      bytes_out=sum(w.bytes for w in writers), counts={"bucket_rows": rows_out})
+
+
+@dataclass(frozen=True)
+class EdgeUnit(WorkUnit):  # source: the bucket, by name
+    settings: DedupSettings
+    inputs: tuple[str, ...]  # the bucket's part of every signatures part
+    part: str
+
+
+@timed_unit
+def write_edges(u: EdgeUnit) -> UnitResult:
+    lake = Lake(u.store)
+    rows = lake.scan(list(u.inputs)).collect()
+    edges = group_edges(rows, u.settings.jaccard_threshold)
+    labels = star_labels(edges.src, edges.dst)
+    with lake.part_writer(u.part, LABEL_SCHEMA) as out:
+        out.write(labels.to_arrow().cast(LABEL_SCHEMA))
+    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows.height, rows_out=rows.height,
+                      bytes_out=out.bytes, counts={"candidates": edges.candidates, "rejected": edges.rejected,
+                                                   "edges": len(edges.src)})
+
+
+@dataclass(frozen=True)
+class MergeUnit(WorkUnit):  # source: the merge, by name
+    inputs: tuple[str, ...]  # label parts
+    part: str
+
+
+@timed_unit
+def write_merged(u: MergeUnit) -> UnitResult:
+    lake = Lake(u.store)
+    labels = [lake.scan([p]).collect() for p in u.inputs]
+    merged = merge_labels(labels)
+    with lake.part_writer(u.part, LABEL_SCHEMA) as out:
+        out.write(merged.to_arrow().cast(LABEL_SCHEMA))
+    rows = sum(f.height for f in labels)
+    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows, rows_out=rows, bytes_out=out.bytes)
+
+
+@dataclass(frozen=True)
+class MemberUnit(WorkUnit):  # source: a signatures part
+    crawl: str
+    shard: str
+    first_node: int
+    labels: str
+    part: str
+
+
+@timed_unit
+def write_members(u: MemberUnit) -> UnitResult:
+    lake = Lake(u.store)
+    docs = lake.scan([u.source]).select(MEMBER_COLUMNS).collect()
+    last = u.first_node + docs.height
+    labels = lake.scan([u.labels]).filter(pl.col("node").is_between(u.first_node, last, closed="left")
+                                          | pl.col("root").is_between(u.first_node, last, closed="left")).collect()
+    members = members_of(docs, u.first_node, labels).with_columns(crawl=pl.lit(u.crawl), shard=pl.lit(u.shard))
+    with lake.part_writer(u.part, MEMBER_SCHEMA) as out:
+        out.write(members.select(MEMBER_SCHEMA.names).to_arrow().cast(MEMBER_SCHEMA))
+    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=docs.height, rows_out=docs.height,
+                      bytes_out=out.bytes, counts={"members": members.height})
+
+
+RunUnits = Callable[[Callable, Sequence[WorkUnit]], list[UnitResult]]
+
+
+@dataclass
+class ClusterRun:
+    """What the clustering units did, by step."""
+
+    buckets: int
+    steps: dict[str, list[UnitResult]]
+
+    def count(self, key: str) -> int:
+        return sum(r.counts.get(key, 0) for results in self.steps.values() for r in results)
+
+    def peak_rss_bytes(self) -> int:
+        return max((r.peak_rss_bytes for results in self.steps.values() for r in results), default=0)
+
+
+def cluster_lake(store, parts: Sequence[SignaturePart], settings: DedupSettings, crawl: str, run: RunUnits,
+                 key: Callable[[str, str], str], removed_schema: pa.Schema, largest: int = 10
+                 ) -> tuple[Clusters, ClusterRun]:
+    """Cluster the documents of `parts` (this crawl's, then the earlier crawls') with units run by `run`; their
+    parts are written at `key(step, identity)`."""
+    lake = Lake(store)
+    buckets = bucket_count(settings, sum(p.rows for p in parts))
+    steps: dict[str, list[UnitResult]] = {}
+    bucket_parts = [[key("buckets", f"{p.part}\0{b}/{buckets}") for b in range(buckets)] for p in parts]
+    steps["buckets"] = run(write_buckets, [
+        BucketUnit(store=store, source=p.part, settings=settings, first_node=node_base(i), parts=tuple(keys))
+        for i, (p, keys) in enumerate(zip(parts, bucket_parts))])
+    edge_units = [EdgeUnit(store=store, source=f"bucket {b} of {buckets}", settings=settings,
+                           inputs=tuple(keys[b] for keys in bucket_parts),
+                           part=key("edges", "\0".join(keys[b] for keys in bucket_parts)))
+                  for b in range(buckets)] if parts else []
+    steps["edges"] = run(write_edges, edge_units)
+    labels = [u.part for u in edge_units]
+    steps["components"] = []
+    for depth, level in enumerate(merge_levels(labels, settings.merge_fan_in)):
+        units = [MergeUnit(store=store, source=f"merge {depth}.{i}", inputs=tuple(labels[j] for j in group),
+                           part=key("components", "\0".join(labels[j] for j in group)))
+                 for i, group in enumerate(level)]
+        steps["components"] += run(write_merged, units)
+        labels = [u.part for u in units]
+    member_units = [MemberUnit(store=store, source=p.part, crawl=p.crawl, shard=p.shard, first_node=node_base(i),
+                               labels=labels[0], part=key("members", f"{p.part}\0{labels[0]}"))
+                    for i, p in enumerate(parts)] if labels else []
+    steps["members"] = run(write_members, member_units)
+    members = lake.scan([u.part for u in member_units], MEMBER_SCHEMA).collect()
+    removed, sizes, top = keep_rule(members, settings, crawl, removed_schema, largest)
+    done = ClusterRun(buckets, steps)
+    own = sum(p.rows for p in parts if p.crawl == crawl)
+    return Clusters(removed=removed, sizes=sizes, largest=top, documents=own,
+                    index_documents=sum(p.rows for p in parts) - own, candidates=done.count("candidates"),
+                    rejected=done.count("rejected")), done
+
+
+def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl: str, removed_schema: pa.Schema,
+                   buckets: int = 1, largest: int = 10) -> Clusters:
+    """The same steps in this process, over frames (`CLUSTER_COLUMNS` plus `crawl` and `shard`) standing for the
+    signatures parts in plan order: what the units compute, without the lake."""
+    rows = [split_rows(bucket_rows(p, node_base(i), settings), buckets) for i, p in enumerate(parts)]
+    edges = [group_edges(pl.concat([r[b] for r in rows]), settings.jaccard_threshold)
+             for b in range(buckets)] if parts else []
+    labels = [star_labels(e.src, e.dst) for e in edges]
+    for level in merge_levels(labels, settings.merge_fan_in):
+        labels = [merge_labels([labels[j] for j in group]) for group in level]
+    merged = labels[0] if labels else pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64})
+    members = pl.concat([cast(pl.DataFrame, pl.from_arrow(MEMBER_SCHEMA.empty_table()))] + [
+        members_of(p.select("crawl", "shard", *MEMBER_COLUMNS), node_base(i), merged)
+        .select(MEMBER_SCHEMA.names).cast(dict(pl.DataFrame(MEMBER_SCHEMA.empty_table()).schema))
+        for i, p in enumerate(parts)])
+    removed, sizes, top = keep_rule(members, settings, crawl, removed_schema, largest)
+    own = sum(int((p["crawl"] == crawl).sum()) for p in parts)
+    total = sum(p.height for p in parts)
+    return Clusters(removed=removed, sizes=sizes, largest=top, documents=own, index_documents=total - own,
+                    candidates=sum(e.candidates for e in edges), rejected=sum(e.rejected for e in edges))

@@ -1,0 +1,210 @@
+"""Duplicate clusters as work units: on planted signatures (exact, near, URL, cross-crawl, candidates the Jaccard
+estimate rejects, chains that only join transitively across buckets), any split into signatures parts and any
+bucket count gives the clusters of one unit, and, with every candidate taken, the clusters of the single-process
+clustering this stage had before (kept below as the reference)."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+from llm_assets.core.clusters import bucket_of, bucket_rows, cluster_frames, merge_levels
+from llm_assets.core.dedup import CLUSTER_COLUMNS, REMOVED_SCHEMA, find_clusters
+from llm_assets.core.filtered import conform
+from llm_assets.core.minhash import EMPTY
+from llm_assets.settings import DedupSettings
+
+HASHER = DedupSettings().hasher()
+K = HASHER.k
+
+
+def _groups_edges(keys: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.nonzero(valid)[0]
+    if len(rows) < 2:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    k = keys[rows]
+    order = np.argsort(k, kind="stable")
+    k, rows = k[order], rows[order]
+    same = np.concatenate([[False], k[1:] == k[:-1]])
+    first = np.maximum.accumulate(np.where(~same, np.arange(len(k)), 0))
+    return rows[first[same]], rows[same]
+
+
+def reference_removed(docs: pl.DataFrame, settings: DedupSettings, crawl: str) -> pl.DataFrame:
+    """The removed documents as the single-process clustering computed them before the stage became work units
+    (one scipy connected-components over every signature; no Jaccard confirmation)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = docs.height
+    srcs, dsts = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    if settings.exact:
+        a, b = _groups_edges(docs["text_hash"].to_numpy(), (docs["n_chars"].fill_null(0) > 0).to_numpy())
+        srcs.append(a)
+        dsts.append(b)
+    if settings.by_url:
+        a, b = _groups_edges(docs["url_hash"].to_numpy(), (docs["url"].fill_null("") != "").to_numpy())
+        srcs.append(a)
+        dsts.append(b)
+    if settings.near and n:
+        bands = docs["bands"].to_numpy()
+        for band in range(bands.shape[1]):
+            keys = np.ascontiguousarray(bands[:, band])
+            a, b = _groups_edges(keys, keys != 0)
+            srcs.append(a)
+            dsts.append(b)
+    src, dst = np.concatenate(srcs), np.concatenate(dsts)
+    _, labels = connected_components(coo_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n)),
+                                     directed=False)
+    own = (docs["crawl"] == crawl).to_numpy()
+    rank = {"earliest": [pl.col("fetch_time").fill_null("~")], "longest": [-pl.col("n_chars")], "first": []}
+    frame = docs.select("crawl", "shard", "doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash",
+                        "url_hash").with_columns(cluster=pl.Series(labels, dtype=pl.Int64), own=pl.Series(own),
+                                                 node=pl.int_range(n, dtype=pl.Int64))
+    frame = frame.with_columns(cluster_size=pl.len().over("cluster")).filter(pl.col("cluster_size") > 1)
+    frame = frame.sort(["cluster", "own", *rank[settings.keep], "doc_id", "source_key"])
+    head = frame.group_by("cluster", maintain_order=True).first().select(
+        "cluster", kept_node="node", kept_crawl="crawl", kept_doc="doc_id", kept_text="text_hash",
+        kept_url="url_hash")
+    frame = frame.join(head, on="cluster")
+    same_text = (pl.col("text_hash") == pl.col("kept_text")) & (pl.col("n_chars").fill_null(0) > 0)
+    same_url = (pl.col("url_hash") == pl.col("kept_url")) & (pl.col("url").fill_null("") != "")
+    removed = frame.filter(pl.col("own") & (pl.col("node") != pl.col("kept_node"))).select(
+        "crawl", "shard", "doc_id", "source_key", "url",
+        reason=pl.when(pl.col("kept_crawl") != crawl).then(pl.lit("cross_crawl"))
+        .when(same_text & settings.exact).then(pl.lit("exact"))
+        .when(same_url & settings.by_url).then(pl.lit("url"))
+        .otherwise(pl.lit("near")),
+        duplicate_of="kept_doc", duplicate_of_crawl="kept_crawl", cluster_size="cluster_size",
+    ).sort("shard", "doc_id", "source_key")
+    return conform(removed, REMOVED_SCHEMA)
+
+
+def planted(crawl: str, n: int, seed: int, copies_of: pl.DataFrame | None = None) -> tuple[pl.DataFrame, list]:
+    """`n` random documents of `crawl` with planted duplicates among them (and of `copies_of`, an earlier crawl):
+    exact copies, near copies (10 of 112 values changed), candidates that share one band and nothing else, URL
+    copies, URL-less and text-less documents, and chains a–b–c–d–e whose links are each of another kind (text
+    hash, URL, band), so that their keys fall in different buckets. -> (frame, the chains' doc ids)."""
+    rng = np.random.default_rng(seed)
+    sig = rng.integers(0, 2**32 - 1, (n, K), dtype=np.uint64).astype(np.uint32)
+    text_hash = rng.integers(1, 2**63, n, dtype=np.uint64)
+    url = [f"https://{crawl}.example/{i}" for i in range(n)]
+    n_chars = rng.integers(50, 5000, n).astype(np.int64)
+    fetch = [f"2024-01-{rng.integers(1, 4):02d}" if rng.random() > 0.1 else None for _ in range(n)]
+
+    def pick(count: int, lo: int = 0) -> list[tuple[int, int]]:
+        """(copy, original) pairs of rows: copies from the back, originals from the front."""
+        return [(int(c), int(o)) for c, o in zip(rng.choice(np.arange(n // 2, n), count, replace=False),
+                                                 rng.integers(lo, n // 2, count))]
+
+    copies = pick(n // 3)
+    step = len(copies) // 6
+    for c, o in copies[:step]:  # exact (text hash, same words: every band too)
+        sig[c], text_hash[c], n_chars[c] = sig[o], text_hash[o], n_chars[o]
+    for c, o in copies[step:2 * step]:  # near: most bands shared, estimate ~0.9
+        sig[c] = sig[o]
+        sig[c, rng.choice(K, 10, replace=False)] = rng.integers(0, 2**32 - 1, 10, dtype=np.uint64).astype(np.uint32)
+    for c, o in copies[2 * step:3 * step]:  # one band alike, nothing else: an LSH candidate, estimate ~0.07
+        band = int(rng.integers(0, HASHER.bands))
+        sig[c, band * HASHER.rows:(band + 1) * HASHER.rows] = sig[o, band * HASHER.rows:(band + 1) * HASHER.rows]
+    for c, o in copies[3 * step:4 * step]:  # the same URL
+        url[c] = url[o]
+    for c, _ in copies[4 * step:5 * step]:  # no URL
+        url[c] = "" if c % 2 else None
+    for c, _ in copies[5 * step:]:  # no text: no length, the empty signature
+        sig[c], n_chars[c] = EMPTY, 0
+    chains = []
+    for start in range(0, 40, 5):
+        a, b, c, d, e = (n // 2 - 45 + start + i for i in range(5))
+        text_hash[b], n_chars[b] = text_hash[a], n_chars[a]  # a–b: exact, yet all their bands differ
+        url[c] = url[b]  # b–c: URL
+        sig[d] = sig[c]  # c–d: every band (near, or exact's text hash differs)
+        sig[d, :K // 2] = sig[c, :K // 2] ^ (np.arange(K // 2) % 3 == 0).astype(np.uint32)  # 2/3 alike
+        sig[e] = sig[d]  # d–e: near
+        chains.append([f"{crawl}-{i:05d}" for i in (a, b, c, d, e)])
+    frame = pl.DataFrame({
+        "doc_id": [f"{crawl}-{i:05d}" for i in range(n)],
+        "source_key": [f"raw/{crawl}/f{i % 3}.warc.gz" for i in range(n)],
+        "url": url, "fetch_time": fetch, "n_chars": n_chars,
+        "text_hash": text_hash,
+        "url_hash": pl.Series(url, dtype=pl.String).fill_null("").hash(seed=HASHER.seed),
+        "bands": pl.Series(HASHER.band_hashes(sig)).cast(pl.Array(pl.UInt64, HASHER.bands)),
+        "signature": pl.Series(sig).cast(pl.Array(pl.UInt32, K)),
+    }).select(CLUSTER_COLUMNS).with_columns(
+        n_chars=pl.when(pl.col("n_chars") > 0).then("n_chars"), crawl=pl.lit(crawl),
+        shard=pl.Series([f"{i % 4:04d}" for i in range(n)]))
+    if copies_of is not None:  # the first rows copy an earlier crawl's documents, every other one exactly
+        m = min(60, copies_of.height)
+        earlier = copies_of.head(m).select("n_chars", "text_hash", "bands", "signature")
+        frame = pl.concat([frame.head(m).drop("n_chars", "text_hash", "bands", "signature").hstack(earlier)
+                           .select(frame.columns), frame.slice(m)])
+    return frame, chains
+
+
+def split_parts(docs: pl.DataFrame, parts: int) -> list[pl.DataFrame]:
+    """Consecutive slices of `docs`, as the signatures parts of the plan (own crawl, then the earlier ones)."""
+    edges = np.linspace(0, docs.height, parts + 1).astype(int)
+    return [docs.slice(a, b - a) for a, b in zip(edges[:-1], edges[1:])]
+
+
+@pytest.fixture(scope="module")
+def crawls() -> tuple[pl.DataFrame, pl.DataFrame, list]:
+    earlier, _ = planted("CC-2023", 800, seed=1)
+    later, chains = planted("CC-2024", 1600, seed=2, copies_of=earlier)
+    return later, earlier, chains
+
+
+SETTINGS = [
+    DedupSettings(),
+    DedupSettings(by_url=True, keep="longest"),
+    DedupSettings(keep="first", exact=False),
+    DedupSettings(near=False, by_url=True),
+    DedupSettings(cross_crawl=True),
+    DedupSettings(cross_crawl=True, by_url=True, keep="first"),
+]
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: s.model_dump_json(exclude_defaults=True))
+def test_units_give_the_single_process_clusters(crawls, settings):
+    later, earlier, _ = crawls
+    docs = pl.concat([later, earlier]) if settings.cross_crawl else later
+    for threshold in (0.0, 0.8):
+        s = settings.model_copy(update={"jaccard_threshold": threshold, "merge_fan_in": 2})
+        whole = find_clusters(docs, s, "CC-2024")
+        if threshold == 0:  # every candidate: what the stage computed before it was cut into units
+            assert whole.removed.equals(reference_removed(docs, s, "CC-2024"))
+            assert whole.candidates == whole.rejected == 0
+        elif s.near:
+            assert whole.rejected > 0 and whole.candidates > whole.rejected
+        assert whole.removed.height > 100
+        for parts in (1, 3, 7):
+            for buckets in (1, 2, 3, 8, 16):
+                got = cluster_frames(split_parts(docs, parts), s, "CC-2024", REMOVED_SCHEMA, buckets=buckets)
+                assert got.removed.equals(whole.removed), (threshold, parts, buckets)
+                assert got.sizes.equals(whole.sizes) and got.largest.equals(whole.largest)
+                assert (got.documents, got.index_documents, got.candidates, got.rejected) == \
+                    (whole.documents, whole.index_documents, whole.candidates, whole.rejected)
+
+
+def test_chains_join_only_across_buckets_and_end_in_one_cluster(crawls):
+    later, _, chains = crawls
+    settings = DedupSettings(by_url=True)
+    rows = bucket_rows(later, 0, settings)
+    ids = later["doc_id"].to_list()
+    for chain in chains:
+        nodes = [ids.index(d) for d in chain]
+        links = [rows.filter(pl.col("node") == a).join(rows.filter(pl.col("node") == b), on=["kind", "key"])
+                 for a, b in zip(nodes, nodes[1:])]
+        assert all(link.height for link in links)
+        # at 8 buckets, no one bucket holds every link: the chain joins only when the components merge
+        buckets = [set(bucket_of(link["key"], 8).tolist()) for link in links]
+        assert not set.intersection(*buckets)
+    removed = cluster_frames(split_parts(later, 5), settings, "CC-2024", REMOVED_SCHEMA, buckets=8).removed
+    by_doc = dict(zip(removed["doc_id"], removed["duplicate_of"]))
+    for chain in chains:
+        kept = {by_doc.get(d, d) for d in chain}
+        assert len(kept) == 1 and kept <= set(chain)
+
+
+def test_the_merge_tree_ends_in_one_part():
+    assert merge_levels(list(range(1)), 8) == []
+    assert [len(level) for level in merge_levels(list(range(20)), 3)] == [7, 3, 1]
