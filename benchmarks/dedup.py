@@ -334,12 +334,18 @@ def child_synthesize(workdir: Path, args) -> dict:
     order = rng.permutation(n_docs)
     n_copy = n_docs // 20
     exact, near, originals = order[:n_copy], order[n_copy:2 * n_copy], order[2 * n_copy:]
-    src = rng.choice(originals, n_copy)
-    text_hash[exact], band[exact], n_chars[exact] = text_hash[src], band[src], n_chars[src]
+    exact_src = rng.choice(originals, n_copy)
+    text_hash[exact], band[exact], n_chars[exact] = text_hash[exact_src], band[exact_src], n_chars[exact_src]
     src = rng.choice(originals, n_copy)
     shared = rng.random((n_copy, bands)) < 0.2
     shared[np.arange(n_copy), rng.integers(0, bands, n_copy)] = True
     band[near] = np.where(shared, band[src], band[near])
+    # MinHash values, for the Jaccard confirmation: an exact copy has its source's, a near copy 10 of 112 changed
+    k = bands * DedupSettings().rows
+    sig = rng.integers(0, 2**32, (n_docs, k), dtype=np.uint64).astype(np.uint32)
+    sig[exact] = sig[exact_src]
+    changed = rng.random((n_copy, k)) < 10 / k
+    sig[near] = np.where(changed, sig[near], sig[src])
     i = pl.int_range(n_docs, eager=True)
     df = pl.DataFrame({
         "doc_id": "doc-" + i.cast(pl.String).str.zfill(9),
@@ -350,6 +356,7 @@ def child_synthesize(workdir: Path, args) -> dict:
         "n_chars": pl.Series(n_chars, dtype=pl.Int64),
         "text_hash": text_hash, "url_hash": url_hash,
         "bands": pl.Series(band).cast(pl.Array(pl.UInt64, bands)),
+        "signature": pl.Series(sig).cast(pl.Array(pl.UInt32, k)),
         "crawl": pl.repeat(CRAWL, n_docs, eager=True),
         "shard": (i % 4).cast(pl.String).str.zfill(4),
     }).select(*CLUSTER_COLUMNS, "crawl", "shard")

@@ -256,6 +256,21 @@ def test_cross_crawl_an_earlier_crawl_always_wins(paragraphs):
     assert removed_of(earlier, crawl="CC-2023") == {}
 
 
+def test_pages_sharing_only_a_banner_are_not_near_duplicates(paragraphs):
+    """Two unrelated 55-word pages under the same 139-word banner share an LSH band at a Jaccard of about 0.54: the
+    candidate is rejected by its Jaccard estimate (and counted); a real near-duplicate of one page still goes."""
+    banner = paragraphs[0]
+    first, second = (" ".join(p.split()[:55]) for p in wikitext_paragraphs(60)[100:102])
+    texts = [f"{banner} {first}", f"{banner} {second}", one_word_changed(f"{banner} {first}", 3)]
+    docs = docs_frame(texts)
+    bands = docs["bands"].to_numpy()
+    assert (bands[0] == bands[1]).any()  # an LSH candidate pair
+    clusters = find_clusters(docs, SETTINGS, "C")
+    assert removed_of(docs) == {"C-d2": ("near", "C-d0")}
+    assert clusters.rejected == 1 and clusters.candidates > clusters.rejected
+    assert removed_of(docs, jaccard_threshold=0) == {"C-d1": ("near", "C-d0"), "C-d2": ("near", "C-d0")}
+
+
 def test_a_crawl_without_signatures_has_no_clusters():
     empty = docs_frame([])
     clusters = find_clusters(empty, SETTINGS, "C")
@@ -417,3 +432,18 @@ def test_a_source_without_urls_has_its_near_duplicates_removed_as_near(store_env
     reasons = clusters["removed_by_reason"]
     assert kept >= 4 and clusters["duplicates_removed"] >= kept // 2 - 1
     assert set(reasons) <= {"near", "exact"} and reasons.get("near", 0) >= 4  # exact: a copy the edit missed
+    assert clusters["lsh_candidates"] >= reasons["near"] and clusters["buckets"] == 1
+
+    # Cut into 5 buckets, label parts merged 2 at a time: the stage removes the same documents for the same reasons.
+    removed = committed_removals(lake, crawl)
+    cut = load_settings().dedup.model_copy(update={"buckets": 5, "merge_fan_in": 2})
+    again = run(lake_defs(object_store, load_settings().model_copy(update={"dedup": cut})), "crawl_job", crawl,
+                instance)["duplicate_clusters"]
+    assert again["buckets"] == 5 and again["units"]["edges"] == 5 and again["units"]["components"] == 3 + 2 + 1
+    assert committed_removals(lake, crawl).equals(removed) and removed.height == clusters["duplicates_removed"]
+
+
+def committed_removals(lake, crawl: str) -> pl.DataFrame:
+    from llm_assets.core.partition import read_manifest
+
+    return lake.scan(read_manifest(lake, "duplicate_clusters", crawl, "all").parts).collect()

@@ -143,7 +143,7 @@ def group_edges(rows: pl.DataFrame, threshold: float) -> Edges:
         reps: dict[int, list[int]] = {}
         for i in near[~ok]:
             others = reps.setdefault(int(first[i]), [])
-            hit = np.nonzero(agreement(sketch[others], sketch[i]) >= threshold)[0] if others else []
+            hit = np.nonzero(agreement(sketch[others], sketch[i]) >= threshold)[0] if others else np.empty(0, int)
             if len(hit):
                 extra_src.append(node[i])
                 extra_dst.append(node[others[hit[0]]])
@@ -417,10 +417,10 @@ def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl
     for level in merge_levels(labels, settings.merge_fan_in):
         labels = [merge_labels([labels[j] for j in group]) for group in level]
     merged = labels[0] if labels else pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64})
-    members = pl.concat([cast(pl.DataFrame, pl.from_arrow(MEMBER_SCHEMA.empty_table()))] + [
+    empty = cast(pl.DataFrame, pl.from_arrow(MEMBER_SCHEMA.empty_table()))
+    members = pl.concat([empty] + [
         members_of(p.select("crawl", "shard", *MEMBER_COLUMNS), node_base(i), merged)
-        .select(MEMBER_SCHEMA.names).cast(dict(pl.DataFrame(MEMBER_SCHEMA.empty_table()).schema))
-        for i, p in enumerate(parts)])
+        .select(MEMBER_SCHEMA.names).cast(empty.schema) for i, p in enumerate(parts)])
     removed, sizes, top = keep_rule(members, settings, crawl, removed_schema, largest)
     own = sum(int((p["crawl"] == crawl).sum()) for p in parts)
     total = sum(p.height for p in parts)
