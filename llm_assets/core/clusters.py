@@ -44,6 +44,7 @@ EXACT, URL = -1, -2  # bucket row kinds besides the bands 0 .. bands-1
 SKETCH_BITS = 8  # b-bit MinHash: the low bits of each value; two unequal values agree by chance 1 in 2**b
 BUCKET_INPUT = ["url", "n_chars", "text_hash", "url_hash", "bands", "signature"]  # of a signatures part
 MEMBER_COLUMNS = ["doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash", "url_hash"]
+BUCKET_BATCH_ROWS = 16_384  # signatures rows split at once: ~35 MB of bucket rows
 LABEL_SCHEMA = pa.schema([("node", pa.int64()), ("root", pa.int64())])
 MEMBER_SCHEMA = pa.schema([("crawl", pa.string()), ("shard", pa.string()), ("doc_id", pa.string()),
                            ("source_key", pa.string()), ("url", pa.string()), ("fetch_time", pa.string()),
@@ -52,8 +53,9 @@ MEMBER_SCHEMA = pa.schema([("crawl", pa.string()), ("shard", pa.string()), ("doc
 
 
 def bucket_schema(settings: DedupSettings) -> pa.Schema:
+    # fixed-size binary, not a list of bytes: Parquet stores it without a repetition level per byte
     return pa.schema([("kind", pa.int16()), ("key", pa.uint64()), ("node", pa.int64()),
-                      ("sketch", pa.list_(pa.uint8(), settings.bands * settings.rows))])
+                      ("sketch", pa.binary(settings.bands * settings.rows))])
 
 
 def node_base(ordinal: int) -> int:
@@ -84,7 +86,8 @@ def bucket_rows(sig: pl.DataFrame, first_node: int, settings: DedupSettings) -> 
         sketch = None
         if settings.jaccard_threshold > 0:
             low = (sig["signature"].to_numpy() & ((1 << SKETCH_BITS) - 1)).astype(np.uint8)
-            sketch = pl.Series("sketch", low, dtype=empty.schema["sketch"])
+            sketch = cast(pl.Series, pl.from_arrow(pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(low.shape[1]), n, [None, pa.py_buffer(np.ascontiguousarray(low))])))
         for band in range(bands.shape[1]):
             keys = np.ascontiguousarray(bands[:, band])
             frames.append(rows(band, keys, keys != 0, sketch))  # 0: a document without words
@@ -107,6 +110,19 @@ def split_rows(rows: pl.DataFrame, buckets: int) -> list[pl.DataFrame]:
 
 # --- 2. edges --------------------------------------------------------------------------------------------------
 
+CHUNK = 1 << 16  # candidate pairs compared at once
+
+
+class _Sketches:
+    """The sketches of some sorted row positions, indexed by position."""
+
+    def __init__(self, positions: np.ndarray, values: np.ndarray):
+        self.positions, self.values = positions, values
+
+    def __getitem__(self, index) -> np.ndarray:
+        return self.values[np.searchsorted(self.positions, index)]
+
+
 @dataclass
 class Edges:
     src: np.ndarray
@@ -122,11 +138,24 @@ def agreement(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return ((a == b).mean(axis=-1) - chance) / (1 - chance)
 
 
+def sketches(column: pl.Series) -> np.ndarray:
+    """A column of equal-length sketches (no nulls) as a (rows, bytes) matrix."""
+    arrow = column.to_arrow()
+    if not len(arrow):
+        return np.empty((0, 0), np.uint8)
+    arrow = arrow.cast(pa.large_binary())
+    offsets = np.frombuffer(arrow.buffers()[1], np.int64)[arrow.offset:arrow.offset + len(arrow) + 1]
+    data = np.frombuffer(arrow.buffers()[2], np.uint8)
+    width = int(offsets[1] - offsets[0])
+    return data[offsets[:-1, None] + np.arange(width)]
+
+
 def group_edges(rows: pl.DataFrame, threshold: float) -> Edges:
     """Edges of one bucket's rows: each node to the smallest node of its (kind, key) group; a band group's member
     only if its sketch agrees with that node's at `threshold` (0: always), else with the first member it does."""
-    rows = rows.sort("kind", "key", "node")
     kind, key, node = (rows[c].to_numpy() for c in ("kind", "key", "node"))
+    order = np.lexsort((node, key, kind))  # the sketches stay where they are: only candidates' are read
+    kind, key, node = kind[order], key[order], node[order]
     if len(node) < 2:
         return Edges(np.empty(0, np.int64), np.empty(0, np.int64))
     same = np.concatenate([[False], (kind[1:] == kind[:-1]) & (key[1:] == key[:-1])])
@@ -136,8 +165,10 @@ def group_edges(rows: pl.DataFrame, threshold: float) -> Edges:
     keep = np.ones(len(member), bool)
     extra_src, extra_dst, rejected = [], [], 0
     if threshold > 0 and len(near):
-        sketch = rows["sketch"].to_numpy()
-        ok = agreement(sketch[near], sketch[first[near]]) >= threshold
+        read = np.unique(np.concatenate([near, first[near]]))
+        sketch = _Sketches(read, sketches(rows["sketch"].gather(order[read])))
+        ok = np.concatenate([agreement(sketch[near[i:i + CHUNK]], sketch[first[near[i:i + CHUNK]]]) >= threshold
+                             for i in range(0, len(near), CHUNK)])
         keep[np.searchsorted(member, near[~ok])] = False
         # A member that disagrees with its group's first tries the group's other disagreeing members before it.
         reps: dict[int, list[int]] = {}
@@ -281,7 +312,7 @@ def write_buckets(u: BucketUnit) -> UnitResult:
     fetched = ReadCount()
     with contextlib.ExitStack() as stack:
         writers = [stack.enter_context(lake.part_writer(p, schema)) for p in u.parts]
-        for batch in lake.iter_batches(u.source, 2048, columns=BUCKET_INPUT, fetched=fetched):
+        for batch in lake.iter_batches(u.source, BUCKET_BATCH_ROWS, columns=BUCKET_INPUT, fetched=fetched):
             rows = bucket_rows(cast(pl.DataFrame, pl.from_arrow(batch)), u.first_node + rows_in, u.settings)
             rows_in += batch.num_rows
             rows_out += rows.height
