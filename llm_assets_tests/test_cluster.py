@@ -243,3 +243,56 @@ def test_cluster_cli_start_status_stop(tmp_path, monkeypatch, capsys):
     finally:
         assert cli.main(["cluster", "stop"]) == 0
     assert cli.main(["cluster", "status"]) == 3
+
+
+def test_duplicate_clusters_on_the_cluster_equal_the_single_process_clusters(tmp_path, store_config, lake, crawl):
+    """Planted signatures (exact, near, URL, rejected candidates, cross-crawl copies, chains that join only
+    across buckets) written to the lake as parts of two crawls: the clustering's units on the cluster, with a
+    worker node SIGKILLed as the components phase starts, remove what the single-process clustering does."""
+    import polars as pl
+
+    from llm_assets.core.clusters import SignaturePart, cluster_lake, write_merged
+    from llm_assets.core.dedup import REMOVED_SCHEMA, find_clusters
+    from llm_assets.core.lake import part_key
+    from llm_assets.core.signatures import signature_schema
+    from llm_assets.core.units import unit_id
+    from llm_assets.settings import DedupSettings
+    from llm_assets_tests.test_clusters import planted, split_parts
+
+    earlier_crawl = f"{crawl}-A"
+    earlier, _ = planted(earlier_crawl, 800, seed=1)
+    later, _ = planted(crawl, 1600, seed=2, copies_of=earlier)
+    settings = DedupSettings(cross_crawl=True, by_url=True, buckets=6, merge_fan_in=2)
+    schema = signature_schema(settings.bands, settings.rows)
+    parts, frames = [], []
+    for i, frame in enumerate(split_parts(later, 4) + split_parts(earlier, 2)):
+        frame = frame.with_columns(shard=pl.lit(f"{i % 4:04d}"))  # a part belongs to one shard
+        name, shard = frame["crawl"][0], frame["shard"][0]
+        key = part_key("signatures", name, shard, unit_id(name, str(len(parts))))
+        with lake.part_writer(key, schema) as w:
+            w.write(frame.select(schema.names).to_arrow().cast(schema))
+        parts.append(SignaturePart(name, shard, key, frame.height))
+        frames.append(frame)
+
+    cluster = LocalCluster(tmp_path / "cluster")
+    cluster.start(nodes=3)
+    try:
+        dask, killed = runner(cluster, max_in_flight=4), []
+
+        def run(fn, units):
+            if fn is write_merged and not killed:
+                cluster.kill_node("worker-1")
+                killed.append("worker-1")
+            return run_units(fn, units, dask)
+
+        clusters, done = cluster_lake(store_config, parts, settings, crawl, run,
+                                      lambda step, identity: part_key("duplicate_clusters", crawl, "all",
+                                                                      unit_id(step, identity)), REMOVED_SCHEMA)
+    finally:
+        cluster.stop()
+    assert killed and [len(done.steps[s]) for s in ("buckets", "edges", "components", "members")] == [6, 6, 3 + 2 + 1, 6]
+    whole = find_clusters(pl.concat(frames), settings, crawl)
+    assert clusters.removed.height > 200 and clusters.removed.equals(whole.removed)
+    assert set(clusters.removed["reason"]) == {"exact", "near", "url", "cross_crawl"}
+    assert (clusters.documents, clusters.index_documents, clusters.rejected) == \
+        (whole.documents, whole.index_documents, whole.rejected) and clusters.rejected > 0
