@@ -208,3 +208,22 @@ def test_chains_join_only_across_buckets_and_end_in_one_cluster(crawls):
 def test_the_merge_tree_ends_in_one_part():
     assert merge_levels(list(range(1)), 8) == []
     assert [len(level) for level in merge_levels(list(range(20)), 3)] == [7, 3, 1]
+
+
+@pytest.mark.parametrize("values", [112, 15])
+def test_sketches_estimate_the_share_of_equal_minhash_values(values):
+    """4-bit sketches, two values a byte (an odd last one padded): the estimate, corrected for chance agreement,
+    is the share of equal 32-bit values within sampling error, and exactly 1 for equal signatures."""
+    from llm_assets.core.clusters import agreement, sketch_of
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 2**32, (4000, values), dtype=np.uint64).astype(np.uint32)
+    share = rng.random(4000)
+    b = np.where(rng.random((4000, values)) < share[:, None], a, rng.integers(0, 2**32, (4000, values),
+                                                                           dtype=np.uint64).astype(np.uint32))
+    truth = (a == b).mean(axis=1)
+    got = agreement(sketch_of(a), sketch_of(b), values)
+    assert sketch_of(a).shape == (4000, (values + 1) // 2)
+    assert (agreement(sketch_of(a), sketch_of(a), values) == 1).all()
+    z = (got - truth) / np.sqrt(np.maximum(truth * (1 - truth), 0.05) / values)
+    assert abs(z.mean()) < 0.1 and z.std() < 1.3

@@ -5,7 +5,7 @@ crawls in order) times 2**32 plus its row, so node order is the order in which `
 
 1. buckets (one unit per signatures part): every document becomes rows (kind, key, node): one per LSH band
    (kind = the band), its text hash (kind EXACT) and its URL hash (kind URL), each for a rule that is on; a band
-   row also carries the document's b-bit signature (the low 8 bits of each MinHash value, Li & König 2010), enough
+   row also carries the document's b-bit signature (the low 4 bits of each MinHash value, Li & König 2010), enough
    to estimate the pair's Jaccard similarity. Rows go to one of B bucket parts by their key's range.
 2. edges (one unit per bucket): rows sorted by (kind, key, node); every row of a group joins the group's smallest
    node, a band row only when the signatures agree on at least `jaccard_threshold` of their values (else the
@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 
 NODE_BITS = 32
 EXACT, URL = -1, -2  # bucket row kinds besides the bands 0 .. bands-1
-SKETCH_BITS = 8  # b-bit MinHash: the low bits of each value; two unequal values agree by chance 1 in 2**b
+# b-bit MinHash: the low 4 bits of each value, two to a byte. Two unequal values agree by chance 1 in 16, which
+# the estimate corrects for; its standard error at Jaccard 0.8 is 0.039 against 0.038 with whole 32-bit values.
+SKETCH_BITS = 4
 BUCKET_INPUT = ["url", "n_chars", "text_hash", "url_hash", "bands", "signature"]  # of a signatures part
 MEMBER_COLUMNS = ["doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash", "url_hash"]
 BUCKET_BATCH_ROWS = 16_384  # signatures rows split at once: ~35 MB of bucket rows
@@ -52,10 +54,23 @@ MEMBER_SCHEMA = pa.schema([("crawl", pa.string()), ("shard", pa.string()), ("doc
                            ("node", pa.int64()), ("cluster", pa.int64())])
 
 
+def sketch_bytes(values: int) -> int:
+    return -(-values * SKETCH_BITS // 8)
+
+
 def bucket_schema(settings: DedupSettings) -> pa.Schema:
     # fixed-size binary, not a list of bytes: Parquet stores it without a repetition level per byte
     return pa.schema([("kind", pa.int16()), ("key", pa.uint64()), ("node", pa.int64()),
-                      ("sketch", pa.binary(settings.bands * settings.rows))])
+                      ("sketch", pa.binary(sketch_bytes(settings.bands * settings.rows)))])
+
+
+def sketch_of(signatures: np.ndarray) -> np.ndarray:
+    """(documents, values) uint32 MinHash values -> (documents, bytes) uint8: their low bits, packed; an odd last
+    value is paired with 0."""
+    low = (signatures & 0xF).astype(np.uint8)
+    if low.shape[1] % 2:
+        low = np.hstack([low, np.zeros((low.shape[0], 1), np.uint8)])
+    return np.ascontiguousarray(low[:, 0::2] | (low[:, 1::2] << 4))
 
 
 def node_base(ordinal: int) -> int:
@@ -85,9 +100,9 @@ def bucket_rows(sig: pl.DataFrame, first_node: int, settings: DedupSettings) -> 
         bands = sig["bands"].to_numpy()
         sketch = None
         if settings.jaccard_threshold > 0:
-            low = (sig["signature"].to_numpy() & ((1 << SKETCH_BITS) - 1)).astype(np.uint8)
+            packed = sketch_of(sig["signature"].to_numpy())
             sketch = cast(pl.Series, pl.from_arrow(pa.FixedSizeBinaryArray.from_buffers(
-                pa.binary(low.shape[1]), n, [None, pa.py_buffer(np.ascontiguousarray(low))])))
+                pa.binary(packed.shape[1]), n, [None, pa.py_buffer(packed)])))
         for band in range(bands.shape[1]):
             keys = np.ascontiguousarray(bands[:, band])
             frames.append(rows(band, keys, keys != 0, sketch))  # 0: a document without words
@@ -131,11 +146,13 @@ class Edges:
     rejected: int = 0  # of those, documents that agreed with no earlier member of the group
 
 
-def agreement(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The Jaccard similarity b-bit sketches estimate, row by row: the share of equal values, less the chance
-    agreement of 2**-b (Li & König 2010)."""
+def agreement(a: np.ndarray, b: np.ndarray, values: int) -> np.ndarray:
+    """The Jaccard similarity sketches of `values` MinHash values estimate, row by row: the share of equal
+    values, less the chance agreement of 2**-b (Li & König 2010)."""
+    x = a ^ b
+    equal = ((x & 0xF) == 0).sum(axis=-1) + ((x >> 4) == 0).sum(axis=-1) - (2 * x.shape[-1] - values)
     chance = 2.0 ** -SKETCH_BITS
-    return ((a == b).mean(axis=-1) - chance) / (1 - chance)
+    return (equal / values - chance) / (1 - chance)
 
 
 def sketches(column: pl.Series) -> np.ndarray:
@@ -150,7 +167,7 @@ def sketches(column: pl.Series) -> np.ndarray:
     return data[offsets[:-1, None] + np.arange(width)]
 
 
-def group_edges(rows: pl.DataFrame, threshold: float) -> Edges:
+def group_edges(rows: pl.DataFrame, threshold: float, values: int) -> Edges:
     """Edges of one bucket's rows: each node to the smallest node of its (kind, key) group; a band group's member
     only if its sketch agrees with that node's at `threshold` (0: always), else with the first member it does."""
     kind, key, node = (rows[c].to_numpy() for c in ("kind", "key", "node"))
@@ -167,14 +184,15 @@ def group_edges(rows: pl.DataFrame, threshold: float) -> Edges:
     if threshold > 0 and len(near):
         read = np.unique(np.concatenate([near, first[near]]))
         sketch = _Sketches(read, sketches(rows["sketch"].gather(order[read])))
-        ok = np.concatenate([agreement(sketch[near[i:i + CHUNK]], sketch[first[near[i:i + CHUNK]]]) >= threshold
-                             for i in range(0, len(near), CHUNK)])
+        ok = np.concatenate([agreement(sketch[near[i:i + CHUNK]], sketch[first[near[i:i + CHUNK]]], values)
+                             >= threshold for i in range(0, len(near), CHUNK)])
         keep[np.searchsorted(member, near[~ok])] = False
         # A member that disagrees with its group's first tries the group's other disagreeing members before it.
         reps: dict[int, list[int]] = {}
         for i in near[~ok]:
             others = reps.setdefault(int(first[i]), [])
-            hit = np.nonzero(agreement(sketch[others], sketch[i]) >= threshold)[0] if others else np.empty(0, int)
+            hit = np.nonzero(agreement(sketch[others], sketch[i], values) >= threshold)[0] if others else \
+                np.empty(0, int)
             if len(hit):
                 extra_src.append(node[i])
                 extra_dst.append(node[others[hit[0]]])
@@ -333,7 +351,7 @@ class EdgeUnit(WorkUnit):  # source: the bucket, by name
 def write_edges(u: EdgeUnit) -> UnitResult:
     lake = Lake(u.store)
     rows = lake.scan(list(u.inputs)).collect()
-    edges = group_edges(rows, u.settings.jaccard_threshold)
+    edges = group_edges(rows, u.settings.jaccard_threshold, u.settings.bands * u.settings.rows)
     labels = star_labels(edges.src, edges.dst)
     with lake.part_writer(u.part, LABEL_SCHEMA) as out:
         out.write(labels.to_arrow().cast(LABEL_SCHEMA))
@@ -442,7 +460,8 @@ def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl
     """The same steps in this process, over frames (`CLUSTER_COLUMNS` plus `crawl` and `shard`) standing for the
     signatures parts in plan order: what the units compute, without the lake."""
     rows = [split_rows(bucket_rows(p, node_base(i), settings), buckets) for i, p in enumerate(parts)]
-    edges = [group_edges(pl.concat([r[b] for r in rows]), settings.jaccard_threshold)
+    edges = [group_edges(pl.concat([r[b] for r in rows]), settings.jaccard_threshold,
+                         settings.bands * settings.rows)
              for b in range(buckets)] if parts else []
     labels = [star_labels(e.src, e.dst) for e in edges]
     for level in merge_levels(labels, settings.merge_fan_in):

@@ -49,7 +49,7 @@ class DedupSettings(Section):
     # (FineWeb's 0.8); 0: every candidate. Short pages sharing a long banner collide in a band without being alike.
     jaccard_threshold: float = Field(default=0.8, ge=0, le=1)
     # How the clustering is cut into work units; none changes the clusters. buckets 0: enough that one bucket
-    # holds about `bucket_rows` rows (a document has one row per band and rule; ~130 bytes a row with its sketch).
+    # holds about `bucket_rows` rows (a document has one row per band and rule; ~75 bytes a row with its sketch).
     buckets: int = Field(default=0, ge=0)
     bucket_rows: int = Field(default=4_000_000, ge=1)
     merge_fan_in: int = Field(default=8, ge=2)  # label parts merged by one components unit
