@@ -341,6 +341,9 @@ def test_a_release_written_as_shards_reads_back_identical_to_the_single_file_rel
     shards = release_shards(manifests["many"])
     assert one["shards"] == 1 and many["shards"] == len(shards) == -(-one["sequences"] // 3) > 2
     assert manifests["many"]["counts"] == manifests["one"]["counts"]
+    card = lake.get_bytes(latest_release(lake, "many") + "README.md").decode()
+    assert "## Shards" in card and all(f"| `{s.data}` | {s.first:,}–" in card for s in shards)
+    assert "## Shards" not in lake.get_bytes(latest_release(lake, "one") + "README.md").decode()
     uri = {n: f"s3://{store_config.bucket}/{latest_release(lake, n)}" for n in ("one", "many")}
     read = {n: np.concatenate(list(ReleaseLoader(u, batch_size=4, storage_options=store_config.boto_options())))
             for n, u in uri.items()}

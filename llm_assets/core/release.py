@@ -40,7 +40,8 @@ from pydantic import Field
 from llm_assets.core.config import Section
 from llm_assets.core.indexed import IndexedWriter
 from llm_assets.core.lake import Lake
-from llm_assets.core.packing import SEQ, PackingStats, Plan, bucket_by_length, pack_bfd, pack_concat
+from llm_assets.core.packing import (SEQ, PackingStats, Plan, bucket_by_length, gather_index, pack_bfd,
+                                    pack_concat)
 from llm_assets.core.shuffle import FeistelPermutation
 from llm_assets.core.units import InProcessRunner, Runner, UnitResult, WorkUnit, run_units, timed_unit
 from llm_assets.core.versions import digest
@@ -182,7 +183,7 @@ def place_pieces(plan: Plan, perm: FeistelPermutation, docs: Documents) -> pl.Da
 
 
 PROVENANCE = ("position", "offset", "doc_id", "crawl", "shard", "url", "start_in_doc", "length")
-WORK = ("position", "offset", "part", "row", "start_in_doc", "length")  # what a shard unit reads of its pieces
+SHARD_WORK = ("position", "offset", "length", "group", "src")  # what a shard unit reads of its pieces
 
 
 def provenance(pieces: pl.DataFrame, docs: Documents) -> pl.DataFrame:
@@ -216,22 +217,40 @@ def shards(sequences: int, per_shard: int) -> list[Shard]:
                   min(per_shard, sequences - k * per_shard)) for k in range(n)]
 
 
+# The shards are written in two rounds of work units, as a MapReduce shuffle, because a global shuffle puts in every
+# shard documents of nearly every tokenized part: a shard unit reading the parts it needs would read them all.
+# 1. scatter: a group of consecutive tokenized parts (about a shard's tokens) is read once, and the tokens of its
+#    document pieces are written in training order to one flat file, `_build/scatter-<g>.bin`;
+# 2. shard: each shard's pieces then lie in one byte range of each scatter file, read with one ranged GET each.
+# Each token is read twice and written twice, whatever the number of shards; a unit holds a group's or a shard's
+# tokens.
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScatterUnit(WorkUnit):
+    """Copy the tokens of the document pieces of one group of tokenized parts to one flat file, in training order."""
+
+    pieces: str  # key of its pieces (part, row, start_in_doc, length), in training order
+    out: str  # key of its scatter file
+    dtype: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class ShardUnit(WorkUnit):
-    """Write one shard of a release: its pieces (a Parquet file in the lake, in training order) name the documents
-    and token ranges it needs, so it reads only those documents' tokens."""
+    """Write one shard of a release from the scatter files."""
 
     prefix: str  # the release's folder
     shard: Shard
-    pieces: str  # key of its pieces: position, offset, part, row, start_in_doc, length
+    pieces: str  # key of its pieces (position, offset, length, group, src: its start in the group's scatter file)
+    scatter: str  # key of scatter file g, with `{group}` for g
     context: int
     pad_id: int
     dtype: str
 
 
-def shard_tokens(lake: Lake, pieces: pl.DataFrame, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """The tokens of the documents the pieces come from, flat, and each piece's start in them. Each tokenized part
-    the pieces name is streamed a batch at a time, and only the rows the shard needs are kept."""
+def document_tokens(lake: Lake, pieces: pl.DataFrame, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens of the documents the pieces (part, row, start_in_doc) come from, flat, and each piece's start in
+    them. Each tokenized part is streamed a batch at a time, and only the rows needed are kept."""
     needed = pieces.select("part", "row").unique().sort("part", "row").with_row_index("slot")
     chunks: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
@@ -252,12 +271,48 @@ def shard_tokens(lake: Lake, pieces: pl.DataFrame, dtype: np.dtype) -> tuple[np.
 
 
 @timed_unit
+def scatter(unit: ScatterUnit) -> UnitResult:
+    """The group's pieces' tokens, one after the other in training order, as one flat file of `dtype` ids."""
+    lake, dtype = Lake(unit.store), np.dtype(unit.dtype)
+    pieces = lake.scan([unit.pieces]).collect()
+    flat, src = document_tokens(lake, pieces, dtype)
+    lengths = pieces["length"].to_numpy()
+    with tempfile.TemporaryDirectory(prefix="llm-assets-scatter-") as tmp:
+        path = Path(tmp) / "scatter.bin"
+        flat[gather_index(src, lengths)].tofile(path)
+        lake.put_file(unit.out, path)
+    return UnitResult(unit=unit.unit, source=unit.source, part=unit.out, rows_in=pieces.height,
+                      rows_out=pieces.height, bytes_in=int(flat.nbytes), bytes_out=int(lengths.sum()) * dtype.itemsize)
+
+
+def shard_pieces_tokens(lake: Lake, unit: ShardUnit, pieces: pl.DataFrame, dtype: np.dtype
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens of the shard's pieces, flat, and each piece's start in them: one ranged read of each scatter
+    file, covering exactly the shard's pieces from that group."""
+    chunks, src = [], np.empty(pieces.height, np.int64)
+    base = 0
+    for (group,), rows in pieces.with_row_index("i").group_by("group", maintain_order=True):
+        starts, ends = rows["src"].to_numpy(), (rows["src"] + rows["length"]).to_numpy()
+        lo, hi = int(starts.min()), int(ends.max())
+        with lake.open_arrow(unit.scatter.format(group=group)) as f:
+            f.seek(lo * dtype.itemsize)
+            data = f.read((hi - lo) * dtype.itemsize)
+        if len(data) != (hi - lo) * dtype.itemsize:
+            raise OSError(f"{unit.scatter.format(group=group)}: {len(data)} bytes at token {lo}, expected "
+                          f"{(hi - lo) * dtype.itemsize}")
+        chunks.append(np.frombuffer(data, dtype=dtype))
+        src[rows["i"].to_numpy()] = base + starts - lo
+        base += hi - lo
+    return (np.concatenate(chunks) if chunks else np.empty(0, dtype)), src
+
+
+@timed_unit
 def write_shard(unit: ShardUnit) -> UnitResult:
     """One shard's .bin and .idx: output position j holds the sequence the permutation put there, its pieces laid
     out from the front, padded with pad_id."""
     lake, dtype, shard = Lake(unit.store), np.dtype(unit.dtype), unit.shard
     pieces = lake.scan([unit.pieces]).collect()
-    flat, src = shard_tokens(lake, pieces, dtype)
+    flat, src = shard_pieces_tokens(lake, unit, pieces, dtype)
     local = np.column_stack([pieces["position"].to_numpy() - shard.first, src, pieces["length"].to_numpy()])
     with tempfile.TemporaryDirectory(prefix="llm-assets-shard-") as tmp:
         out = Path(tmp) / shard.data
@@ -275,6 +330,19 @@ def write_shard(unit: ShardUnit) -> UnitResult:
     return UnitResult(unit=unit.unit, source=unit.source, part=f"{unit.prefix}{shard.data}.bin",
                       rows_in=pieces.height, rows_out=shard.sequences, bytes_in=int(flat.nbytes),
                       bytes_out=sum(sizes.values()), counts=sizes)
+
+
+def groups(docs: Documents, tokens: int) -> pl.DataFrame:
+    """The scatter group of each tokenized part (part, group): consecutive parts, a new group once a group holds
+    `tokens` tokens or more."""
+    per_part = docs.docs.group_by("part", maintain_order=True).agg(pl.col("n_tokens").sum().cast(pl.Int64))
+    group, held, out = 0, 0, []
+    for n in per_part["n_tokens"].to_list():
+        if held >= tokens:
+            group, held = group + 1, 0
+        out.append(group)
+        held += n
+    return per_part.select("part", group=pl.Series(out, dtype=pl.Int64))
 
 
 NO_STATS = PackingStats(sequences=0, context=0, tokens_in=0, tokens_out=0, padding_tokens=0, truncated_tokens=0)
@@ -315,18 +383,31 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
     plan = plan_sequences(docs, settings)
     placed = provenance(place_pieces(plan, FeistelPermutation(plan.sequences, settings.seed), docs), docs)
     layout = shards(plan.sequences, settings.sequences_per_shard)
-    files, units = {}, []
+    # each piece's scatter group, and its start in the group's scatter file (the group's pieces in training order)
+    placed = placed.join(groups(docs, settings.sequences_per_shard * settings.context), on="part", how="left",
+                         maintain_order="left").with_columns(src=(pl.col("length").cum_sum() - pl.col("length"))
+                                                             .over("group"))
+    build = f"{prefix}{BUILD}"
+    scatter_units = []
+    by_group = placed.select("group", "part", "row", "start_in_doc", "length").sort("group", maintain_order=True)
+    for (group,), pieces in by_group.group_by("group", maintain_order=True):
+        lake.put_bytes(f"{build}pieces-{group}.parquet", _parquet(pieces.drop("group")))
+        scatter_units.append(ScatterUnit(store=lake.config, source=f"{build}scatter-{group}", dtype=dtype.name,
+                                         pieces=f"{build}pieces-{group}.parquet", out=f"{build}scatter-{group}.bin"))
+    del by_group
+    files, shard_units = {}, []
     for shard in layout:  # the shard's provenance here; its pieces in the lake, for its unit
         lo, hi = np.searchsorted(placed["position"].to_numpy(), [shard.first, shard.first + shard.sequences])
         mine = placed.slice(lo, hi - lo)
         files[shard.provenance] = workdir / shard.provenance
         mine.select(PROVENANCE).write_parquet(files[shard.provenance])
-        work = f"{prefix}{BUILD}{shard.data}.parquet"
-        lake.put_bytes(work, _parquet(mine.select(WORK)))
-        units.append(ShardUnit(store=lake.config, source=f"{prefix}{shard.data}", prefix=prefix, shard=shard,
-                               pieces=work, context=settings.context, pad_id=eos_id, dtype=dtype.name))
+        lake.put_bytes(f"{build}{shard.data}.parquet", _parquet(mine.select(SHARD_WORK)))
+        shard_units.append(ShardUnit(store=lake.config, source=f"{prefix}{shard.data}", prefix=prefix, shard=shard,
+                                     pieces=f"{build}{shard.data}.parquet", scatter=build + "scatter-{group}.bin",
+                                     context=settings.context, pad_id=eos_id, dtype=dtype.name))
     del placed
-    written = run_units(write_shard, units, runner)
+    run_units(scatter, scatter_units, runner)
+    written = run_units(write_shard, shard_units, runner)
     stats = plan.stats
     counts = {
         "documents": docs.docs.height,
@@ -379,11 +460,11 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
     sizes = dict(sorted(sizes.items()))
     manifest["files"] = sizes
     lake.put_json(prefix + "manifest.json", manifest)  # last: the commit
-    lake.delete(unit.pieces for unit in units)
+    lake.delete(lake.keys(build))
     return Release(settings.name, version, prefix, manifest, card, files=sizes)
 
 
-BUILD = "_build/"  # in a release's folder while it is written: each shard unit's pieces
+BUILD = "_build/"  # in a release's folder while it is written: the units' pieces and the scatter files
 
 
 def _parquet(frame: pl.DataFrame) -> bytes:
@@ -489,10 +570,19 @@ def dataset_card(manifest: dict, facts: dict) -> str:
         lines += ["## Deduplication", "", ", ".join(f"{k}={v}" for k, v in facts["dedup"].items()), ""]
     if manifest.get("takedowns"):
         lines += ["## Takedowns applied", ""] + [f"- `{t}`" for t in manifest["takedowns"]] + [""]
+    layout = release_shards(manifest)
+    if len(layout) > 1:
+        lines += ["## Shards", "",
+                  f"The sequences are {len(layout)} Megatron-LM indexed datasets, each a consecutive range of the "
+                  "training order: read one after the other (as `ReleaseLoader` does) they are the release in order.",
+                  "", "| shard | positions | sequences |", "|---|---|---:|"]
+        lines += [f"| `{s.data}` | {s.first:,}–{s.first + s.sequences - 1:,} | {s.sequences:,} |" for s in layout]
+        lines.append("")
+    where = ("`provenance.parquet` maps each sequence (its position in `data.bin`)" if len(layout) == 1 else
+             "`provenance-*.parquet` (one per shard) map each sequence (its position in the release)")
     lines += ["## Provenance", "",
               "`manifest.json` lists every (crawl, shard) partition with its data version and the code versions of "
-              "the stages; `provenance.parquet` maps each sequence (its position in `data.bin`) to the document "
-              "pieces it holds.", "",
+              f"the stages; {where} to the document pieces it holds.", "",
               "| crawl | shard | data version |", "|---|---|---|"]
     lines += [f"| {p['crawl']} | {p['shard']} | `{p['data_version']}` |" for p in manifest["partitions"]]
     lines += ["", "## Reading it", "",
