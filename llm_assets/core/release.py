@@ -357,6 +357,7 @@ class Release:
     card: str
     reused: bool = False
     files: dict[str, int] = field(default_factory=dict)  # name -> bytes
+    units: list[UnitResult] = field(default_factory=list)  # the scatter and shard units that wrote it
 
 
 def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict], tokenizer_file: Path,
@@ -406,7 +407,7 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
                                      pieces=f"{build}{shard.data}.parquet", scatter=build + "scatter-{group}.bin",
                                      context=settings.context, pad_id=eos_id, dtype=dtype.name))
     del placed
-    run_units(scatter, scatter_units, runner)
+    scattered = run_units(scatter, scatter_units, runner)
     written = run_units(write_shard, shard_units, runner)
     stats = plan.stats
     counts = {
@@ -461,7 +462,7 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
     manifest["files"] = sizes
     lake.put_json(prefix + "manifest.json", manifest)  # last: the commit
     lake.delete(lake.keys(build))
-    return Release(settings.name, version, prefix, manifest, card, files=sizes)
+    return Release(settings.name, version, prefix, manifest, card, files=sizes, units=scattered + written)
 
 
 BUILD = "_build/"  # in a release's folder while it is written: the units' pieces and the scatter files

@@ -152,6 +152,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 "supersedes": superseded["version"] if superseded else "",
                 "seconds": built.manifest["seconds"],
                 "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1),
+                "units": len(built.units),  # scatter and shard units, on the runner
+                "unit_peak_rss_mib": round(max((u.peak_rss_bytes for u in built.units), default=0) / 2**20, 1),
                 "dataset_card": dg.MetadataValue.md(built.card),
                 **_charts(lake, partitions, facts["text_parts"], counts),
             },
