@@ -125,9 +125,9 @@ def _put(lake, key: str, table: pa.Table) -> str:
     return key
 
 
-def test_crawl_stats_counts_each_part_in_a_work_unit_on_the_runner(lake, crawl):
-    """Over the lake: every filtered part counted by its own work unit in a process pool, one part per unit, the
-    sum equal to the whole crawl's statistics."""
+def planted_manifests(lake, crawl: str) -> tuple[list[Manifest], tuple[pa.Table, pa.Table]]:
+    """Planted partitions written to the lake as committed filtered manifests would list them. -> the manifests and
+    the whole crawl's kept and rejected tables."""
     partitions = planted_partitions(4, seed=5)
     manifests = []
     for s, (k, r) in enumerate(partitions):
@@ -136,6 +136,12 @@ def test_crawl_stats_counts_each_part_in_a_work_unit_on_the_runner(lake, crawl):
                           rejected_part=_put(lake, f"rejected/filtered/crawl={crawl}/shard={s:04d}/part-0.parquet", r),
                           rows_in=k.num_rows + r.num_rows, rows_out=k.num_rows)
         manifests.append(Manifest(asset="filtered", crawl=crawl, shard=f"{s:04d}", units=(unit,)))
+    return manifests, whole(partitions)
+
+
+def test_crawl_stats_counts_each_part_in_a_work_unit_on_the_runner(lake, crawl):
+    """Over the lake: every filtered part counted by its own work unit in a process pool, one part per unit, the
+    sum equal to the whole crawl's statistics."""
+    manifests, (kept, rejected) = planted_manifests(lake, crawl)
     stats = crawl_stats(lake.config, manifests, BLOCKS, PoolRunner(2))
-    kept, rejected = whole(partitions)
     assert stats.frame().equals(summarize(kept, rejected, kept.num_rows + rejected.num_rows, BLOCKS).frame())
