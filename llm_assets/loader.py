@@ -337,11 +337,14 @@ def layout(manifest: dict, indexes: list[Index], name: Callable[[str], str]) -> 
     if len(contexts) > 1 or len(dtypes) > 1:
         raise IndexFormatError(f"{name(MANIFEST)}: its shards differ in sequence length ({sorted(contexts)}) or "
                                f"dtype ({sorted(str(d) for d in dtypes)})")
-    for listed, n, index in zip(manifest.get("shards") or [], names, indexes):
+    firsts = np.concatenate([[0], np.cumsum([len(index) for index in indexes])]).astype(np.int64)
+    for listed, n, index, first in zip(manifest.get("shards") or [], names, indexes, firsts):
         if int(listed["sequences"]) != len(index):
             raise IndexFormatError(f"{name(n + '.idx')}: {len(index):,} sequences, the manifest says "
                                    f"{int(listed['sequences']):,}")
-    firsts = np.concatenate([[0], np.cumsum([len(index) for index in indexes])]).astype(np.int64)
+        if int(listed.get("first", first)) != first:  # shards listed out of their order
+            raise IndexFormatError(f"{name(MANIFEST)}: shard {n} starts at position {int(listed['first']):,}, but "
+                                   f"the shards listed before it hold {int(first):,} sequences")
     return Layout(names, contexts.pop() if contexts else 0, indexes[0].dtype, firsts)
 
 

@@ -275,3 +275,20 @@ def test_repr_holds_no_credentials(s3_release, store_config):
     loader = ReleaseLoader(s3_release, storage_options=s3_options(store_config))
     creds = store_config.credentials()
     assert creds.secret_key not in repr(loader) and creds.access_key not in repr(loader)
+
+
+def test_a_shard_unlike_its_manifest_entry_is_refused(tmp_path):
+    """A shard whose index holds other sequence counts than the manifest lists (a shard replaced, or listed out of
+    order) is refused, naming the file."""
+    folder = make_release(tmp_path / "v1", shards=SHARDS)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["shards"][0], manifest["shards"][2] = manifest["shards"][2], manifest["shards"][0]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"shard data-00002-of-00004 starts at position 400, but the shards listed "
+                                         r"before it hold 0 sequences"):
+        ReleaseLoader(str(folder))
+    manifest["shards"][0], manifest["shards"][2] = manifest["shards"][2], manifest["shards"][0]
+    manifest["shards"][2]["sequences"] = 300
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"data-00002-of-00004.idx: 350 sequences, the manifest says 300"):
+        ReleaseLoader(str(folder))

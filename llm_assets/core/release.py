@@ -25,7 +25,7 @@ import io
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -345,6 +345,27 @@ def groups(docs: Documents, tokens: int) -> pl.DataFrame:
     return per_part.select("part", group=pl.Series(out, dtype=pl.Int64))
 
 
+def plan_scatter(lake: Lake, placed: pl.DataFrame, build: str, dtype: np.dtype) -> list[ScatterUnit]:
+    """A scatter unit per group, its pieces (in training order) written to the lake for it."""
+    units = []
+    by_group = placed.select("group", "part", "row", "start_in_doc", "length").sort("group", maintain_order=True)
+    for (group,), pieces in by_group.group_by("group", maintain_order=True):
+        lake.put_bytes(f"{build}pieces-{group}.parquet", _parquet(pieces.drop("group")))
+        units.append(ScatterUnit(store=lake.config, source=f"{build}scatter-{group}", dtype=dtype.name,
+                                 pieces=f"{build}pieces-{group}.parquet", out=f"{build}scatter-{group}.bin"))
+    return units
+
+
+def by_shard(placed: pl.DataFrame, layout: list[Shard]) -> Iterator[pl.DataFrame]:
+    """Each shard's pieces (placed is in training order), with `src`: where a piece's tokens start in its group's
+    scatter file, which holds the group's pieces one after the other in training order."""
+    placed = placed.with_columns(src=(pl.col("length").cum_sum() - pl.col("length")).over("group"))
+    starts = np.searchsorted(placed["position"].to_numpy(), [s.first for s in layout] + [layout[-1].first +
+                                                                                         layout[-1].sequences])
+    for lo, hi in zip(starts[:-1], starts[1:]):
+        yield placed.slice(int(lo), int(hi - lo))
+
+
 NO_STATS = PackingStats(sequences=0, context=0, tokens_in=0, tokens_out=0, padding_tokens=0, truncated_tokens=0)
 
 
@@ -383,26 +404,16 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
         docs = by_length_bucket(docs, settings.length_buckets)
     plan = plan_sequences(docs, settings)
     placed = provenance(place_pieces(plan, FeistelPermutation(plan.sequences, settings.seed), docs), docs)
-    layout = shards(plan.sequences, settings.sequences_per_shard)
-    # each piece's scatter group, and its start in the group's scatter file (the group's pieces in training order)
     placed = placed.join(groups(docs, settings.sequences_per_shard * settings.context), on="part", how="left",
-                         maintain_order="left").with_columns(src=(pl.col("length").cum_sum() - pl.col("length"))
-                                                             .over("group"))
+                         maintain_order="left")
+    layout = shards(plan.sequences, settings.sequences_per_shard)
     build = f"{prefix}{BUILD}"
-    scatter_units = []
-    by_group = placed.select("group", "part", "row", "start_in_doc", "length").sort("group", maintain_order=True)
-    for (group,), pieces in by_group.group_by("group", maintain_order=True):
-        lake.put_bytes(f"{build}pieces-{group}.parquet", _parquet(pieces.drop("group")))
-        scatter_units.append(ScatterUnit(store=lake.config, source=f"{build}scatter-{group}", dtype=dtype.name,
-                                         pieces=f"{build}pieces-{group}.parquet", out=f"{build}scatter-{group}.bin"))
-    del by_group
+    scatter_units = plan_scatter(lake, placed, build, dtype)
     files, shard_units = {}, []
-    for shard in layout:  # the shard's provenance here; its pieces in the lake, for its unit
-        lo, hi = np.searchsorted(placed["position"].to_numpy(), [shard.first, shard.first + shard.sequences])
-        mine = placed.slice(lo, hi - lo)
+    for shard, pieces in zip(layout, by_shard(placed, layout)):  # provenance here, the unit's pieces in the lake
         files[shard.provenance] = workdir / shard.provenance
-        mine.select(PROVENANCE).write_parquet(files[shard.provenance])
-        lake.put_bytes(f"{build}{shard.data}.parquet", _parquet(mine.select(SHARD_WORK)))
+        pieces.select(PROVENANCE).write_parquet(files[shard.provenance])
+        lake.put_bytes(f"{build}{shard.data}.parquet", _parquet(pieces.select(SHARD_WORK)))
         shard_units.append(ShardUnit(store=lake.config, source=f"{prefix}{shard.data}", prefix=prefix, shard=shard,
                                      pieces=f"{build}{shard.data}.parquet", scatter=build + "scatter-{group}.bin",
                                      context=settings.context, pad_id=eos_id, dtype=dtype.name))
