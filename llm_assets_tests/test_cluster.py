@@ -256,7 +256,7 @@ def test_a_release_sharded_on_the_cluster_equals_the_single_file_release(cluster
 
     partitions = tokenized_parts(lake, crawl)
     single = build(lake, partitions, tmp_path, InProcessRunner())
-    sharded = build(lake, partitions, tmp_path, runner(cluster), sequences_per_shard=7)
+    sharded = build(lake, partitions, tmp_path, runner(cluster), sequences_per_shard=13)
     assert len(sharded.units) > len(release_shards(sharded.manifest)) > 1
     assert np.array_equal(sequences(lake, single, tmp_path), sequences(lake, sharded, tmp_path))
     assert lake.scan(provenance_keys(single.prefix, single.manifest)).collect().equals(

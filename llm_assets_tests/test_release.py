@@ -336,10 +336,10 @@ def test_a_release_written_as_shards_reads_back_identical_to_the_single_file_rel
     lake = curated
     one = release_with(monkeypatch, object_store, instance, name="one", crawls=(crawl,), context=128, seed=4)
     many = release_with(monkeypatch, object_store, instance, name="many", crawls=(crawl,), context=128, seed=4,
-                        sequences_per_shard=3)
+                        sequences_per_shard=8)
     manifests = {n: lake.get_json(latest_release(lake, n) + "manifest.json") for n in ("one", "many")}
     shards = release_shards(manifests["many"])
-    assert one["shards"] == 1 and many["shards"] == len(shards) == -(-one["sequences"] // 3) > 2
+    assert one["shards"] == 1 and many["shards"] == len(shards) == -(-one["sequences"] // 8) > 2
     assert manifests["many"]["counts"] == manifests["one"]["counts"]
     card = lake.get_bytes(latest_release(lake, "many") + "README.md").decode()
     assert "## Shards" in card and all(f"| `{s.data}` | {s.first:,}–" in card for s in shards)

@@ -71,12 +71,12 @@ def test_a_sharded_release_reads_back_identical_to_the_single_file_release(lake,
                                                                            config):
     partitions = tokenized_parts(lake, crawl)
     single = build(lake, partitions, tmp_path, InProcessRunner(), **config)
-    sharded = build(lake, partitions, tmp_path, PoolRunner(2), sequences_per_shard=7, **config)
+    sharded = build(lake, partitions, tmp_path, PoolRunner(2), sequences_per_shard=13, **config)
     n = single.manifest["counts"]["sequences"]
     assert n > 30 and single.version != sharded.version
     layout = release_shards(sharded.manifest)
-    assert [s.sequences for s in layout] == [7] * (n // 7) + ([n % 7] if n % 7 else [])
-    assert [s.first for s in layout] == list(range(0, n, 7))
+    assert [s.sequences for s in layout] == [13] * (n // 13) + ([n % 13] if n % 13 else [])
+    assert [s.first for s in layout] == list(range(0, n, 13))
     assert [s.data for s in release_shards(single.manifest)] == ["data"]  # one shard: the single-file names
     assert not lake.exists(single.prefix + "data-00000-of-00001.bin")
     assert sharded.manifest["counts"] == single.manifest["counts"]
