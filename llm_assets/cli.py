@@ -168,18 +168,19 @@ def _show_release(args) -> int:
     import polars as pl
     from tokenizers import Tokenizer
 
-    from llm_assets.core.release import latest_release, release_prefix
+    from llm_assets.core.release import latest_release, provenance_keys, release_prefix
     from llm_assets.loader import ReleaseLoader
 
     config = environment.store_config(args.settings.store)
     lake = Lake(config)
     name = args.name or args.settings.release.name
     prefix = release_prefix(name, args.version) if args.version else latest_release(lake, name)
-    if prefix is None or not lake.exists(prefix + "manifest.json"):
+    manifest = lake.get_json(prefix + "manifest.json") if prefix else None
+    if prefix is None or manifest is None:
         print(f"no release {name!r}" + (f" version {args.version!r}" if args.version else ""), file=sys.stderr)
         return 1
     tok = Tokenizer.from_str(lake.get_bytes(prefix + "tokenizer.json").decode())
-    prov = lake.scan([prefix + "provenance.parquet"]).filter(pl.col("position") < args.limit).collect()
+    prov = lake.scan(provenance_keys(prefix, manifest)).filter(pl.col("position") < args.limit).collect()
     loader = ReleaseLoader(f"s3://{config.bucket}/{prefix}", batch_size=1, storage_options=config.boto_options())
     rows = []
     for position, batch in enumerate(loader):

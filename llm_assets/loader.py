@@ -2,9 +2,10 @@
 
 A release is a folder (a local path, or `s3://bucket/prefix` in an S3-compatible store) holding `data.bin` +
 `data.idx`, a Megatron indexed dataset (llm_assets.core.indexed) of sequences that all have one length, the
-context, and were globally shuffled when written; and `manifest.json`, written last: the loader refuses a release
-without it, and checks the data files against the sizes it lists (`files`), if any. Sequences are read in file
-order.
+context, and were globally shuffled when written; or, for a large release, the shards its manifest lists
+(`shards`: `data-0000k-of-0000N`), each an indexed dataset holding a consecutive range of that order, read one
+after the other as one dataset; and `manifest.json`, written last: the loader refuses a release without it, and
+checks the data files against the sizes it lists (`files`), if any. Sequences are read in file (and shard) order.
 
 Who reads what (N sequences, global order 0..N-1):
 
@@ -33,9 +34,11 @@ import os
 import threading
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice, tee
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,15 +89,18 @@ def plan_batches(n: int, start: int, rank: int, world_size: int, batch_size: int
         yield first + world_size * pos, count
 
 
-def plan_blocks(batches: Iterable[tuple[int, int]], step: int, block_rows: int, n: int) -> Iterator[tuple[int, int]]:
+def plan_blocks(batches: Iterable[tuple[int, int]], step: int, block_rows: int, n: int,
+                shard_ends: Sequence[int] = ()) -> Iterator[tuple[int, int]]:
     """Global row ranges [g0, g1) of the blocks to fetch, in order, so that every batch row lies in one.
-    A block starts at the first row not yet covered: rows the stride skips before it are never fetched."""
+    A block starts at the first row not yet covered: rows the stride skips before it are never fetched. A block
+    ends at the latest at the end of its shard (`shard_ends`, ascending), so it is one ranged read of one file."""
     end = 0
     for i0, count in batches:
         last = i0 + step * (count - 1)
         while last >= end:
             g0 = i0 if end <= i0 else i0 + step * math.ceil((end - i0) / step)
-            end = min(n, g0 + block_rows)
+            shard_end = shard_ends[bisect_right(shard_ends, g0)] if shard_ends else n
+            end = min(n, shard_end, g0 + block_rows)
             yield g0, end
 
 
@@ -155,7 +161,7 @@ class ReleaseLoader:
 
     @property
     def total_sequences(self) -> int:
-        return len(self.source.index)
+        return self.source.sequences
 
     @property
     def context(self) -> int:
@@ -163,7 +169,7 @@ class ReleaseLoader:
 
     @property
     def dtype(self) -> np.dtype:
-        return self.source.index.dtype
+        return self.source.dtype
 
     @property
     def manifest(self) -> dict:
@@ -299,21 +305,69 @@ def check_manifest_sizes(manifest: dict, sizes: dict[str, int], name: str) -> No
             raise IndexFormatError(f"{name}: {file} is {size:,} bytes, the manifest says {int(listed[file]):,}")
 
 
+def shard_names(manifest: dict) -> list[str]:
+    """The indexed datasets of a release, in training order: its shards, each a consecutive range of that order, or
+    `data` alone for a release written as one file before shards existed."""
+    return [shard["data"] for shard in manifest.get("shards") or [{"data": DATA}]]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A release's shards read as one dataset: shard k holds global indices [firsts[k], firsts[k + 1])."""
+
+    names: list[str]
+    context: int
+    dtype: np.dtype
+    firsts: np.ndarray  # int64, len(names) + 1
+
+    @property
+    def sequences(self) -> int:
+        return int(self.firsts[-1])
+
+    def shard_of(self, g: int) -> int:
+        return int(np.searchsorted(self.firsts, g, side="right")) - 1
+
+
+def layout(manifest: dict, indexes: list[Index], name: Callable[[str], str]) -> Layout:
+    """Check the shards agree (one dtype, one context, the sequence counts the manifest lists) and place them one
+    after the other. `name(file)` is how errors name a file."""
+    names = shard_names(manifest)
+    contexts = {fixed_context(index, name(f"{n}.idx")) for n, index in zip(names, indexes) if len(index)}
+    dtypes = {index.dtype for index in indexes}
+    if len(contexts) > 1 or len(dtypes) > 1:
+        raise IndexFormatError(f"{name(MANIFEST)}: its shards differ in sequence length ({sorted(contexts)}) or "
+                               f"dtype ({sorted(str(d) for d in dtypes)})")
+    firsts = np.concatenate([[0], np.cumsum([len(index) for index in indexes])]).astype(np.int64)
+    for listed, n, index, first in zip(manifest.get("shards") or [], names, indexes, firsts):
+        if int(listed["sequences"]) != len(index):
+            raise IndexFormatError(f"{name(n + '.idx')}: {len(index):,} sequences, the manifest says "
+                                   f"{int(listed['sequences']):,}")
+        if int(listed.get("first", first)) != first:  # shards listed out of their order
+            raise IndexFormatError(f"{name(MANIFEST)}: shard {n} starts at position {int(listed['first']):,}, but "
+                                   f"the shards listed before it hold {int(first):,} sequences")
+    return Layout(names, contexts.pop() if contexts else 0, indexes[0].dtype, firsts)
+
+
 class _LocalRelease:
     def __init__(self, folder: Path):
         self.folder = folder
         self.manifest = read_manifest(self.read_bytes, str(folder / MANIFEST))
-        dataset = IndexedDataset(folder / DATA)
-        check_manifest_sizes(self.manifest, {f"{DATA}.{ext}": (folder / f"{DATA}.{ext}").stat().st_size
-                                             for ext in ("bin", "idx")}, str(folder / MANIFEST))
-        self.index = dataset.index
-        self.context = fixed_context(self.index, str(folder / f"{DATA}.idx"))
-        self.rows = dataset.tokens.reshape(len(self.index), self.context)
+        datasets = [IndexedDataset(folder / n) for n in shard_names(self.manifest)]
+        check_manifest_sizes(self.manifest, {f"{n}.{ext}": (folder / f"{n}.{ext}").stat().st_size
+                                             for n in shard_names(self.manifest) for ext in ("bin", "idx")},
+                             str(folder / MANIFEST))
+        self.layout = layout(self.manifest, [d.index for d in datasets], lambda f: str(folder / f))
+        self.sequences, self.dtype, self.context = self.layout.sequences, self.layout.dtype, self.layout.context
+        self.rows = [d.tokens.reshape(len(d.index), self.context) for d in datasets]
 
     def read_batches(self, batches: Iterable[tuple[int, int]], step: int) -> Iterator[np.ndarray]:
+        firsts = self.layout.firsts
         for i0, count in batches:
-            # a copy: the caller owns a writable array and the mapping's pages can be dropped
-            yield np.array(self.rows[i0 : i0 + step * (count - 1) + 1 : step])
+            rows = i0 + step * np.arange(count, dtype=np.int64)
+            shard = np.searchsorted(firsts, rows, side="right") - 1
+            # a copy (fancy indexing): the caller owns a writable array and the mapping's pages can be dropped
+            yield np.concatenate([self.rows[k][rows[shard == k] - firsts[k]] for k in np.unique(shard)]) \
+                if count else np.empty((0, self.context), self.dtype)
 
     def read_bytes(self, name: str) -> bytes:
         return (self.folder / name).read_bytes()
@@ -346,13 +400,17 @@ class _S3Release:
         self._lock = threading.Lock()
         self._requests = self._bytes = 0
         self.manifest = read_manifest(self.read_bytes, self.url(MANIFEST))
-        idx = self.read_bytes(f"{DATA}.idx")
-        self.index = parse_index(idx, self.url(f"{DATA}.idx"))
-        self.context = fixed_context(self.index, self.url(f"{DATA}.idx"))
-        self.row_bytes = self.context * self.index.dtype.itemsize
+        names = shard_names(self.manifest)
+        idx = {n: self.read_bytes(f"{n}.idx") for n in names}  # 12 bytes a sequence
+        indexes = [parse_index(idx[n], self.url(f"{n}.idx")) for n in names]
+        self.layout = layout(self.manifest, indexes, self.url)
+        self.sequences, self.dtype, self.context = self.layout.sequences, self.layout.dtype, self.layout.context
+        self.row_bytes = self.context * self.dtype.itemsize
         self.block_rows = max(1, block_bytes // max(1, self.row_bytes))
-        bin_size = self._check_data_size()
-        check_manifest_sizes(self.manifest, {f"{DATA}.bin": bin_size, f"{DATA}.idx": len(idx)}, self.url(MANIFEST))
+        sizes = {f"{n}.idx": len(idx[n]) for n in names}
+        for n, index in zip(names, indexes):
+            sizes[f"{n}.bin"] = self._check_data_size(n, index)
+        check_manifest_sizes(self.manifest, sizes, self.url(MANIFEST))
 
     def url(self, name: str) -> str:
         return f"s3://{self.bucket}/{self.key(name)}"
@@ -374,17 +432,16 @@ class _S3Release:
             self._client_pid = os.getpid()
         return self._client
 
-    def _check_data_size(self) -> int:
+    def _check_data_size(self, shard: str, index: Index) -> int:
         from botocore.exceptions import ClientError
 
-        name = f"{DATA}.bin"
+        name = f"{shard}.bin"
         try:
             size = self.client.head_object(Bucket=self.bucket, Key=self.key(name))["ContentLength"]
         except ClientError as e:
             raise _not_found(e, self.url(name)) from e
-        if size != self.index.data_bytes:
-            raise IndexFormatError(
-                f"{self.url(name)}: {size:,} bytes, but its index describes {self.index.data_bytes:,}")
+        if size != index.data_bytes:
+            raise IndexFormatError(f"{self.url(name)}: {size:,} bytes, but its index describes {index.data_bytes:,}")
         return size
 
     def read_bytes(self, name: str, first: int | None = None, last: int | None = None) -> bytes:
@@ -409,19 +466,21 @@ class _S3Release:
         return data
 
     def _block(self, rows: tuple[int, int]) -> tuple[int, np.ndarray]:
-        g0, g1 = rows
-        data = self.read_bytes(f"{DATA}.bin", g0 * self.row_bytes, g1 * self.row_bytes - 1)
+        g0, g1 = rows  # inside one shard: plan_blocks ends a block at its shard's end
+        k = self.layout.shard_of(g0)
+        first, name = int(self.layout.firsts[k]), f"{self.layout.names[k]}.bin"
+        data = self.read_bytes(name, (g0 - first) * self.row_bytes, (g1 - first) * self.row_bytes - 1)
         if len(data) != (g1 - g0) * self.row_bytes:
-            raise IOError(f"{self.url(DATA + '.bin')}: {len(data)} bytes for sequences {g0}..{g1 - 1}, "
+            raise IOError(f"{self.url(name)}: {len(data)} bytes for sequences {g0 - first}..{g1 - 1 - first}, "
                           f"expected {(g1 - g0) * self.row_bytes}")
-        return g0, np.frombuffer(data, dtype=self.index.dtype).reshape(g1 - g0, self.context)
+        return g0, np.frombuffer(data, dtype=self.dtype).reshape(g1 - g0, self.context)
 
     def read_batches(self, batches: Iterable[tuple[int, int]], step: int) -> Iterator[np.ndarray]:
         batches, for_blocks = tee(batches)
-        blocks = prefetched(self._block, plan_blocks(for_blocks, step, self.block_rows, len(self.index)),
-                            self.prefetch)
+        blocks = prefetched(self._block, plan_blocks(for_blocks, step, self.block_rows, self.sequences,
+                                                     self.layout.firsts[1:].tolist()), self.prefetch)
         try:
-            g0, block = 0, np.empty((0, self.context), dtype=self.index.dtype)
+            g0, block = 0, np.empty((0, self.context), dtype=self.dtype)
             for i0, count in batches:
                 pieces, k = [], 0
                 while k < count:  # the batch's rows in this block form one strided slice

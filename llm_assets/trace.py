@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from llm_assets.core.partition import Manifest, committed
-from llm_assets.core.release import RELEASES, SUPERSEDED
+from llm_assets.core.release import RELEASES, SUPERSEDED, provenance_keys
 from llm_assets.core.takedowns import IdIndex, part_index, partition_index
 from llm_assets.settings import Settings
 
@@ -129,9 +129,9 @@ def _releases_holding(lake, name: str, doc_ids: set[str]) -> list[str]:
     held = []
     for version in lake.folders(f"{RELEASES}/{name}/"):
         prefix = f"{RELEASES}/{name}/{version}/"
-        if not lake.exists(prefix + "provenance.parquet"):
+        if (manifest := lake.get_json(prefix + "manifest.json")) is None:  # not committed (yet)
             continue
-        prov = pl.scan_parquet(lake.url(prefix + "provenance.parquet"), storage_options=lake.storage_options())
+        prov = lake.scan(provenance_keys(prefix, manifest))
         if prov.filter(pl.col("doc_id").is_in(list(doc_ids))).select(pl.len()).collect().item():
             held.append(version)
     return held

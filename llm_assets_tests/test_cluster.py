@@ -296,3 +296,31 @@ def test_duplicate_clusters_on_the_cluster_equal_the_single_process_clusters(tmp
     assert set(clusters.removed["reason"]) == {"exact", "near", "url", "cross_crawl"}
     assert (clusters.documents, clusters.index_documents, clusters.rejected) == \
         (whole.documents, whole.index_documents, whole.rejected) and clusters.rejected > 0
+
+
+def test_a_release_sharded_on_the_cluster_equals_the_single_file_release(cluster, lake, crawl, store_config,
+                                                                        tmp_path):
+    """The release's scatter and shard units on the cluster: its shards, read one after the other, are the
+    sequences of the release of the same input written as one file in-process, with the same provenance."""
+    import numpy as np
+
+    from llm_assets.core.release import provenance_keys, release_shards
+    from llm_assets_tests.test_release_shards import build, sequences, tokenized_parts
+
+    partitions = tokenized_parts(lake, crawl)
+    single = build(lake, partitions, tmp_path, InProcessRunner())
+    sharded = build(lake, partitions, tmp_path, runner(cluster), sequences_per_shard=13)
+    assert len(sharded.units) > len(release_shards(sharded.manifest)) > 1
+    assert np.array_equal(sequences(lake, single, tmp_path), sequences(lake, sharded, tmp_path))
+    assert lake.scan(provenance_keys(single.prefix, single.manifest)).collect().equals(
+        lake.scan(provenance_keys(sharded.prefix, sharded.manifest)).collect())
+
+
+def test_crawl_stats_counted_on_the_cluster_equal_the_whole_crawl(cluster, lake, crawl):
+    """crawl_stats' units (one per filtered part) on the cluster: the summed counts are the whole crawl's."""
+    from llm_assets.core.crawl_stats import crawl_stats, summarize
+    from llm_assets_tests.test_crawl_stats import BLOCKS, planted_manifests
+
+    manifests, (kept, rejected) = planted_manifests(lake, crawl)
+    stats = crawl_stats(lake.config, manifests, BLOCKS, runner(cluster))
+    assert stats.frame().equals(summarize(kept, rejected, kept.num_rows + rejected.num_rows, BLOCKS).frame())

@@ -18,13 +18,30 @@ from llm_assets.loader import ReleaseLoader, plan_blocks, torch_dataset
 N, CONTEXT = 1000, 16
 
 
-def make_release(folder: Path, n: int = N, context: int = CONTEXT) -> Path:
+SHARDS = (400, 0, 350, 250)  # a sharded release's shard sizes, an empty one included
+
+
+def make_release(folder: Path, n: int = N, context: int = CONTEXT, shards: tuple[int, ...] = ()) -> Path:
+    """One data.bin/.idx (a manifest without `shards`, as releases were written before them), or shards of these
+    sizes listed in the manifest, each a consecutive range of the rows."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = np.arange(n * context, dtype=np.int64).reshape(n, context)
-    with IndexedWriter(folder / "data", np.uint16) as w:
-        w.add_many(rows[: n // 2])
-        w.add_many(rows[n // 2 :])
-    (folder / "manifest.json").write_text(json.dumps({"sequences": n, "context": context}))
+    manifest: dict = {"sequences": n, "context": context}
+    if not shards:
+        with IndexedWriter(folder / "data", np.uint16) as w:
+            w.add_many(rows[: n // 2])
+            w.add_many(rows[n // 2 :])
+    else:
+        assert sum(shards) == n
+        manifest["shards"] = []
+        for k, size in enumerate(shards):
+            first, name = sum(shards[:k]), f"data-{k:05d}-of-{len(shards):05d}"
+            with IndexedWriter(folder / name, np.uint16) as w:
+                if size:
+                    w.add_many(rows[first : first + size])
+            manifest["shards"].append({"data": name, "provenance": f"{name}.parquet", "first": first,
+                                       "sequences": size})
+    (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 
 
@@ -39,9 +56,10 @@ def ids(batches) -> list[int]:
     return out
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory) -> Path:
-    return make_release(tmp_path_factory.mktemp("release") / "v1")
+@pytest.fixture(scope="module", params=["one file", "shards"])
+def release(tmp_path_factory, request) -> Path:
+    """Every test reads a release of one file and the same sequences written as shards: the same results."""
+    return make_release(tmp_path_factory.mktemp("release") / "v1", shards=SHARDS if request.param == "shards" else ())
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
@@ -113,7 +131,7 @@ def test_batch_shapes(release, drop_last):
     batch = next(iter(loader))
     assert batch.dtype == np.uint16 and batch.flags.writeable
     assert loader.num_sequences == share and loader.context == CONTEXT and loader.total_sequences == N
-    assert loader.manifest == {"sequences": N, "context": CONTEXT}
+    assert loader.manifest == json.loads((release / "manifest.json").read_text())
 
 
 def test_release_needs_its_manifest_and_matching_sizes(tmp_path):
@@ -153,13 +171,16 @@ def test_workers_split_the_rank_share(release, world_size, num_workers, batch_si
         assert interleaved == share
 
 
-def test_plan_blocks_cover_each_row_once_in_order():
+@pytest.mark.parametrize("shard_ends", [(), (400, 400, 750, 900)])
+def test_plan_blocks_cover_each_row_once_in_order(shard_ends):
     batches = [(3 + 4 * 5 * k, 5) for k in range(40)]  # step 4, batches of 5 rows
-    blocks = list(plan_blocks(batches, 4, 7, 900))
+    blocks = list(plan_blocks(batches, 4, 7, 900, shard_ends))
     rows = {3 + 4 * j for j in range(200)}
     covered = [r for g0, g1 in blocks for r in range(g0, g1) if r in rows]
     assert covered == sorted(rows)
     assert all(g0 in rows for g0, _ in blocks)  # a block starts at a row that is needed
+    # one ranged read of one file: no block crosses a shard's end
+    assert not any(g0 < end < g1 for g0, g1 in blocks for end in shard_ends)
 
 
 @pytest.fixture
@@ -198,8 +219,8 @@ def test_torch_dataset_splits_by_worker_info(release, monkeypatch, torch_class_u
 @pytest.fixture
 def s3_release(lake, crawl, release) -> str:
     prefix = f"releases/test-{crawl}/v1"
-    for name in ("data.bin", "data.idx", "manifest.json"):
-        lake.put_file(f"{prefix}/{name}", release / name)
+    for path in release.iterdir():
+        lake.put_file(f"{prefix}/{path.name}", path)
     return f"s3://{lake.bucket}/{prefix}"
 
 
@@ -238,7 +259,7 @@ def test_s3_workers_and_resume(s3_release, release, store_config):
     resumed = ReleaseLoader(s3_release, 1, 2, storage_options=opts, batch_size=4)
     resumed.load_state_dict(loader.state_dict())
     assert head + ids(resumed) == share
-    assert loader.manifest == {"sequences": N, "context": CONTEXT}
+    assert loader.manifest == json.loads((release / "manifest.json").read_text())
 
 
 def test_s3_missing_release_and_secrets(lake, crawl, store_config):
@@ -254,3 +275,20 @@ def test_repr_holds_no_credentials(s3_release, store_config):
     loader = ReleaseLoader(s3_release, storage_options=s3_options(store_config))
     creds = store_config.credentials()
     assert creds.secret_key not in repr(loader) and creds.access_key not in repr(loader)
+
+
+def test_a_shard_unlike_its_manifest_entry_is_refused(tmp_path):
+    """A shard whose index holds other sequence counts than the manifest lists (a shard replaced, or listed out of
+    order) is refused, naming the file."""
+    folder = make_release(tmp_path / "v1", shards=SHARDS)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["shards"][0], manifest["shards"][2] = manifest["shards"][2], manifest["shards"][0]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"shard data-00002-of-00004 starts at position 400, but the shards listed "
+                                         r"before it hold 0 sequences"):
+        ReleaseLoader(str(folder))
+    manifest["shards"][0], manifest["shards"][2] = manifest["shards"][2], manifest["shards"][0]
+    manifest["shards"][2]["sequences"] = 300
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"data-00002-of-00004.idx: 350 sequences, the manifest says 300"):
+        ReleaseLoader(str(folder))

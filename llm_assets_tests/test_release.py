@@ -323,3 +323,42 @@ def test_min_tokens_sets_short_documents_aside_under_rejected(curated, object_st
     rejected = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert sorted(r["doc_id"] for r in rejected) == sorted(short["doc_id"])
     assert all(r["reason"] == "too_few_tokens" and r["document_tokens"] < threshold for r in rejected)
+
+
+def test_a_release_written_as_shards_reads_back_identical_to_the_single_file_release(
+        curated, monkeypatch, object_store, instance, crawl, store_config, capsys):
+    """The release stage with `sequences_per_shard` small: every shard is written by a work unit, the manifest lists
+    them, and the loader, `show release` and `trace` read it as the same sequences, in the same order, with the
+    same provenance as the release of one file."""
+    from llm_assets.core.release import provenance_keys, release_shards
+    from llm_assets.trace import trace
+
+    lake = curated
+    one = release_with(monkeypatch, object_store, instance, name="one", crawls=(crawl,), context=128, seed=4)
+    many = release_with(monkeypatch, object_store, instance, name="many", crawls=(crawl,), context=128, seed=4,
+                        sequences_per_shard=8)
+    manifests = {n: lake.get_json(latest_release(lake, n) + "manifest.json") for n in ("one", "many")}
+    shards = release_shards(manifests["many"])
+    assert one["shards"] == 1 and many["shards"] == len(shards) == -(-one["sequences"] // 8) > 2
+    assert manifests["many"]["counts"] == manifests["one"]["counts"]
+    card = lake.get_bytes(latest_release(lake, "many") + "README.md").decode()
+    assert "## Shards" in card and all(f"| `{s.data}` | {s.first:,}–" in card for s in shards)
+    assert "## Shards" not in lake.get_bytes(latest_release(lake, "one") + "README.md").decode()
+    uri = {n: f"s3://{store_config.bucket}/{latest_release(lake, n)}" for n in ("one", "many")}
+    read = {n: np.concatenate(list(ReleaseLoader(u, batch_size=4, storage_options=store_config.boto_options())))
+            for n, u in uri.items()}
+    assert read["one"].shape == (one["sequences"], 128) and np.array_equal(read["one"], read["many"])
+    prov = {n: lake.scan(provenance_keys(latest_release(lake, n), m)).collect() for n, m in manifests.items()}
+    assert prov["one"].equals(prov["many"])
+
+    shown = {}
+    for name in ("one", "many"):
+        capsys.readouterr()
+        assert cli.main(["show", "release", "--name", name, "--limit", "5", "--json"]) == 0
+        shown[name] = [{k: v for k, v in json.loads(line).items() if k not in ("release", "version")}
+                       for line in capsys.readouterr().out.splitlines()]
+    assert shown["one"] == shown["many"] and [r["position"] for r in shown["many"]] == [0, 1, 2, 3, 4]
+
+    last = prov["many"].filter(pl.col("position") >= shards[-1].first)["doc_id"][0]  # in the last shard only
+    settings = load_settings().model_copy(update={"release": ReleaseSettings(name="many")})
+    assert trace(lake, settings, [crawl], last).releases == [many["version"]]

@@ -1,19 +1,25 @@
 """Crawl-level statistics of the filtered stage: the funnel (documents in, dropped by each block and reason, out),
 the language mix and the length distribution, over every shard of a crawl.
 
-The kept and rejected documents are read as Arrow (only the few columns needed, straight from the object store)
-and summarised with DuckDB SQL; DuckDB has no S3 access offline here, so it queries the Arrow tables in memory.
+Every number is an exact count, so a crawl's statistics are the sum of its parts': one work unit per filtered
+part reads that part's few columns (as Arrow, straight from the object store) and counts them with DuckDB SQL
+(DuckDB has no S3 access offline here, so it queries the Arrow table in memory); the counts are added up and the
+tables made from the sum. Memory is one part's columns, whatever the crawl's size. The length distribution is a
+histogram of fixed buckets for the same reason: bucket counts add up, quantiles would not.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
 
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import Manifest
+from llm_assets.core.units import InProcessRunner, Runner, UnitResult, WorkUnit, run_units, timed_unit
 
 # The language of a document lid.176 never saw: a block before `language` in the chain dropped it (the URL filter,
 # a takedown), so it has none. Named, rather than shown as a bare "?" in the chart.
@@ -22,6 +28,8 @@ NO_LABEL = "no label (lid.176 gave none)"
 
 # Word-count buckets of the length histogram (lower bounds).
 LENGTH_BUCKETS = (0, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 50_000)
+KEPT_COLUMNS = ["language", "n_words"]
+REJECTED_COLUMNS = ["language", "filter", "reason"]
 
 
 @dataclass
@@ -41,53 +49,124 @@ class CrawlStats:
         ]).with_columns(pl.col("value").cast(pl.Int64))
 
 
-def _read(lake: Lake, parts: list[str], columns: list[str]) -> pa.Table:
-    if not parts:
-        return pa.table({c: pa.array([], pa.string() if c != "n_words" else pa.int32()) for c in columns})
-    return lake.scan(parts).select(columns).collect().to_arrow()
+@dataclass
+class PartialStats:
+    """Exact counts over some of a crawl's filtered documents. They add up: the statistics of a crawl are those of
+    the sum of its parts' counts, in any order and grouping."""
+
+    rows_in: int = 0
+    kept: int = 0
+    drops: Counter[tuple[str, str]] = field(default_factory=Counter)  # (block, reason) -> documents
+    kept_languages: Counter[str] = field(default_factory=Counter)
+    dropped_languages: Counter[str] = field(default_factory=Counter)
+    lengths: Counter[int] = field(default_factory=Counter)  # index in LENGTH_BUCKETS -> kept documents
+
+    def __add__(self, other: PartialStats) -> PartialStats:
+        return PartialStats(self.rows_in + other.rows_in, self.kept + other.kept, self.drops + other.drops,
+                            self.kept_languages + other.kept_languages,
+                            self.dropped_languages + other.dropped_languages, self.lengths + other.lengths)
 
 
-def crawl_stats(lake: Lake, manifests: list[Manifest], block_order: list[str]) -> CrawlStats:
-    """Statistics over the committed `filtered` partitions of one crawl (their manifests)."""
-    kept = _read(lake, [p for m in manifests for p in m.parts], ["language", "n_words"])
-    rejected = _read(lake, [p for m in manifests for p in m.rejected_parts], ["language", "filter", "reason"])
-    return summarize(kept, rejected, sum(u.rows_in for m in manifests for u in m.units), block_order)
-
-
-def summarize(kept: pa.Table, rejected: pa.Table, rows_in: int, block_order: list[str]) -> CrawlStats:
-    """The statistics of kept (language, n_words) and rejected (language, filter, reason) documents."""
+def count(kept: pa.Table, rejected: pa.Table, rows_in: int = 0) -> PartialStats:
+    """The counts of kept (language, n_words) and rejected (language, filter, reason) documents."""
     import duckdb  # here, not at the top: building the code location (every run worker) imports this module
 
     con = duckdb.connect()
     con.register("kept", kept)
     con.register("rejected", rejected)
-    order = {name: i for i, name in enumerate(block_order)}
-    # .pl(), not from_arrow(.arrow()): an empty result has no record batch (a crawl whose filters dropped nothing)
-    drops = con.sql("SELECT filter AS block, reason, count(*) AS documents FROM rejected GROUP BY ALL").pl()
-    drops = drops.with_columns(pl.col("block").replace_strict(order, default=len(order)).alias("_o")) \
-                 .sort("_o", pl.col("documents"), descending=[False, True]).drop("_o")
-    funnel = pl.concat([
-        pl.DataFrame({"step": ["in"], "block": [""], "reason": [""], "documents": [rows_in]}),
-        drops.select(step=pl.lit("dropped"), block="block", reason="reason", documents="documents"),
-        pl.DataFrame({"step": ["out"], "block": [""], "reason": [""], "documents": [kept.num_rows]}),
-    ], how="vertical_relaxed").with_columns(pl.col("documents").cast(pl.Int64))
-    remaining = rows_in - funnel["documents"].filter(funnel["step"] == "dropped").cum_sum()
-    funnel = funnel.with_columns(remaining=pl.concat([pl.Series([rows_in]), remaining, pl.Series([kept.num_rows])])
-                                 .cast(pl.Int64))
     label = f"CASE WHEN language IS NULL THEN '{NOT_IDENTIFIED}' WHEN language = '' THEN '{NO_LABEL}' ELSE language END"
-    languages = con.sql(f"""
-        WITH k AS (SELECT {label} AS language, count(*) AS n FROM kept GROUP BY ALL),
-             d AS (SELECT {label} AS language, count(*) AS n FROM rejected GROUP BY ALL)
-        SELECT language, coalesce(k.n, 0) AS kept, coalesce(d.n, 0) AS dropped,
-               (coalesce(k.n, 0) + coalesce(d.n, 0)) / sum(coalesce(k.n, 0) + coalesce(d.n, 0)) OVER () AS share
-        FROM k FULL OUTER JOIN d USING (language) ORDER BY kept + dropped DESC, language
-    """).pl()
+    # a NULL or negative word count falls in no bucket
     buckets = " ".join(f"WHEN n_words >= {b} THEN {i}" for i, b in reversed(list(enumerate(LENGTH_BUCKETS))))
-    counts = dict(con.sql(f"SELECT CASE {buckets} END AS b, count(*) FROM kept GROUP BY ALL").fetchall())
+    return PartialStats(
+        rows_in=rows_in,
+        kept=kept.num_rows,
+        drops=Counter({(b, r): n for b, r, n in con.sql("SELECT filter, reason, count(*) FROM rejected GROUP BY ALL")
+                       .fetchall()}),
+        kept_languages=Counter(dict(con.sql(f"SELECT {label}, count(*) FROM kept GROUP BY ALL").fetchall())),
+        dropped_languages=Counter(dict(con.sql(f"SELECT {label}, count(*) FROM rejected GROUP BY ALL").fetchall())),
+        lengths=Counter({b: n for b, n in con.sql(f"SELECT CASE {buckets} END AS b, count(*) FROM kept GROUP BY ALL")
+                         .fetchall() if b is not None}),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatsUnit(WorkUnit):
+    """One filtered work unit's output: its kept part and its rejected part (either may be absent)."""
+
+    part: str | None
+    rejected_part: str | None
+    rows_in: int
+
+
+@dataclass
+class StatsResult(UnitResult):
+    stats: PartialStats = field(default_factory=PartialStats)
+
+
+def _read(lake: Lake, part: str | None, columns: list[str]) -> pa.Table:
+    if part is None:
+        return pa.table({c: pa.array([], pa.int32() if c == "n_words" else pa.string()) for c in columns})
+    return lake.scan([part]).select(columns).collect().to_arrow()
+
+
+@timed_unit
+def stats_unit(unit: StatsUnit) -> StatsResult:
+    """The counts of one filtered part and what it set aside."""
+    lake = Lake(unit.store)
+    kept, rejected = _read(lake, unit.part, KEPT_COLUMNS), _read(lake, unit.rejected_part, REJECTED_COLUMNS)
+    return StatsResult(unit=unit.unit, source=unit.source, rows_in=kept.num_rows + rejected.num_rows,
+                       rows_out=kept.num_rows, stats=count(kept, rejected, unit.rows_in))
+
+
+def stats_units(store, manifests: Sequence[Manifest]) -> list[StatsUnit]:
+    """One unit per filtered work unit that read anything."""
+    return [StatsUnit(store=store, source=u.part or u.rejected_part or u.source, part=u.part,
+                      rejected_part=u.rejected_part, rows_in=u.rows_in)
+            for m in manifests for u in m.units if u.part or u.rejected_part or u.rows_in]
+
+
+def crawl_stats(store, manifests: Sequence[Manifest], block_order: list[str],
+                runner: Runner = InProcessRunner()) -> CrawlStats:
+    """Statistics over the committed `filtered` partitions of one crawl (their manifests): each part counted by a
+    work unit on `runner`, the counts summed."""
+    results = run_units(stats_unit, stats_units(store, manifests), runner)
+    return finish(sum((r.stats for r in results if isinstance(r, StatsResult)), PartialStats()), block_order)
+
+
+def summarize(kept: pa.Table, rejected: pa.Table, rows_in: int, block_order: list[str]) -> CrawlStats:
+    """The statistics of kept (language, n_words) and rejected (language, filter, reason) documents."""
+    return finish(count(kept, rejected, rows_in), block_order)
+
+
+def finish(stats: PartialStats, block_order: list[str]) -> CrawlStats:
+    """The funnel, language and length tables of the summed counts."""
+    order = {name: i for i, name in enumerate(block_order)}
+    # chain order, then the most documents first; ties by reason, so the table does not depend on the parts' order
+    drops = sorted(stats.drops.items(), key=lambda kv: (order.get(kv[0][0], len(order)), -kv[1], kv[0][1] or ""))
+    rows_in, kept = stats.rows_in, stats.kept
+    funnel = pl.DataFrame({
+        "step": ["in", *["dropped"] * len(drops), "out"],
+        "block": ["", *[b for (b, _), _ in drops], ""],
+        "reason": ["", *[r for (_, r), _ in drops], ""],
+        "documents": [rows_in, *[n for _, n in drops], kept],
+    }, schema={"step": pl.String, "block": pl.String, "reason": pl.String, "documents": pl.Int64})
+    remaining = [rows_in]
+    for _, n in drops:
+        remaining.append(remaining[-1] - n)
+    funnel = funnel.with_columns(remaining=pl.Series([*remaining, kept], dtype=pl.Int64))
+    names = sorted(set(stats.kept_languages) | set(stats.dropped_languages),
+                   key=lambda lang: (-(stats.kept_languages[lang] + stats.dropped_languages[lang]), lang))
+    total = sum(stats.kept_languages.values()) + sum(stats.dropped_languages.values())
+    languages = pl.DataFrame({
+        "language": names,
+        "kept": [stats.kept_languages[lang] for lang in names],
+        "dropped": [stats.dropped_languages[lang] for lang in names],
+        "share": [(stats.kept_languages[lang] + stats.dropped_languages[lang]) / total for lang in names],
+    }, schema={"language": pl.String, "kept": pl.Int64, "dropped": pl.Int64, "share": pl.Float64})
     lengths = pl.DataFrame({
         "bucket": [f"{lo:,}–{hi - 1:,}" if hi else f"{lo:,}+"
                    for lo, hi in zip(LENGTH_BUCKETS, list(LENGTH_BUCKETS[1:]) + [None])],
         "lower": list(LENGTH_BUCKETS),
-        "documents": [counts.get(i, 0) for i in range(len(LENGTH_BUCKETS))],
+        "documents": [stats.lengths.get(i, 0) for i in range(len(LENGTH_BUCKETS))],
     })
     return CrawlStats(funnel=funnel, languages=languages, lengths=lengths)

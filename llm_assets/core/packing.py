@@ -67,7 +67,7 @@ class Plan:
         lo, hi = np.searchsorted(self.pieces[:, SEQ], [i, i + 1])
         starts, lengths = self.pieces[lo:hi, START], self.pieces[lo:hi, LENGTH]
         out = np.full(self.context, pad_id, dtype=tokens.dtype)
-        out[: lengths.sum()] = tokens[_gather_index(starts, lengths)]
+        out[: lengths.sum()] = tokens[gather_index(starts, lengths)]
         return out
 
     def materialize(self, tokens: np.ndarray, pad_id: int) -> np.ndarray:
@@ -78,7 +78,7 @@ class Plan:
         # A piece's position in its sequence: the tokens of the pieces before it in the same sequence.
         first_of_seq = np.searchsorted(seq, seq, side="left")
         position = ends_before - ends_before[first_of_seq]
-        out[_gather_index(seq * self.context + position, lengths)] = tokens[_gather_index(starts, lengths)]
+        out[gather_index(seq * self.context + position, lengths)] = tokens[gather_index(starts, lengths)]
         return out.reshape(self.sequences, self.context)
 
 
@@ -178,7 +178,7 @@ def _chunks(offsets: np.ndarray, context: int) -> tuple[np.ndarray, np.ndarray, 
     return doc, starts, lengths
 
 
-def _gather_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def gather_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The concatenation of arange(start, start + length) over the ranges, without a loop over them."""
     ends_before = np.cumsum(lengths) - lengths
     return np.repeat(starts - ends_before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)

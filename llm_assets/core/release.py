@@ -1,37 +1,49 @@
 """A training release: the tokenized documents of some crawls, packed into fixed-length sequences, shuffled
 globally and written as a Megatron-LM indexed dataset, with its provenance, a manifest and a dataset card.
 
-    releases/<name>/<version>/data.bin, data.idx   the sequences, in training order (Megatron MMapIndexedDataset)
-                             /provenance.parquet   per sequence: the document pieces it holds (doc, crawl, url)
+    releases/<name>/<version>/data.bin, data.idx   the sequences, in training order (Megatron MMapIndexedDataset);
+                                                   a release of more than `sequences_per_shard` sequences is N
+                                                   shards data-0000k-of-0000N.bin/.idx, consecutive ranges of that
+                                                   order: read one after the other, they are the single file
+                             /provenance.parquet   per sequence: the document pieces it holds (doc, crawl, url);
+                                                   provenance-0000k-of-0000N.parquet per shard
                              /tokenizer.json       the tokenizer that made the ids (decode with it)
-                             /text/part-*.parquet  optional: the curated documents' text (Hugging Face datasets)
+                             /text/<crawl>.parquet optional: the curated documents' text (Hugging Face datasets)
                              /manifest.json        crawls, partitions and data versions, code versions, config,
-                                                   tokenizer hash, counts; written last: its presence is the commit
+                                                   tokenizer hash, counts, the shards; written last: the commit
                              /README.md            the dataset card
 
-Memory stays flat in the dataset size: the token stream is spooled to a local file and memory-mapped; packing keeps
-one row per document piece; the shuffle is a keyed Feistel permutation evaluated a chunk of positions at a time.
+Memory stays flat in the dataset size, and no machine holds the token stream: this process reads only the
+documents' lengths, packs them (one row per document piece) and shuffles the sequences with a keyed Feistel
+permutation; each shard is then a work unit (in-process, pool or cluster) that reads only the tokens of the
+documents its sequences hold and writes its .bin/.idx, a chunk of positions at a time.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import yaml  # type: ignore[import-untyped]
 from pydantic import Field
 
 from llm_assets.core.config import Section
 from llm_assets.core.indexed import IndexedWriter
 from llm_assets.core.lake import Lake
-from llm_assets.core.packing import PackingStats, Plan, bucket_by_length, pack_bfd, pack_concat
+from llm_assets.core.packing import (SEQ, PackingStats, Plan, bucket_by_length, gather_index, pack_bfd,
+                                    pack_concat)
 from llm_assets.core.shuffle import FeistelPermutation
+from llm_assets.core.units import InProcessRunner, Runner, UnitResult, WorkUnit, run_units, timed_unit
 from llm_assets.core.versions import digest
 
 
@@ -46,9 +58,12 @@ class ReleaseSettings(Section):
     seed: int = 0
     include_text: bool = True  # the curated text as Parquet too, readable by Hugging Face datasets
     length_buckets: tuple[int, ...] = ()  # token-count boundaries: documents are packed only with their bucket
+    # Sequences per shard (one .bin/.idx pair, written by one work unit, whose memory and disk it bounds): 262,144
+    # sequences of 2,048 uint16 ids are 1 GiB. A release of at most this many sequences is one shard.
+    sequences_per_shard: int = Field(default=262_144, ge=1)
 
 
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"  # 2: written as shards by work units, listed in the manifest
 RELEASES = "releases"
 CHUNK = 4096  # output positions per step of the shuffled writer
 
@@ -94,30 +109,29 @@ def release_version(settings: ReleaseSettings, tokenizer_hash: str, partitions: 
 
 @dataclass
 class Documents:
-    """The release's documents in a fixed order, their tokens spooled to a local file."""
+    """The release's documents in release order, without their tokens: where each one is stored, and its place in
+    the release's token stream (document i is stream[offsets[i]:offsets[i + 1]], a stream never assembled)."""
 
-    tokens: np.ndarray  # memory-mapped flat stream, every document ending with EOS
     offsets: np.ndarray  # int64, len(docs) + 1
-    docs: pl.DataFrame  # doc_id, url, crawl, shard, n_tokens
+    docs: pl.DataFrame  # doc_id, url, n_tokens, crawl, shard, part (its tokenized part), row (in that part)
 
 
-def spool_tokens(lake: Lake, parts: list[tuple[str, str, str]], dtype: np.dtype, workdir: Path) -> Documents:
-    """Read the tokenized parts ((crawl, shard, part) in order) into one flat token file."""
-    path = workdir / "tokens.bin"
-    meta = []
-    with path.open("wb") as f:
-        for crawl, shard, part in parts:
-            for batch in lake.iter_batches(part, 1024, columns=["doc_id", "url", "n_tokens", "tokens"]):
-                np.asarray(batch.column("tokens").flatten(), dtype=dtype).tofile(f)
-                meta.append(cast(pl.DataFrame, pl.from_arrow(batch.select(["doc_id", "url", "n_tokens"])))
-                            .with_columns(crawl=pl.lit(crawl), shard=pl.lit(shard)))
-    docs = pl.concat(meta) if meta else pl.DataFrame(schema={"doc_id": pl.String, "url": pl.String,
-                                                            "n_tokens": pl.Int32, "crawl": pl.String,
-                                                            "shard": pl.String})
-    offsets = np.concatenate([[0], np.cumsum(docs["n_tokens"].to_numpy(), dtype=np.int64)]).astype(np.int64)
-    size = int(offsets[-1])
-    tokens = np.memmap(path, dtype=dtype, mode="r", shape=(size,)) if size else np.empty(0, dtype)
-    return Documents(tokens=tokens, offsets=offsets, docs=docs)
+DOCUMENT_SCHEMA = pl.Schema({"doc_id": pl.String, "url": pl.String, "n_tokens": pl.Int32, "crawl": pl.String,
+                             "shard": pl.String, "part": pl.String, "row": pl.Int64})
+
+
+def list_documents(lake: Lake, parts: list[tuple[str, str, str]]) -> Documents:
+    """The documents of the tokenized parts ((crawl, shard, part) in order), their lengths only: ~100 bytes a
+    document, whatever its tokens."""
+    frames = [lake.scan([part]).select("doc_id", "url", "n_tokens").with_row_index("row").collect()
+              .with_columns(crawl=pl.lit(crawl), shard=pl.lit(shard), part=pl.lit(part)) for crawl, shard, part in parts]
+    docs = pl.concat([f.select(list(DOCUMENT_SCHEMA)).cast(DOCUMENT_SCHEMA) for f in frames]) if frames else \
+        pl.DataFrame(schema=DOCUMENT_SCHEMA)
+    return Documents(offsets=_offsets(docs["n_tokens"].to_numpy()), docs=docs)
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
 
 
 def plan_sequences(docs: Documents, settings: ReleaseSettings) -> Plan:
@@ -142,25 +156,17 @@ def merge_plans(plans: list[Plan], context: int) -> Plan:
                 stats=PackingStats(context=context, **total))
 
 
-def by_length_bucket(docs: Documents, boundaries: tuple[int, ...], workdir: Path) -> Documents:
-    """The documents re-spooled in the order of their length bucket (stable inside a bucket), with `bucket`."""
+def by_length_bucket(docs: Documents, boundaries: tuple[int, ...]) -> Documents:
+    """The documents in the order of their length bucket (stable inside a bucket), with `bucket`."""
     bucket = bucket_by_length(docs.offsets, np.asarray(boundaries))
     order = np.argsort(bucket, kind="stable")
-    path = workdir / "tokens-by-bucket.bin"
-    with path.open("wb") as f:
-        for d in order:  # one copy per document: sequential writes, the token file stays on disk
-            docs.tokens[docs.offsets[d]:docs.offsets[d + 1]].tofile(f)
-    lengths = np.diff(docs.offsets)[order]
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    size = int(offsets[-1])
-    tokens = np.memmap(path, dtype=docs.tokens.dtype, mode="r", shape=(size,)) if size else docs.tokens
     frame = docs.docs.with_columns(bucket=pl.Series(bucket, dtype=pl.Int64))[order]
-    return Documents(tokens=tokens, offsets=offsets, docs=frame)
+    return Documents(offsets=_offsets(frame["n_tokens"].to_numpy()), docs=frame)
 
 
-def provenance(plan: Plan, perm: FeistelPermutation, docs: Documents) -> pl.DataFrame:
-    """One row per document piece: the output position of its sequence and its offset there, and where the piece
-    comes from (document, crawl, shard, URL, offset in the document)."""
+def place_pieces(plan: Plan, perm: FeistelPermutation, docs: Documents) -> pl.DataFrame:
+    """One row per document piece, in training order: the output position of its sequence and its offset there, and
+    where the piece comes from (its document's row in `docs`, the offset in the document, the length)."""
     seq, start, length = plan.pieces[:, 0], plan.pieces[:, 1], plan.pieces[:, 2]
     doc = np.searchsorted(docs.offsets, start, side="right") - 1
     frame = pl.DataFrame({
@@ -169,21 +175,198 @@ def provenance(plan: Plan, perm: FeistelPermutation, docs: Documents) -> pl.Data
         "doc": doc,
         "start_in_doc": start - docs.offsets[doc] if len(doc) else np.empty(0, np.int64),
         "length": length,
-    })
+    }, schema={"position": pl.Int64, "sequence": pl.Int64, "doc": pl.Int64, "start_in_doc": pl.Int64,
+               "length": pl.Int64})
     # the plan lists a sequence's pieces in the order they are laid out in it
-    frame = frame.with_columns(offset=(pl.col("length").cum_sum() - pl.col("length")).over("sequence"))
-    return frame.join(docs.docs.with_row_index("doc").with_columns(pl.col("doc").cast(pl.Int64)), on="doc",
-                      how="left").sort("position", "offset").select(
-        "position", "offset", "doc_id", "crawl", "shard", "url", "start_in_doc", "length")
+    return frame.with_columns(offset=(pl.col("length").cum_sum() - pl.col("length")).over("sequence")) \
+        .sort("position", "offset").drop("sequence")
 
 
-def write_sequences(plan: Plan, perm: FeistelPermutation, docs: Documents, pad_id: int, dtype: np.dtype,
-                    prefix: Path) -> None:
-    """The packed sequences in shuffled order: output position j holds sequence perm(j)."""
-    with IndexedWriter(prefix, dtype) as out:
-        for first in range(0, plan.sequences, CHUNK):
-            for source in perm(np.arange(first, min(first + CHUNK, plan.sequences), dtype=np.int64)):
-                out.add(plan.sequence(int(source), docs.tokens, pad_id))
+PROVENANCE = ("position", "offset", "doc_id", "crawl", "shard", "url", "start_in_doc", "length")
+SHARD_WORK = ("position", "offset", "length", "group", "src")  # what a shard unit reads of its pieces
+
+
+def provenance(pieces: pl.DataFrame, docs: Documents) -> pl.DataFrame:
+    """The pieces with their documents: the columns of `provenance*.parquet` (doc_id, crawl, shard, URL) and where a
+    shard unit finds the tokens (the tokenized part and row)."""
+    return pieces.join(docs.docs.with_row_index("doc").with_columns(pl.col("doc").cast(pl.Int64)), on="doc",
+                       how="left", maintain_order="left").select(*PROVENANCE, "part", "row")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One Megatron indexed dataset of the release: output positions [first, first + sequences), in order."""
+
+    data: str  # the prefix of its .bin and .idx in the release's folder
+    provenance: str  # its provenance file in the release's folder
+    first: int
+    sequences: int
+
+    @property
+    def positions(self) -> range:
+        return range(self.first, self.first + self.sequences)
+
+
+def shards(sequences: int, per_shard: int) -> list[Shard]:
+    """The release's shards: contiguous ranges of the training order, `per_shard` sequences each (the last one
+    fewer). A release of one shard keeps the single-file names (data.bin, data.idx, provenance.parquet)."""
+    n = max(1, -(-sequences // per_shard))
+    if n == 1:
+        return [Shard("data", "provenance.parquet", 0, sequences)]
+    return [Shard(f"data-{k:05d}-of-{n:05d}", f"provenance-{k:05d}-of-{n:05d}.parquet", k * per_shard,
+                  min(per_shard, sequences - k * per_shard)) for k in range(n)]
+
+
+# The shards are written in two rounds of work units, as a MapReduce shuffle, because a global shuffle puts in every
+# shard documents of nearly every tokenized part: a shard unit reading the parts it needs would read them all.
+# 1. scatter: a group of consecutive tokenized parts (about a shard's tokens) is read once, and the tokens of its
+#    document pieces are written in training order to one flat file, `_build/scatter-<g>.bin`;
+# 2. shard: each shard's pieces then lie in one byte range of each scatter file, read with one ranged GET each.
+# Each token is read twice and written twice, whatever the number of shards; a unit holds a group's or a shard's
+# tokens.
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScatterUnit(WorkUnit):
+    """Copy the tokens of the document pieces of one group of tokenized parts to one flat file, in training order."""
+
+    pieces: str  # key of its pieces (part, row, start_in_doc, length), in training order
+    out: str  # key of its scatter file
+    dtype: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardUnit(WorkUnit):
+    """Write one shard of a release from the scatter files."""
+
+    prefix: str  # the release's folder
+    shard: Shard
+    pieces: str  # key of its pieces (position, offset, length, group, src: its start in the group's scatter file)
+    scatter: str  # key of scatter file g, with `{group}` for g
+    context: int
+    pad_id: int
+    dtype: str
+
+
+def document_tokens(lake: Lake, pieces: pl.DataFrame, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens of the documents the pieces (part, row, start_in_doc) come from, flat, and each piece's start in
+    them. Each tokenized part is streamed a batch at a time, and only the rows needed are kept."""
+    needed = pieces.select("part", "row").unique().sort("part", "row").with_row_index("slot")
+    chunks: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    for (part,), rows in needed.group_by("part", maintain_order=True):
+        wanted, seen = rows["row"].to_numpy(), 0
+        for batch in lake.iter_batches(str(part), 1024, columns=["tokens"]):
+            lo, hi = np.searchsorted(wanted, [seen, seen + batch.num_rows])
+            if hi > lo:
+                taken = batch.column("tokens").take(pa.array(wanted[lo:hi] - seen))
+                chunks.append(np.asarray(taken.flatten(), dtype=dtype))
+                lengths.append(np.asarray(pc.list_value_length(taken), dtype=np.int64))
+            seen += batch.num_rows
+    # in slot order: the parts sorted, the rows of a part ascending
+    flat = np.concatenate(chunks) if chunks else np.empty(0, dtype)
+    starts = _offsets(np.concatenate(lengths) if lengths else np.empty(0, np.int64))[:-1]
+    slot = pieces.join(needed, on=["part", "row"], how="left", maintain_order="left")["slot"].to_numpy()
+    return flat, starts[slot] + pieces["start_in_doc"].to_numpy()
+
+
+@timed_unit
+def scatter(unit: ScatterUnit) -> UnitResult:
+    """The group's pieces' tokens, one after the other in training order, as one flat file of `dtype` ids."""
+    lake, dtype = Lake(unit.store), np.dtype(unit.dtype)
+    pieces = lake.scan([unit.pieces]).collect()
+    flat, src = document_tokens(lake, pieces, dtype)
+    lengths = pieces["length"].to_numpy()
+    with tempfile.TemporaryDirectory(prefix="llm-assets-scatter-") as tmp:
+        path = Path(tmp) / "scatter.bin"
+        flat[gather_index(src, lengths)].tofile(path)
+        lake.put_file(unit.out, path)
+    return UnitResult(unit=unit.unit, source=unit.source, part=unit.out, rows_in=pieces.height,
+                      rows_out=pieces.height, bytes_in=int(flat.nbytes), bytes_out=int(lengths.sum()) * dtype.itemsize)
+
+
+def shard_pieces_tokens(lake: Lake, unit: ShardUnit, pieces: pl.DataFrame, dtype: np.dtype
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens of the shard's pieces, flat, and each piece's start in them: one ranged read of each scatter
+    file, covering exactly the shard's pieces from that group."""
+    chunks, src = [], np.empty(pieces.height, np.int64)
+    base = 0
+    for (group,), rows in pieces.with_row_index("i").group_by("group", maintain_order=True):
+        starts, ends = rows["src"].to_numpy(), (rows["src"] + rows["length"]).to_numpy()
+        lo, hi = int(starts.min()), int(ends.max())
+        with lake.open_arrow(unit.scatter.format(group=group)) as f:
+            f.seek(lo * dtype.itemsize)
+            data = f.read((hi - lo) * dtype.itemsize)
+        if len(data) != (hi - lo) * dtype.itemsize:
+            raise OSError(f"{unit.scatter.format(group=group)}: {len(data)} bytes at token {lo}, expected "
+                          f"{(hi - lo) * dtype.itemsize}")
+        chunks.append(np.frombuffer(data, dtype=dtype))
+        src[rows["i"].to_numpy()] = base + starts - lo
+        base += hi - lo
+    return (np.concatenate(chunks) if chunks else np.empty(0, dtype)), src
+
+
+@timed_unit
+def write_shard(unit: ShardUnit) -> UnitResult:
+    """One shard's .bin and .idx: output position j holds the sequence the permutation put there, its pieces laid
+    out from the front, padded with pad_id."""
+    lake, dtype, shard = Lake(unit.store), np.dtype(unit.dtype), unit.shard
+    pieces = lake.scan([unit.pieces]).collect()
+    flat, src = shard_pieces_tokens(lake, unit, pieces, dtype)
+    local = np.column_stack([pieces["position"].to_numpy() - shard.first, src, pieces["length"].to_numpy()])
+    with tempfile.TemporaryDirectory(prefix="llm-assets-shard-") as tmp:
+        out = Path(tmp) / shard.data
+        with IndexedWriter(out, dtype) as writer:
+            for first in range(0, shard.sequences, CHUNK):
+                stop = min(first + CHUNK, shard.sequences)
+                lo, hi = np.searchsorted(local[:, SEQ], [first, stop])
+                chunk = Plan(pieces=local[lo:hi] - [first, 0, 0], sequences=stop - first, context=unit.context,
+                             stats=NO_STATS)
+                writer.add_many(chunk.materialize(flat, unit.pad_id))
+        sizes = {}
+        for ext in ("bin", "idx"):
+            lake.put_file(f"{unit.prefix}{shard.data}.{ext}", Path(f"{out}.{ext}"))
+            sizes[f"{shard.data}.{ext}"] = Path(f"{out}.{ext}").stat().st_size
+    return UnitResult(unit=unit.unit, source=unit.source, part=f"{unit.prefix}{shard.data}.bin",
+                      rows_in=pieces.height, rows_out=shard.sequences, bytes_in=int(flat.nbytes),
+                      bytes_out=sum(sizes.values()), counts=sizes)
+
+
+def groups(docs: Documents, tokens: int) -> pl.DataFrame:
+    """The scatter group of each tokenized part (part, group): consecutive parts, a new group once a group holds
+    `tokens` tokens or more."""
+    per_part = docs.docs.group_by("part", maintain_order=True).agg(pl.col("n_tokens").sum().cast(pl.Int64))
+    group, held, out = 0, 0, []
+    for n in per_part["n_tokens"].to_list():
+        if held >= tokens:
+            group, held = group + 1, 0
+        out.append(group)
+        held += n
+    return per_part.select("part", group=pl.Series(out, dtype=pl.Int64))
+
+
+def plan_scatter(lake: Lake, placed: pl.DataFrame, build: str, dtype: np.dtype) -> list[ScatterUnit]:
+    """A scatter unit per group, its pieces (in training order) written to the lake for it."""
+    units = []
+    by_group = placed.select("group", "part", "row", "start_in_doc", "length").sort("group", maintain_order=True)
+    for (group,), pieces in by_group.group_by("group", maintain_order=True):
+        lake.put_bytes(f"{build}pieces-{group}.parquet", _parquet(pieces.drop("group")))
+        units.append(ScatterUnit(store=lake.config, source=f"{build}scatter-{group}", dtype=dtype.name,
+                                 pieces=f"{build}pieces-{group}.parquet", out=f"{build}scatter-{group}.bin"))
+    return units
+
+
+def by_shard(placed: pl.DataFrame, layout: list[Shard]) -> Iterator[pl.DataFrame]:
+    """Each shard's pieces (placed is in training order), with `src`: where a piece's tokens start in its group's
+    scatter file, which holds the group's pieces one after the other in training order."""
+    placed = placed.with_columns(src=(pl.col("length").cum_sum() - pl.col("length")).over("group"))
+    starts = np.searchsorted(placed["position"].to_numpy(), [s.first for s in layout] + [layout[-1].first +
+                                                                                         layout[-1].sequences])
+    for lo, hi in zip(starts[:-1], starts[1:]):
+        yield placed.slice(int(lo), int(hi - lo))
+
+
+NO_STATS = PackingStats(sequences=0, context=0, tokens_in=0, tokens_out=0, padding_tokens=0, truncated_tokens=0)
 
 
 @dataclass
@@ -195,14 +378,17 @@ class Release:
     card: str
     reused: bool = False
     files: dict[str, int] = field(default_factory=dict)  # name -> bytes
+    units: list[UnitResult] = field(default_factory=list)  # the scatter and shard units that wrote it
 
 
 def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict], tokenizer_file: Path,
                   tokenizer_hash: str, eos_id: int, vocab_size: int, code_versions: dict, card_facts: dict,
-                  workdir: Path, takedowns: Sequence[str] = ()) -> Release:
+                  workdir: Path, takedowns: Sequence[str] = (), runner: Runner = InProcessRunner()) -> Release:
     """Build and upload one release from the committed `tokenized` partitions listed (each: crawl, shard,
-    data_version, parts). An existing version is never rewritten: it is returned as it is. `takedowns`: the targets
-    of the takedown requests that removed documents of its partitions."""
+    data_version, parts). This process plans the sequences and the shuffle from the documents' lengths; each shard
+    is written by a work unit on `runner`, reading only the tokens it needs. An existing version is never
+    rewritten: it is returned as it is. `takedowns`: the targets of the takedown requests that removed documents of
+    its partitions."""
     version = release_version(settings, tokenizer_hash, [{k: p[k] for k in ("crawl", "shard", "data_version")}
                                                          for p in partitions])
     prefix = release_prefix(settings.name, version)
@@ -213,15 +399,27 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
 
     start = time.perf_counter()
     dtype = np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
-    parts = [(p["crawl"], p["shard"], part) for p in partitions for part in p["parts"]]
-    docs = spool_tokens(lake, parts, dtype, workdir)
+    docs = list_documents(lake, [(p["crawl"], p["shard"], part) for p in partitions for part in p["parts"]])
     if settings.length_buckets:
-        docs = by_length_bucket(docs, settings.length_buckets, workdir)
+        docs = by_length_bucket(docs, settings.length_buckets)
     plan = plan_sequences(docs, settings)
-    perm = FeistelPermutation(plan.sequences, settings.seed)
-    write_sequences(plan, perm, docs, eos_id, dtype, workdir / "data")
-    prov = provenance(plan, perm, docs)
-    prov.write_parquet(workdir / "provenance.parquet")
+    placed = provenance(place_pieces(plan, FeistelPermutation(plan.sequences, settings.seed), docs), docs)
+    placed = placed.join(groups(docs, settings.sequences_per_shard * settings.context), on="part", how="left",
+                         maintain_order="left")
+    layout = shards(plan.sequences, settings.sequences_per_shard)
+    build = f"{prefix}{BUILD}"
+    scatter_units = plan_scatter(lake, placed, build, dtype)
+    files, shard_units = {}, []
+    for shard, pieces in zip(layout, by_shard(placed, layout)):  # provenance here, the unit's pieces in the lake
+        files[shard.provenance] = workdir / shard.provenance
+        pieces.select(PROVENANCE).write_parquet(files[shard.provenance])
+        lake.put_bytes(f"{build}{shard.data}.parquet", _parquet(pieces.select(SHARD_WORK)))
+        shard_units.append(ShardUnit(store=lake.config, source=f"{prefix}{shard.data}", prefix=prefix, shard=shard,
+                                     pieces=f"{build}{shard.data}.parquet", scatter=build + "scatter-{group}.bin",
+                                     context=settings.context, pad_id=eos_id, dtype=dtype.name))
+    del placed
+    scattered = run_units(scatter, scatter_units, runner)
+    written = run_units(write_shard, shard_units, runner)
     stats = plan.stats
     counts = {
         "documents": docs.docs.height,
@@ -239,6 +437,9 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
         names = [f"≤{b}" for b in settings.length_buckets] + [f">{settings.length_buckets[-1]}"]
         counts["documents_by_length_bucket"] = {names[b]: n for b, n in
                                                 docs.docs.group_by("bucket").len().sort("bucket").iter_rows()}
+    data = (f"{layout[0].data}.bin + .idx" if len(layout) == 1 else
+            f"{len(layout)} shards {layout[0].data} … {layout[-1].data} (.bin + .idx each), consecutive ranges of "
+            "the training order")
     manifest = {
         "name": settings.name,
         "version": version,
@@ -248,17 +449,17 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
         "partitions": [{k: p[k] for k in ("crawl", "shard", "data_version", "code_version")} for p in partitions],
         "code_versions": code_versions,
         "tokenizer": {"hash": tokenizer_hash, "vocab_size": vocab_size, "eos_id": eos_id, "file": "tokenizer.json"},
-        "format": {"data": f"Megatron-LM MMapIndexedDataset (data.bin + data.idx): {plan.sequences:,} sequences of "
+        "format": {"data": f"Megatron-LM MMapIndexedDataset ({data}): {plan.sequences:,} sequences of "
                            f"{settings.context:,} token ids, documents packed into them ({settings.packing})",
                    "dtype": dtype.name, "pad_id": eos_id, "order": "shuffled (keyed Feistel permutation)",
-                   "provenance": "provenance.parquet"},
+                   "provenance": layout[0].provenance if len(layout) == 1 else "provenance-*.parquet, one per shard"},
+        "shards": [asdict(s) for s in layout],
         "counts": counts,
         "takedowns": sorted(takedowns),
         "seconds": round(time.perf_counter() - start, 3),
     }
     card = dataset_card(manifest, card_facts)
-    files = {"data.bin": workdir / "data.bin", "data.idx": workdir / "data.idx",
-             "provenance.parquet": workdir / "provenance.parquet", "tokenizer.json": tokenizer_file}
+    files["tokenizer.json"] = tokenizer_file
     if settings.include_text:
         files |= write_text(lake, partitions, card_facts.get("text_parts", {}), workdir)
     (workdir / "README.md").write_text(card)
@@ -266,9 +467,36 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
     for name, path in files.items():
         lake.put_file(prefix + name, path)
     sizes = {name: path.stat().st_size for name, path in files.items()}
+    for result in written:
+        sizes |= result.counts
+    sizes = dict(sorted(sizes.items()))
     manifest["files"] = sizes
     lake.put_json(prefix + "manifest.json", manifest)  # last: the commit
-    return Release(settings.name, version, prefix, manifest, card, files=sizes)
+    lake.delete(lake.keys(build))
+    return Release(settings.name, version, prefix, manifest, card, files=sizes, units=scattered + written)
+
+
+BUILD = "_build/"  # in a release's folder while it is written: the units' pieces and the scatter files
+
+
+def _parquet(frame: pl.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    frame.write_parquet(buf)
+    return buf.getvalue()
+
+
+def release_shards(manifest: dict) -> list[Shard]:
+    """The shards of a committed release, in training order; a release written before shards is one."""
+    listed = manifest.get("shards")
+    if listed:
+        return [Shard(**s) for s in listed]
+    return [Shard("data", "provenance.parquet", 0, int(manifest.get("counts", {}).get("sequences", 0)))]
+
+
+def provenance_keys(prefix: str, manifest: dict) -> list[str]:
+    """The provenance files of a committed release, in training order (positions are the release's, not a
+    shard's)."""
+    return [prefix + shard.provenance for shard in release_shards(manifest)]
 
 
 def write_text(lake: Lake, partitions: list[dict], text_parts: dict[str, list[str]], workdir: Path) -> dict:
@@ -354,10 +582,19 @@ def dataset_card(manifest: dict, facts: dict) -> str:
         lines += ["## Deduplication", "", ", ".join(f"{k}={v}" for k, v in facts["dedup"].items()), ""]
     if manifest.get("takedowns"):
         lines += ["## Takedowns applied", ""] + [f"- `{t}`" for t in manifest["takedowns"]] + [""]
+    layout = release_shards(manifest)
+    if len(layout) > 1:
+        lines += ["## Shards", "",
+                  f"The sequences are {len(layout)} Megatron-LM indexed datasets, each a consecutive range of the "
+                  "training order: read one after the other (as `ReleaseLoader` does) they are the release in order.",
+                  "", "| shard | positions | sequences |", "|---|---|---:|"]
+        lines += [f"| `{s.data}` | {s.first:,}–{s.first + s.sequences - 1:,} | {s.sequences:,} |" for s in layout]
+        lines.append("")
+    where = ("`provenance.parquet` maps each sequence (its position in `data.bin`)" if len(layout) == 1 else
+             "`provenance-*.parquet` (one per shard) map each sequence (its position in the release)")
     lines += ["## Provenance", "",
               "`manifest.json` lists every (crawl, shard) partition with its data version and the code versions of "
-              "the stages; `provenance.parquet` maps each sequence (its position in `data.bin`) to the document "
-              "pieces it holds.", "",
+              f"the stages; {where} to the document pieces it holds.", "",
               "| crawl | shard | data version |", "|---|---|---|"]
     lines += [f"| {p['crawl']} | {p['shard']} | `{p['data_version']}` |" for p in manifest["partitions"]]
     lines += ["", "## Reading it", "",

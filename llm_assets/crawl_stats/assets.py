@@ -18,11 +18,15 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
     def crawl_stats(context: dg.AssetExecutionContext, filtered: LakeInput):
         """Per crawl, over every committed shard of `filtered`: the filter funnel (documents in, dropped by each
         block and reason in chain order, out), the language mix of kept and dropped documents, and the length
-        distribution of kept documents in words. Tables and bar charts in the metadata; the numbers are stored as
-        one long table.
+        distribution of kept documents in words. Each filtered part is counted by a work unit and the exact counts
+        are summed, so memory does not grow with the crawl. Tables and bar charts in the metadata; the numbers are
+        stored as one long table.
         """
+        from llm_assets.runners import runner_for  # when it runs, as run_stage does: a cluster client is heavy
+
         manifests = filtered.manifests
-        stats = compute_crawl_stats(filtered.lake, manifests, chain)
+        # one work unit per filtered part, on the configured runner; their exact counts are summed
+        stats = compute_crawl_stats(filtered.lake.config, manifests, chain, runner_for(settings.runner))
         rows_in = int(stats.funnel["documents"][0])
         rows_out = int(stats.funnel["documents"][-1])
         languages = stats.languages

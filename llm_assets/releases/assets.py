@@ -95,8 +95,9 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         """A versioned, immutable training release under `releases/<name>/<version>/`: the tokenized documents of the
         configured crawls (settings `release`), packed into sequences of `context` tokens (best-fit-decreasing of whole
         documents, or concatenate-and-chunk), shuffled globally by a keyed Feistel permutation of the seed, written as
-        a Megatron-LM indexed dataset (`data.bin` + `data.idx`) with `provenance.parquet` (the documents of every
-        sequence), `tokenizer.json`, the curated text as Parquet, `manifest.json` (crawls, partitions and their data
+        a Megatron-LM indexed dataset (`data.bin` + `data.idx`; a release of more than `sequences_per_shard`
+        sequences as shards, each a consecutive range of the training order written by a work unit on the runner)
+        with `provenance.parquet` (the documents of every sequence), `tokenizer.json`, the curated text as Parquet, `manifest.json` (crawls, partitions and their data
         versions, code versions, config, tokenizer hash, counts) and a dataset card. The version hashes all of that
         input, so the same input is never written twice and another config is another version.
         """
@@ -112,6 +113,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         tok = load_tokenizer(str(tok_settings.resolved_path()))
         eos = tok.token_to_id(settings.tokenized.eos_token)
         facts = _card_facts(lake, settings, crawls, shards)
+        from llm_assets.runners import runner_for  # when it runs, as run_stage does: a cluster client is heavy
+
         with tempfile.TemporaryDirectory(prefix="llm-assets-release-") as tmp:
             tokenizer_file = Path(tmp) / "tokenizer.json"
             tok.save(str(tokenizer_file))
@@ -119,7 +122,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 lake, settings.release, partitions, tokenizer_file, tok_hash, eos, tok.get_vocab_size(),
                 code_versions={"tokenized": versions["tokenized"], "deduplicated": versions["deduplicated"],
                                "release": STAGE_VERSION},
-                card_facts=facts, workdir=Path(tmp), takedowns=facts["takedowns"])
+                card_facts=facts, workdir=Path(tmp), takedowns=facts["takedowns"],
+                runner=runner_for(settings.runner))
         point_latest(lake, built)
         if superseded := mark_superseded(lake, previous, built):
             context.log.warning(f"release {previous['version']} is superseded by {built.version}: it holds documents "
@@ -137,6 +141,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 "documents": counts["documents"],
                 "tokens": counts["tokens_in"],
                 "sequences": counts["sequences"],
+                "shards": len(built.manifest.get("shards", [None])),
                 "context": counts["context"],
                 "padding_pct": counts["padding_pct"],
                 "truncated_pct": counts["truncated_pct"],
@@ -147,6 +152,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 "supersedes": superseded["version"] if superseded else "",
                 "seconds": built.manifest["seconds"],
                 "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1),
+                "units": len(built.units),  # scatter and shard units, on the runner
+                "unit_peak_rss_mib": round(max((u.peak_rss_bytes for u in built.units), default=0) / 2**20, 1),
                 "dataset_card": dg.MetadataValue.md(built.card),
                 **_charts(lake, partitions, facts["text_parts"], counts),
             },

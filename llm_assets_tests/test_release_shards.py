@@ -1,0 +1,109 @@
+"""A release written as shards by work units reads back identical to the release of the same input written as one
+file: the same sequences in the same (globally shuffled) order, the same provenance and counts. Synthetic tokenized
+parts on the test store; the shards are written in a process pool."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from llm_assets.core.indexed import IndexedDataset
+from llm_assets.core.release import ReleaseSettings, build_release, provenance_keys, release_shards
+from llm_assets.core.units import InProcessRunner, PoolRunner
+from llm_assets.loader import ReleaseLoader
+
+EOS, VOCAB, CONTEXT = 50256, 50257, 64
+
+
+def tokenized_parts(lake, crawl: str) -> list[dict]:
+    """Two crawls × two shards of tokenized parts (an empty part among them): documents of 1 to 300 tokens, so some
+    are longer than the context, each ending with EOS. -> the partitions as the release asset lists them."""
+    rng = np.random.default_rng(11)
+    partitions = []
+    for c in (f"{crawl}-a", f"{crawl}-b"):
+        for shard in ("0000", "0001"):
+            parts = []
+            for p, n_docs in enumerate((0, 23) if shard == "0000" else (17, 9)):
+                docs = [np.append(rng.integers(0, EOS, rng.integers(0, 300)), EOS).astype(np.int64) for _ in range(n_docs)]
+                table = pa.table({"doc_id": [f"{c}/{shard}/{p}/{i}" for i in range(n_docs)],
+                                  "url": [f"https://example.com/{c}/{shard}/{p}/{i}" for i in range(n_docs)],
+                                  "n_tokens": pa.array([len(d) for d in docs], pa.int32()),
+                                  "tokens": pa.array([d.tolist() for d in docs], pa.list_(pa.int32()))})
+                buf = io.BytesIO()
+                pq.write_table(table, buf, row_group_size=5)  # several row groups: parts are streamed
+                key = f"lake/tokenized/crawl={c}/shard={shard}/part-{p}.parquet"
+                lake.put_bytes(key, buf.getvalue())
+                parts.append(key)
+            partitions.append({"crawl": c, "shard": shard, "data_version": f"dv-{c}-{shard}", "code_version": "cv",
+                               "rows": 0, "parts": parts})
+    return partitions
+
+
+def build(lake, partitions, tmp_path, runner, **config):
+    settings = ReleaseSettings(name="shards", include_text=False, context=CONTEXT, seed=3, **config)
+    workdir = tmp_path / f"work-{settings.sequences_per_shard}-{settings.packing}"
+    workdir.mkdir()
+    (workdir / "tokenizer.json").write_text("{}")
+    return build_release(lake, settings, partitions, workdir / "tokenizer.json", "tok", EOS, VOCAB, {}, {}, workdir,
+                         runner=runner)
+
+
+def sequences(lake, release, folder) -> np.ndarray:
+    """Every sequence of the release, its shards downloaded and read one after the other as Megatron datasets."""
+    rows = []
+    for shard in release_shards(release.manifest):
+        for ext in ("bin", "idx"):
+            (folder / f"{shard.data}.{ext}").write_bytes(lake.get_bytes(f"{release.prefix}{shard.data}.{ext}"))
+        data = IndexedDataset(folder / shard.data)
+        assert len(data) == shard.sequences and list(data.index.document_indices) == list(range(len(data) + 1))
+        rows += [data[i] for i in range(len(data))]
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("config", [{"packing": "bfd"}, {"packing": "concat"},
+                                    {"packing": "bfd", "length_buckets": (20, 100)}])
+def test_a_sharded_release_reads_back_identical_to_the_single_file_release(lake, crawl, store_config, tmp_path,
+                                                                           config):
+    partitions = tokenized_parts(lake, crawl)
+    single = build(lake, partitions, tmp_path, InProcessRunner(), **config)
+    sharded = build(lake, partitions, tmp_path, PoolRunner(2), sequences_per_shard=13, **config)
+    n = single.manifest["counts"]["sequences"]
+    assert n > 30 and single.version != sharded.version
+    layout = release_shards(sharded.manifest)
+    assert [s.sequences for s in layout] == [13] * (n // 13) + ([n % 13] if n % 13 else [])
+    assert [s.first for s in layout] == list(range(0, n, 13))
+    assert [s.data for s in release_shards(single.manifest)] == ["data"]  # one shard: the single-file names
+    assert not lake.exists(single.prefix + "data-00000-of-00001.bin")
+    assert sharded.manifest["counts"] == single.manifest["counts"]
+
+    # the same sequences in the same order, read as Megatron datasets one after the other ...
+    one, many = sequences(lake, single, tmp_path), sequences(lake, sharded, tmp_path)
+    assert one.shape == (n, CONTEXT) and np.array_equal(one, many)
+    # ... and by the loader, from the store, any rank
+    opts = store_config.boto_options()
+    for rank, world in ((0, 1), (1, 3)):
+        a = [b for b in ReleaseLoader(f"s3://{lake.bucket}/{single.prefix}", rank, world, batch_size=5,
+                                      storage_options=opts)]
+        b = [b for b in ReleaseLoader(f"s3://{lake.bucket}/{sharded.prefix}", rank, world, batch_size=5,
+                                      storage_options=opts, block_bytes=3 * CONTEXT * 2)]
+        assert np.array_equal(np.concatenate(a), np.concatenate(b))
+
+    # the same provenance, and it says where every token came from
+    prov = lake.scan(provenance_keys(single.prefix, single.manifest)).collect()
+    assert prov.equals(lake.scan(provenance_keys(sharded.prefix, sharded.manifest)).collect())
+    tokens = {d: np.asarray(t) for p in partitions for part in p["parts"]
+              for d, t in lake.scan([part]).select("doc_id", "tokens").collect().iter_rows()}
+    for r in prov.iter_rows(named=True):
+        piece = many[r["position"], r["offset"]:r["offset"] + r["length"]]
+        assert np.array_equal(piece, tokens[r["doc_id"]][r["start_in_doc"]:r["start_in_doc"] + r["length"]])
+    assert prov.group_by("position").agg(pl.col("length").sum())["length"].max() <= CONTEXT
+
+    # each file is listed with its size; what the shard units worked from is gone once committed
+    assert all(lake.exists(sharded.prefix + name) for name in sharded.manifest["files"])
+    assert {f"{s.data}.{ext}" for s in layout for ext in ("bin", "idx")} <= set(sharded.manifest["files"])
+    assert not lake.keys(sharded.prefix + "_build/")
