@@ -6,7 +6,7 @@ from llm_assets.crawl_stats.spec import SPEC, stats_version
 from llm_assets import charts
 from llm_assets.metadata import table
 from llm_assets.settings import Settings
-from llm_assets.stage import crawl_asset
+from llm_assets.stage import crawl_asset, require_every_shard
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -16,11 +16,13 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
 
     @crawl_asset(SPEC, settings, group_name="reports", kinds={"duckdb", "parquet"})
     def crawl_stats(context: dg.AssetExecutionContext, filtered: LakeInput):
-        """Per crawl, over every committed shard of `filtered`: the filter funnel (documents in, dropped by each
+        """Per crawl, over every shard of `filtered` (one with raw files that was never committed fails it: no
+        stats of part of a crawl): the filter funnel (documents in, dropped by each
         block and reason in chain order, out), the language mix of kept and dropped documents, and the length
         distribution of kept documents in words. Tables and bar charts in the metadata; the numbers are stored as
         one long table.
         """
+        require_every_shard(SPEC, context.partition_key, settings, filtered)
         manifests = filtered.manifests
         stats = compute_crawl_stats(filtered.lake, manifests, chain)
         rows_in = int(stats.funnel["documents"][0])
