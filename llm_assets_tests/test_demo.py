@@ -117,8 +117,11 @@ def test_the_stage_table_comes_after_every_run_the_release_included(demos, which
     table = out.index("\nstage ")
     assert out.index("\nrelease_job") < table
     assert out.index("\nrelease s3://") < table
-    shown = [line for line in out[table:].split("\n\n")[0].splitlines() if "not materialized" in line]
-    assert not shown, shown  # every asset the demo built, the release and the takedown list included
+    # every asset the demo built, the release and the (empty) takedown list included; the quality classifier is
+    # trained on demand from labels/quality/, not by the demo
+    shown = [line for line in out[table:].split("\n\n")[0].splitlines()
+             if "not materialized" in line and not line.startswith("quality_classifier ")]
+    assert not shown, shown
     assert "FAILED" not in out + demos[which].result.stderr
 
 
