@@ -104,13 +104,15 @@ def cmd_demo_change(args) -> int:
     backfill_id = launch_stale_backfill(instance, planned, build_defs(settings).resolve_asset_graph())
     print(f"backfill {backfill_id}: {len(planned)} partitions. Run it with the changed settings:\n"
           f"  LLM_ASSETS_SETTINGS={path} make ui     # the daemon runs it; see the Backfills page\n"
-          f"then `LLM_ASSETS_SETTINGS={path} .venv/bin/llm-assets stale` lists nothing.")
+          f"then `.venv/bin/llm-assets backfill --status {backfill_id}` says how it went (each failed run with its "
+          f"first error; exit 1 if any failed),\n"
+          f"and `LLM_ASSETS_SETTINGS={path} .venv/bin/llm-assets stale` lists nothing.")
     return 0
 
 
 def cmd_demo_takedown(args) -> int:
     """The demo's takedown step: one released document's URL taken down, planned, rebuilt, re-released."""
-    from llm_assets import demo
+    from llm_assets import demo, failures
     from llm_assets.definitions import build_defs
     from llm_assets.instance import get_instance
 
@@ -119,7 +121,7 @@ def cmd_demo_takedown(args) -> int:
     failed = demo.takedown_step(get_instance(), build_defs(settings), Lake(environment.store_config(settings.store)),
                                 settings)
     if failed:
-        print(f"\n{demo.summary_of_failures(failed)}", file=sys.stderr)
+        print(f"\n{failures.summary('demo', failed)}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -128,7 +130,7 @@ def cmd_demo(args) -> int:
         return cmd_demo_change(args)
     if args.takedown:
         return cmd_demo_takedown(args)
-    from llm_assets import demo
+    from llm_assets import demo, failures
     from llm_assets.definitions import build_defs
     from llm_assets.instance import get_instance
     from llm_assets.status import format_summary, lake_status
@@ -147,9 +149,9 @@ def cmd_demo(args) -> int:
     requests = demo.evaluate_sensor(instance, defs)
     print(f"raw_drop_sensor requested {len(requests)} partition runs")
     failed += demo.run_requested(instance, defs, requests)
-    failed += demo.run_stale_lake(instance, defs, lake, settings)
+    failed += demo.run_stale_lake(instance, defs, lake, settings, failed)
     failed += demo.run_crawl_level(instance, defs, list(files))
-    failed += demo.run_curated(instance, defs, lake, settings)
+    failed += demo.run_curated(instance, defs, lake, settings, failed)
     failed += demo.run_release(instance, defs)  # last: what a training job reads
     print()
     print(format_summary(lake_status(lake, settings)))  # after every run, the release's included
@@ -158,7 +160,7 @@ def cmd_demo(args) -> int:
         if examples:  # none of what was not built
             print(f"\n{examples}")
     if failed:
-        print(f"\n{demo.summary_of_failures(failed)}", file=sys.stderr)
+        print(f"\n{failures.summary('demo', failed)}", file=sys.stderr)
         return 1
     return 0
 
@@ -221,12 +223,21 @@ def _print_plan(planned) -> None:
 
 def cmd_backfill(args) -> int:
     from llm_assets.definitions import build_defs
-    from llm_assets.freshness import launch_stale_backfill
+    from llm_assets.freshness import launch_stale_backfill, stale_backfill, wait_backfill
     from llm_assets.instance import get_instance
     from llm_assets.stale import stale_partitions
 
-    _ensure_store()
     instance = get_instance()
+    if args.status is not None:
+        backfill = stale_backfill(instance, args.status or None)
+        if backfill is None:
+            print(f"no backfill {args.status}" if args.status else "no stale backfill yet", file=sys.stderr)
+            return 1
+        return _report_backfill(instance, backfill)
+    if not args.stale:
+        print("backfill needs --stale (launch) or --status [ID] (how one went)", file=sys.stderr)
+        return 2
+    _ensure_store()
     planned = stale_partitions(instance, Lake(environment.store_config(args.settings.store)), args.settings)
     if not planned:
         print("nothing is stale; nothing to do")
@@ -236,8 +247,38 @@ def cmd_backfill(args) -> int:
         print(f"{len(planned)} stale partitions would be ONE backfill (dry run: nothing launched)")
         return 0
     backfill_id = launch_stale_backfill(instance, planned, build_defs(args.settings).resolve_asset_graph())
+    assert backfill_id is not None
     print(f"backfill {backfill_id}: {len(planned)} partitions "
-          f"({', '.join(sorted({p.asset for p in planned}))}); the daemon runs it (`make ui`, Backfills page)")
+          f"({', '.join(sorted({p.asset for p in planned}))}); the daemon runs it (`make ui`, Backfills page)"
+          + ("" if args.wait else f"; `llm-assets backfill --status {backfill_id}` says how it went"), flush=True)
+    if not args.wait:
+        return 0
+    return _report_backfill(instance, wait_backfill(instance, backfill_id))
+
+
+def _report_backfill(instance, backfill) -> int:
+    """Each failed run of the backfill with its first error, then one line: exit 1 when it did not succeed."""
+    import dagster as dg
+
+    from llm_assets import failures
+    from llm_assets.freshness import RUNNING
+
+    failed = failures.failed_runs_of_backfill(instance, backfill.backfill_id)
+    for f in failed:
+        failures.report(f)
+    runs = instance.get_runs_count(dg.RunsFilter.for_backfill(backfill.backfill_id))
+    status = backfill.status.value.lower()
+    if backfill.status in RUNNING:
+        print(f"backfill {backfill.backfill_id}: {status} (still running): {runs} runs so far, {len(failed)} failed")
+        return 0
+    if failed:
+        print(f"\n{failures.summary(f'backfill {backfill.backfill_id}', failed)}", file=sys.stderr)
+        return 1
+    if backfill.status.value != "COMPLETED_SUCCESS":
+        print(f"backfill {backfill.backfill_id} ended {status}"
+              + (f": {backfill.error.message.strip()}" if backfill.error else ""), file=sys.stderr)
+        return 1
+    print(f"backfill {backfill.backfill_id}: completed, {runs} runs succeeded")
     return 0
 
 
@@ -504,9 +545,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help='{"partitions": [{"asset", "partition", "cause"}, ...]}')
     p.set_defaults(fn=cmd_stale)
 
-    p = sub.add_parser("backfill", help="launch ONE Dagster backfill of exactly the stale partitions")
-    p.add_argument("--stale", action="store_true", required=True, help="the partitions `stale` lists")
+    p = sub.add_parser("backfill", help="launch ONE Dagster backfill of exactly the stale partitions; say how one went")
+    p.add_argument("--stale", action="store_true", help="launch a backfill of the partitions `stale` lists")
     p.add_argument("--dry-run", action="store_true", help="list the partitions with their causes; launch nothing")
+    p.add_argument("--wait", action="store_true",
+                   help="wait until the daemon has run it; print each failed run with its first error; exit 1 if "
+                        "any failed")
+    p.add_argument("--status", nargs="?", const="", metavar="ID",
+                   help="how a backfill went (default: the latest stale backfill): each failed run with its first "
+                        "error; exit 1 if any failed")
     p.set_defaults(fn=cmd_backfill)
 
     p = sub.add_parser("show", help="rows of one asset's partition(s), like head; `show release` decodes sequences; "

@@ -6,10 +6,7 @@ import datetime as dt
 import io
 import json
 import random
-import re
-import sys
 import warnings
-from collections import Counter
 from pathlib import Path
 
 import dagster as dg
@@ -24,6 +21,7 @@ from llm_assets.core.tokenize import train_bytelevel_bpe
 from llm_assets.crawl_stats.spec import SPEC as CRAWL_STATS
 from llm_assets.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
 from llm_assets.dedup.spec import CLUSTERS_SPEC
+from llm_assets.failures import FailedRun, first_error, report
 from llm_assets.enriched.spec import SPEC as ENRICHED
 from llm_assets.image_text_pairs.spec import SPEC as IMAGE_TEXT_PAIRS
 from llm_assets.partitions import crawl_shard_key
@@ -133,53 +131,26 @@ def evaluate_sensor(instance, defs) -> list:
             if not instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: r.run_key}), limit=1)]
 
 
-def _run(job, partition_key, instance, tags=None):
+def _run(job, partition_key, instance, failed: list[FailedRun], tags=None):
+    """Run `job` for one partition in this process; a failure is said at once and added to `failed`."""
     result = job.execute_in_process(partition_key=partition_key, instance=instance, tags=tags,
                                     raise_on_error=False, run_config=QUIET)
     if not result.success:
-        name = f"{job.name} {partition_key}" if partition_key else job.name
-        print(f"  FAILED {name}: {first_error(result)}\n"
-              f"    run {result.run_id}: its steps' errors and logs in the UI (`make ui`, then Runs)",
-              file=sys.stderr, flush=True)
+        failure = FailedRun(job.name, str(partition_key) if partition_key else None, result.run_id,
+                            first_error(result.all_events))
+        report(failure)
+        failed.append(failure)
     return result
 
 
-def first_error(result) -> str:
-    """The first error of a failed run, one line: the user code's exception, not Dagster's wrapper around it."""
-    for event in result.all_events:
-        error = getattr(event.event_specific_data, "error", None) if event.is_failure else None
-        if error is None:
-            continue
-        while error.cause is not None and error.cls_name in _DAGSTER_WRAPPERS:
-            error = error.cause
-        text = error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name
-        text = re.sub(rf"^[\w.]*\.{re.escape(error.cls_name)}:", f"{error.cls_name}:", text)  # no module path
-        where = f"{event.step_key}: " if event.step_key else ""
-        return where + (text if len(text) <= 400 else text[:400] + "…")
-    return "the run failed without an error (see its event log)"
-
-
-_DAGSTER_WRAPPERS = {"DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError",
-                     "DagsterResourceFunctionError", "DagsterExecutionInterruptedError"}
-
-
-def summary_of_failures(failed: list[str]) -> str:
-    """One line for the end of a demo whose runs failed: how many, of which jobs."""
-    jobs = Counter(name.split()[0] for name in failed)
-    return (f"demo failed: {len(failed)} run{'s' if len(failed) != 1 else ''} failed "
-            f"({', '.join(f'{job} ×{n}' for job, n in jobs.items())}); each is marked FAILED above with its first "
-            "error and run id")
-
-
-def run_requested(instance, defs, requests) -> list[str]:
+def run_requested(instance, defs, requests) -> list[FailedRun]:
     """Execute each requested partition through lake_job in this process, tagged as the sensor's run."""
     job = defs.resolve_job_def("lake_job")
-    failed = []
+    failed: list[FailedRun] = []
     for i, request in enumerate(requests, 1):
         print(f"[{i}/{len(requests)}] lake_job {request.partition_key}", flush=True)
         tags = {**request.tags, RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: "raw_drop_sensor"}
-        if not _run(job, request.partition_key, instance, tags).success:
-            failed.append(f"lake_job {request.partition_key}")
+        _run(job, request.partition_key, instance, failed, tags)
     return failed
 
 
@@ -190,16 +161,15 @@ def _metadata(result, asset: str) -> dict:
     return {}
 
 
-def run_crawl_level(instance, defs, crawls: list[str]) -> list[str]:
+def run_crawl_level(instance, defs, crawls: list[str]) -> list[FailedRun]:
     """Materialize each crawl's crawl-level assets (duplicate clusters over every shard, crawl stats) and print
     the filter funnel chart and what deduplication removed, as the UI shows them."""
     job = defs.resolve_job_def("crawl_job")
-    failed = []
+    failed: list[FailedRun] = []
     for crawl in crawls:
         print(f"crawl_job {crawl}", flush=True)
-        result = _run(job, crawl, instance)
+        result = _run(job, crawl, instance, failed)
         if not result.success:
-            failed.append(f"crawl_job {crawl}")
             continue
         stats, dedup = _metadata(result, CRAWL_STATS.name), _metadata(result, CLUSTERS_SPEC.name)
         print(f"\ncrawl_stats {crawl}: the filter funnel (the UI shows it as a chart)")
@@ -218,28 +188,31 @@ def job_assets(defs, job_name: str) -> set[str]:
     return {key.path[-1] for key in job.selection.resolve(defs.resolve_asset_graph())}
 
 
-def stale_keys(instance, lake, settings: Settings, defs, job_name: str) -> list:
-    """The partitions of `job_name`'s assets the stale planner lists, as partition keys."""
+def stale_keys(instance, lake, settings: Settings, defs, job_name: str, failed: list[FailedRun]) -> list:
+    """The partitions of `job_name`'s assets the stale planner lists, as partition keys, but those whose run (or
+    whose crawl's run) failed earlier in this demo: the planner lists a failed partition to retry it, and a demo
+    does not retry its own failures (each is said once, when it happens)."""
     assets = job_assets(defs, job_name)
-    parts = sorted({p.partition for p in stale_partitions(instance, lake, settings) if p.asset in assets})
+    gave_up = {f.partition for f in failed if f.partition}
+    parts = sorted({p.partition for p in stale_partitions(instance, lake, settings) if p.asset in assets
+                    and p.partition not in gave_up and p.partition.split("|")[0] not in gave_up})
     return [crawl_shard_key(*p.split("|")) if "|" in p else p for p in parts]
 
 
-def run_partitions(instance, defs, job_name: str, keys: list, note: str = "") -> list[str]:
-    """Run `job_name` for each partition key in this process; -> the keys that failed."""
+def run_partitions(instance, defs, job_name: str, keys: list, note: str = "") -> list[FailedRun]:
+    """Run `job_name` for each partition key in this process; -> the runs that failed."""
     job = defs.resolve_job_def(job_name)
-    failed = []
+    failed: list[FailedRun] = []
     for i, key in enumerate(keys, 1):
         print(f"[{i}/{len(keys)}] {job_name} {key}{note}", flush=True)
-        if not _run(job, key, instance).success:
-            failed.append(f"{job_name} {key}")
+        _run(job, key, instance, failed)
     return failed
 
 
-def run_stale_lake(instance, defs, lake, settings: Settings) -> list[str]:
+def run_stale_lake(instance, defs, lake, settings: Settings, failed: list[FailedRun]) -> list[FailedRun]:
     """lake_job for the partitions still stale after the sensor's runs (code or settings changed since the last
     build), so that the demo always ends with nothing stale."""
-    return run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job"),
+    return run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job", failed),
                           " (stale)")
 
 
@@ -252,25 +225,30 @@ def drop_eval_sets(lake, settings: Settings) -> list[str]:
     return [key]
 
 
-def run_curated(instance, defs, lake, settings: Settings) -> list[str]:
-    """curated_job (deduplicated → tokenized), then enrich_job, for the partitions the stale planner lists."""
-    failed = run_partitions(instance, defs, "curated_job", stale_keys(instance, lake, settings, defs, "curated_job"))
-    return failed + run_partitions(instance, defs, "enrich_job", stale_keys(instance, lake, settings, defs,
-                                                                             "enrich_job"))
+def run_curated(instance, defs, lake, settings: Settings, failed: list[FailedRun]) -> list[FailedRun]:
+    """curated_job (deduplicated → tokenized), then enrich_job, for the partitions the stale planner lists (but
+    those that failed earlier in the demo)."""
+    curated = run_partitions(instance, defs, "curated_job",
+                             stale_keys(instance, lake, settings, defs, "curated_job", failed))
+    return curated + run_partitions(instance, defs, "enrich_job",
+                                    stale_keys(instance, lake, settings, defs, "enrich_job", failed + curated))
 
 
-def run_curation(instance, defs) -> list[str]:
+def run_curation(instance, defs) -> list[FailedRun]:
     """The takedown requests and the eval index in force, as assets (the filtered runs read the same lists)."""
     print("curation_job", flush=True)
-    return [] if _run(defs.resolve_job_def("curation_job"), None, instance).success else ["curation_job"]
+    failed: list[FailedRun] = []
+    _run(defs.resolve_job_def("curation_job"), None, instance, failed)
+    return failed
 
 
-def run_release(instance, defs) -> list[str]:
+def run_release(instance, defs) -> list[FailedRun]:
     """Write the settings' training release from every tokenized partition and print what it holds."""
     print("release_job", flush=True)
-    result = _run(defs.resolve_job_def("release_job"), None, instance)
+    failed: list[FailedRun] = []
+    result = _run(defs.resolve_job_def("release_job"), None, instance, failed)
     if not result.success:
-        return ["release_job"]
+        return failed
     m = _metadata(result, RELEASE.name)
     print(f"\nrelease {m['release']}: {m['documents']:,} documents, {m['tokens']:,} tokens → {m['sequences']:,} "
           f"sequences of {m['context']:,} (padding {m['padding_pct']:.2f}%, truncated {m['truncated_pct']:.2f}%)"
@@ -279,7 +257,7 @@ def run_release(instance, defs) -> list[str]:
     return []
 
 
-def takedown_step(instance, defs, lake, settings: Settings) -> list[str]:
+def takedown_step(instance, defs, lake, settings: Settings) -> list[FailedRun]:
     """The takedown demo: a request for one released document's URL, the plan (exactly the partitions that hold
     it, and the release), the rebuild, and where the request stands: removed, in a new release, the old one
     superseded."""
@@ -294,8 +272,7 @@ def takedown_step(instance, defs, lake, settings: Settings) -> list[str]:
     manifests = [m for c in crawls for m in committed(lake, DEDUPLICATED_SPEC.name, c, settings.shard_keys()).values()
                  if m.rows]
     if old is None or not manifests:
-        print("no release yet: run `make demo` first", file=sys.stderr)
-        return ["takedown"]
+        raise LookupError("no release yet: run `make demo` first")
     url = LakeInput(lake, DEDUPLICATED_SPEC.name, manifests[:1]).scan().select("url").head(1).collect()["url"][0]
     request = TakedownRequest(url=url, reason="demo: a site owner's request", requested_by="demo",
                               date=dt.date.today())
@@ -304,10 +281,11 @@ def takedown_step(instance, defs, lake, settings: Settings) -> list[str]:
     planned = stale_partitions(instance, lake, settings)
     for p in planned:
         print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
-    failed += run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job"))
+    failed += run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job",
+                                                                    failed))
     failed += run_crawl_level(instance, defs, sorted({p.partition.split("|")[0] for p in planned
                                                       if p.asset == CLUSTERS_SPEC.name}))
-    failed += run_curated(instance, defs, lake, settings)
+    failed += run_curated(instance, defs, lake, settings, failed)
     failed += run_release(instance, defs)
     print()
     print(takedown.format_status([s for s in takedown.status(lake, settings, crawls) if s.target == request.target]))

@@ -47,6 +47,30 @@ def launch_stale_backfill(instance: dg.DagsterInstance, planned: list[Planned], 
     return backfill.backfill_id
 
 
+RUNNING = {BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING}
+
+
+def stale_backfill(instance: dg.DagsterInstance, backfill_id: str | None = None) -> PartitionBackfill | None:
+    """The backfill of this id, or the latest stale backfill (from the CLI or the sensor)."""
+    if backfill_id:
+        return instance.get_backfill(backfill_id)
+    return next((b for b in instance.get_backfills(limit=50) if STALE_TAG in b.tags), None)
+
+
+def wait_backfill(instance: dg.DagsterInstance, backfill_id: str, poll_s: float = 2.0) -> PartitionBackfill:
+    """The backfill once it has ended. The daemon runs it, this only watches: without a daemon running backfills
+    it would never end, so that is an error rather than a wait for ever."""
+    while (backfill := instance.get_backfill(backfill_id)) is not None and backfill.status in RUNNING:
+        if not instance.get_daemon_statuses(["BACKFILL"])["BACKFILL"].healthy:
+            raise RuntimeError(f"backfill {backfill_id} is {backfill.status.value.lower()} and no dagster-daemon "
+                               "runs backfills for this instance: `make ui` starts one; then `llm-assets backfill "
+                               f"--status {backfill_id}` says how it went")
+        time.sleep(poll_s)
+    if backfill is None:
+        raise LookupError(f"no backfill {backfill_id} in this Dagster instance")
+    return backfill
+
+
 def _stale_backfills_in_progress(instance: dg.DagsterInstance) -> list[PartitionBackfill]:
     return [b for b in instance.get_backfills(status=BulkActionStatus.REQUESTED, limit=50) if STALE_TAG in b.tags]
 

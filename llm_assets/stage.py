@@ -15,7 +15,8 @@ import dagster as dg
 
 from llm_assets.core.gates import GateResult
 from llm_assets.core.lake import Lake
-from llm_assets.core.partition import PartitionOutput, data_version, reusable_units
+from llm_assets.core.inventory import shards_with_files
+from llm_assets.core.partition import LakeInput, MissingPartition, PartitionOutput, data_version, read_manifest, reusable_units
 from llm_assets.core.units import Progress, RunnerSettings, UnitResult, WorkUnit, run_units
 from llm_assets.metadata import partition_funnel, partition_funnel_chart, units_table
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
@@ -74,6 +75,39 @@ def crawl_asset(spec: StageSpec, settings: Settings, group_name: str, kinds: set
            for name in spec.inputs}
     return dg.asset(name=spec.name, partitions_def=crawl_partitions, ins=ins, io_manager_key="lake_io_manager",
                     group_name=group_name, kinds=kinds, code_version=spec.version(settings))
+
+
+def require_every_shard(spec: StageSpec, crawl: str, settings: Settings, read: LakeInput) -> None:
+    """A crawl-level stage is built over every shard of its crawl, or not at all: a shard that has raw files but
+    no committed partition of the input `read` (its run failed, or never ran) fails the stage before anything is
+    committed, naming those shards. A shard without raw files has nothing to build (one the sensor built empty is
+    committed, so present), and one a quality gate holds back, on this input or upstream, keeps what downstream
+    was built from: neither is missing."""
+    present = {m.shard for m in read.manifests}
+    missing = [s for s in sorted(shards_with_files(read.lake, crawl, settings.shards) - present)
+               if not _held_back(read.lake, read.asset, crawl, s)]
+    if missing:
+        raise MissingPartition(
+            f"{spec.name} {crawl}: {read.asset} has no committed partition for shard{'s' * (len(missing) > 1)} "
+            f"{', '.join(missing)} of crawl {crawl}, which {'have' if len(missing) > 1 else 'has'} raw files; "
+            f"{spec.name} reads every shard, so nothing is committed until each is built (`llm-assets stale` lists "
+            "them, `llm-assets backfill --stale` builds them)")
+
+
+def _held_back(lake: Lake, asset: str, crawl: str, shard: str) -> bool:
+    from llm_assets.pipeline import SPECS  # the registry holds this module's stages' specs
+
+    specs = {s.name: s for s in SPECS}
+    chain, seen = [asset], set()
+    while chain:
+        name = chain.pop()
+        if name in seen or specs[name].level != "shard":
+            continue
+        seen.add(name)
+        if (m := read_manifest(lake, name, crawl, shard)) is not None and m.held_back:
+            return True
+        chain += specs[name].inputs
+    return False
 
 
 def partition_of(context: dg.AssetExecutionContext) -> tuple[str, str]:

@@ -447,3 +447,43 @@ def committed_removals(lake, crawl: str) -> pl.DataFrame:
     from llm_assets.core.partition import read_manifest
 
     return lake.scan(read_manifest(lake, "duplicate_clusters", crawl, "all").parts).collect()
+
+
+def test_a_crawl_level_stage_over_a_shard_never_built_fails_and_commits_nothing(store_env, dedup_defs, object_store,
+                                                                                 instance, crawl):
+    """Raw files in shards 0000 and 0001, only 0000 built (0001's run failed or never ran): crawl_job fails naming
+    the missing shard of the input each crawl-level stage reads, and commits neither. Shards 0002 and 0003 have no
+    raw file: nothing to build, not missing. Once 0001 is built, crawl_job succeeds over both."""
+    import gzip
+
+    from llm_assets.core.lake import manifest_key
+    from llm_assets.partitions import crawl_shard_key
+
+    lake = object_store.lake()
+    with gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt") as f:
+        docs = f.readlines()
+    for shard, half in (("0000", docs[::2]), ("0001", docs[1::2])):
+        stem = next(n for i in range(10_000) if _shard(crawl, (n := f"ccnet-{i}.jsonl")) == shard)
+        lake.put_bytes(f"raw/{crawl}/{stem}", "".join(half).encode())
+    instance.add_dynamic_partitions("crawl", [crawl])
+    run(dedup_defs, "lake_job", crawl_shard_key(crawl, "0000"), instance)
+
+    result = dedup_defs.resolve_job_def("crawl_job").execute_in_process(partition_key=crawl, instance=instance,
+                                                                      raise_on_error=False)
+    assert not result.success
+    errors = {e.step_key: str(e.step_failure_data.error) for e in result.all_events if e.is_step_failure}
+    for asset, read in (("duplicate_clusters", "signatures"), ("crawl_stats", "filtered")):
+        assert (f"{asset} {crawl}: {read} has no committed partition for shard 0001 of crawl {crawl}, which has raw "
+                "files") in errors[asset], errors
+        assert not lake.exists(manifest_key(asset, crawl, "all"))
+
+    run(dedup_defs, "lake_job", crawl_shard_key(crawl, "0001"), instance)
+    built = run(dedup_defs, "crawl_job", crawl, instance)
+    assert built["duplicate_clusters"]["shards"] == 2 and built["crawl_stats"]["shards"] == 2
+
+
+def _shard(crawl: str, name: str) -> str:
+    from llm_assets.core.inventory import shard_of
+    from llm_assets.settings import load_settings
+
+    return shard_of(f"raw/{crawl}/{name}", load_settings().shards)

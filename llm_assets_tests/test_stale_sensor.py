@@ -8,6 +8,7 @@ Nothing here asserts a duration: every wait polls a condition until a generous d
 """
 
 import json
+import re
 import socket
 import uuid
 
@@ -107,7 +108,15 @@ def fail_lake_run(deployment: Deployment, broken: Settings) -> str:
     return result.run_id
 
 
-def test_the_stale_sensor_turned_on_runs_its_backfill_and_failed_partitions_are_rebuilt(setup, capsys):
+def restart_code_server(deployment: Deployment, **env: str) -> None:
+    """The code server again, on the same port, with `env` for it and the runs it launches."""
+    deployment.code_server.terminate()
+    deployment.code_server.wait(timeout=60)
+    deployment.env.update(env)
+    deployment.start_code_server()
+
+
+def test_the_stale_sensor_turned_on_runs_its_backfill_and_failed_partitions_are_rebuilt(setup, capsys, tmp_path):
     deployment, lake, settings, broken = setup
     partition = f"{CRAWL}|0000"
 
@@ -155,3 +164,23 @@ def test_the_stale_sensor_turned_on_runs_its_backfill_and_failed_partitions_are_
     status = deployment.instance.get_status_by_partition(
         dg.AssetKey("raw_files"), [partition], build_defs(settings).resolve_assets_def("raw_files").partitions_def)
     assert status == {partition: dg.AssetPartitionStatus.MATERIALIZED}
+
+    # A backfill whose runs fail says so: with the code server's runs unable to reach their runner, `backfill
+    # --stale --wait` waits for the daemon to run it, prints each failed run with its first error and where to read
+    # more, and exits 1 with one line; `backfill --status` says the same afterwards.
+    deployment.stop_sensor("stale_sensor")
+    fail_lake_run(deployment, broken)
+    restart_code_server(deployment, LLM_ASSETS_SETTINGS=str(tmp_path / "unreachable-runner.yaml"))
+    capsys.readouterr()
+    assert cli.main(["backfill", "--stale", "--wait"]) == 1
+    out, err = capsys.readouterr()
+    backfill_id = re.match(r"backfill (\S+): \d+ partitions", out).group(1)
+    failed = re.findall(rf"^  FAILED \S+ {re.escape(partition)}: raw_files: ClusterUnavailable: cannot reach the Dask "
+                        r"scheduler at tcp://127\.0\.0\.1:\d+.*\n    run ([0-9a-f-]{36}): its steps' errors and logs in "
+                        r"the UI", err, re.MULTILINE)
+    runs = deployment.instance.get_runs(dg.RunsFilter.for_backfill(backfill_id))
+    assert failed and set(failed) == {r.run_id for r in runs if r.status == dg.DagsterRunStatus.FAILURE}, err
+    assert re.fullmatch(rf"backfill {backfill_id} failed: {len(failed)} runs? failed \(.+\); each is marked FAILED "
+                        "above with its first error and run id", err.strip().splitlines()[-1]), err
+    assert cli.main(["backfill", "--status"]) == 1
+    assert capsys.readouterr().err == err

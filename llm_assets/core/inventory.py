@@ -83,6 +83,12 @@ def partition_listing(lake: Lake, crawl: str, shard: str, shards: int) -> tuple[
     return sorted(files, key=lambda o: o.key), sorted(rejected, key=lambda r: r.obj.key)
 
 
+def shards_with_files(lake: Lake, crawl: str, shards: int) -> set[str]:
+    """The shards of `crawl` that some ingestible raw file hashes to: those a crawl-level stage needs built."""
+    return {shard_of(obj.key, shards) for obj in lake.list(f"raw/{crawl}/")
+            if not is_folder_marker(obj) and rejection(obj) is None}
+
+
 def partition_files(lake: Lake, crawl: str, shard: str, shards: int) -> list[ObjectInfo]:
     """The raw files of one (crawl, shard) partition, in key order."""
     return partition_listing(lake, crawl, shard, shards)[0]

@@ -6,7 +6,7 @@ from llm_assets.crawl_stats.spec import SPEC, stats_version
 from llm_assets import charts
 from llm_assets.metadata import table
 from llm_assets.settings import Settings
-from llm_assets.stage import crawl_asset
+from llm_assets.stage import crawl_asset, require_every_shard
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -16,14 +16,15 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
 
     @crawl_asset(SPEC, settings, group_name="reports", kinds={"duckdb", "parquet"})
     def crawl_stats(context: dg.AssetExecutionContext, filtered: LakeInput):
-        """Per crawl, over every committed shard of `filtered`: the filter funnel (documents in, dropped by each
-        block and reason in chain order, out), the language mix of kept and dropped documents, and the length
-        distribution of kept documents in words. Each filtered part is counted by a work unit and the exact counts
-        are summed, so memory does not grow with the crawl. Tables and bar charts in the metadata; the numbers are
-        stored as one long table.
+        """Per crawl, over every shard of `filtered` (one with raw files that was never committed fails it: no
+        stats of part of a crawl): the filter funnel (documents in, dropped by each block and reason in chain order,
+        out), the language mix of kept and dropped documents, and the length distribution of kept documents in
+        words. Each filtered part is counted by a work unit and the exact counts are summed, so memory does not grow
+        with the crawl. Tables and bar charts in the metadata; the numbers are stored as one long table.
         """
         from llm_assets.runners import runner_for  # when it runs, as run_stage does: a cluster client is heavy
 
+        require_every_shard(SPEC, context.partition_key, settings, filtered)
         manifests = filtered.manifests
         # one work unit per filtered part, on the configured runner; their exact counts are summed
         stats = compute_crawl_stats(filtered.lake.config, manifests, chain, runner_for(settings.runner))

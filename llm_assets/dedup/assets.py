@@ -13,7 +13,7 @@ from llm_assets.dedup.spec import (CLUSTERS_SPEC, DEDUPLICATED_SPEC, SIGNATURES_
 from llm_assets import charts
 from llm_assets.metadata import table
 from llm_assets.settings import Settings
-from llm_assets.stage import BY_CRAWL, crawl_asset, partition_of, run_stage, stage_asset
+from llm_assets.stage import BY_CRAWL, crawl_asset, partition_of, require_every_shard, run_stage, stage_asset
 from resources import ObjectStore
 
 
@@ -42,8 +42,9 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
 
     @crawl_asset(CLUSTERS_SPEC, settings, group_name="dedup", kinds={"polars", "parquet"})
     def duplicate_clusters(context: dg.AssetExecutionContext, store: ObjectStore, signatures: LakeInput):
-        """Per crawl, over every shard's stored signatures: documents joined by the same normalized text, the same
-        URL (optional) or a shared LSH band whose signatures estimate a Jaccard similarity of at least
+        """Per crawl, over every shard's stored signatures (a shard with raw files and no committed signatures
+        fails it: no clusters of part of a crawl): documents joined by the same normalized text, the same URL
+        (optional) or a shared LSH band whose signatures estimate a Jaccard similarity of at least
         `jaccard_threshold`, grouped into connected components. Each cluster keeps one document (setting `keep`:
         earliest fetch, longest text or first doc_id); the rest are listed here with their reason (`exact`, `url`,
         `near`) and the document they duplicate. With `cross_crawl`, the crawl is also compared with the signatures
@@ -56,6 +57,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         """
         start = time.perf_counter()
         crawl = context.partition_key
+        require_every_shard(CLUSTERS_SPEC, crawl, settings, signatures)
         lake = store.lake()
         own = {m.shard: m for m in signatures.manifests}
         # the earlier crawls' signatures are read as they are committed: no partition mapping says "every crawl
