@@ -83,7 +83,7 @@ def require_every_shard(spec: StageSpec, crawl: str, settings: Settings, read: L
     committed, naming those shards. A shard without raw files has nothing to build (one the sensor built empty is
     committed, so present), and one a quality gate holds back, on this input or upstream, keeps what downstream
     was built from: neither is missing."""
-    present = {m.shard for m in read.manifests}
+    present = {m.shard for m in read.manifests if m.crawl == crawl}
     missing = [s for s in sorted(shards_with_files(read.lake, crawl, settings.shards) - present)
                if not _held_back(read.lake, read.asset, crawl, s)]
     if missing:

@@ -362,3 +362,31 @@ def test_a_release_written_as_shards_reads_back_identical_to_the_single_file_rel
     last = prov["many"].filter(pl.col("position") >= shards[-1].first)["doc_id"][0]  # in the last shard only
     settings = load_settings().model_copy(update={"release": ReleaseSettings(name="many")})
     assert trace(lake, settings, [crawl], last).releases == [many["version"]]
+
+
+def test_a_release_over_a_crawl_with_a_shard_never_built_fails_and_writes_nothing(curated, object_store, instance,
+                                                                                  crawl):
+    """A file dropped into a shard of the crawl that was never built (shard 0002 has raw files, no tokenized
+    partition): the release fails naming that shard, and no new version is written or pointed to."""
+    from llm_assets_tests.conftest import built
+    from llm_assets_tests.test_dedup import name_in_shard
+    from resources import LakeIOManager
+
+    lake = object_store.lake()
+    name = "never-built"
+    before = latest_release(lake, name)
+    key = f"raw/{crawl}/{name_in_shard(crawl, '0002', 'late')}"
+    lake.put_file(key, shared("warc", "dolma__sample-0000.warc.gz"))
+    try:
+        *upstream, release = built("raw_files", "documents", "filtered", "signatures", "duplicate_clusters",
+                                   "deduplicated", "tokenized", "release",
+                                   settings=load_settings().model_copy(update={"release": ReleaseSettings(name=name)}))
+        result = dg.materialize([*upstream, release], selection=[release], instance=instance, raise_on_error=False,
+                                resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)})
+        assert not result.success
+        (failure,) = [e for e in result.all_events if e.is_step_failure]
+        assert (f"release {crawl}: tokenized has no committed partition for shard 0002 of crawl {crawl}, which has "
+                "raw files") in str(failure.step_failure_data.error)
+        assert latest_release(lake, name) == before is None
+    finally:
+        lake.delete([key])

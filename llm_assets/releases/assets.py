@@ -13,6 +13,7 @@ from llm_assets.core.units import peak_rss_bytes
 from llm_assets.pipeline import code_versions
 from llm_assets.releases.spec import SPEC
 from llm_assets.settings import Settings
+from llm_assets.stage import require_every_shard
 from resources import ObjectStore
 from resources.io_manager import ALLOW_MISSING_PARTITIONS
 
@@ -97,9 +98,11 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         documents, or concatenate-and-chunk), shuffled globally by a keyed Feistel permutation of the seed, written as
         a Megatron-LM indexed dataset (`data.bin` + `data.idx`; a release of more than `sequences_per_shard`
         sequences as shards, each a consecutive range of the training order written by a work unit on the runner)
-        with `provenance.parquet` (the documents of every sequence), `tokenizer.json`, the curated text as Parquet, `manifest.json` (crawls, partitions and their data
-        versions, code versions, config, tokenizer hash, counts) and a dataset card. The version hashes all of that
-        input, so the same input is never written twice and another config is another version.
+        with `provenance.parquet` (the documents of every sequence), `tokenizer.json`, the curated text as Parquet,
+        `manifest.json` (crawls, partitions and their data versions, code versions, config, tokenizer hash, counts)
+        and a dataset card. The version hashes all of that input, so the same input is never written twice and
+        another config is another version. A crawl with a shard that has raw files but no committed tokenized
+        partition fails it: no release of part of a crawl.
         """
         lake = store.lake()
         crawls = list(settings.release.crawls) or sorted(context.instance.get_dynamic_partitions("crawl"))
@@ -107,6 +110,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                                                     key=lambda m: (crawls.index(m.crawl), m.shard))]
         if not partitions:
             raise dg.Failure(f"no committed tokenized partition for crawls {crawls}: run curated_job first")
+        for crawl in crawls:
+            require_every_shard(SPEC, crawl, settings, tokenized)
         previous_prefix = latest_release(lake, settings.release.name)
         previous = lake.get_json(previous_prefix + "manifest.json") if previous_prefix else None
         tok_settings, tok_hash = resolve_tokenizer(settings.tokenized, lake)
