@@ -9,15 +9,17 @@ from resources import ObjectStore
 
 @dg.op
 def vacuum_lake(context: dg.OpExecutionContext, store: ObjectStore) -> dg.Output[int]:
-    """Delete parts superseded by a commit longer ago than the retention, and parts of killed runs older than it.
-    Live parts, and superseded parts a reader of an older manifest may still be reading, stay."""
+    """Delete parts superseded by a commit longer ago than the retention, parts of killed runs older than it, and
+    what release builds that failed left. Live parts, superseded parts a reader of an older manifest may still be
+    reading, and every file of a committed release stay."""
     retention_s = store.config().retention_s
     deleted = vacuum(store.lake(), retention_s)
     context.log.info(f"vacuum: deleted {len(deleted)} objects older than {retention_s / 3600:g} h")
     return dg.Output(len(deleted), metadata={"deleted": len(deleted), "retention_hours": retention_s / 3600})
 
 
-@dg.job(description="Garbage-collect the lake: superseded and orphaned parts past the retention.")
+@dg.job(description="Garbage-collect the lake: superseded and orphaned parts, and failed release builds, past the "
+                    "retention.")
 def vacuum_job():
     vacuum_lake()
 

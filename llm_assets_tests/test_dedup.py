@@ -2,6 +2,7 @@
 deterministic keep rule, and the three assets on a real object store (incremental when one shard changes)."""
 
 import random
+import time
 
 import dagster as dg
 import numpy as np
@@ -441,6 +442,20 @@ def test_a_source_without_urls_has_its_near_duplicates_removed_as_near(store_env
                 instance)["duplicate_clusters"]
     assert again["buckets"] == 5 and again["units"]["edges"] == 5 and again["units"]["components"] == 3 + 2 + 1
     assert committed_removals(lake, crawl).equals(removed) and removed.height == clusters["duplicates_removed"]
+
+    # What the units worked from (bucket, edge, component and member parts of both runs) is in no manifest: it stays
+    # beside the commit for the retention, then the vacuum deletes it, and only it
+    from llm_assets.core.lake import partition_prefix
+    from llm_assets.core.partition import read_manifest, vacuum
+
+    partition = ("duplicate_clusters", crawl, "all")
+    live = read_manifest(lake, *partition).part_keys()
+    stored = {k for k in lake.keys(partition_prefix("lake", *partition)) if k.endswith(".parquet")}
+    assert live < stored and len(stored - live) >= sum(again["units"].values())
+    assert vacuum(lake, 3600, [partition]) == []
+    assert set(vacuum(lake, 3600, [partition], now=time.time() + 7200)) >= stored - live
+    assert {k for k in lake.keys(partition_prefix("lake", *partition)) if k.endswith(".parquet")} == live
+    assert committed_removals(lake, crawl).equals(removed)
 
 
 def committed_removals(lake, crawl: str) -> pl.DataFrame:

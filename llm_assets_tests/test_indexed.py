@@ -108,6 +108,23 @@ def test_add_many_and_document_boundaries(tmp_path):
     np.testing.assert_array_equal(ds[7], [1, 2, 3])
 
 
+def test_add_many_of_no_rows_adds_nothing(tmp_path):
+    """A shard or chunk with no sequences hands the writer a (0, context) array: nothing is added, no document."""
+    packed = np.arange(3 * 8, dtype=np.int64).reshape(3, 8)
+    with IndexedWriter(tmp_path / "ds", np.uint16) as w:
+        w.add_many(np.empty((0, 8), np.int64))
+        w.add_many(packed)
+        w.add_many(packed[:0], end_document=False)
+        w.add_many(packed[3:])
+    ds = IndexedDataset(tmp_path / "ds")
+    assert len(ds) == 3
+    np.testing.assert_array_equal(ds.document_indices, [0, 1, 2, 3])
+    np.testing.assert_array_equal(np.stack([ds[i] for i in range(3)]), packed)
+    with IndexedWriter(tmp_path / "none", np.uint16) as w:
+        w.add_many(np.empty((0, 8), np.int64))
+    assert len(IndexedDataset(tmp_path / "none")) == 0
+
+
 def test_empty_dataset(tmp_path):
     with IndexedWriter(tmp_path / "ds", np.uint16):
         pass

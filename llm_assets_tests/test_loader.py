@@ -37,8 +37,7 @@ def make_release(folder: Path, n: int = N, context: int = CONTEXT, shards: tuple
         for k, size in enumerate(shards):
             first, name = sum(shards[:k]), f"data-{k:05d}-of-{len(shards):05d}"
             with IndexedWriter(folder / name, np.uint16) as w:
-                if size:
-                    w.add_many(rows[first : first + size])
+                w.add_many(rows[first : first + size])
             manifest["shards"].append({"data": name, "provenance": f"{name}.parquet", "first": first,
                                        "sequences": size})
     (folder / "manifest.json").write_text(json.dumps(manifest))

@@ -5,6 +5,7 @@ parts on the test store; the shards are written in a process pool."""
 from __future__ import annotations
 
 import io
+import time
 
 import numpy as np
 import polars as pl
@@ -13,8 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from llm_assets.core.indexed import IndexedDataset
-from llm_assets.core.release import ReleaseSettings, build_release, provenance_keys, release_shards
-from llm_assets.core.units import InProcessRunner, PoolRunner
+from llm_assets.core.partition import vacuum
+from llm_assets.core.release import (ReleaseSettings, build_release, provenance_keys, release_prefix, release_shards,
+                                     write_shard)
+from llm_assets.core.units import InProcessRunner, PoolRunner, UnitFailed
 from llm_assets.loader import ReleaseLoader
 
 EOS, VOCAB, CONTEXT = 50256, 50257, 64
@@ -45,7 +48,7 @@ def tokenized_parts(lake, crawl: str) -> list[dict]:
 
 
 def build(lake, partitions, tmp_path, runner, **config):
-    settings = ReleaseSettings(name="shards", include_text=False, context=CONTEXT, seed=3, **config)
+    settings = ReleaseSettings(**{"name": "shards", "include_text": False, "context": CONTEXT, "seed": 3, **config})
     workdir = tmp_path / f"work-{settings.sequences_per_shard}-{settings.packing}"
     workdir.mkdir()
     (workdir / "tokenizer.json").write_text("{}")
@@ -107,3 +110,42 @@ def test_a_sharded_release_reads_back_identical_to_the_single_file_release(lake,
     assert all(lake.exists(sharded.prefix + name) for name in sharded.manifest["files"])
     assert {f"{s.data}.{ext}" for s in layout for ext in ("bin", "idx")} <= set(sharded.manifest["files"])
     assert not lake.keys(sharded.prefix + "_build/")
+
+
+class LostAfterOneShard(InProcessRunner):
+    """A runner whose worker is lost once the first shard is written: the build fails part-way."""
+
+    def run(self, fn, units, on_done=None):
+        if fn is not write_shard:
+            return super().run(fn, units, on_done)
+        super().run(fn, units[:1], on_done)
+        raise UnitFailed(units[1].source, "the worker was lost", infrastructure=True)
+
+
+def test_the_vacuum_deletes_what_a_failed_build_left_after_the_retention_never_a_committed_release(
+        lake, crawl, tmp_path):
+    partitions = tokenized_parts(lake, crawl)
+    name = crawl.lower()
+    (tmp_path / "failed").mkdir()
+    with pytest.raises(UnitFailed, match="the worker was lost"):
+        build(lake, partitions, tmp_path / "failed", LostAfterOneShard(), name=name, sequences_per_shard=13, seed=5)
+    [failed] = lake.folders(f"releases/{name}/")
+    left = lake.keys(release_prefix(name, failed))
+    assert any("/_build/" in k for k in left) and any("/data-00000-of-" in k for k in left)  # the first shard
+    assert not any(k.endswith("manifest.json") for k in left)
+
+    release = build(lake, partitions, tmp_path, InProcessRunner(), name=name, sequences_per_shard=13)
+    leftover = f"{release.prefix}_build/scatter-0.bin"  # as if deleting _build/ after the commit had failed
+    lake.put_bytes(leftover, b"\0" * 8)
+    committed = lake.keys(release.prefix) - {leftover}
+    assert {release.prefix + f for f in release.manifest["files"]} | {release.prefix + "manifest.json"} == committed
+
+    # within the retention a build may still be running: nothing goes
+    vacuum(lake, 3600)
+    assert lake.keys(release_prefix(name, failed)) == left and lake.exists(leftover)
+    # past it, the whole lake's vacuum (what `llm-assets vacuum` and vacuum_job run) deletes the failed build and
+    # the committed release's leftover, and nothing the manifest lists
+    deleted = vacuum(lake, 3600, now=time.time() + 7200)
+    assert left | {leftover} <= set(deleted)
+    assert not lake.keys(release_prefix(name, failed)) and lake.keys(release.prefix) == committed
+    assert len(sequences(lake, release, tmp_path)) == release.manifest["counts"]["sequences"]

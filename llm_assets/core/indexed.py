@@ -193,7 +193,8 @@ class IndexedWriter:
             self.end_document()
 
     def add_many(self, sequences, end_document: bool = True) -> None:
-        """Append each row of a 2-D array as a sequence (one write); with `end_document` each row is a document."""
+        """Append each row of a 2-D array as a sequence (one write); with `end_document` each row is a document.
+        An array of no rows adds nothing."""
         arr = np.asarray(sequences)
         if arr.ndim != 2:
             raise ValueError(f"add_many takes a 2-D array (rows, length), got shape {arr.shape}")
@@ -220,6 +221,8 @@ class IndexedWriter:
     def _write(self, arr: np.ndarray) -> None:
         if self._file is None:
             raise RuntimeError("IndexedWriter is written inside `with IndexedWriter(...) as w:`")
+        if not arr.size:  # memoryview refuses to cast a view with a zero in its shape, e.g. (0, context)
+            return
         # numpy's stubs give ndarray the buffer protocol only on Python 3.12+
         self._file.write(memoryview(arr).cast("B"))  # type: ignore[arg-type]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from llm_assets.core.lake import CommitConflict, Lake, ObjectInfo, manifest_key, partition_prefix, tombstone_key
+from llm_assets.core.release import vacuum_releases
 from llm_assets.core.units import UnitResult
 from llm_assets.core.versions import digest
 
@@ -174,7 +175,8 @@ def vacuum(lake: Lake, retention_s: float, partitions: list[tuple[str, str, str]
     """Delete what no committed manifest needs any more, once `retention_s` has passed: parts superseded by a
     commit (their tombstone older than the retention) and parts no commit ever listed (a killed run's), older
     than the retention. Live parts and parts of recent tombstones stay, so a reader holding an older manifest
-    finishes its read. `partitions`: (asset, crawl, shard) to vacuum; None: the whole lake. Returns deleted keys."""
+    finishes its read. `partitions`: (asset, crawl, shard) to vacuum; None: the whole lake, releases included
+    (`vacuum_releases`: what failed builds left). Returns deleted keys."""
     now = time.time() if now is None else now
     cutoff = now - retention_s
     groups: dict[tuple[str, str, str], dict[str, ObjectInfo]] = {}
@@ -199,6 +201,8 @@ def vacuum(lake: Lake, retention_s: float, partitions: list[tuple[str, str, str]
                   if _PART_FILE.search(k) and k not in protected and o.modified <= cutoff]
         lake.delete(doomed + expired)
         deleted += doomed + expired
+    if partitions is None:
+        deleted += vacuum_releases(lake, retention_s, now=now)
     return deleted
 
 

@@ -39,7 +39,7 @@ from pydantic import Field
 
 from llm_assets.core.config import Section
 from llm_assets.core.indexed import IndexedWriter
-from llm_assets.core.lake import Lake
+from llm_assets.core.lake import Lake, ObjectInfo
 from llm_assets.core.packing import (SEQ, PackingStats, Plan, bucket_by_length, gather_index, pack_bfd,
                                     pack_concat)
 from llm_assets.core.shuffle import FeistelPermutation
@@ -476,7 +476,37 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
     return Release(settings.name, version, prefix, manifest, card, files=sizes, units=scattered + written)
 
 
-BUILD = "_build/"  # in a release's folder while it is written: the units' pieces and the scatter files
+# In a release's folder while it is written: the units' pieces and the scatter files. A failed build leaves them
+# to `vacuum_releases`.
+BUILD = "_build/"
+
+
+def vacuum_releases(lake: Lake, retention_s: float, names: Sequence[str] | None = None,
+                    now: float | None = None) -> list[str]:
+    """Delete what release builds left behind, once `retention_s` has passed: a version folder without a manifest
+    (a build that failed before its commit) once nothing in it was written for the retention, so a build still
+    writing keeps every file, and the `_build/` folder of a committed version (its deletion after the commit
+    failed). Nothing else of a committed version is touched. `names`: the releases to vacuum; None: every one.
+    Returns the deleted keys."""
+    cutoff = (time.time() if now is None else now) - retention_s
+    deleted: list[str] = []
+    for name in lake.folders(f"{RELEASES}/") if names is None else names:
+        versions: dict[str, list[ObjectInfo]] = {}
+        for obj in lake.list(f"{RELEASES}/{name}/"):
+            version, folder, _ = obj.key.removeprefix(f"{RELEASES}/{name}/").partition("/")
+            if folder:  # not latest.json
+                versions.setdefault(version, []).append(obj)
+        for version, objects in sorted(versions.items()):
+            prefix = release_prefix(name, version)
+            committed = any(o.key == prefix + "manifest.json" for o in objects)
+            left = [o for o in objects if o.key.startswith(prefix + BUILD)] if committed else objects
+            if not left or max(o.modified for o in left) > cutoff:
+                continue
+            if not committed and lake.exists(prefix + "manifest.json"):
+                continue  # committed since the listing: its files are the release's now
+            lake.delete(o.key for o in left)
+            deleted += [o.key for o in left]
+    return deleted
 
 
 def _parquet(frame: pl.DataFrame) -> bytes:
