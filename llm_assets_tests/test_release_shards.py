@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from llm_assets.core.indexed import IndexedDataset
+from llm_assets.core.lake import Lake
 from llm_assets.core.partition import vacuum
 from llm_assets.core.release import (ReleaseSettings, build_release, provenance_keys, release_prefix, release_shards,
                                      write_shard)
@@ -123,7 +124,13 @@ class LostAfterOneShard(InProcessRunner):
 
 
 def test_the_vacuum_deletes_what_a_failed_build_left_after_the_retention_never_a_committed_release(
-        lake, crawl, tmp_path):
+        store_config, crawl, tmp_path):
+    import dataclasses
+    import uuid
+
+    # a bucket of its own: the whole lake's vacuum, run two hours ahead, must not delete other tests' parts
+    lake = Lake(dataclasses.replace(store_config, bucket=f"vacuum-{uuid.uuid4().hex[:12]}"))
+    lake.s3.create_bucket(Bucket=lake.config.bucket)
     partitions = tokenized_parts(lake, crawl)
     name = crawl.lower()
     (tmp_path / "failed").mkdir()
