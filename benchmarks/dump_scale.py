@@ -207,7 +207,7 @@ def child_cluster(args) -> dict:
         store_config(args), parts, settings, CRAWL, run,
         lambda step, identity: part_key("duplicate_clusters", CRAWL, "all",
                                         unit_id("dump-scale", str(args.size), step, identity)), REMOVED_SCHEMA)
-    seconds, driver_cpu = time.perf_counter() - start, time.process_time() - cpu
+    seconds, driver_cpu, driver_peak = time.perf_counter() - start, time.process_time() - cpu, maxrss()
     steps = {step: {"units": len(rs), "wall": walls.get(step, 0.0),
                     "cpu": sum(r.counts.get("cpu_ms", 0) for r in rs) / 1000,
                     "peak_rss": max((r.peak_rss_bytes for r in rs), default=0),
@@ -225,7 +225,7 @@ def child_cluster(args) -> dict:
     quality["pair_recall"] = float((kept[copies] == kept[source[copies]]).mean()) if copies.size else 1.0
     quality["pair_precision"] = float((root[doc] == root[kept_doc]).mean()) if doc.size else 1.0
     return {"documents": source.size, "buckets": done.buckets, "seconds": seconds, "driver_cpu": driver_cpu,
-            "driver_rss_before": rss_before, "driver_peak_rss": maxrss(), "steps": steps,
+            "driver_rss_before": rss_before, "driver_peak_rss": driver_peak, "steps": steps,
             "unit_peak_rss": done.peak_rss_bytes(), "candidates": clusters.candidates,
             "rejected": clusters.rejected,
             "reasons": dict(removed.group_by("reason").len().iter_rows()), **quality}
@@ -345,6 +345,11 @@ def mib(b: float) -> str:
     return f"{b / MIB:,.0f}"
 
 
+def datatrove_runs(r: dict) -> list[dict]:
+    runs = r.get("datatrove", [])
+    return sorted([runs] if isinstance(runs, dict) else runs, key=lambda d: d["documents"])
+
+
 def render(r: dict) -> str:
     sizes = r["sizes"]
     first = min(sizes, key=int)
@@ -378,7 +383,8 @@ def render(r: dict) -> str:
           f"{', '.join(n(int(k)) for k in run['sizes'])})." for run in r["runs"]],
         "- The machine is shared with other work: wall times are inflated by it, CPU times much less.",
         f"- Machine: {r['runs'][0]['machine']}; pool of {r['runs'][0]['workers']} workers, one thread each, a "
-        "fresh worker per unit.",
+        "fresh worker per unit. \"unit CPU\" sums the units' own CPU time; the driver's (starting pools, reading "
+        "the members, the keep rule) is counted in the datatrove comparison.",
         "- Signatures: " + ", ".join(f"{n(int(k))} documents in {v['parts']} parts "
                                      f"({mib(v['synthesize']['bytes'])} MiB of Parquet)"
                                      for k, v in sorted(sizes.items(), key=lambda kv: int(kv[0]))) + "; "
@@ -391,9 +397,9 @@ def render(r: dict) -> str:
         "Per step (wall: the step's pool run; CPU: summed over its units; RSS: its largest unit):", "",
         table(["documents", "step", "units", "wall s", "CPU s", "peak RSS MiB", "written MiB"], steps_rows),
     ]
-    if dt := r.get("datatrove"):
+    for dt in datatrove_runs(r):
         ours = sizes[str(dt["documents"])]["cluster"]
-        our_cpu = sum(st["cpu"] for st in ours["steps"].values())
+        our_cpu = sum(st["cpu"] for st in ours["steps"].values()) + ours["driver_cpu"]
         dt_cpu = dt["buckets"]["cpu"] + dt["cluster"]["cpu"]
         out += [
             "", f"### Beside datatrove 0.10.1 on the same {n(dt['documents'])} signatures", "",
@@ -403,13 +409,16 @@ def render(r: dict) -> str:
                     f"{ours['steps']['buckets']['wall'] + ours['steps']['edges']['wall']:.1f}",
                     f"{ours['steps']['buckets']['cpu'] + ours['steps']['edges']['cpu']:.1f}",
                     mib(max(ours['steps']['buckets']['peak_rss'], ours['steps']['edges']['peak_rss'])), "", "", ""],
-                   ["ours: components + members + keep rule",
+                   ["ours: components + members",
                     f"{ours['steps']['components']['units']} + {ours['steps']['members']['units']}",
                     f"{ours['steps']['components']['wall'] + ours['steps']['members']['wall']:.1f}",
                     f"{ours['steps']['components']['cpu'] + ours['steps']['members']['cpu']:.1f}",
-                    mib(max(ours['steps']['components']['peak_rss'], ours['steps']['members']['peak_rss'],
-                            ours['driver_peak_rss'])), "", "", ""],
-                   ["**ours, all**", "", f"{ours['seconds']:.1f}", f"{our_cpu:.1f}", mib(ours["unit_peak_rss"]),
+                    mib(max(ours['steps']['components']['peak_rss'], ours['steps']['members']['peak_rss'])),
+                    "", "", ""],
+                   ["ours: the driver (runs the pools, reads the members, keep rule)", "1",
+                    "", f"{ours['driver_cpu']:.1f}", mib(ours["driver_peak_rss"]), "", "", ""],
+                   ["**ours, all**", "", f"{ours['seconds']:.1f}", f"{our_cpu:.1f}",
+                    mib(max(ours["unit_peak_rss"], ours["driver_peak_rss"])),
                     f"{ours['recall']:.4f}", f"{ours['precision']:.4f}", n(ours["removed"])],
                    ["datatrove MinhashDedupBuckets", n(dt["buckets"]["units"]), f"{dt['buckets']['wall']:.1f}",
                     f"{dt['buckets']['cpu']:.1f}", mib(dt["buckets"]["peak_rss"]), "", "", ""],
@@ -460,8 +469,13 @@ def extrapolation(sizes: dict) -> list[str]:
         return c["driver_peak_rss"]
 
     bs = ", ".join(f"B = {sizes[str(k)]['cluster']['buckets']} at {n(k)}" for k in ordered)
+    cpu_lo = sum(st["cpu"] for st in c_lo["steps"].values())
     return [
-        "### Extrapolation to 100M documents (not measured)", "",
+        "### Scaling, and the extrapolation to 100M documents (not measured)", "",
+        f"- Measured: from {n(lo)} to {n(hi)} documents ({hi / lo:.0f}×), unit CPU grew "
+        f"{cpu * hi / cpu_lo:.1f}× and wall {c_hi['seconds'] / c_lo['seconds']:.1f}×; the largest unit's peak RSS "
+        f"went from {mib(c_lo['unit_peak_rss'])} to {mib(c_hi['unit_peak_rss'])} MiB (goal: flat, ≤ 2,048 MiB), "
+        f"the driver's from {mib(c_lo['driver_peak_rss'])} to {mib(c_hi['driver_peak_rss'])} MiB.",
         f"- CPU: {cpu * 1e6:.1f} µs a document of unit CPU at {n(hi)}, so about {cpu * target / 3600:.1f} "
         "core-hours for 100M if it stays linear: buckets, edges and members are linear in the documents (an edges "
         "unit sorts at most about `bucket_rows` rows), the components merge is linear in the label rows "
@@ -474,11 +488,11 @@ def extrapolation(sizes: dict) -> list[str]:
         "and the driver's keep rule hold every duplicated document of the crawl (16-byte label rows; ~150-byte "
         f"member rows). Linear in the documents from {n(lo)} to {n(hi)} (this planted rate: 10% copies), the "
         f"largest components unit would reach {at_target(components)} MiB and the driver {at_target(driver)} MiB "
-        f"at 100M, against the edges unit's {at_target(edges)} MiB: the driver's keep rule is the next thing to "
-        "cut into units (per range of cluster roots).",
+        "at 100M (the edges unit stays flat: B grows instead): the driver's keep rule, and the top of the merge "
+        "tree, are the next things to cut into units (per range of cluster roots).",
         f"- Lake traffic: the bucket parts are {bucket_bytes:,.0f} bytes a document as written (14 band rows of "
-        "a 2-byte kind, two 8-byte integers and a 56-byte b-bit sketch, plus the exact-hash row; the random "
-        "sketches barely compress), written once and read once: about "
+        "a 2-byte kind, two 8-byte integers and the document's 56-byte b-bit sketch, plus the exact-hash row; "
+        "random hashes barely compress), written once and read once: about "
         f"{bucket_bytes * target / 1e9:,.0f} GB each way for 100M, on top of one read of the signatures "
         "(the buckets units read only the band, hash and signature columns).",
     ]
@@ -499,8 +513,7 @@ def merged(results: list[dict]) -> dict:
     for r in results:
         out["sizes"].update(r["sizes"])
         out["runs"] += r["runs"]
-        if "datatrove" in r:
-            out["datatrove"] = r["datatrove"]
+        out["datatrove"] = [*out.get("datatrove", []), *datatrove_runs(r)]
     return out
 
 
