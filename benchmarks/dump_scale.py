@@ -381,7 +381,10 @@ def render(r: dict) -> str:
         *[f"- Run: {run['date']}; command: `{run['command']}`; {run['seconds']:.0f} s in all; load average "
           f"{run['loadavg'][0]:.2f} at the start, {run['loadavg_end'][0]:.2f} at the end (sizes "
           f"{', '.join(n(int(k)) for k in run['sizes'])})." for run in r["runs"]],
-        "- The machine is shared with other work: wall times are inflated by it, CPU times much less.",
+        *([f"- This section was written from those runs' results by `{r['assembled']}`."] if "assembled" in r
+          else []),
+        "- The machine is shared with other work (load averages of 4-5 on its 2 cores were usual during these "
+        "runs): wall times are inflated by it, CPU times much less.",
         f"- Machine: {r['runs'][0]['machine']}; pool of {r['runs'][0]['workers']} workers, one thread each, a "
         "fresh worker per unit. \"unit CPU\" sums the units' own CPU time; the driver's (starting pools, reading "
         "the members, the keep rule) is counted in the datatrove comparison.",
@@ -475,7 +478,9 @@ def extrapolation(sizes: dict) -> list[str]:
         f"- Measured: from {n(lo)} to {n(hi)} documents ({hi / lo:.0f}×), unit CPU grew "
         f"{cpu * hi / cpu_lo:.1f}× and wall {c_hi['seconds'] / c_lo['seconds']:.1f}×; the largest unit's peak RSS "
         f"went from {mib(c_lo['unit_peak_rss'])} to {mib(c_hi['unit_peak_rss'])} MiB (goal: flat, ≤ 2,048 MiB), "
-        f"the driver's from {mib(c_lo['driver_peak_rss'])} to {mib(c_hi['driver_peak_rss'])} MiB.",
+        f"the driver's from {mib(c_lo['driver_peak_rss'])} to {mib(c_hi['driver_peak_rss'])} MiB. Sizes measured "
+        "in different runs saw different load (the run lines above): CPU time inflates under contention too "
+        "(shared caches and memory bandwidth), less than wall time.",
         f"- CPU: {cpu * 1e6:.1f} µs a document of unit CPU at {n(hi)}, so about {cpu * target / 3600:.1f} "
         "core-hours for 100M if it stays linear: buckets, edges and members are linear in the documents (an edges "
         "unit sorts at most about `bucket_rows` rows), the components merge is linear in the label rows "
@@ -547,6 +552,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.from_json:
         results = merged([json.loads(p.read_text()) for p in args.from_json])
+        given = sys.argv[1:] if argv is None else argv
+        results["assembled"] = " ".join([".venv/bin/python -m benchmarks.dump_scale", *given])
     else:
         args.sizes = [int(s) for s in args.sizes.split(",")]
         if min(args.sizes) < 1000:
