@@ -315,18 +315,19 @@ def child_quality(workdir: Path, args) -> dict:
 # 3. cluster memory ---------------------------------------------------------------------------------------------
 
 
-def child_synthesize(workdir: Path, args) -> dict:
-    """N rows of CLUSTER_COLUMNS + crawl + shard: random hashes, then 5% exact copies (text hash and bands of a
-    source row) and 5% near copies (1 band, plus each other band with probability 0.2, of a source row). Sources
-    are never copies, so exactly the copies should be removed."""
+def synthesize(n_docs: int, seed: int = SEED, first: int = 0):
+    """N rows of CLUSTER_COLUMNS + crawl + shard, documents `first` .. `first + n_docs - 1`: random hashes, then 5%
+    exact copies (text hash, bands and MinHash values of a source row) and 5% near copies (1 band, plus each other
+    band with probability 0.2, of a source row; 10 of its 112 MinHash values changed). Sources are never copies, so
+    exactly the copies should be removed. -> (frame, stats, source: each row's source row, -1 for an original)."""
     import numpy as np
     import polars as pl
 
     from llm_assets.core.dedup import CLUSTER_COLUMNS
     from llm_assets.settings import DedupSettings
 
-    n_docs, bands = args.signatures, DedupSettings().bands
-    rng = np.random.default_rng(SEED)
+    bands = DedupSettings().bands
+    rng = np.random.default_rng(seed)
     text_hash = rng.integers(1, 2**64 - 1, n_docs, dtype=np.uint64)
     url_hash = rng.integers(1, 2**64 - 1, n_docs, dtype=np.uint64)
     band = rng.integers(1, 2**64 - 1, (n_docs, bands), dtype=np.uint64)
@@ -346,7 +347,7 @@ def child_synthesize(workdir: Path, args) -> dict:
     sig[exact] = sig[exact_src]
     changed = rng.random((n_copy, k)) < 10 / k
     sig[near] = np.where(changed, sig[near], sig[src])
-    i = pl.int_range(n_docs, eager=True)
+    i = pl.int_range(first, first + n_docs, eager=True)
     df = pl.DataFrame({
         "doc_id": "doc-" + i.cast(pl.String).str.zfill(9),
         "source_key": "raw/BENCH/file-" + (i % 64).cast(pl.String).str.zfill(3) + ".warc.gz",
@@ -360,11 +361,18 @@ def child_synthesize(workdir: Path, args) -> dict:
         "crawl": pl.repeat(CRAWL, n_docs, eager=True),
         "shard": (i % 4).cast(pl.String).str.zfill(4),
     }).select(*CLUSTER_COLUMNS, "crawl", "shard")
+    source = np.full(n_docs, -1, np.int64)
+    source[exact], source[near] = exact_src, src
+    stats = {"documents": n_docs, "bands": bands, "columns": df.columns, "exact_copies": n_copy,
+             "near_copies": n_copy, "mean_shared_bands": float(shared.sum(axis=1).mean())}
+    return df, stats, np.where(source >= 0, source + first, -1)
+
+
+def child_synthesize(workdir: Path, args) -> dict:
+    df, stats, _ = synthesize(args.signatures)
     path = workdir / SYNTH_FILE
     df.write_parquet(path)
-    return {"documents": n_docs, "bands": bands, "columns": df.columns, "exact_copies": n_copy, "near_copies": n_copy,
-            "mean_shared_bands": float(shared.sum(axis=1).mean()), "parquet_bytes": path.stat().st_size,
-            "frame_bytes": df.estimated_size()}
+    return {**stats, "parquet_bytes": path.stat().st_size, "frame_bytes": df.estimated_size()}
 
 
 def current_rss() -> int:
