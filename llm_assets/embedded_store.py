@@ -63,6 +63,15 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to a process group (0: only check it); False when no process of it is left."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 def _in_use(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -234,21 +243,25 @@ class EmbeddedStore:
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        os.killpg(pid, signal.SIGTERM)
+        _signal_group(pid, signal.SIGTERM)
         if not self._gone(pid, timeout):
-            os.killpg(pid, signal.SIGKILL)
+            _signal_group(pid, signal.SIGKILL)
             self._gone(pid, 10.0)
         self.pid_file.unlink(missing_ok=True)
         return True
 
     def _gone(self, pid: int, timeout: float) -> bool:
+        """Once weed is reaped and its process group empty, its sockets are closed: a port still in use then is
+        another process's (a store that started on fresh ports may hold one this store chose but never bound), so
+        waiting for it would only wait out the timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 os.waitpid(pid, os.WNOHANG)  # reap when we are the parent: a zombie still answers kill(pid, 0)
             except ChildProcessError:
                 pass
-            if self.pid() is None and not any(_in_use(port) for port in self.ports.values()):
+            if self.pid() is None and (not _signal_group(pid, 0)
+                                       or not any(_in_use(port) for port in self.ports.values())):
                 return True
             time.sleep(0.1)
         return False
