@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -27,8 +28,9 @@ from botocore.config import Config
 
 from llm_assets.store_security import make_private, write_private, write_security_config
 
-# Starts tried with fresh free ports when another process takes one between its choice and weed's bind.
-START_ATTEMPTS = 5
+# Starts tried with fresh free ports when another process takes one between its choice and weed's bind. Measured:
+# four stores started at once needed up to 4 attempts (a weed's own outgoing connections take ephemeral ports too).
+START_ATTEMPTS = 12
 BIND_FAILED = ("Port allocation failed", "address already in use")  # what weed says when a port was taken
 
 # weed mini's own defaults; tests pass free ports instead.
@@ -198,6 +200,7 @@ class EmbeddedStore:
                                f"LLM_ASSETS_S3_ENDPOINT=http://127.0.0.1:{free_ports(1)[0]} (a free port now; the "
                                "store's other ports are chosen free and recorded in its state folder)")
         self.ports = {**self.ports, **dict(zip(busy, free_ports(len(busy))))}
+        time.sleep(random.uniform(0, 0.5))  # stores that collided do not all retry in the same instant
 
     def _launch(self, data: Path) -> subprocess.Popen:
         args = [
