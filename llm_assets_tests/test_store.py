@@ -109,8 +109,9 @@ def test_stores_starting_at_the_same_moment_on_the_same_ports_all_come_up(tmp_pa
         for store in stores:  # each records the ports it runs on, where its home's commands find them
             assert json.loads((store.state_dir / "ports.json").read_text()) == store.ports
     finally:
-        for store in stores:
-            store.stop()
+        with ThreadPoolExecutor(len(stores)) as pool:  # every store is stopped, whatever one of them raises
+            stopped = [f.exception() for f in [pool.submit(store.stop) for store in stores]]
+    assert stopped == [None] * len(stores), stopped
 
 
 def test_a_port_the_user_pinned_is_never_replaced(tmp_path):
