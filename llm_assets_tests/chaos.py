@@ -720,21 +720,27 @@ class Chaos:
 
     def outage(self, duration: float, budget_s: float, mode: str = "stop", at: float | None = None,
                partition: str | None = None) -> Tally:
-        """The store goes away `at` s into a lake_job run (default: a random point of its first half), for
-        `duration` s: stopped (`stop`, SIGTERM), SIGKILLed (`kill`) or paused (`pause`, SIGSTOP: connections hang).
-        The run must complete (clean) or fail naming the store; it must never commit a short partition."""
+        """The store goes away `at` s into a lake_job run (default: once the run has written its first part, so the
+        outage falls mid-run however loaded the machine is), for `duration` s: stopped (`stop`, SIGTERM), SIGKILLed
+        (`kill`) or paused (`pause`, SIGSTOP: connections hang). The run must complete (clean) or fail naming the
+        store; it must never commit a short partition."""
         partition = partition or self.partitions()[0]
-        at = self.rng.uniform(0.2, 0.5) * self.durations[("lake_job", partition)] if at is None else at
         t = Tally(f"store {mode} {duration:g} s, budget {budget_s:g} s")
         lake = self.reset("lake_job")
         before = committed_state(lake)
+        written_before = set(lake.keys("lake/"))
         t.runs += 1
         self.helper.send(job="lake_job", partition=partition, bucket="work", budget_s=budget_s)
-        reply = None
+        started, reply = time.monotonic(), None
         try:
-            reply = self.helper.result(timeout=at)
+            if at is not None:
+                reply = self.helper.result(timeout=at)
+            else:
+                reply = self._result_unless_written(lake, written_before)
+            at = time.monotonic() - started if at is None else at
             t.problem(f"the run ended {at:.1f} s in, before the outage: the scenario tested nothing")
         except Hang:
+            at = time.monotonic() - started
             t.outages += 1
             {"stop": self.store.stop, "kill": self.store.kill, "pause": self.store.pause}[mode]()
             try:
@@ -754,6 +760,17 @@ class Chaos:
         self.rerun(t, lake, "lake_job", partition)
         self.check_gc(t, lake)
         return t
+
+    def _result_unless_written(self, lake: Lake, before: set[str], timeout: float = 1800.0) -> dict:
+        """The helper's reply if its run ends before it writes a new object under `lake/`; Hang as soon as it has."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                return self.helper.result(timeout=0.2)
+            except Hang:
+                if set(lake.keys("lake/")) - before:
+                    raise
+        raise Hang(f"the run wrote nothing and did not end within {timeout:.0f} s")
 
     def concurrent(self, partition: str | None = None, mixed: bool = False) -> Tally:
         """Two runs of one partition at once (`mixed`: the second with the other extractor): both finish or one
