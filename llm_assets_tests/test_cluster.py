@@ -251,28 +251,21 @@ def test_duplicate_clusters_on_the_cluster_equal_the_single_process_clusters(tmp
     worker node SIGKILLed as the components phase starts, remove what the single-process clustering does."""
     import polars as pl
 
-    from llm_assets.core.clusters import SignaturePart, cluster_lake, write_merged
+    from llm_assets.core.clusters import cluster_lake, write_merged
     from llm_assets.core.dedup import REMOVED_SCHEMA, find_clusters
     from llm_assets.core.lake import part_key
-    from llm_assets.core.signatures import signature_schema
     from llm_assets.core.units import unit_id
     from llm_assets.settings import DedupSettings
-    from llm_assets_tests.test_clusters import planted, split_parts
+    from llm_assets_tests.test_clusters import planted, split_parts, write_signatures
 
     earlier_crawl = f"{crawl}-A"
     earlier, _ = planted(earlier_crawl, 800, seed=1)
     later, _ = planted(crawl, 1600, seed=2, copies_of=earlier)
     settings = DedupSettings(cross_crawl=True, by_url=True, buckets=6, merge_fan_in=2)
-    schema = signature_schema(settings.bands, settings.rows)
-    parts, frames = [], []
-    for i, frame in enumerate(split_parts(later, 4) + split_parts(earlier, 2)):
-        frame = frame.with_columns(shard=pl.lit(f"{i % 4:04d}"))  # a part belongs to one shard
-        name, shard = frame["crawl"][0], frame["shard"][0]
-        key = part_key("signatures", name, shard, unit_id(name, str(len(parts))))
-        with lake.part_writer(key, schema) as w:
-            w.write(frame.select(schema.names).to_arrow().cast(schema))
-        parts.append(SignaturePart(name, shard, key, frame.height))
-        frames.append(frame)
+    # a part belongs to one shard
+    frames = [frame.with_columns(shard=pl.lit(f"{i % 4:04d}"))
+              for i, frame in enumerate(split_parts(later, 4) + split_parts(earlier, 2))]
+    parts = write_signatures(lake, frames, crawl)
 
     cluster = LocalCluster(tmp_path / "cluster")
     cluster.start(nodes=3)
@@ -290,7 +283,7 @@ def test_duplicate_clusters_on_the_cluster_equal_the_single_process_clusters(tmp
                                                                       unit_id(step, identity)), REMOVED_SCHEMA)
     finally:
         cluster.stop()
-    assert killed and [len(done.steps[s]) for s in ("buckets", "edges", "components", "members")] == [6, 6, 3 + 2 + 1, 6]
+    assert killed and [len(done.steps[s]) for s in ("edges", "components", "members")] == [6, 3 + 2 + 1, 6]
     whole = find_clusters(pl.concat(frames), settings, crawl)
     assert clusters.removed.height > 200 and clusters.removed.equals(whole.removed)
     assert set(clusters.removed["reason"]) == {"exact", "near", "url", "cross_crawl"}

@@ -1,13 +1,20 @@
 """Duplicate clusters as work units: on planted signatures (exact, near, URL, cross-crawl, candidates the Jaccard
 estimate rejects, chains that only join transitively across buckets), any split into signatures parts and any
 bucket count gives the clusters of one unit, and, with every candidate taken, the clusters of the single-process
-clustering this stage had before (kept below as the reference)."""
+clustering this stage had before (kept below as the reference). In the lake, the units read the band index the
+signatures stage writes: an earlier crawl's signatures are never read again, and a small addition reads only the
+row groups of the earlier crawls' index that hold one of its keys."""
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 
-from llm_assets.core.clusters import bucket_of, bucket_rows, cluster_frames, merge_levels
+from llm_assets.core.clusters import (INDEX_INPUT, IndexWriter, SignaturePart, bucket_of, cluster_frames, cluster_lake,
+                                     index_rows, kinds_of, merge_levels)
+from llm_assets.core.lake import part_key
+from llm_assets.core.signatures import signature_schema
+from llm_assets.core.units import InProcessRunner, run_units, unit_id
 from llm_assets.core.dedup import CLUSTER_COLUMNS, REMOVED_SCHEMA, find_clusters
 from llm_assets.core.filtered import conform
 from llm_assets.core.minhash import EMPTY
@@ -17,8 +24,10 @@ HASHER = DedupSettings().hasher()
 K = HASHER.k
 
 
-def _groups_edges(keys: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    rows = np.nonzero(valid)[0]
+def _groups_edges(keys: np.ndarray, valid: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row of a group of equal keys to the group's first, in groups that hold an `own` row."""
+    with_own = set(keys[valid & own].tolist())
+    rows = np.nonzero(valid & np.isin(keys, list(with_own)))[0]
     if len(rows) < 2:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     k = keys[rows]
@@ -31,31 +40,32 @@ def _groups_edges(keys: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.n
 
 def reference_removed(docs: pl.DataFrame, settings: DedupSettings, crawl: str) -> pl.DataFrame:
     """The removed documents as the single-process clustering computed them before the stage became work units
-    (one scipy connected-components over every signature; no Jaccard confirmation)."""
+    (one scipy connected-components over every signature; no Jaccard confirmation), earlier crawls' documents
+    joined only by a group that holds a document of `crawl` (the others were clustered with their own crawl)."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
     n = docs.height
+    own = (docs["crawl"] == crawl).to_numpy()
     srcs, dsts = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
     if settings.exact:
-        a, b = _groups_edges(docs["text_hash"].to_numpy(), (docs["n_chars"].fill_null(0) > 0).to_numpy())
+        a, b = _groups_edges(docs["text_hash"].to_numpy(), (docs["n_chars"].fill_null(0) > 0).to_numpy(), own)
         srcs.append(a)
         dsts.append(b)
     if settings.by_url:
-        a, b = _groups_edges(docs["url_hash"].to_numpy(), (docs["url"].fill_null("") != "").to_numpy())
+        a, b = _groups_edges(docs["url_hash"].to_numpy(), (docs["url"].fill_null("") != "").to_numpy(), own)
         srcs.append(a)
         dsts.append(b)
     if settings.near and n:
         bands = docs["bands"].to_numpy()
         for band in range(bands.shape[1]):
             keys = np.ascontiguousarray(bands[:, band])
-            a, b = _groups_edges(keys, keys != 0)
+            a, b = _groups_edges(keys, keys != 0, own)
             srcs.append(a)
             dsts.append(b)
     src, dst = np.concatenate(srcs), np.concatenate(dsts)
     _, labels = connected_components(coo_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n)),
                                      directed=False)
-    own = (docs["crawl"] == crawl).to_numpy()
     rank = {"earliest": [pl.col("fetch_time").fill_null("~")], "longest": [-pl.col("n_chars")], "first": []}
     frame = docs.select("crawl", "shard", "doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash",
                         "url_hash").with_columns(cluster=pl.Series(labels, dtype=pl.Int64), own=pl.Series(own),
@@ -188,15 +198,20 @@ def test_units_give_the_single_process_clusters(crawls, settings):
 def test_chains_join_only_across_buckets_and_end_in_one_cluster(crawls):
     later, _, chains = crawls
     settings = DedupSettings(by_url=True)
-    rows = bucket_rows(later, 0, settings)
+    rows = index_rows(later.select(INDEX_INPUT), 0)
+    rows = rows.take(np.isin(rows.kind, kinds_of(settings)))
     ids = later["doc_id"].to_list()
+
+    def keys_of(node: int) -> set[tuple[int, int]]:
+        at = rows.node == node
+        return set(zip(rows.kind[at].tolist(), rows.key[at].tolist()))
+
     for chain in chains:
         nodes = [ids.index(d) for d in chain]
-        links = [rows.filter(pl.col("node") == a).join(rows.filter(pl.col("node") == b), on=["kind", "key"])
-                 for a, b in zip(nodes, nodes[1:])]
-        assert all(link.height for link in links)
+        links = [keys_of(a) & keys_of(b) for a, b in zip(nodes, nodes[1:])]
+        assert all(links)
         # at 8 buckets, no one bucket holds every link: the chain joins only when the components merge
-        buckets = [set(bucket_of(link["key"], 8).tolist()) for link in links]
+        buckets = [set(bucket_of(np.array([k for _, k in link], np.uint64), 8).tolist()) for link in links]
         assert not set.intersection(*buckets)
     removed = cluster_frames(split_parts(later, 5), settings, "CC-2024", REMOVED_SCHEMA, buckets=8).removed
     by_doc = dict(zip(removed["doc_id"], removed["duplicate_of"]))
@@ -227,3 +242,71 @@ def test_sketches_estimate_the_share_of_equal_minhash_values(values):
     assert (agreement(sketch_of(a), sketch_of(a), values) == 1).all()
     z = (got - truth) / np.sqrt(np.maximum(truth * (1 - truth), 0.05) / values)
     assert abs(z.mean()) < 0.1 and z.std() < 1.3
+
+
+# --- in the lake: the band index ------------------------------------------------------------------------------
+
+def write_signatures(lake, frames: list[pl.DataFrame], tag: str, **options) -> list[SignaturePart]:
+    """Frames (CLUSTER_COLUMNS, `crawl`, `shard`: one crawl and shard each) written as the signatures stage does:
+    each a signatures part with its band index and documents."""
+    settings = DedupSettings()
+    schema = signature_schema(settings.bands, settings.rows)
+    parts = []
+    for i, frame in enumerate(frames):
+        crawl, shard = frame["crawl"][0], frame["shard"][0]
+        key, index, docs = (part_key("signatures", crawl, shard, unit_id(tag, str(i), role))
+                            for role in ("part", "index", "docs"))
+        table = frame.select(schema.names).to_arrow().cast(schema)
+        with lake.part_writer(key, schema) as w, IndexWriter(lake, index, docs, HASHER.k, **options) as ix:
+            for batch in table.to_batches(max_chunksize=300):
+                w.write(batch)
+                ix.add(pa.Table.from_batches([batch]))
+        parts.append(SignaturePart(crawl, shard, key, frame.height, index, docs))
+    return parts
+
+
+def in_lake(store_config, parts, settings, crawl, tag):
+    return cluster_lake(store_config, parts, settings, crawl, lambda fn, units: run_units(fn, units, InProcessRunner()),
+                        lambda step, identity: part_key("duplicate_clusters", crawl, "all",
+                                                        unit_id(tag, step, identity)), REMOVED_SCHEMA)
+
+
+def by_crawl_and_shard(docs: pl.DataFrame, parts: int) -> list[pl.DataFrame]:
+    return [f.with_columns(shard=pl.lit(f"{i:04d}")) for i, f in enumerate(split_parts(docs, parts))]
+
+
+def test_the_units_in_the_lake_read_the_band_index_and_never_an_earlier_crawls_signatures(crawls, store_config,
+                                                                                           lake, crawl):
+    """Signatures parts of two crawls written with their band index; the earlier crawl's signatures parts are then
+    deleted: clustering the later crawl against it in the lake (by units, 5 buckets) still removes what the
+    single-process clustering of both crawls' signatures does."""
+    later, earlier, _ = crawls
+    settings = DedupSettings(cross_crawl=True, by_url=True, buckets=5, merge_fan_in=2)
+    frames = by_crawl_and_shard(later, 3) + by_crawl_and_shard(earlier, 2)
+    own = write_signatures(lake, frames[:3], crawl + "-new")
+    history = write_signatures(lake, frames[3:], crawl + "-old")
+    lake.delete([p.part for p in history])
+    got, done = in_lake(store_config, own + history, settings, "CC-2024", crawl)
+    whole = find_clusters(pl.concat(frames), settings, "CC-2024")
+    assert got.removed.height > 200 and got.removed.equals(whole.removed)
+    assert set(got.removed["reason"]) == {"exact", "near", "url", "cross_crawl"}
+    assert got.sizes.equals(whole.sizes) and got.largest.equals(whole.largest)
+    assert (got.candidates, got.rejected) == (whole.candidates, whole.rejected)
+    assert [len(done.steps[s]) for s in ("edges", "components", "members")] == [5, 3 + 2 + 1, 5]
+    assert 0 < done.count("history_rows_matched") < earlier.height * 16
+
+
+def test_a_small_addition_reads_only_the_index_row_groups_its_keys_hit(store_config, lake, crawl):
+    """Three new documents (two copies of earlier ones) against an earlier crawl of 12,000 (its index in row groups
+    of 512 rows, as a dump's is in groups of 8,192): the earlier crawl's index is read only where the new keys
+    fall, a small share of it, and the copies are found."""
+    earlier, _ = planted("CC-2023", 12_000, seed=3)
+    new = earlier.slice(100, 2).vstack(planted("CC-2024", 50, seed=4)[0].head(1).with_columns(
+        pl.col("shard").cast(earlier["shard"].dtype))).with_columns(crawl=pl.lit("CC-2024"), shard=pl.lit("0000"),
+                                                                    doc_id=pl.Series(["n0", "n1", "n2"]))
+    history = write_signatures(lake, by_crawl_and_shard(earlier, 1), crawl + "-big", group_rows=512)
+    own = write_signatures(lake, [new], crawl + "-small")
+    index_bytes = sum(o.size for p in history for o in lake.list(p.index))
+    got, done = in_lake(store_config, own + history, DedupSettings(cross_crawl=True), "CC-2024", crawl)
+    assert sorted(got.removed["doc_id"]) == ["n0", "n1"] and set(got.removed["reason"]) == {"cross_crawl"}
+    assert 0 < done.count("history_bytes_read") < index_bytes / 3

@@ -1,31 +1,39 @@
 """Duplicate clusters as work units, each bounded in memory, passing data only through the lake.
 
-A document is a *node*: its signatures part's ordinal in the crawl's plan (own shards sorted, then the earlier
-crawls in order) times 2**32 plus its row, so node order is the order in which `find_clusters` used to see rows.
+A document is a *node*: its signatures part's ordinal in the clustering's plan (this crawl's parts, then the
+earlier crawls' in `crawl_order`) times 2**32 plus its row, so node order is the order in which `find_clusters`
+sees rows.
 
-1. buckets (one unit per signatures part): every document becomes rows (kind, key, node): one per LSH band
-   (kind = the band), its text hash (kind EXACT) and its URL hash (kind URL), each for a rule that is on; a band
-   row also carries the document's b-bit signature (the low 4 bits of each MinHash value, Li & König 2010), enough
-   to estimate the pair's Jaccard similarity. Rows go to one of B bucket parts by their key's range.
-2. edges (one unit per bucket): rows sorted by (kind, key, node); every row of a group joins the group's smallest
-   node, a band row only when the signatures agree on at least `jaccard_threshold` of their values (else the
-   first member of the group it does agree with, or none). The unit writes the connected components of its edges
-   as labels: every node of a component but the smallest, with the smallest (its root).
-3. components: label parts merged `merge_fan_in` at a time, level by level, into one: the same computation, as a
+0. the band index, written by the signatures stage beside every signatures part and kept as long as the part is:
+   each document becomes rows (kind, key, row), one per LSH band (kind = the band, key = the band hash), one for
+   its text hash (kind EXACT) and one for its URL hash (kind URL), sorted by key in row groups of
+   INDEX_GROUP_ROWS, so that a range of keys is read without the rest. A row carries its document's b-bit
+   signature (the low 4 bits of each MinHash value, Li & König 2010), enough to estimate a pair's Jaccard
+   similarity. Beside it, the part's documents (`MEMBER_COLUMNS`) in row order. The clustering reads only these:
+   an earlier crawl's signatures are never read again.
+1. edges (one unit per bucket, a range of keys; B from this crawl's size): this crawl's index rows in the range,
+   and the earlier crawls' rows in the range whose key one of them has (memory of the new crawl, not of the
+   history), sorted by (kind, key, node). Every row of a group that holds a document of this crawl joins the
+   group's smallest node, a band row only when the signatures agree on at least `jaccard_threshold` of their
+   values (else the first member of the group it does agree with, or none); groups of earlier documents alone
+   were clustered with their own crawl. The unit writes the connected components of its edges as labels: every
+   node of a component with the smallest (its root), sorted by node.
+2. components: label parts merged `merge_fan_in` at a time, level by level, into one: the same computation, as a
    union of stars is a graph. Its memory is that of the duplicated documents, never of the whole crawl.
-4. members (one unit per signatures part): the part's documents that have a label (or are a root), with their
-   cluster (root) and what the keep rule needs.
-5. the keep rule over the members: per cluster, documents of earlier crawls first, then `keep`.
+3. members (one unit per signatures part): the part's documents that have a label, with their cluster (root) and
+   what the keep rule needs; a part without labels (most of an earlier crawl's) reads nothing more.
+4. the keep rule over the members: per cluster, documents of earlier crawls first, then `keep`. An earlier
+   crawl's cluster is seen as far as this crawl's groups reach it: a `cross_crawl` removal names the best earlier
+   document so reached.
 
 `find_clusters` runs the same functions in one process, over frames, with one unit per step.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -33,35 +41,37 @@ import polars as pl
 import pyarrow as pa
 
 from llm_assets.core import filtered
-from llm_assets.core.lake import Lake, ReadCount
+from llm_assets.core.lake import Lake, PartWriter, ReadCount
 from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
 if TYPE_CHECKING:
     from llm_assets.core.dedup import DedupSettings
 
 NODE_BITS = 32
-EXACT, URL = -1, -2  # bucket row kinds besides the bands 0 .. bands-1
+EXACT, URL = -1, -2  # index row kinds besides the bands 0 .. bands-1
 # b-bit MinHash: the low 4 bits of each value, two to a byte. Two unequal values agree by chance 1 in 16, which
 # the estimate corrects for; its standard error at Jaccard 0.8 is 0.039 against 0.038 with whole 32-bit values.
 SKETCH_BITS = 4
-BUCKET_INPUT = ["url", "n_chars", "text_hash", "url_hash", "bands", "signature"]  # of a signatures part
+INDEX_INPUT = ["url", "n_chars", "text_hash", "url_hash", "bands", "signature"]  # of a signatures part
 MEMBER_COLUMNS = ["doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash", "url_hash"]
-BUCKET_BATCH_ROWS = 16_384  # signatures rows split at once: ~35 MB of bucket rows
+# Rows of the index (and of label parts) a row group holds: a range read fetches at most two it does not need.
+INDEX_GROUP_ROWS = 8192
 LABEL_SCHEMA = pa.schema([("node", pa.int64()), ("root", pa.int64())])
 MEMBER_SCHEMA = pa.schema([("crawl", pa.string()), ("shard", pa.string()), ("doc_id", pa.string()),
                            ("source_key", pa.string()), ("url", pa.string()), ("fetch_time", pa.string()),
                            ("n_chars", pa.int64()), ("text_hash", pa.uint64()), ("url_hash", pa.uint64()),
                            ("node", pa.int64()), ("cluster", pa.int64())])
+DOCS_SCHEMA = pa.schema([MEMBER_SCHEMA.field(c) for c in MEMBER_COLUMNS])
 
 
 def sketch_bytes(values: int) -> int:
     return -(-values * SKETCH_BITS // 8)
 
 
-def bucket_schema(settings: DedupSettings) -> pa.Schema:
+def index_schema(values: int) -> pa.Schema:
     # fixed-size binary, not a list of bytes: Parquet stores it without a repetition level per byte
-    return pa.schema([("kind", pa.int16()), ("key", pa.uint64()), ("node", pa.int64()),
-                      ("sketch", pa.binary(sketch_bytes(settings.bands * settings.rows)))])
+    return pa.schema([("kind", pa.int16()), ("key", pa.uint64()), ("row", pa.uint32()),
+                      ("sketch", pa.binary(sketch_bytes(values)))])
 
 
 def sketch_of(signatures: np.ndarray) -> np.ndarray:
@@ -77,65 +87,182 @@ def node_base(ordinal: int) -> int:
     return ordinal << NODE_BITS
 
 
-# --- 1. buckets ------------------------------------------------------------------------------------------------
+def kinds_of(settings: DedupSettings) -> list[int]:
+    """The index row kinds the rules that are on join documents by."""
+    return [EXACT] * settings.exact + [URL] * settings.by_url + list(range(settings.bands)) * settings.near
 
-def bucket_rows(sig: pl.DataFrame, first_node: int, settings: DedupSettings) -> pl.DataFrame:
-    """The bucket rows of consecutive signatures rows (at least BUCKET_INPUT), whose first is node `first_node`."""
+
+# --- 0. the band index -----------------------------------------------------------------------------------------
+
+@dataclass
+class IndexRows:
+    """Index rows as arrays: (kind, key, node) and, by position, the sketch of their document; `own`: the row is a
+    document of the crawl being clustered."""
+
+    kind: np.ndarray
+    key: np.ndarray
+    node: np.ndarray
+    sketch: np.ndarray  # (rows, bytes) uint8
+    own: np.ndarray
+
+    @staticmethod
+    def concat(parts: Sequence[IndexRows], width: int) -> IndexRows:
+        if not parts:
+            return IndexRows(np.empty(0, np.int16), np.empty(0, np.uint64), np.empty(0, np.int64),
+                             np.empty((0, width), np.uint8), np.empty(0, bool))
+        return IndexRows(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                           ("kind", "key", "node", "sketch", "own")))
+
+    def take(self, which: np.ndarray) -> IndexRows:
+        return IndexRows(self.kind[which], self.key[which], self.node[which], self.sketch[which], self.own[which])
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+
+def index_rows(sig: pl.DataFrame, first_row: int, own: bool = True) -> IndexRows:
+    """The index rows of consecutive signatures rows (at least INDEX_INPUT), the first of which is `first_row`;
+    every kind, whatever the settings (they choose kinds when reading). Nothing joins a document by a text it
+    does not have, a URL it does not have (a source without URLs) or a band of no words (hash 0)."""
     n = sig.height
-    node = np.arange(first_node, first_node + n, dtype=np.int64)
-    empty = pl.DataFrame(schema=pl.Schema(pl.DataFrame(bucket_schema(settings).empty_table()).schema))
-    frames = [empty]
-
-    def rows(kind: int, keys: np.ndarray, where: np.ndarray, sketch: pl.Series | None = None) -> pl.DataFrame:
-        frame = pl.DataFrame({"kind": np.full(int(where.sum()), kind, np.int16), "key": keys[where],
-                              "node": node[where]})
-        return frame.with_columns(sketch=sketch.filter(pl.Series(where)) if sketch is not None else
-                                  pl.lit(None, empty.schema["sketch"]))
-
-    if settings.exact:
-        frames.append(rows(EXACT, sig["text_hash"].to_numpy(), (sig["n_chars"].fill_null(0) > 0).to_numpy()))
-    if settings.by_url:  # the empty URL (a source without URLs) joins nothing
-        frames.append(rows(URL, sig["url_hash"].to_numpy(), (sig["url"].fill_null("") != "").to_numpy()))
-    if settings.near and n:
-        bands = sig["bands"].to_numpy()
-        sketch = None
-        if settings.jaccard_threshold > 0:
-            packed = sketch_of(sig["signature"].to_numpy())
-            sketch = cast(pl.Series, pl.from_arrow(pa.FixedSizeBinaryArray.from_buffers(
-                pa.binary(packed.shape[1]), n, [None, pa.py_buffer(packed)])))
-        for band in range(bands.shape[1]):
-            keys = np.ascontiguousarray(bands[:, band])
-            frames.append(rows(band, keys, keys != 0, sketch))  # 0: a document without words
-    return pl.concat(frames)
+    row = np.arange(first_row, first_row + n, dtype=np.int64)
+    bands = _matrix(sig["bands"]).astype(np.uint64)
+    packed = sketch_of(_matrix(sig["signature"]))
+    has_text = (sig["n_chars"].fill_null(0) > 0).to_numpy()
+    has_url = (sig["url"].fill_null("") != "").to_numpy()
+    kind = [np.full(int(has_text.sum()), EXACT, np.int16), np.full(int(has_url.sum()), URL, np.int16)]
+    key = [sig["text_hash"].to_numpy()[has_text].astype(np.uint64), sig["url_hash"].to_numpy()[has_url]
+           .astype(np.uint64)]
+    doc = [np.nonzero(has_text)[0], np.nonzero(has_url)[0]]
+    for band in range(bands.shape[1]):
+        words = bands[:, band] != 0
+        kind.append(np.full(int(words.sum()), band, np.int16))
+        key.append(bands[words, band])
+        doc.append(np.nonzero(words)[0])
+    which = np.concatenate(doc)
+    return IndexRows(np.concatenate(kind), np.concatenate(key), row[which], packed[which],
+                     np.full(len(which), own))
 
 
-def bucket_of(keys: pl.Series, buckets: int) -> np.ndarray:
+def _matrix(column: pl.Series) -> np.ndarray:
+    """A fixed-size list column as a (rows, width) matrix (empty columns too)."""
+    return column.to_numpy().reshape(len(column), cast(pl.Array, column.dtype).size)
+
+
+class IndexWriter:
+    """Writes the band index and the documents of one signatures part, from the part's tables as they are made:
+    the documents stream out, the index rows are kept (about 1 KB a document) and sorted by key at the end.
+    Like a part writer, nothing is uploaded unless the block ends without an error.
+
+        with IndexWriter(lake, index_key, docs_key, values) as index:
+            index.add(table)
+    """
+
+    def __init__(self, lake: Lake, index_key: str, docs_key: str, values: int, group_rows: int = INDEX_GROUP_ROWS):
+        self.lake, self.index_key, self.schema = lake, index_key, index_schema(values)
+        self.group_rows = group_rows
+        self.docs = PartWriter(lake, docs_key, DOCS_SCHEMA)
+        self.rows: list[IndexRows] = []
+        self.documents = 0
+        self.bytes = 0
+
+    def __enter__(self) -> IndexWriter:
+        self.docs.__enter__()
+        return self
+
+    def add(self, table: pa.Table) -> None:
+        frame = cast(pl.DataFrame, pl.from_arrow(table.select(INDEX_INPUT)))
+        self.rows.append(index_rows(frame, self.documents))
+        self.docs.write(table.select(MEMBER_COLUMNS))
+        self.documents += table.num_rows
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.docs.__exit__(exc_type, exc, tb)
+        if exc_type is not None:
+            return
+        rows = IndexRows.concat(self.rows, self.schema.field("sketch").type.byte_width)
+        self.rows = []
+        order = np.lexsort((rows.node, rows.kind, rows.key))
+        with PartWriter(self.lake, self.index_key, self.schema) as out:
+            for i in range(0, len(order), self.group_rows):  # one write, one row group
+                chunk = order[i:i + self.group_rows]
+                sketch = np.ascontiguousarray(rows.sketch[chunk])
+                out.write(pa.Table.from_arrays([
+                    pa.array(rows.kind[chunk]), pa.array(rows.key[chunk]),
+                    pa.array(rows.node[chunk].astype(np.uint32)),
+                    pa.FixedSizeBinaryArray.from_buffers(self.schema.field("sketch").type, len(chunk),
+                                                         [None, pa.py_buffer(sketch)])], schema=self.schema))
+        self.bytes = self.docs.bytes + out.bytes
+
+
+def key_range(bucket: int, buckets: int) -> tuple[int, int]:
+    """The keys of a bucket: [lo, hi), as `bucket_of` assigns them."""
+    def edge(b: int) -> int:
+        return -(-(b << NODE_BITS) // buckets) << NODE_BITS
+    return edge(bucket), edge(bucket + 1)
+
+
+def bucket_of(keys: np.ndarray, buckets: int) -> np.ndarray:
     """The bucket of each key: its range among `buckets` equal ranges of 64-bit values."""
-    high = keys.to_numpy().astype(np.uint64) >> np.uint64(NODE_BITS)
+    high = keys.astype(np.uint64) >> np.uint64(NODE_BITS)
     return ((high * np.uint64(buckets)) >> np.uint64(NODE_BITS)).astype(np.int64)
 
 
-def split_rows(rows: pl.DataFrame, buckets: int) -> list[pl.DataFrame]:
-    if buckets == 1:
-        return [rows]
-    which = pl.Series("bucket", bucket_of(rows["key"], buckets))
-    parts = dict(rows.with_columns(which).partition_by("bucket", as_dict=True, include_key=False))
-    return [parts.get((b,), rows.clear()) for b in range(buckets)]
+def read_range(lake: Lake, key: str, column: str, lo: int, hi: int, fetched: ReadCount,
+               wanted: np.ndarray | None = None) -> pa.Table:
+    """The rows of a part sorted by `column` whose value is in [lo, hi): only the row groups that may hold one (by
+    their statistics) are fetched, and with `wanted` (sorted values), only those that may hold one of them."""
+    import pyarrow.parquet as pq
+
+    with lake.open_arrow(key, buffer_size=1 << 16) as f:
+        try:
+            parquet = pq.ParquetFile(f)
+            meta, at = parquet.metadata, parquet.schema_arrow.get_field_index(column)
+            groups = []
+            for g in range(meta.num_row_groups):
+                stats = meta.row_group(g).column(at).statistics
+                if stats is None or not stats.has_min_max:
+                    groups.append(g)
+                elif stats.min < hi and stats.max >= lo and (wanted is None or _holds_one(wanted, stats.min,
+                                                                                          stats.max)):
+                    groups.append(g)
+            table = parquet.read_row_groups(groups) if groups else parquet.schema_arrow.empty_table()
+        finally:
+            fetched.bytes += f.raw.fetched  # type: ignore[attr-defined]
+    values = table.column(column).to_numpy()
+    return table.filter(pa.array((values >= lo) & (values < hi))) if len(values) else table
 
 
-# --- 2. edges --------------------------------------------------------------------------------------------------
+def _holds_one(wanted: np.ndarray, lo: int, hi: int) -> bool:
+    """Whether sorted `wanted` has a value in [lo, hi]."""
+    i = int(np.searchsorted(wanted, np.array(lo, wanted.dtype)))
+    return i < len(wanted) and int(wanted[i]) <= hi
+
+
+def read_index(lake: Lake, key: str, bucket: int, buckets: int, first_node: int, own: bool, kinds: list[int],
+               fetched: ReadCount, wanted: np.ndarray | None = None) -> IndexRows:
+    """One index part's rows of one bucket, of the kinds asked for, with their nodes; with `wanted` (sorted
+    keys), only the rows of those keys."""
+    table = read_range(lake, key, "key", *key_range(bucket, buckets), fetched, wanted)
+    kind, keys = table.column("kind").to_numpy(), table.column("key").to_numpy()
+    keep = np.isin(kind, kinds) if wanted is None else np.isin(kind, kinds) & np.isin(keys, wanted)
+    return IndexRows(kind[keep], keys[keep], table.column("row").to_numpy().astype(np.int64)[keep] + first_node,
+                     fixed_binary_matrix(table.column("sketch"))[keep], np.full(int(keep.sum()), own))
+
+
+def fixed_binary_matrix(column: pa.ChunkedArray) -> np.ndarray:
+    """A fixed-size binary column as a (rows, bytes) matrix, without a copy where it is one chunk."""
+    width = column.type.byte_width
+    array = column.combine_chunks()
+    if not len(array):
+        return np.empty((0, width), np.uint8)
+    data = np.frombuffer(array.buffers()[1], np.uint8)
+    return data[array.offset * width:(array.offset + len(array)) * width].reshape(len(array), width)
+
+
+# --- 1. edges --------------------------------------------------------------------------------------------------
 
 CHUNK = 1 << 16  # candidate pairs compared at once
-
-
-class _Sketches:
-    """The sketches of some sorted row positions, indexed by position."""
-
-    def __init__(self, positions: np.ndarray, values: np.ndarray):
-        self.positions, self.values = positions, values
-
-    def __getitem__(self, index) -> np.ndarray:
-        return self.values[np.searchsorted(self.positions, index)]
 
 
 @dataclass
@@ -155,24 +282,18 @@ def agreement(a: np.ndarray, b: np.ndarray, values: int) -> np.ndarray:
     return (equal / values - chance) / (1 - chance)
 
 
-def sketches(column: pl.Series) -> np.ndarray:
-    """A column of equal-length sketches (no nulls) as a (rows, bytes) matrix."""
-    arrow = column.to_arrow()
-    if not len(arrow):
-        return np.empty((0, 0), np.uint8)
-    arrow = arrow.cast(pa.large_binary())
-    offsets = np.frombuffer(arrow.buffers()[1], np.int64)[arrow.offset:arrow.offset + len(arrow) + 1]
-    data = np.frombuffer(arrow.buffers()[2], np.uint8)
-    width = int(offsets[1] - offsets[0])
-    return data[offsets[:-1, None] + np.arange(width)]
-
-
-def group_edges(rows: pl.DataFrame, threshold: float, values: int) -> Edges:
-    """Edges of one bucket's rows: each node to the smallest node of its (kind, key) group; a band group's member
-    only if its sketch agrees with that node's at `threshold` (0: always), else with the first member it does."""
-    kind, key, node = (rows[c].to_numpy() for c in ("kind", "key", "node"))
-    order = np.lexsort((node, key, kind))  # the sketches stay where they are: only candidates' are read
-    kind, key, node = kind[order], key[order], node[order]
+def group_edges(rows: IndexRows, threshold: float, values: int) -> Edges:
+    """Edges of one bucket's rows: in every (kind, key) group that holds a document of this crawl, each node to
+    the group's smallest node; a band group's member only if its sketch agrees with that node's at `threshold`
+    (0: always), else with the first member it does."""
+    order = np.lexsort((rows.node, rows.key, rows.kind))  # the sketches stay where they are: only candidates' are read
+    kind, key = rows.kind[order], rows.key[order]
+    start = np.concatenate([[True], (kind[1:] != kind[:-1]) | (key[1:] != key[:-1])])
+    group = np.cumsum(start) - 1
+    touched = np.zeros(len(start) and int(group[-1]) + 1, bool)
+    touched[group[rows.own[order]]] = True
+    order = order[touched[group]]
+    kind, key, node = rows.kind[order], rows.key[order], rows.node[order]
     if len(node) < 2:
         return Edges(np.empty(0, np.int64), np.empty(0, np.int64))
     same = np.concatenate([[False], (kind[1:] == kind[:-1]) & (key[1:] == key[:-1])])
@@ -182,17 +303,18 @@ def group_edges(rows: pl.DataFrame, threshold: float, values: int) -> Edges:
     keep = np.ones(len(member), bool)
     extra_src, extra_dst, rejected = [], [], 0
     if threshold > 0 and len(near):
-        read = np.unique(np.concatenate([near, first[near]]))
-        sketch = _Sketches(read, sketches(rows["sketch"].gather(order[read])))
-        ok = np.concatenate([agreement(sketch[near[i:i + CHUNK]], sketch[first[near[i:i + CHUNK]]], values)
+        def sketch(i) -> np.ndarray:
+            return rows.sketch[order[i]]
+
+        ok = np.concatenate([agreement(sketch(near[i:i + CHUNK]), sketch(first[near[i:i + CHUNK]]), values)
                              >= threshold for i in range(0, len(near), CHUNK)])
         keep[np.searchsorted(member, near[~ok])] = False
         # A member that disagrees with its group's first tries the group's other disagreeing members before it.
         reps: dict[int, list[int]] = {}
         for i in near[~ok]:
             others = reps.setdefault(int(first[i]), [])
-            hit = np.nonzero(agreement(sketch[others], sketch[i], values) >= threshold)[0] if others else \
-                np.empty(0, int)
+            hit = np.nonzero(agreement(sketch(np.array(others, np.int64)), sketch(i), values) >= threshold)[0] \
+                if others else np.empty(0, int)
             if len(hit):
                 extra_src.append(node[i])
                 extra_dst.append(node[others[hit[0]]])
@@ -205,8 +327,8 @@ def group_edges(rows: pl.DataFrame, threshold: float, values: int) -> Edges:
 
 
 def star_labels(src: np.ndarray, dst: np.ndarray) -> pl.DataFrame:
-    """The connected components of the edges, as LABEL_SCHEMA: every node but each component's smallest, with
-    that smallest node."""
+    """The connected components of the edges, as LABEL_SCHEMA: every node with its component's smallest node (its
+    root, itself included), sorted by node."""
     from scipy.sparse import coo_matrix  # 0.5 s to import: here, not for every process that reads the settings
     from scipy.sparse.csgraph import connected_components
 
@@ -216,9 +338,7 @@ def star_labels(src: np.ndarray, dst: np.ndarray) -> pl.DataFrame:
     _, labels = connected_components(coo_matrix((np.ones(len(a), np.int8), (a, b)), shape=(n, n)), directed=False)
     smallest = np.full(labels.max() + 1 if n else 0, n, np.int64)
     np.minimum.at(smallest, labels, np.arange(n))  # nodes are sorted: a component's first is its smallest
-    root = nodes[smallest[labels]]
-    other = root != nodes
-    return pl.DataFrame({"node": nodes[other], "root": root[other]}, schema={"node": pl.Int64, "root": pl.Int64})
+    return pl.DataFrame({"node": nodes, "root": nodes[smallest[labels]]}, schema={"node": pl.Int64, "root": pl.Int64})
 
 
 def merge_labels(labels: Sequence[pl.DataFrame]) -> pl.DataFrame:
@@ -237,15 +357,12 @@ def merge_levels(items: list, fan_in: int) -> list[list[list]]:
     return levels
 
 
-# --- 4. members and 5. the keep rule ---------------------------------------------------------------------------
+# --- 3. members and 4. the keep rule ---------------------------------------------------------------------------
 
 def members_of(docs: pl.DataFrame, first_node: int, labels: pl.DataFrame) -> pl.DataFrame:
     """The rows of `docs` (MEMBER_COLUMNS, consecutive nodes from `first_node`) that are in a cluster, with it."""
     last = first_node + docs.height
-    mine = labels.filter(pl.col("node").is_between(first_node, last, closed="left"))
-    roots = labels.filter(pl.col("root").is_between(first_node, last, closed="left")).select(
-        node="root", root="root").unique()
-    clusters = pl.concat([mine, roots]).rename({"root": "cluster"})
+    clusters = labels.filter(pl.col("node").is_between(first_node, last, closed="left")).rename({"root": "cluster"})
     rows = docs.with_columns(node=pl.int_range(first_node, last, dtype=pl.Int64))
     return rows.join(clusters, on="node")
 
@@ -299,16 +416,28 @@ def keep_rule(members: pl.DataFrame, settings: DedupSettings, crawl: str, remove
 
 @dataclass(frozen=True)
 class SignaturePart:
-    """A committed signatures part in the clustering's plan; its ordinal gives its documents' nodes."""
+    """A committed signatures part in the clustering's plan, with its band index and documents; its ordinal in
+    the plan gives its documents' nodes."""
 
     crawl: str
     shard: str
     part: str
     rows: int
+    index: str
+    docs: str
+
+
+@dataclass(frozen=True)
+class IndexPart:
+    """What an edges unit reads of one signatures part."""
+
+    index: str
+    first_node: int
+    own: bool
 
 
 def bucket_count(settings: DedupSettings, documents: int) -> int:
-    """B: the setting, else enough buckets that one holds about `bucket_rows` rows."""
+    """B: the setting, else enough buckets that one holds about `bucket_rows` rows of this crawl."""
     if settings.buckets:
         return settings.buckets
     per_document = (settings.bands if settings.near else 0) + settings.exact + settings.by_url
@@ -316,48 +445,45 @@ def bucket_count(settings: DedupSettings, documents: int) -> int:
 
 
 @dataclass(frozen=True)
-class BucketUnit(WorkUnit):  # source: a signatures part
-    settings: DedupSettings
-    first_node: int
-    parts: tuple[str, ...]  # one per bucket
-
-
-@timed_unit
-def write_buckets(u: BucketUnit) -> UnitResult:
-    lake = Lake(u.store)
-    schema = bucket_schema(u.settings)
-    rows_in = rows_out = 0
-    fetched = ReadCount()
-    with contextlib.ExitStack() as stack:
-        writers = [stack.enter_context(lake.part_writer(p, schema)) for p in u.parts]
-        for batch in lake.iter_batches(u.source, BUCKET_BATCH_ROWS, columns=BUCKET_INPUT, fetched=fetched):
-            rows = bucket_rows(cast(pl.DataFrame, pl.from_arrow(batch)), u.first_node + rows_in, u.settings)
-            rows_in += batch.num_rows
-            rows_out += rows.height
-            for writer, chunk in zip(writers, split_rows(rows, len(writers))):
-                writer.write(chunk.to_arrow().cast(schema))
-    return UnitResult(unit=u.unit, source=u.source, rows_in=rows_in, rows_out=rows_in, bytes_in=fetched.bytes,
-                      bytes_out=sum(w.bytes for w in writers), counts={"bucket_rows": rows_out})
-
-
-@dataclass(frozen=True)
 class EdgeUnit(WorkUnit):  # source: the bucket, by name
     settings: DedupSettings
-    inputs: tuple[str, ...]  # the bucket's part of every signatures part
+    bucket: int
+    buckets: int
+    inputs: tuple[IndexPart, ...]  # every part of the plan: this crawl's first
     part: str
 
 
 @timed_unit
 def write_edges(u: EdgeUnit) -> UnitResult:
     lake = Lake(u.store)
-    rows = lake.scan(list(u.inputs)).collect()
-    edges = group_edges(rows, u.settings.jaccard_threshold, u.settings.bands * u.settings.rows)
+    kinds, values = kinds_of(u.settings), u.settings.bands * u.settings.rows
+    own_read, history_read = ReadCount(), ReadCount()
+    own = [read_index(lake, p.index, u.bucket, u.buckets, p.first_node, True, kinds, own_read)
+           for p in u.inputs if p.own]
+    keys = np.unique(np.concatenate([r.key for r in own])) if own else np.empty(0, np.uint64)
+    # Of the earlier crawls, only the row groups that hold a key of this crawl's are read, and only the rows of
+    # those keys kept: memory of the new crawl, reads of the history's index where the new crawl hits it.
+    history = [read_index(lake, p.index, u.bucket, u.buckets, p.first_node, False, kinds, history_read, keys)
+               for p in u.inputs if not p.own and len(keys)]
+    width = sketch_bytes(values)
+    rows = IndexRows.concat(own + history, width)
+    edges = group_edges(rows, u.settings.jaccard_threshold, values)
     labels = star_labels(edges.src, edges.dst)
-    with lake.part_writer(u.part, LABEL_SCHEMA) as out:
-        out.write(labels.to_arrow().cast(LABEL_SCHEMA))
-    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows.height, rows_out=rows.height,
-                      bytes_out=out.bytes, counts={"candidates": edges.candidates, "rejected": edges.rejected,
-                                                   "edges": len(edges.src)})
+    written = write_labels(lake, u.part, labels)
+    own_rows = sum(len(r) for r in own)
+    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=own_rows, rows_out=own_rows,
+                      bytes_in=own_read.bytes + history_read.bytes, bytes_out=written,
+                      counts={"candidates": edges.candidates, "rejected": edges.rejected, "edges": len(edges.src),
+                              "history_rows_matched": len(rows) - own_rows, "history_bytes_read": history_read.bytes})
+
+
+def write_labels(lake: Lake, key: str, labels: pl.DataFrame) -> int:
+    """Labels sorted by node, in row groups a member unit can read by its nodes' range. -> bytes written"""
+    with lake.part_writer(key, LABEL_SCHEMA) as out:
+        table = labels.to_arrow().cast(LABEL_SCHEMA)
+        for i in range(0, table.num_rows, INDEX_GROUP_ROWS):
+            out.write(table.slice(i, INDEX_GROUP_ROWS))
+    return out.bytes
 
 
 @dataclass(frozen=True)
@@ -370,18 +496,18 @@ class MergeUnit(WorkUnit):  # source: the merge, by name
 def write_merged(u: MergeUnit) -> UnitResult:
     lake = Lake(u.store)
     labels = [lake.scan([p]).collect() for p in u.inputs]
-    merged = merge_labels(labels)
-    with lake.part_writer(u.part, LABEL_SCHEMA) as out:
-        out.write(merged.to_arrow().cast(LABEL_SCHEMA))
+    written = write_labels(lake, u.part, merge_labels(labels))
     rows = sum(f.height for f in labels)
-    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows, rows_out=rows, bytes_out=out.bytes)
+    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows, rows_out=rows, bytes_out=written)
 
 
 @dataclass(frozen=True)
 class MemberUnit(WorkUnit):  # source: a signatures part
     crawl: str
     shard: str
+    docs: str
     first_node: int
+    rows: int
     labels: str
     part: str
 
@@ -389,15 +515,18 @@ class MemberUnit(WorkUnit):  # source: a signatures part
 @timed_unit
 def write_members(u: MemberUnit) -> UnitResult:
     lake = Lake(u.store)
-    docs = lake.scan([u.source]).select(MEMBER_COLUMNS).collect()
-    last = u.first_node + docs.height
-    labels = lake.scan([u.labels]).filter(pl.col("node").is_between(u.first_node, last, closed="left")
-                                          | pl.col("root").is_between(u.first_node, last, closed="left")).collect()
+    fetched = ReadCount()
+    labels = cast(pl.DataFrame, pl.from_arrow(read_range(lake, u.labels, "node", u.first_node,
+                                                         u.first_node + u.rows, fetched)))
+    if not labels.height:  # none of its documents is in a cluster: its documents are not read
+        return UnitResult(unit=u.unit, source=u.source, rows_in=u.rows, rows_out=u.rows, bytes_in=fetched.bytes,
+                          counts={"members": 0})
+    docs = lake.scan([u.docs]).collect()
     members = members_of(docs, u.first_node, labels).with_columns(crawl=pl.lit(u.crawl), shard=pl.lit(u.shard))
     with lake.part_writer(u.part, MEMBER_SCHEMA) as out:
         out.write(members.select(MEMBER_SCHEMA.names).to_arrow().cast(MEMBER_SCHEMA))
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=docs.height, rows_out=docs.height,
-                      bytes_out=out.bytes, counts={"members": members.height})
+                      bytes_in=fetched.bytes, bytes_out=out.bytes, counts={"members": members.height})
 
 
 RunUnits = Callable[[Callable, Sequence[WorkUnit]], list[UnitResult]]
@@ -408,7 +537,7 @@ class ClusterRun:
     """What the clustering units did, by step."""
 
     buckets: int
-    steps: dict[str, list[UnitResult]]
+    steps: dict[str, list[UnitResult]] = field(default_factory=dict)
 
     def count(self, key: str) -> int:
         return sum(r.counts.get(key, 0) for results in self.steps.values() for r in results)
@@ -420,36 +549,33 @@ class ClusterRun:
 def cluster_lake(store, parts: Sequence[SignaturePart], settings: DedupSettings, crawl: str, run: RunUnits,
                  key: Callable[[str, str], str], removed_schema: pa.Schema, largest: int = 10
                  ) -> tuple[Clusters, ClusterRun]:
-    """Cluster the documents of `parts` (this crawl's, then the earlier crawls') with units run by `run`; their
-    parts are written at `key(step, identity)`."""
+    """Cluster the documents of `parts` (this crawl's, then the earlier crawls') from their band index, with
+    units run by `run`; their parts are written at `key(step, identity)`."""
     lake = Lake(store)
-    buckets = bucket_count(settings, sum(p.rows for p in parts))
-    steps: dict[str, list[UnitResult]] = {}
-    bucket_parts = [[key("buckets", f"{p.part}\0{b}/{buckets}") for b in range(buckets)] for p in parts]
-    steps["buckets"] = run(write_buckets, [
-        BucketUnit(store=store, source=p.part, settings=settings, first_node=node_base(i), parts=tuple(keys))
-        for i, (p, keys) in enumerate(zip(parts, bucket_parts))])
-    edge_units = [EdgeUnit(store=store, source=f"bucket {b} of {buckets}", settings=settings,
-                           inputs=tuple(keys[b] for keys in bucket_parts),
-                           part=key("edges", "\0".join(keys[b] for keys in bucket_parts)))
-                  for b in range(buckets)] if parts else []
-    steps["edges"] = run(write_edges, edge_units)
+    own = sum(p.rows for p in parts if p.crawl == crawl)
+    done = ClusterRun(bucket_count(settings, own))
+    buckets = done.buckets
+    inputs = tuple(IndexPart(p.index, node_base(i), p.crawl == crawl) for i, p in enumerate(parts))
+    plan = "\0".join(p.index for p in parts)
+    edge_units = [EdgeUnit(store=store, source=f"bucket {b} of {buckets}", settings=settings, bucket=b,
+                           buckets=buckets, inputs=inputs, part=key("edges", f"{b}/{buckets}\0{plan}"))
+                  for b in range(buckets)] if own else []
+    done.steps["edges"] = run(write_edges, edge_units)
     labels = [u.part for u in edge_units]
-    steps["components"] = []
+    done.steps["components"] = []
     for depth, level in enumerate(merge_levels(labels, settings.merge_fan_in)):
         units = [MergeUnit(store=store, source=f"merge {depth}.{i}", inputs=tuple(labels[j] for j in group),
                            part=key("components", "\0".join(labels[j] for j in group)))
                  for i, group in enumerate(level)]
-        steps["components"] += run(write_merged, units)
+        done.steps["components"] += run(write_merged, units)
         labels = [u.part for u in units]
-    member_units = [MemberUnit(store=store, source=p.part, crawl=p.crawl, shard=p.shard, first_node=node_base(i),
-                               labels=labels[0], part=key("members", f"{p.part}\0{labels[0]}"))
+    member_units = [MemberUnit(store=store, source=p.part, crawl=p.crawl, shard=p.shard, docs=p.docs,
+                               first_node=node_base(i), rows=p.rows, labels=labels[0],
+                               part=key("members", f"{p.docs}\0{labels[0]}"))
                     for i, p in enumerate(parts)] if labels else []
-    steps["members"] = run(write_members, member_units)
-    members = lake.scan([u.part for u in member_units], MEMBER_SCHEMA).collect()
+    done.steps["members"] = run(write_members, member_units)
+    members = lake.scan([r.part for r in done.steps["members"] if r.part], MEMBER_SCHEMA).collect()
     removed, sizes, top = keep_rule(members, settings, crawl, removed_schema, largest)
-    done = ClusterRun(buckets, steps)
-    own = sum(p.rows for p in parts if p.crawl == crawl)
     return Clusters(removed=removed, sizes=sizes, largest=top, documents=own,
                     index_documents=sum(p.rows for p in parts) - own, candidates=done.count("candidates"),
                     rejected=done.count("rejected")), done
@@ -459,10 +585,14 @@ def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl
                    buckets: int = 1, largest: int = 10) -> Clusters:
     """The same steps in this process, over frames (`CLUSTER_COLUMNS` plus `crawl` and `shard`) standing for the
     signatures parts in plan order: what the units compute, without the lake."""
-    rows = [split_rows(bucket_rows(p, node_base(i), settings), buckets) for i, p in enumerate(parts)]
-    edges = [group_edges(pl.concat([r[b] for r in rows]), settings.jaccard_threshold,
-                         settings.bands * settings.rows)
-             for b in range(buckets)] if parts else []
+    values = settings.bands * settings.rows
+    kinds = kinds_of(settings)
+    rows = IndexRows.concat([_own_rows(index_rows(p.select(INDEX_INPUT), 0), p, node_base(i), crawl)
+                             for i, p in enumerate(parts)], sketch_bytes(values))
+    rows = rows.take(np.isin(rows.kind, kinds))
+    which = bucket_of(rows.key, buckets)
+    edges = [group_edges(rows.take(which == b), settings.jaccard_threshold, values)
+             for b in range(buckets)] if rows.own.any() else []
     labels = [star_labels(e.src, e.dst) for e in edges]
     for level in merge_levels(labels, settings.merge_fan_in):
         labels = [merge_labels([labels[j] for j in group]) for group in level]
@@ -476,3 +606,9 @@ def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl
     total = sum(p.height for p in parts)
     return Clusters(removed=removed, sizes=sizes, largest=top, documents=own, index_documents=total - own,
                     candidates=sum(e.candidates for e in edges), rejected=sum(e.rejected for e in edges))
+
+
+def _own_rows(rows: IndexRows, frame: pl.DataFrame, first_node: int, crawl: str) -> IndexRows:
+    """A frame's index rows with their nodes, those of `crawl` marked own (a frame may hold both)."""
+    own = (frame["crawl"] == crawl).to_numpy()
+    return IndexRows(rows.kind, rows.key, rows.node + first_node, rows.sketch, own[rows.node])

@@ -25,7 +25,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core import filtered, signatures
-from llm_assets.core.clusters import Clusters, cluster_frames  # noqa: F401 - Clusters: its callers import it here
+from llm_assets.core.clusters import Clusters, IndexWriter, cluster_frames  # noqa: F401 - Clusters: its callers import it here
 from llm_assets.core.config import Section
 from llm_assets.core.lake import Lake, ReadCount
 from llm_assets.core.minhash import MinHasher
@@ -66,6 +66,7 @@ class DedupSettings(Section):
 
 
 STAGE_VERSION = "1"
+SIGNATURES_VERSION = "2"  # 2: every part with its band index and documents, which the clustering reads
 # 2: a removal's reason names only a rule that is on (no `url` between URL-less documents)
 # 3: LSH candidates are confirmed by their Jaccard estimate (`jaccard_threshold`)
 CLUSTERS_VERSION = "3"
@@ -98,6 +99,8 @@ def signature_frame(df: pl.DataFrame, settings: DedupSettings) -> pl.DataFrame:
 class SignatureUnit(WorkUnit):  # source: a filtered part
     settings: DedupSettings
     part: str
+    index: str  # the part's band index (see `clusters`)
+    docs: str  # its documents, for the clustering's keep rule
 
 
 @timed_unit
@@ -107,12 +110,15 @@ def compute_signatures(u: SignatureUnit) -> UnitResult:
     hasher = u.settings.hasher()
     rows_in = 0
     fetched = ReadCount()
-    with lake.part_writer(u.part, schema) as out:
+    with lake.part_writer(u.part, schema) as out, IndexWriter(lake, u.index, u.docs, hasher.k) as index:
         for batch in lake.iter_batches(u.source, BATCH_ROWS, columns=signatures.SIGNATURE_INPUT, fetched=fetched):
             rows_in += batch.num_rows
-            out.write(signatures.signature_table(batch, hasher))
+            table = signatures.signature_table(batch, hasher)
+            out.write(table)
+            index.add(table)
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows_in, rows_out=out.rows,
-                      bytes_in=fetched.bytes, bytes_out=out.bytes, columns=schema.names)
+                      bytes_in=fetched.bytes, bytes_out=out.bytes + index.bytes, columns=schema.names,
+                      side_parts={"index": u.index, "docs": u.docs})
 
 
 # --- clustering (see `clusters`) -------------------------------------------------------------------------------

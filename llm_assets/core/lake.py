@@ -513,10 +513,11 @@ class Lake:
                 if fetched is not None:
                     fetched.bytes += cast(RangeFile, f.raw).fetched
 
-    def open_arrow(self, key: str) -> io.BufferedReader:
+    def open_arrow(self, key: str, buffer_size: int = 0) -> io.BufferedReader:
         """A seekable file over an object, read by ranges through the same retries as every other call (Parquet
-        reads its footer, then only the column chunks it needs)."""
-        return io.BufferedReader(RangeFile(self, key), buffer_size=RANGE_READ)
+        reads its footer, then only the column chunks it needs). A read shorter than `buffer_size` fetches that
+        much (default RANGE_READ): less where only a few row groups are wanted."""
+        return io.BufferedReader(RangeFile(self, key), buffer_size=buffer_size or RANGE_READ)
 
 
 RANGE_READ = 4 << 20

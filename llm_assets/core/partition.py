@@ -108,7 +108,7 @@ class Manifest(UnitTotals):
 
     def part_keys(self) -> set[str]:
         """Every key the partition needs in the store."""
-        return {*self.parts, *self.rejected_parts}
+        return {*self.parts, *self.rejected_parts, *(k for u in self.units for k in u.side_parts.values())}
 
 
 def read_manifest(lake: Lake, asset: str, crawl: str, shard: str) -> Manifest | None:

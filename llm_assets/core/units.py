@@ -92,6 +92,7 @@ class UnitResult:
     errors: list[str] = field(default_factory=list)  # what was wrong with the input (quarantined, counted)
     columns: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)  # other things a stage counts (PII masked, ...)
+    side_parts: dict[str, str] = field(default_factory=dict)  # other parts written with `part`, by role
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

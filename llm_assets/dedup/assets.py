@@ -7,7 +7,7 @@ from llm_assets.core.dedup import (DEDUPLICATED_SCHEMA, REMOVED_SCHEMA, DedupUni
                                    remove_duplicates, signature_schema)
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import FrameOutput, LakeInput, committed
-from llm_assets.core.units import peak_rss_bytes, run_units, unit_id
+from llm_assets.core.units import UnitResult, peak_rss_bytes, run_units, unit_id
 from llm_assets.dedup.spec import (CLUSTERS_SPEC, DEDUPLICATED_SPEC, SIGNATURES_SPEC, clusters_version,
                                    removals_version, shard_removals)
 from llm_assets import charts
@@ -15,6 +15,14 @@ from llm_assets.metadata import table
 from llm_assets.settings import Settings
 from llm_assets.stage import BY_CRAWL, crawl_asset, partition_of, require_every_shard, run_stage, stage_asset
 from resources import ObjectStore
+
+
+def signature_part(crawl: str, shard: str, unit: UnitResult) -> SignaturePart:
+    if not {"index", "docs"} <= unit.side_parts.keys():
+        raise RuntimeError(f"signatures crawl={crawl} shard={shard}: part {unit.part} has no band index (it was "
+                           "built before signatures v2): rebuild its signatures (`llm-assets backfill --stale`)")
+    return SignaturePart(crawl, shard, unit.part or "", unit.rows_out, unit.side_parts["index"],
+                         unit.side_parts["docs"])
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -35,7 +43,9 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         for source in filtered.parts:
             unit = unit_id("signatures", signatures_code, source)
             units.append(SignatureUnit(store=store.config(), settings=dedup, source=source, unit=unit,
-                                       part=part_key("signatures", crawl, shard, unit)))
+                                       part=part_key("signatures", crawl, shard, unit),
+                                       index=part_key("signatures", crawl, shard, unit_id(unit, "index")),
+                                       docs=part_key("signatures", crawl, shard, unit_id(unit, "docs"))))
         yield from run_stage(context, compute_signatures, units, signatures_code,
                              signature_schema(dedup.bands, dedup.rows).names, settings.runner,
                              inputs={"filtered": filtered.data_version})
@@ -64,7 +74,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         # before this one in crawl_order"
         earlier = dedup.earlier_crawls(crawl, context.instance.get_dynamic_partitions("crawl"))
         index = {c: committed(lake, "signatures", c, shards) for c in earlier}
-        parts = [SignaturePart(c, shard, u.part, u.rows_out) for c, manifests in [(crawl, own), *index.items()]
+        parts = [signature_part(c, shard, u) for c, manifests in [(crawl, own), *index.items()]
                  for shard, m in sorted(manifests.items()) for u in m.units if u.part]
         from llm_assets.runners import runner_for  # as `run_stage` does: a cluster's client only when it runs
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from llm_assets.core.dedup import CLUSTERS_VERSION, LAYOUT_SETTINGS, STAGE_VERSION
+from llm_assets.core.dedup import CLUSTERS_VERSION, LAYOUT_SETTINGS, SIGNATURES_VERSION, STAGE_VERSION
 from llm_assets.core.partition import read_manifest, units_version
 from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import StageSpec
@@ -12,7 +12,8 @@ from llm_assets.registry import StageSpec
 
 def signatures_version(settings) -> str:
     """Signatures depend only on how documents are hashed."""
-    return code_version(STAGE_VERSION, settings.dedup.model_dump_json(include={"ngram", "bands", "rows", "seed"}))
+    return code_version(STAGE_VERSION, SIGNATURES_VERSION,
+                        settings.dedup.model_dump_json(include={"ngram", "bands", "rows", "seed"}))
 
 
 def clusters_code_version(settings) -> str:
