@@ -11,10 +11,11 @@ OPENBLAS_NUM_THREADS to 1:
 1. synthesize: `benchmarks.dedup.synthesize` (random hashes and MinHash values; 5% exact copies, 5% near copies
    of random originals, so planted clusters of 2 or more documents whose sizes are known) in groups of 4 parts of
    `--part-rows` documents, so that a copy and its source are in different parts three times in four. Each part is
-   written as a signatures part to an embedded SeaweedFS (the lake's real store, on loopback, in a temporary
+   written as a signatures part, with its band index and documents as the signatures units write them (that
+   writing timed apart: the index step), to an embedded SeaweedFS (the lake's real store, on loopback, in a temporary
    folder) and, for datatrove, as its 14 sorted `.minhash.sig` files (below). The truth (each document's source)
    is kept on local disk.
-2. cluster: `cluster_lake` with `DedupSettings()` (exact + near, Jaccard confirmation at 0.8, `bucket_rows`
+2. cluster: `cluster_lake` (edges, components, members from the band index) with `DedupSettings()` (exact + near, Jaccard confirmation at 0.8, `bucket_rows`
    4,000,000) with the process-pool runner (`--workers`, one thread each): per step, units, wall seconds, CPU
    seconds (summed over units, `time.process_time` in the worker), the largest unit's peak RSS (`ru_maxrss` of its
    worker), bytes written; the driver's own peak RSS (it reads the members and applies the keep rule).
@@ -59,7 +60,7 @@ THREADS_ENV = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_
 CRAWL = "BENCH"
 GROUP_PARTS = 4
 DT_SHIFT = 3  # datatrove's 64-bit hashes are below 2**61 - 1
-STEPS = ("buckets", "edges", "components", "members")
+STEPS = ("edges", "components", "members")
 DT_SCRIPT = """
 import json, resource, sys, time
 from datatrove.executor import LocalPipelineExecutor
@@ -105,7 +106,7 @@ def child_synthesize(args) -> dict:
     import numpy as np
     import polars as pl
 
-    from benchmarks.dedup import synthesize
+    from llm_assets.core.clusters import IndexWriter
     from llm_assets.core.lake import Lake, part_key
     from llm_assets.core.signatures import signature_schema
     from llm_assets.core.units import unit_id
@@ -113,33 +114,79 @@ def child_synthesize(args) -> dict:
 
     store, settings, size = store_config(args), DedupSettings(), args.size
     lake, schema = Lake(store), signature_schema(settings.bands, settings.rows)
-    sources, parts, planted, written = [], [], {"exact": 0, "near": 0}, 0
+    sources, parts, planted, written = [], [], {"exact": 0, "near": 0, "cross_crawl": 0}, 0
+    index = {"cpu": 0.0, "peak_rss": 0, "bytes": 0}
+    history = json.loads(args.copy_from.read_text()) if args.copy_from else []
     start = time.perf_counter()
-    for first in range(0, size, GROUP_PARTS * args.part_rows):
-        rows = min(GROUP_PARTS * args.part_rows, size - first)
-        frame, stats, source = synthesize(rows, seed=args.seed + first, first=first)
+    for group, (frame, stats, source) in enumerate(crawl_groups(size, args.part_rows, args.seed, args.first)):
+        if history:  # 5% of the group: copies of an earlier crawl's documents
+            frame, copied = copy_from_history(frame, history[group % len(history)], group, args, seed=group)
+            planted["cross_crawl"] += copied
         sources.append(source)
         planted["exact"] += stats["exact_copies"]
         planted["near"] += stats["near_copies"]
-        for offset in range(0, rows, args.part_rows):
+        for offset in range(0, frame.height, args.part_rows):
             part = frame.slice(offset, args.part_rows)
             rank, shard = len(parts), f"{len(parts):04d}"
-            key = part_key("signatures", CRAWL, shard, unit_id("dump-scale", str(size), str(rank)))
+            key, ix, docs = (part_key("signatures", args.crawl, shard, unit_id("dump-scale", args.crawl, str(size),
+                                                                              str(rank), role))
+                             for role in ("part", "index", "docs"))
+            table = part.select(schema.names).to_arrow().cast(schema)
             with lake.part_writer(key, schema) as w:
-                w.write(part.select(schema.names).to_arrow().cast(schema))
+                w.write(table)
+            rss, cpu = maxrss(), time.process_time()
+            with IndexWriter(lake, ix, docs, settings.bands * settings.rows) as writer:  # the signatures unit's
+                writer.add(table)
+            index["cpu"] += time.process_time() - cpu
+            index["peak_rss"] = max(index["peak_rss"], maxrss() - rss)
+            index["bytes"] += writer.bytes
             written += w.bytes
-            parts.append({"crawl": CRAWL, "shard": shard, "part": key, "rows": part.height})
+            parts.append({"crawl": args.crawl, "shard": shard, "part": key, "rows": part.height, "index": ix,
+                          "docs": docs})
             if args.datatrove_sigs:
                 write_datatrove_sigs(args.datatrove_sigs, rank, part["bands"].to_numpy())
-        log(f"synthesized {first + rows:,} of {size:,}")
+        log(f"synthesized {sum(p['rows'] for p in parts):,} of {size:,} ({args.crawl})")
     source = np.concatenate(sources)
     np.save(args.truth, source)
-    root = np.where(source >= 0, source, np.arange(size))
+    root = np.where(source >= 0, source - args.first, np.arange(size))
     sizes = np.bincount(root, minlength=size)
     histogram = pl.Series(sizes[sizes > 1]).value_counts().sort("")
-    return {"documents": size, "parts": parts, "seconds": time.perf_counter() - start, "bytes": written,
+    return {"documents": size, "crawl": args.crawl, "first": args.first, "parts": parts,
+            "seconds": time.perf_counter() - start, "bytes": written, "index": index,
             "planted": planted, "planted_clusters": int((sizes > 1).sum()),
             "planted_sizes": {str(k): int(v) for k, v in histogram.iter_rows()}}
+
+
+def crawl_groups(size: int, part_rows: int, seed: int, first: int):
+    """A synthetic crawl of `size` documents numbered from `first`, group by group (GROUP_PARTS parts each), the
+    same every time: (frame, stats, source)."""
+    from benchmarks.dedup import synthesize
+
+    for at in range(0, size, GROUP_PARTS * part_rows):
+        rows = min(GROUP_PARTS * part_rows, size - at)
+        yield synthesize(rows, seed=seed + first + at, first=first + at)
+
+
+def copy_from_history(frame, earlier: dict, group: int, args, seed: int):
+    """`frame` with 5% of its rows made exact copies (text hash, bands, MinHash values, length) of documents of the
+    same group of an earlier synthetic crawl (made again: it is the same every time). -> (frame, copies)"""
+    import numpy as np
+    import polars as pl
+
+    groups = crawl_groups(earlier["documents"], args.part_rows, args.seed, earlier["first"])
+    theirs = next((f for i, (f, _, _) in enumerate(groups) if i == group), None)
+    if theirs is None:
+        return frame, 0
+    rng = np.random.default_rng(seed)
+    count = min(frame.height, theirs.height) // 20
+    rows, sources = rng.choice(frame.height, count, replace=False), rng.choice(theirs.height, count, replace=False)
+    copied = ["n_chars", "text_hash", "bands", "signature"]
+    replaced = frame.with_row_index("_i").join(
+        theirs.select(copied).with_row_index("_s").join(
+            pl.DataFrame({"_s": sources.astype(np.uint32), "_i": rows.astype(np.uint32)}), on="_s"),
+        on="_i", how="left", suffix="_copy")
+    return replaced.with_columns(
+        [pl.coalesce(pl.col(f"{c}_copy"), pl.col(c)).alias(c) for c in copied]).select(frame.columns), count
 
 
 # 2. cluster ------------------------------------------------------------------------------------------------------
@@ -189,10 +236,11 @@ def child_cluster(args) -> dict:
     from llm_assets.settings import DedupSettings
 
     synthesized = json.loads(args.parts.read_text())
-    parts = [SignaturePart(**p) for p in synthesized["parts"]]
-    settings, pool, walls = DedupSettings(), FreshWorkerPool(args.workers), {}
-    step_of = {"write_buckets": "buckets", "write_edges": "edges", "write_merged": "components",
-               "write_members": "members"}
+    history = [json.loads(Path(f).read_text()) for f in json.loads(args.history.read_text())] \
+        if args.history else []
+    parts = [SignaturePart(**p) for p in synthesized["parts"] + [p for h in history for p in h["parts"]]]
+    settings, pool, walls = DedupSettings(cross_crawl=bool(history)), FreshWorkerPool(args.workers), {}
+    step_of = {"write_edges": "edges", "write_merged": "components", "write_members": "members"}
 
     def run(fn, units):
         t0 = time.perf_counter()
@@ -204,18 +252,31 @@ def child_cluster(args) -> dict:
     rss_before = maxrss()
     start, cpu = time.perf_counter(), time.process_time()
     clusters, done = cluster_lake(
-        store_config(args), parts, settings, CRAWL, run,
-        lambda step, identity: part_key("duplicate_clusters", CRAWL, "all",
+        store_config(args), parts, settings, args.crawl, run,
+        lambda step, identity: part_key("duplicate_clusters", args.crawl, "all",
                                         unit_id("dump-scale", str(args.size), step, identity)), REMOVED_SCHEMA)
     seconds, driver_cpu, driver_peak = time.perf_counter() - start, time.process_time() - cpu, maxrss()
     steps = {step: {"units": len(rs), "wall": walls.get(step, 0.0),
                     "cpu": sum(r.counts.get("cpu_ms", 0) for r in rs) / 1000,
                     "peak_rss": max((r.peak_rss_bytes for r in rs), default=0),
+                    "bytes_in": sum(r.bytes_in for r in rs),
                     "bytes_out": sum(r.bytes_out for r in rs), "rows_in": sum(r.rows_in for r in rs)}
              for step, rs in done.steps.items()}
     removed = clusters.removed
-    doc = removed["doc_id"].str.slice(4).cast(pl.Int64).to_numpy()
-    kept_doc = removed["duplicate_of"].str.slice(4).cast(pl.Int64).to_numpy()
+    common = {"documents": synthesized["documents"], "buckets": done.buckets, "seconds": seconds,
+              "driver_cpu": driver_cpu, "driver_rss_before": rss_before, "driver_peak_rss": driver_peak,
+              "steps": steps, "unit_peak_rss": done.peak_rss_bytes(), "candidates": clusters.candidates,
+              "rejected": clusters.rejected, "reasons": dict(removed.group_by("reason").len().iter_rows()),
+              "removed": removed.height}
+    if history:  # what the earlier crawls cost this one
+        return {**common, "history_crawls": len(history), "history_documents": clusters.index_documents,
+                "history_index_bytes": sum(h["index"]["bytes"] for h in history),
+                "history_signature_bytes": sum(h["bytes"] for h in history),
+                "history_bytes_read": done.count("history_bytes_read"),
+                "history_rows_matched": done.count("history_rows_matched"),
+                "planted_cross_crawl": synthesized["planted"]["cross_crawl"]}
+    doc = removed["doc_id"].str.slice(4).cast(pl.Int64).to_numpy() - args.first
+    kept_doc = removed["duplicate_of"].str.slice(4).cast(pl.Int64).to_numpy() - args.first
     source = np.load(args.truth)
     quality = score(source, doc)
     kept = np.arange(source.size)
@@ -224,11 +285,7 @@ def child_cluster(args) -> dict:
     copies = np.flatnonzero(source >= 0)
     quality["pair_recall"] = float((kept[copies] == kept[source[copies]]).mean()) if copies.size else 1.0
     quality["pair_precision"] = float((root[doc] == root[kept_doc]).mean()) if doc.size else 1.0
-    return {"documents": source.size, "buckets": done.buckets, "seconds": seconds, "driver_cpu": driver_cpu,
-            "driver_rss_before": rss_before, "driver_peak_rss": driver_peak, "steps": steps,
-            "unit_peak_rss": done.peak_rss_bytes(), "candidates": clusters.candidates,
-            "rejected": clusters.rejected,
-            "reasons": dict(removed.group_by("reason").len().iter_rows()), **quality}
+    return {**common, **quality}
 
 
 def score(source, removed) -> dict:
@@ -294,13 +351,13 @@ def store_config(args):
     return StoreConfig(endpoint=endpoint, bucket=bucket, region="us-east-1", credentials_file=credentials)
 
 
-def child(name: str, workdir: Path, store: str, size: int, args, *extra: str) -> dict:
-    result = workdir / f"{name}-{size}.json"
+def child(name: str, workdir: Path, store: str, size: int, args, *extra: str, tag: str = "") -> dict:
+    result = workdir / f"{name}-{tag}{size}.json"
     cmd = [sys.executable, "-m", "benchmarks.dump_scale", "--child", name, "--store", store, "--size", str(size),
-           "--result", str(result), "--truth", str(workdir / f"truth-{size}.npy"),
-           "--parts", str(workdir / f"synthesize-{size}.json"), "--workers", str(args.workers),
+           "--result", str(result), "--truth", str(workdir / f"truth-{tag}{size}.npy"),
+           "--parts", str(workdir / f"synthesize-{tag}{size}.json"), "--workers", str(args.workers),
            "--part-rows", str(args.part_rows), "--seed", str(args.seed), *extra]
-    log(f"{name} {size:,}: running in a fresh subprocess")
+    log(f"{name} {tag}{size:,}: running in a fresh subprocess")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **THREADS_ENV})
     if proc.returncode != 0 or not result.exists():
@@ -333,9 +390,34 @@ def measure(args, keep) -> dict:
                         workdir, synthesized, workdir / f"truth-{size}.npy", args.workers)}
                     shutil.rmtree(workdir / "dt-sigs", ignore_errors=True)
                 keep(results)  # each size as it ends: a later size that does not finish loses only itself
+            if args.history_crawls:
+                results["history"] = against_history(args, workdir, spec)
+                keep(results)
         finally:
             store.stop()
     return results
+
+
+def against_history(args, workdir: Path, spec: str) -> dict:
+    """`--history-crawls` crawls of `--history-size` documents, then one more whose 5% are copies of theirs,
+    clustered against them (`cross_crawl`) from their band index."""
+    size, files, earlier = args.history_size, [], []
+    for j in range(args.history_crawls + 1):
+        crawl, tag = f"{CRAWL}-{j + 1:02d}", f"h{j + 1:02d}-"
+        extra = ["--crawl", crawl, "--first", str(j * size)]
+        if j == args.history_crawls:
+            (workdir / "copy-from.json").write_text(json.dumps(earlier))
+            extra += ["--copy-from", str(workdir / "copy-from.json")]
+        synthesized = child("synthesize", workdir, spec, size, args, *extra, tag=tag)
+        (workdir / f"synthesize-{tag}{size}.json").write_text(json.dumps(synthesized))
+        if j < args.history_crawls:
+            files.append(str(workdir / f"synthesize-{tag}{size}.json"))
+            earlier.append({"documents": size, "first": j * size})
+    (workdir / "history.json").write_text(json.dumps(files))
+    clustered = child("cluster", workdir, spec, size, args, *extra[:4], "--history", str(workdir / "history.json"),
+                      tag=tag)
+    return {"documents": size, "synthesize": {k: v for k, v in synthesized.items() if k != "parts"},
+            "cluster": clustered}
 
 
 # report ----------------------------------------------------------------------------------------------------------
@@ -358,13 +440,18 @@ def render(r: dict) -> str:
         c = s["cluster"]
         cpu = sum(st["cpu"] for st in c["steps"].values())
         rows.append([n(int(size)), n(s["parts"]), n(c["buckets"]),
-                     " / ".join(mib(c["steps"][st]["peak_rss"]) for st in STEPS), f"**{mib(c['unit_peak_rss'])}**",
+                     " / ".join([mib(s["synthesize"]["index"]["peak_rss"])]
+                                + [mib(c["steps"][st]["peak_rss"]) for st in STEPS]),
+                     f"**{mib(c['unit_peak_rss'])}**",
                      mib(c["driver_peak_rss"]), f"{c['seconds']:.0f}", f"{cpu:.0f}",
                      f"{cpu / int(size) * 1e6:.1f}", f"{c['recall']:.4f}", f"{c['precision']:.4f}",
                      f"{c['pair_recall']:.4f} / {c['pair_precision']:.4f}",
                      f"{n(c['removed'])} ({n(c['planted_copies'])})", n(c["rejected"])])
     steps_rows = []
     for size, s in sorted(sizes.items(), key=lambda kv: int(kv[0])):
+        ix = s["synthesize"]["index"]
+        steps_rows.append([n(int(size)), "index (in the signatures stage)", n(s["parts"]), "", f"{ix['cpu']:.1f}",
+                           mib(ix["peak_rss"]), mib(ix["bytes"])])
         for st in STEPS:
             x = s["cluster"]["steps"][st]
             steps_rows.append([n(int(size)), st, n(x["units"]), f"{x['wall']:.1f}", f"{x['cpu']:.1f}",
@@ -373,8 +460,9 @@ def render(r: dict) -> str:
         "## A dump's duplicate clusters: work units at growing size", "",
         "What `make bench-dump-scale` (exactly: `.venv/bin/python -m benchmarks.dump_scale`; `--sizes` sets the "
         "sizes, `--datatrove-size` the one datatrove runs on, `--json FILE` keeps the raw results) measures: "
-        "`duplicate_clusters`' work units (`core/clusters.py`: buckets, edges, components, members, then the keep "
-        "rule in the driver) on synthetic signatures written to an embedded SeaweedFS on loopback (the lake's own "
+        "`duplicate_clusters`' work units (`core/clusters.py`: edges, components, members, then the keep "
+        "rule in the driver) on synthetic signatures, each part written with its band index as the signatures stage "
+        "writes it (timed apart: the index step) written to an embedded SeaweedFS on loopback (the lake's own "
         "store, not local files), run by the process-pool runner, and datatrove 0.10.1's MinhashDedupBuckets + "
         "MinhashDedupCluster on the same signatures written in its own format. The method in full: the docstring "
         "of `benchmarks/dump_scale.py`.", "",
@@ -393,7 +481,8 @@ def render(r: dict) -> str:
                                      for k, v in sorted(sizes.items(), key=lambda kv: int(kv[0]))) + "; "
         f"5% exact and 5% near copies; planted cluster sizes at {n(int(first))}: "
         + ", ".join(f"{k}: {n(v)}" for k, v in sizes[first]["synthesize"]["planted_sizes"].items()) + ".", "",
-        table(["documents", "parts", "buckets (B)", "peak RSS per unit MiB: buckets / edges / components / members",
+        table(["documents", "parts", "buckets (B)",
+               "peak RSS per unit MiB: index (growth while writing it) / edges / components / members",
                "largest unit MiB", "driver peak MiB", "wall s", "unit CPU s", "CPU µs / document",
                "recall", "precision", "pair recall / precision", "removed (planted copies)",
                "candidates rejected (Jaccard)"], rows), "",
@@ -402,16 +491,18 @@ def render(r: dict) -> str:
     ]
     for dt in datatrove_runs(r):
         ours = sizes[str(dt["documents"])]["cluster"]
-        our_cpu = sum(st["cpu"] for st in ours["steps"].values()) + ours["driver_cpu"]
+        index = sizes[str(dt["documents"])]["synthesize"]["index"]
+        parts = sizes[str(dt["documents"])]["parts"]
+        our_cpu = sum(st["cpu"] for st in ours["steps"].values()) + ours["driver_cpu"] + index["cpu"]
         dt_cpu = dt["buckets"]["cpu"] + dt["cluster"]["cpu"]
         out += [
             "", f"### Beside datatrove 0.10.1 on the same {n(dt['documents'])} signatures", "",
             table(["", "units", "wall s", "CPU s", "largest unit / task peak RSS MiB", "recall", "precision",
                    "removed"],
-                  [["ours: buckets + edges", f"{ours['steps']['buckets']['units']} + {ours['steps']['edges']['units']}",
-                    f"{ours['steps']['buckets']['wall'] + ours['steps']['edges']['wall']:.1f}",
-                    f"{ours['steps']['buckets']['cpu'] + ours['steps']['edges']['cpu']:.1f}",
-                    mib(max(ours['steps']['buckets']['peak_rss'], ours['steps']['edges']['peak_rss'])), "", "", ""],
+                  [["ours: index (written by the signatures units) + edges",
+                    f"{parts} + {ours['steps']['edges']['units']}", f"– + {ours['steps']['edges']['wall']:.1f}",
+                    f"{index['cpu'] + ours['steps']['edges']['cpu']:.1f}",
+                    mib(ours['steps']['edges']['peak_rss']), "", "", ""],
                    ["ours: components + members",
                     f"{ours['steps']['components']['units']} + {ours['steps']['members']['units']}",
                     f"{ours['steps']['components']['wall'] + ours['steps']['members']['wall']:.1f}",
@@ -439,11 +530,47 @@ def render(r: dict) -> str:
             "document numbers.",
             "- Memory: datatrove's buckets tasks stream merge-sorted files (flat); its cluster stage is one "
             "process holding a Python dict entry per duplicated document (it grows with the duplicates of the "
-            "whole crawl). Ours: every unit is bounded by `bucket_rows` (buckets, edges) or by the duplicated "
-            "documents of a merge (components), see below.",
+            "whole crawl). Ours: the index is one signatures part's (about 1 KB a document), an edges unit is "
+            "bounded by `bucket_rows`, a components merge by the duplicated documents it merges, see below.",
         ]
     out += [""] + extrapolation(sizes)
+    if "history" in r:
+        out += [""] + against_history_report(r["history"])
     return "\n".join(out)
+
+
+def against_history_report(h: dict) -> list[str]:
+    c, size = h["cluster"], h["documents"]
+    cpu = sum(st["cpu"] for st in c["steps"].values())
+    steps = " / ".join(f"{c['steps'][st]['cpu']:.1f}" for st in STEPS)
+    peaks = " / ".join(mib(c["steps"][st]["peak_rss"]) for st in STEPS)
+    gib = 2**30
+    return [
+        f"### A new crawl against {c['history_crawls']} earlier ones", "",
+        f"With `--history-crawls {c['history_crawls']} --history-size {size}`: {c['history_crawls']} crawls of "
+        f"{n(size)} documents each, then one more of {n(size)} whose 5% are exact copies of theirs "
+        f"({n(c['planted_cross_crawl'])}), clustered with `cross_crawl` against all of them: the earlier crawls "
+        "are read only through their band index (never their signatures), and of it only the row groups that "
+        "hold a key of the new crawl, keeping only the rows of those keys.", "",
+        table(["", "value"], [
+            ["documents: new crawl / earlier crawls", f"{n(size)} / {n(c['history_documents'])}"],
+            ["buckets (B, from the new crawl's size)", n(c["buckets"])],
+            ["unit CPU s: edges / components / members (all)", f"{steps} ({cpu:.1f})"],
+            ["peak RSS per unit MiB: edges / components / members; driver", f"{peaks}; {mib(c['driver_peak_rss'])}"],
+            ["wall s", f"{c['seconds']:.0f}"],
+            ["earlier crawls' signatures (not read)", f"{c['history_signature_bytes'] / gib:.2f} GiB"],
+            ["earlier crawls' band index and documents", f"{c['history_index_bytes'] / gib:.2f} GiB"],
+            ["of it read by the edges units", f"{c['history_bytes_read'] / gib:.2f} GiB"],
+            ["earlier index rows kept (a key of the new crawl's)", n(c["history_rows_matched"])],
+            ["removed: cross_crawl / exact / near (planted cross-crawl copies)",
+             f"{n(c['reasons'].get('cross_crawl', 0))} / {n(c['reasons'].get('exact', 0))} / "
+             f"{n(c['reasons'].get('near', 0))} ({n(c['planted_cross_crawl'])})"],
+        ]), "",
+        "- A whole new crawl's keys fall in nearly every row group of the earlier crawls' index (random hashes), "
+        "so the edges units read about all of it once: lake traffic grows with the history, CPU and memory do "
+        "not (rows are filtered as they are read). A small addition (a new shard of a growing crawl) reads only "
+        "the row groups its keys hit (`test_a_small_addition_reads_only_the_index_row_groups_its_keys_hit`).",
+    ]
 
 
 def extrapolation(sizes: dict) -> list[str]:
@@ -453,7 +580,7 @@ def extrapolation(sizes: dict) -> list[str]:
     lo, hi = ordered[0], ordered[-1]
     c_lo, c_hi = sizes[str(lo)]["cluster"], sizes[str(hi)]["cluster"]
     cpu = sum(st["cpu"] for st in c_hi["steps"].values()) / hi
-    bucket_bytes = c_hi["steps"]["buckets"]["bytes_out"] / hi
+    index_bytes = sizes[str(hi)]["synthesize"]["index"]["bytes"] / hi
     target = 100_000_000
 
     def at_target(get) -> str:
@@ -482,24 +609,25 @@ def extrapolation(sizes: dict) -> list[str]:
         "in different runs saw different load (the run lines above): CPU time inflates under contention too "
         "(shared caches and memory bandwidth), less than wall time.",
         f"- CPU: {cpu * 1e6:.1f} µs a document of unit CPU at {n(hi)}, so about {cpu * target / 3600:.1f} "
-        "core-hours for 100M if it stays linear: buckets, edges and members are linear in the documents (an edges "
+        "core-hours for 100M if it stays linear (plus the index, written by the signatures units): edges and members are linear in the documents (an edges "
         "unit sorts at most about `bucket_rows` rows), the components merge is linear in the label rows "
         "(duplicated documents) times the merge depth (log base `merge_fan_in` of B).",
         f"- Memory per unit: B grows with the crawl ({bs}; ⌈documents × 15 / `bucket_rows`⌉ with the default "
         "4,000,000: 375 at 100M), so an edges unit holds about `bucket_rows` rows whatever the size: its peak "
-        f"stays at {mib(edges(c_hi))} MiB (measured at {n(hi)}: {mib(edges(c_lo))} at {n(lo)}). A buckets unit "
-        "holds one batch of 16,384 signatures rows and B open writers; a members unit one signatures part and "
-        "the labels in its node range. Not bounded by a setting: the components merges near the top of the tree "
+        f"stays at {mib(edges(c_hi))} MiB (measured at {n(hi)}: {mib(edges(c_lo))} at {n(lo)}). The index of a "
+        "signatures part is sorted in the signatures unit (about 1 KB a document of the part); a members unit "
+        "reads the labels in its node range and, when there are any, its part's documents. Not bounded by a setting: the components merges near the top of the tree "
         "and the driver's keep rule hold every duplicated document of the crawl (16-byte label rows; ~150-byte "
         f"member rows). Linear in the documents from {n(lo)} to {n(hi)} (this planted rate: 10% copies), the "
         f"largest components unit would reach {at_target(components)} MiB and the driver {at_target(driver)} MiB "
         "at 100M (the edges unit stays flat: B grows instead): the driver's keep rule, and the top of the merge "
         "tree, are the next things to cut into units (per range of cluster roots).",
-        f"- Lake traffic: the bucket parts are {bucket_bytes:,.0f} bytes a document as written (14 band rows of "
-        "a 2-byte kind, two 8-byte integers and the document's 56-byte b-bit sketch, plus the exact-hash row; "
-        "random hashes barely compress), written once and read once: about "
-        f"{bucket_bytes * target / 1e9:,.0f} GB each way for 100M, on top of one read of the signatures "
-        "(the buckets units read only the band, hash and signature columns).",
+        f"- Lake traffic: the band index and documents are {index_bytes:,.0f} bytes a document as written (14 band "
+        "rows and the text- and URL-hash rows, each a 2-byte kind, an 8-byte key, a 4-byte row and the document's "
+        "56-byte b-bit sketch, random hashes barely compress; then the keep rule's columns), written once by the "
+        f"signatures units and kept: about {index_bytes * target / 1e9:,.0f} GB for 100M, read once by the "
+        "crawl's own clustering and once by each later crawl clustered against it (below); the signatures "
+        "themselves are never read by the clustering.",
     ]
 
 
@@ -536,15 +664,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="pool workers, and datatrove tasks at once")
     parser.add_argument("--part-rows", type=int, default=62_500, help="documents a signatures part (default 62500)")
     parser.add_argument("--seed", type=int, default=20240522)
+    parser.add_argument("--history-crawls", type=int, default=0,
+                        help="also: this many earlier crawls, then one more clustered against them (default 0)")
+    parser.add_argument("--history-size", type=int, default=1_000_000, help="documents of each of those crawls")
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md",
                         help=f"the report whose {BEGIN} ... {END} section is replaced (default BENCHMARKS.md)")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here (after each size)")
     parser.add_argument("--from-json", type=Path, nargs="+", default=None,
                         help="write the section from these results (earlier runs' --json) instead of measuring")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)  # internal
-    for internal in ("--store", "--result", "--truth", "--parts", "--datatrove-sigs"):
+    for internal in ("--store", "--result", "--truth", "--parts", "--datatrove-sigs", "--copy-from", "--history"):
         parser.add_argument(internal, help=argparse.SUPPRESS, type=str if internal == "--store" else Path)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--crawl", default=CRAWL, help=argparse.SUPPRESS)
+    parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.child:
