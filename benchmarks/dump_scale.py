@@ -647,6 +647,8 @@ def merged(results: list[dict]) -> dict:
         out["sizes"].update(r["sizes"])
         out["runs"] += r["runs"]
         out["datatrove"] = [*out.get("datatrove", []), *datatrove_runs(r)]
+        if "history" in r:
+            out["history"] = r["history"]
     return out
 
 

@@ -59,18 +59,19 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         earliest fetch, longest text or first doc_id); the rest are listed here with their reason (`exact`, `url`,
         `near`) and the document they duplicate. With `cross_crawl`, the crawl is also compared with the signatures
         of every earlier crawl (in `crawl_order`), whose documents always win (`cross_crawl`). Runs as work units
-        on the runner (buckets by band-hash range, edges per bucket, components merged, members per part).
+        on the runner from the band index the signatures stage writes beside each part (edges per range of keys,
+        components merged, members per part); an earlier crawl's index is read only where this crawl's keys fall.
 
         Metadata: duplicates removed by reason, the cluster-size histogram (chart) and the largest clusters with
-        example URLs, the crawls compared against, LSH candidates rejected by their Jaccard estimate, units per
-        step, peak memory of this process and of the largest unit.
+        example URLs, the crawls compared against and the rows and bytes of their index read, LSH candidates
+        rejected by their Jaccard estimate, units per step, peak memory of this process and of the largest unit.
         """
         start = time.perf_counter()
         crawl = context.partition_key
         require_every_shard(CLUSTERS_SPEC, crawl, settings, signatures)
         lake = store.lake()
         own = {m.shard: m for m in signatures.manifests}
-        # the earlier crawls' signatures are read as they are committed: no partition mapping says "every crawl
+        # the earlier crawls' signatures manifests are read as committed: no partition mapping says "every crawl
         # before this one in crawl_order"
         earlier = dedup.earlier_crawls(crawl, context.instance.get_dynamic_partitions("crawl"))
         index = {c: committed(lake, "signatures", c, shards) for c in earlier}
@@ -102,6 +103,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "index_documents": clusters.index_documents,
             "shards": len(own),
             "shards_without_signatures": dg.MetadataValue.json([s for s in shards if s not in own]),
+            "index_rows_matched": done.count("history_rows_matched"),
+            "index_bytes_read": dg.MetadataValue.int(done.count("history_bytes_read")),
             "lsh_candidates": clusters.candidates,
             "lsh_rejected": clusters.rejected,
             "buckets": done.buckets,
