@@ -106,7 +106,10 @@ def child_synthesize(args) -> dict:
     import numpy as np
     import polars as pl
 
+    import pyarrow as pa
+
     from llm_assets.core.clusters import IndexWriter
+    from llm_assets.core.signatures import BATCH_ROWS
     from llm_assets.core.lake import Lake, part_key
     from llm_assets.core.signatures import signature_schema
     from llm_assets.core.units import unit_id
@@ -135,8 +138,9 @@ def child_synthesize(args) -> dict:
             with lake.part_writer(key, schema) as w:
                 w.write(table)
             rss, cpu = maxrss(), time.process_time()
-            with IndexWriter(lake, ix, docs, settings.bands * settings.rows) as writer:  # the signatures unit's
-                writer.add(table)
+            with IndexWriter(lake, ix, docs, settings.bands * settings.rows) as writer:
+                for batch in table.to_batches(max_chunksize=BATCH_ROWS):  # as the signatures unit adds them
+                    writer.add(pa.Table.from_batches([batch]))
             index["cpu"] += time.process_time() - cpu
             index["peak_rss"] = max(index["peak_rss"], maxrss() - rss)
             index["bytes"] += writer.bytes

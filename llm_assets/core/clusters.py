@@ -372,12 +372,31 @@ def merge_levels(items: list, fan_in: int) -> list[list[list]]:
 
 # --- 3. members and 4. the keep rule ---------------------------------------------------------------------------
 
-def members_of(docs: pl.DataFrame, first_node: int, labels: pl.DataFrame) -> pl.DataFrame:
-    """The rows of `docs` (MEMBER_COLUMNS, consecutive nodes from `first_node`) that are in a cluster, with it."""
-    last = first_node + docs.height
-    clusters = labels.filter(pl.col("node").is_between(first_node, last, closed="left")).rename({"root": "cluster"})
-    rows = docs.with_columns(node=pl.int_range(first_node, last, dtype=pl.Int64))
-    return rows.join(clusters, on="node")
+def members_of(docs: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `docs` (MEMBER_COLUMNS and `node`) that are in a cluster, with it (the root of their label)."""
+    return docs.join(labels.rename({"root": "cluster"}), on="node")
+
+
+def numbered(docs: pl.DataFrame, first_node: int) -> pl.DataFrame:
+    return docs.with_columns(node=pl.int_range(first_node, first_node + docs.height, dtype=pl.Int64))
+
+
+def read_documents(lake: Lake, key: str, first_node: int, nodes: np.ndarray, fetched: ReadCount) -> pl.DataFrame:
+    """The documents of a part (rows in node order from `first_node`) in the row groups that hold one of `nodes`
+    (sorted), with their node: a part with a few duplicates reads a few row groups."""
+    import pyarrow.parquet as pq
+
+    with lake.open_arrow(key, buffer_size=1 << 16) as f:
+        try:
+            parquet = pq.ParquetFile(f)
+            sizes = np.array([parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)])
+            starts = np.concatenate([[0], np.cumsum(sizes)])
+            groups = np.unique(np.searchsorted(starts, nodes - first_node, side="right") - 1).tolist()
+            table = parquet.read_row_groups(groups)
+        finally:
+            fetched.bytes += f.raw.fetched  # type: ignore[attr-defined]
+    node = np.concatenate([np.arange(starts[g], starts[g + 1]) for g in groups] or [np.empty(0, np.int64)])
+    return cast(pl.DataFrame, pl.from_arrow(table)).with_columns(node=pl.Series(node + first_node, dtype=pl.Int64))
 
 
 @dataclass
@@ -534,11 +553,11 @@ def write_members(u: MemberUnit) -> UnitResult:
     if not labels.height:  # none of its documents is in a cluster: its documents are not read
         return UnitResult(unit=u.unit, source=u.source, rows_in=u.rows, rows_out=u.rows, bytes_in=fetched.bytes,
                           counts={"members": 0})
-    docs = lake.scan([u.docs]).collect()
-    members = members_of(docs, u.first_node, labels).with_columns(crawl=pl.lit(u.crawl), shard=pl.lit(u.shard))
+    docs = read_documents(lake, u.docs, u.first_node, labels["node"].to_numpy(), fetched)
+    members = members_of(docs, labels).with_columns(crawl=pl.lit(u.crawl), shard=pl.lit(u.shard))
     with lake.part_writer(u.part, MEMBER_SCHEMA) as out:
         out.write(members.select(MEMBER_SCHEMA.names).to_arrow().cast(MEMBER_SCHEMA))
-    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=docs.height, rows_out=docs.height,
+    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=u.rows, rows_out=u.rows,
                       bytes_in=fetched.bytes, bytes_out=out.bytes, counts={"members": members.height})
 
 
@@ -612,7 +631,7 @@ def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl
     merged = labels[0] if labels else pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64})
     empty = cast(pl.DataFrame, pl.from_arrow(MEMBER_SCHEMA.empty_table()))
     members = pl.concat([empty] + [
-        members_of(p.select("crawl", "shard", *MEMBER_COLUMNS), node_base(i), merged)
+        members_of(numbered(p.select("crawl", "shard", *MEMBER_COLUMNS), node_base(i)), merged)
         .select(MEMBER_SCHEMA.names).cast(empty.schema) for i, p in enumerate(parts)])
     removed, sizes, top = keep_rule(members, settings, crawl, removed_schema, largest)
     own = sum(int((p["crawl"] == crawl).sum()) for p in parts)
