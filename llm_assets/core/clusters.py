@@ -295,11 +295,20 @@ def agreement(a: np.ndarray, b: np.ndarray, values: int) -> np.ndarray:
     return (equal / values - chance) / (1 - chance)
 
 
+def group_order(rows: IndexRows) -> np.ndarray:
+    """The rows in (kind, key, node) order, for rows in which those of one (kind, key) come in node order (parts in
+    plan order, each sorted by key or in row order): per kind, a stable sort by key, which merges the parts'
+    sorted runs (3× faster than a lexsort of the three)."""
+    kinds = np.flatnonzero(np.bincount(rows.kind.astype(np.int64) - URL)) + URL if len(rows) else []
+    by_kind = [np.flatnonzero(rows.kind == k) for k in kinds]
+    return np.concatenate([i[np.argsort(rows.key[i], kind="stable")] for i in by_kind] or [np.empty(0, np.int64)])
+
+
 def group_edges(rows: IndexRows, threshold: float, values: int) -> Edges:
     """Edges of one bucket's rows: in every (kind, key) group that holds a document of this crawl, each node to
     the group's smallest node; a band group's member only if its sketch agrees with that node's at `threshold`
     (0: always), else with the first member it does."""
-    order = np.lexsort((rows.node, rows.key, rows.kind))  # the sketches stay where they are: only candidates' are read
+    order = group_order(rows)  # the sketches stay where they are: only candidates' are read
     kind, key = rows.kind[order], rows.key[order]
     start = np.concatenate([[True], (kind[1:] != kind[:-1]) | (key[1:] != key[:-1])])
     group = np.cumsum(start) - 1
@@ -492,11 +501,12 @@ def write_edges(u: EdgeUnit) -> UnitResult:
     own_read, history_read = ReadCount(), ReadCount()
     own = [read_index(lake, p.index, u.bucket, u.buckets, p.first_node, True, kinds, own_read)
            for p in u.inputs if p.own]
-    keys = distinct(np.concatenate([r.key for r in own])) if own else np.empty(0, np.uint64)
+    history_parts = [p for p in u.inputs if not p.own]
+    keys = distinct(np.concatenate([r.key for r in own])) if own and history_parts else np.empty(0, np.uint64)
     # Of the earlier crawls, only the row groups that hold a key of this crawl's are read, and only the rows of
     # those keys kept: memory of the new crawl, reads of the history's index where the new crawl hits it.
     history = [read_index(lake, p.index, u.bucket, u.buckets, p.first_node, False, kinds, history_read, keys)
-               for p in u.inputs if not p.own and len(keys)]
+               for p in history_parts if len(keys)]
     width = sketch_bytes(values)
     rows = IndexRows.concat(own + history, width)
     edges = group_edges(rows, u.settings.jaccard_threshold, values)
