@@ -299,7 +299,7 @@ def group_order(rows: IndexRows) -> np.ndarray:
     """The rows in (kind, key, node) order, for rows in which those of one (kind, key) come in node order (parts in
     plan order, each sorted by key or in row order): per kind, a stable sort by key, which merges the parts'
     sorted runs (3× faster than a lexsort of the three)."""
-    kinds = np.flatnonzero(np.bincount(rows.kind.astype(np.int64) - URL)) + URL if len(rows) else []
+    kinds = (np.flatnonzero(np.bincount(rows.kind.astype(np.int64) - URL)) + URL).tolist() if len(rows) else []
     by_kind = [np.flatnonzero(rows.kind == k) for k in kinds]
     return np.concatenate([i[np.argsort(rows.key[i], kind="stable")] for i in by_kind] or [np.empty(0, np.int64)])
 
