@@ -206,6 +206,14 @@ def test_the_dedup_path_benchmark_runs_the_stages_code_on_its_input(tmp_path, pa
     assert lines["removal"] == {**lines["removal"], "rows": len(texts), "kept": len(texts) - 10}
 
 
+def test_the_cluster_size_chart_has_a_bar_per_small_size_then_per_power_of_ten():
+    from llm_assets.dedup.assets import size_classes
+
+    labels, counts = size_classes([(2, 100), (3, 5), (9, 1), (10, 2), (57, 3), (99, 1), (1234, 1)])
+    assert labels == ["2 documents", "3 documents", "9 documents", "10–99 documents", "1,000–9,999 documents"]
+    assert counts == [100, 5, 1, 6, 1]
+
+
 # --- clusters --------------------------------------------------------------------------------------------------
 
 def test_exact_and_near_duplicates_across_shards_are_removed(paragraphs):
