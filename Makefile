@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-extraction-quality store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -121,6 +121,12 @@ bench-compare: $(VENV)/.synced
 # MinhashDedupBuckets + MinhashDedupCluster at 1M (its environment is bench-compare's, .bench/compare/).
 bench-dump-scale: $(VENV)/.synced
 	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.dump_scale --output BENCHMARKS.md --json .bench/dump_scale.json
+
+# The whole dedup path (signatures -> clusters -> removal) against datatrove 0.10.1's four MinHash stages as FineWeb runs
+# them, on 100,000 documents of real text with planted copies, one core, interleaved pairs (bench-compare's
+# environment, .bench/compare/).
+bench-dedup-path: $(VENV)/.synced
+	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.dedup_path --output BENCHMARKS.md --json .bench/dedup-path/results.json
 
 # Extractors' main-text F1 on public benchmarks with ground truth (checkouts named by EXTRACTION_BENCH_SCRAPINGHUB,
 # EXTRACTION_BENCH_READABILITY, EXTRACTION_BENCH_TRAFILATURA; `python -m benchmarks.extraction_quality --help`

@@ -12,6 +12,8 @@ Tasks:
             FineWebQualityFilter
   filters   the six filter blocks of that pipeline over the documents of --docs (JSON Lines), --repeat times
   minhash   MinhashDedupSignature (its default MinhashConfig, FineWeb's) over the documents of --docs
+  dedup-path  one --step of FineWeb's MinHash deduplication over the documents of --docs (Parquet), its files
+            under --work (`make bench-dedup-path`): signatures, buckets, clusters or removal
 
 Offline: the language model is the local lid.176 given by --lid (datatrove would download lid.176.bin), the
 Public Suffix List is tldextract's snapshot, the URL block lists are those inside datatrove's wheel.
@@ -142,6 +144,50 @@ def task_minhash(args) -> dict:
     return {**result, "items": len(docs), "config": str(step.config)}
 
 
+def task_dedup_path(args) -> dict:
+    """One stage of FineWeb's MinHash deduplication, as its example `fineweb.py` configures it (sha1 64-bit hashes,
+    14 buckets of 8 hashes, word 5-grams): MinhashDedupSignature after a ParquetReader, MinhashDedupBuckets (one task
+    per bucket, run one after the other in this process), MinhashDedupCluster, or MinhashDedupFilter between a
+    ParquetReader and a ParquetWriter (the removed documents to their own ParquetWriter)."""
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
+                                                  MinhashDedupFilter, MinhashDedupSignature)
+    from datatrove.pipeline.readers import ParquetReader
+    from datatrove.pipeline.writers import ParquetWriter
+    from datatrove.utils.hashing import HashConfig
+
+    config = MinhashConfig(hash_config=HashConfig(hash_fc="sha1", precision=64), num_buckets=14, hashes_per_bucket=8,
+                           n_grams=5)
+    work = args.work.rstrip("/")
+    folder, name = os.path.split(os.path.abspath(args.docs))
+
+    def reader():
+        return ParquetReader(folder, glob_pattern=name, text_key="text", id_key="doc_id")
+
+    pipeline, tasks = {
+        "signatures": ([reader(), MinhashDedupSignature(f"{work}/signatures", config=config)], 1),
+        "buckets": ([MinhashDedupBuckets(f"{work}/signatures", f"{work}/buckets", config=config)],
+                    config.num_buckets),
+        "clusters": ([MinhashDedupCluster(f"{work}/buckets", f"{work}/remove_ids", config=config)], 1),
+        "removal": ([reader(), MinhashDedupFilter(f"{work}/remove_ids",
+                                                  exclusion_writer=ParquetWriter(f"{work}/removed")),
+                     ParquetWriter(f"{work}/deduplicated")], 1),
+    }[args.step]
+    if args.step == "signatures":  # its word tokenizer (spaCy) loads on first use
+        pipeline[1].get_shingles("These words warm up the word tokenizer before the timing starts.")
+    executor = LocalPipelineExecutor(pipeline, tasks=tasks, workers=1, logging_dir=f"{work}/logs/{args.step}",
+                                     skip_completed=False)
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    stats = executor.run()
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    hwm = next(ln for ln in open("/proc/self/status").read().splitlines() if ln.startswith("VmHWM:"))
+    return {"step": args.step, "timed_cpu_s": cpu, "timed_wall_s": wall, "tasks": tasks,
+            "vm_hwm_bytes": int(hwm.split()[1]) * 1024,  # ru_maxrss keeps the peak of the process it forked from
+            "stats": {s.name: {k: (v if isinstance(v, (int, float)) else v.get("total", 0))
+                               for k, v in s.stats.to_dict().items() if isinstance(v, (int, float, dict))}
+                      for s in stats.stats}}
+
+
 def timed(make, steps: list) -> dict:
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     items = sum(1 for _ in make() or ())
@@ -155,7 +201,8 @@ def timed(make, steps: list) -> dict:
     return {"items": items, "timed_cpu_s": cpu, "timed_wall_s": wall, "steps": steps_out}
 
 
-TASKS = {"extract": task_extract, "fineweb": task_fineweb, "filters": task_filters, "minhash": task_minhash}
+TASKS = {"extract": task_extract, "fineweb": task_fineweb, "filters": task_filters, "minhash": task_minhash,
+         "dedup-path": task_dedup_path}
 
 
 def main() -> None:
@@ -166,6 +213,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--sample", type=int, default=0, help="minhash: this many evenly spaced rows")
     parser.add_argument("--lid", help="a local fastText lid.176 model (.bin or .ftz)")
+    parser.add_argument("--work", help="dedup-path: the folder of its stages' files")
+    parser.add_argument("--step", choices=["signatures", "buckets", "clusters", "removal"], help="dedup-path")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     quiet()

@@ -37,7 +37,16 @@ def _pyplot():
 def _integer_ticks():
     from matplotlib.ticker import MaxNLocator
 
-    return MaxNLocator(integer=True)  # counts: no 0.5 documents
+    return MaxNLocator(nbins=6, integer=True)  # counts: no 0.5 documents; few enough ticks for 18,000 to fit
+
+
+def _count_labels(top: float):
+    """Tick labels of a count axis: 2,000 rather than 2000; 40k rather than 40000 once counts pass 10,000."""
+    from matplotlib.ticker import FuncFormatter
+
+    if top >= 1e4:
+        return FuncFormatter(lambda v, _: f"{v / 1e3:,.0f}k" if v else "0")
+    return FuncFormatter(lambda v, _: f"{v:,.0f}")
 
 
 def _markdown(fig, title: str) -> str:
@@ -61,6 +70,7 @@ def hbars(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
         ax.text(v + top * 0.01, yi, human(v), va="center", fontsize=8)
     ax.set_xlim(0, top * 1.15)
     ax.xaxis.set_major_locator(_integer_ticks())
+    ax.xaxis.set_major_formatter(_count_labels(top * 1.15))
     ax.set_xlabel(unit)
     fig.suptitle(title, fontsize=10, x=0.01, ha="left")  # the figure's left edge: long labels do not push it out
     ax.spines[["top", "right"]].set_visible(False)

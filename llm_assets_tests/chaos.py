@@ -858,26 +858,32 @@ class Chaos:
         return t
 
     def full_store(self, at: float | None = None, budget_s: float = 10.0, partition: str | None = None) -> Tally:
-        """A store whose disk (a tmpfs) fills up `at` s into a lake_job run (default: a random point early in it):
-        the run must fail with an error naming the store, nothing partial or short may be committed, and once space
-        is freed a rerun is clean. Needs root, for the tmpfs."""
+        """A store whose disk (a tmpfs) fills up `at` s into a lake_job run (default: once the run has written its
+        first part, so the disk fills mid-run however loaded the machine is): the run must fail with an error naming
+        the store, nothing partial or short may be committed, and once space is freed a rerun is clean. Needs root,
+        for the tmpfs."""
         partition = partition or self.partitions()[0]
         t = Tally("full store")
-        at = self.rng.uniform(0.1, 0.4) * self.durations[("lake_job", partition)] if at is None else at
         full = ChaosStore(self.root / "full-store", bucket="full", tmpfs_mb=160,
                           keys=(self.store.store.access_key, self.store.store.secret_key))
         try:
             full.start()
             lake = full.lake("full")
             self.drop_raw(lake)
+            written_before = set(lake.keys("lake/"))
             t.runs += 1
             self.helper.send(job="lake_job", partition=partition, bucket="full", endpoint=full.endpoint,
                              budget_s=budget_s, store_data=str(full.tmpfs))
-            reply = None
+            started, reply = time.monotonic(), None
             try:
-                reply = self.helper.result(timeout=at)
+                if at is not None:
+                    reply = self.helper.result(timeout=at)
+                else:
+                    reply = self._result_unless_written(lake, written_before)
+                at = time.monotonic() - started if at is None else at
                 t.problem(f"the run ended {at:.1f} s in, before the disk filled: the scenario tested nothing")
             except Hang:
+                at = time.monotonic() - started
                 full.fill()
                 t.outages += 1
                 reply = self._wait(t, self.helper, budget_s + 900)

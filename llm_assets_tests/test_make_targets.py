@@ -32,7 +32,8 @@ def test_every_readme_target_expands(target):
     assert _dry_run(target).strip()
 
 
-@pytest.mark.parametrize("target", ["bench-compare", "bench-engine-bakeoff", "bench-dump-scale"])
+@pytest.mark.parametrize("target", ["bench-compare", "bench-engine-bakeoff", "bench-dump-scale",
+                                    "bench-dedup-path"])
 def test_the_benchmarks_that_build_environments_get_a_uv_that_runs(target):
     """They make their scratch environment with uv: the Makefile's own, passed to them, not the project's
     environment's (it has no uv)."""

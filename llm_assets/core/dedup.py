@@ -145,6 +145,14 @@ class DedupUnit(WorkUnit):  # source: a filtered part
     rejected_part: str
 
 
+def split_removed(batch: pa.RecordBatch, removed: pl.DataFrame) -> tuple[pa.Table, pl.DataFrame]:
+    """A batch of a `filtered` part -> (its documents not in `removed` as DEDUPLICATED_SCHEMA, the others with
+    their reason and kept document, in REJECTED_SCHEMA's columns)."""
+    df = cast(pl.DataFrame, pl.from_arrow(batch)).join(removed, on=["doc_id", "source_key"], how="left")
+    kept = df.filter(pl.col("reason").is_null()).select(DEDUPLICATED_SCHEMA.names).to_arrow()
+    return kept.cast(DEDUPLICATED_SCHEMA), df.filter(pl.col("reason").is_not_null()).select(REJECTED_SCHEMA.names)
+
+
 @timed_unit
 def remove_duplicates(u: DedupUnit) -> UnitResult:
     lake = Lake(u.store)
@@ -159,12 +167,10 @@ def remove_duplicates(u: DedupUnit) -> UnitResult:
     with lake.part_writer(u.part, DEDUPLICATED_SCHEMA) as out, \
             lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
         for batch in lake.iter_batches(u.source, BATCH_ROWS, fetched=fetched):
-            df = cast(pl.DataFrame, pl.from_arrow(batch)).join(removed, on=["doc_id", "source_key"], how="left")
-            rows_in += df.height
-            dup = df.filter(pl.col("reason").is_not_null())
-            out.write(df.filter(pl.col("reason").is_null()).select(DEDUPLICATED_SCHEMA.names).to_arrow()
-                      .cast(DEDUPLICATED_SCHEMA))
-            rejected.write(dup.select(REJECTED_SCHEMA.names).to_arrow().cast(REJECTED_SCHEMA))
+            rows_in += batch.num_rows
+            kept, dup = split_removed(batch, removed)
+            out.write(kept)
+            rejected.write(dup.to_arrow().cast(REJECTED_SCHEMA))
             for reason, n in dup.group_by("reason").len().iter_rows():
                 drops.drop(reason, n)
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rejected_part=u.rejected_part, rows_in=rows_in,

@@ -25,6 +25,17 @@ def signature_part(crawl: str, shard: str, unit: UnitResult) -> SignaturePart:
                          unit.side_parts["docs"])
 
 
+def size_classes(sizes) -> tuple[list[str], list[int]]:
+    """(cluster size, clusters) rows, by size, as the chart's bars: 2 to 9 documents one bar each, then one bar a
+    power of ten (a dump's clusters have thousands of distinct sizes: a bar each would make a chart metres tall)."""
+    bars: dict[str, int] = {}
+    for size, clusters in sizes:
+        low = 10 ** (len(str(size)) - 1)
+        label = f"{size:,} documents" if size < 10 else f"{low:,}–{low * 10 - 1:,} documents"
+        bars[label] = bars.get(label, 0) + clusters
+    return list(bars), list(bars.values())
+
+
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
     dedup, shards = settings.dedup, settings.shard_keys()
     signatures_code = SIGNATURES_SPEC.version(settings)
@@ -96,8 +107,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "removed_by_reason": dg.MetadataValue.json(by_reason),
             "removed_by_shard": dg.MetadataValue.json(dict(removed.group_by("shard").len().sort("shard").iter_rows())),
             "cluster_sizes": dg.MetadataValue.md(charts.hbars(
-                f"{crawl}: duplicate clusters by size", [f"{s:,} documents" for s in sizes["cluster_size"]],
-                sizes["clusters"].to_list(), "clusters") if sizes.height else "no duplicates"),
+                f"{crawl}: duplicate clusters by size", *size_classes(sizes.iter_rows()), "clusters")
+                if sizes.height else "no duplicates"),
             "largest_clusters": table(clusters.largest),
             "against_crawls": dg.MetadataValue.json(earlier),
             "index_documents": clusters.index_documents,
