@@ -177,10 +177,13 @@ def test_units_give_the_single_process_clusters(crawls, settings):
             assert whole.rejected > 0 and whole.candidates > whole.rejected
         assert whole.removed.height > 100
         for parts in (1, 3, 7):
-            for buckets in (1, 2, 3, 8, 16):
-                got = cluster_frames(split_parts(docs, parts), s, "CC-2024", REMOVED_SCHEMA, buckets=buckets)
-                assert got.removed.equals(whole.removed), (threshold, parts, buckets)
+            # the keep units' split is the members', whatever the buckets: K varies at one bucket count
+            for buckets, keeps in [(b, 1) for b in (1, 2, 3, 8, 16)] + [(3, k) for k in (2, 5, 8)]:
+                got = cluster_frames(split_parts(docs, parts), s, "CC-2024", REMOVED_SCHEMA, buckets=buckets,
+                                     keeps=keeps)
+                assert got.removed.equals(whole.removed), (threshold, parts, buckets, keeps)
                 assert got.sizes.equals(whole.sizes) and got.largest.equals(whole.largest)
+                assert got.removed_by.equals(whole.removed_by) and got.removed_count == whole.removed.height
                 assert (got.documents, got.index_documents, got.candidates, got.rejected) == \
                     (whole.documents, whole.index_documents, whole.candidates, whole.rejected)
 
@@ -203,6 +206,17 @@ def test_chains_join_only_across_buckets_and_end_in_one_cluster(crawls):
     for chain in chains:
         kept = {by_doc.get(d, d) for d in chain}
         assert len(kept) == 1 and kept <= set(chain)
+
+
+def test_keep_units_get_even_shares_of_the_clusters_whatever_their_roots():
+    """Roots are the smallest nodes of their clusters, so crowd the first signatures parts' first rows: the hash
+    spreads them evenly over the keep units anyway."""
+    from llm_assets.core.clusters import keep_of, node_base
+
+    roots = pl.Series([node_base(part) + row for part in range(3) for row in range(0, 20_000, 2)], dtype=pl.Int64)
+    for keeps in (2, 7, 64):
+        shares = np.bincount(keep_of(roots, keeps).to_numpy(), minlength=keeps)
+        assert len(shares) == keeps and shares.min() > 0.8 * roots.len() / keeps, shares
 
 
 def test_the_merge_tree_ends_in_one_part():

@@ -14,8 +14,10 @@ crawls in order) times 2**32 plus its row, so node order is the order in which `
 3. components: label parts merged `merge_fan_in` at a time, level by level, into one: the same computation, as a
    union of stars is a graph. Its memory is that of the duplicated documents, never of the whole crawl.
 4. members (one unit per signatures part): the part's documents that have a label (or are a root), with their
-   cluster (root) and what the keep rule needs.
-5. the keep rule over the members: per cluster, documents of earlier crawls first, then `keep`.
+   cluster (root) and what the keep rule needs, split into K parts by a hash of the cluster.
+5. keep (one unit per K): the keep rule over its piece of every members part, whole clusters, as a hash of the
+   cluster put each in one piece: per cluster, documents of earlier crawls first, then `keep`. It writes its
+   removed documents and a summary (the size histogram, its largest clusters), merged in the driver.
 
 `find_clusters` runs the same functions in one process, over frames, with one unit per step.
 """
@@ -47,11 +49,15 @@ SKETCH_BITS = 4
 BUCKET_INPUT = ["url", "n_chars", "text_hash", "url_hash", "bands", "signature"]  # of a signatures part
 MEMBER_COLUMNS = ["doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash", "url_hash"]
 BUCKET_BATCH_ROWS = 16_384  # signatures rows split at once: ~35 MB of bucket rows
+REMOVED_ROW_GROUP = 65_536  # removed rows are sorted by shard: a reader of one shard skips the other row groups
 LABEL_SCHEMA = pa.schema([("node", pa.int64()), ("root", pa.int64())])
 MEMBER_SCHEMA = pa.schema([("crawl", pa.string()), ("shard", pa.string()), ("doc_id", pa.string()),
                            ("source_key", pa.string()), ("url", pa.string()), ("fetch_time", pa.string()),
                            ("n_chars", pa.int64()), ("text_hash", pa.uint64()), ("url_hash", pa.uint64()),
                            ("node", pa.int64()), ("cluster", pa.int64())])
+SIZES_SCHEMA = pa.schema([("cluster_size", pa.int64()), ("clusters", pa.int64())])
+LARGEST_SCHEMA = pa.schema([("size", pa.int64()), ("kept_doc", pa.string()), ("example_urls", pa.string()),
+                            ("cluster", pa.int64())])
 
 
 def sketch_bytes(values: int) -> int:
@@ -250,22 +256,51 @@ def members_of(docs: pl.DataFrame, first_node: int, labels: pl.DataFrame) -> pl.
     return rows.join(clusters, on="node")
 
 
-@dataclass
-class Clusters:
-    removed: pl.DataFrame  # REMOVED_SCHEMA: every document of this crawl that is dropped, and why
+def keep_of(cluster: pl.Series, keeps: int) -> pl.Series:
+    """The keep unit of each cluster: a multiplicative (Fibonacci) hash of its root, as roots are the smallest
+    nodes of their clusters, so crowd the first signatures parts."""
+    mixed = cluster.to_numpy().astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # wraps modulo 2**64
+    return pl.Series("keep", ((mixed >> np.uint64(32)) * np.uint64(keeps)) >> np.uint64(32), pl.UInt64)
+
+
+def split_members(members: pl.DataFrame, keeps: int) -> list[pl.DataFrame]:
+    if keeps == 1:
+        return [members]
+    parts = dict(members.with_columns(keep_of(members["cluster"], keeps))
+                 .partition_by("keep", as_dict=True, include_key=False))
+    return [parts.get((k,), members.clear()) for k in range(keeps)]
+
+
+@dataclass(kw_only=True)
+class ClusterSummary:
+    """What the clustering found, counted: all the driver holds of it."""
+
+    removed_by: pl.DataFrame  # shard, reason, documents: the removed documents counted
     sizes: pl.DataFrame  # cluster_size, clusters: the size histogram (clusters of 2 or more)
-    largest: pl.DataFrame  # the largest clusters: kept doc, size, example URLs
+    largest: pl.DataFrame  # the largest clusters: size, kept doc, example URLs
     documents: int  # documents of this crawl
     index_documents: int  # documents of earlier crawls it was compared with
     candidates: int = 0  # LSH candidate pairs confirmed by their Jaccard estimate
     rejected: int = 0  # of those, rejected
 
+    @property
+    def removed_count(self) -> int:
+        return int(self.removed_by["documents"].sum())
+
+
+@dataclass(kw_only=True)
+class Clusters(ClusterSummary):
+    """The clustering of frames in this process, with the removed documents themselves."""
+
+    removed: pl.DataFrame  # REMOVED_SCHEMA: every document of this crawl that is dropped, and why
+
 
 def keep_rule(members: pl.DataFrame, settings: DedupSettings, crawl: str, removed_schema: pa.Schema,
               largest: int = 10) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(removed, sizes, largest) of clusters given as members (MEMBER_SCHEMA). Documents of `crawl` are kept or
-    removed; documents of other crawls are the index: never removed, and a cluster that holds one removes every
-    document of `crawl` in it (reason `cross_crawl`)."""
+    """(removed, sizes, largest) of clusters given as members (MEMBER_SCHEMA), whole clusters. Documents of
+    `crawl` are kept or removed; documents of other crawls are the index: never removed, and a cluster that holds
+    one removes every document of `crawl` in it (reason `cross_crawl`). `largest` keeps its `cluster`, the last
+    tie-break when `merge_summaries` picks the largest of several units'."""
     rank = {"earliest": [pl.col("fetch_time").fill_null("~")], "longest": [-pl.col("n_chars")], "first": []}
     frame = members.with_columns(own=pl.col("crawl") == crawl, cluster_size=pl.len().over("cluster"))
     # An earlier crawl's document wins its cluster; within a crawl the `keep` rule decides.
@@ -289,10 +324,29 @@ def keep_rule(members: pl.DataFrame, settings: DedupSettings, crawl: str, remove
     mine = frame.filter(pl.col("own").any().over("cluster"))
     per_cluster = mine.group_by("cluster").agg(
         pl.len().alias("size"), pl.col("kept_doc").first(), pl.col("url").head(3).alias("example_urls"))
-    sizes = per_cluster.group_by(pl.col("size").alias("cluster_size")).len("clusters").sort("cluster_size")
-    top = per_cluster.sort(["size", "kept_doc"], descending=[True, False]).head(largest) \
-        .with_columns(pl.col("example_urls").list.join(" · ")).drop("cluster")
-    return filtered.conform(removed, removed_schema), sizes, top
+    sizes = per_cluster.group_by(pl.col("size").alias("cluster_size")).len("clusters")
+    top = per_cluster.sort(["size", "kept_doc", "cluster"], descending=[True, False, False]).head(largest) \
+        .with_columns(pl.col("example_urls").list.join(" · "))
+    return (filtered.conform(removed, removed_schema), filtered.conform(sizes, SIZES_SCHEMA),
+            filtered.conform(top, LARGEST_SCHEMA))
+
+
+def merge_summaries(sizes: Sequence[pl.DataFrame], largest: Sequence[pl.DataFrame], n: int = 10
+                    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The crawl's size histogram and its `n` largest clusters from those of the keep units (SIZES_SCHEMA,
+    LARGEST_SCHEMA): each cluster is in one unit, so histograms add up and the largest are among the units'."""
+    empty_sizes, empty_largest = (cast(pl.DataFrame, pl.from_arrow(s.empty_table()))
+                                  for s in (SIZES_SCHEMA, LARGEST_SCHEMA))
+    histogram = pl.concat([empty_sizes, *sizes]).group_by("cluster_size").agg(pl.col("clusters").sum()) \
+        .sort("cluster_size")
+    top = pl.concat([empty_largest, *largest]).sort(["size", "kept_doc", "cluster"], descending=[True, False, False])
+    return histogram, top.head(n).drop("cluster")
+
+
+def removed_counts(removed: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """shard, reason, documents: two columns of few distinct values, streamed from the removed documents."""
+    return removed.lazy().group_by("shard", "reason").agg(documents=pl.len().cast(pl.Int64)) \
+        .sort("shard", "reason").collect(engine="streaming")
 
 
 # --- the units -------------------------------------------------------------------------------------------------
@@ -383,7 +437,7 @@ class MemberUnit(WorkUnit):  # source: a signatures part
     shard: str
     first_node: int
     labels: str
-    part: str
+    parts: tuple[str, ...]  # one per keep unit
 
 
 @timed_unit
@@ -394,10 +448,48 @@ def write_members(u: MemberUnit) -> UnitResult:
     labels = lake.scan([u.labels]).filter(pl.col("node").is_between(u.first_node, last, closed="left")
                                           | pl.col("root").is_between(u.first_node, last, closed="left")).collect()
     members = members_of(docs, u.first_node, labels).with_columns(crawl=pl.lit(u.crawl), shard=pl.lit(u.shard))
-    with lake.part_writer(u.part, MEMBER_SCHEMA) as out:
-        out.write(members.select(MEMBER_SCHEMA.names).to_arrow().cast(MEMBER_SCHEMA))
-    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=docs.height, rows_out=docs.height,
-                      bytes_out=out.bytes, counts={"members": members.height})
+    bytes_out = 0
+    for key, piece in zip(u.parts, split_members(members.select(MEMBER_SCHEMA.names), len(u.parts))):
+        with lake.part_writer(key, MEMBER_SCHEMA) as out:
+            out.write(piece.to_arrow().cast(MEMBER_SCHEMA))
+        bytes_out += out.bytes
+    return UnitResult(unit=u.unit, source=u.source, rows_in=docs.height, rows_out=docs.height,
+                      bytes_out=bytes_out, counts={"members": members.height})
+
+
+def keep_count(settings: DedupSettings, labels: int) -> int:
+    """K: the setting, else enough keep units that one holds about `keep_rows` members (a cluster's labels and its
+    root: at most twice the labels)."""
+    if settings.keep_parts:
+        return settings.keep_parts
+    return max(1, math.ceil(2 * labels / settings.keep_rows))
+
+
+@dataclass(frozen=True)
+class KeepUnit(WorkUnit):  # source: the keep unit, by name
+    settings: DedupSettings
+    crawl: str
+    removed_schema: pa.Schema
+    largest: int
+    inputs: tuple[str, ...]  # its piece of every members part
+    part: str  # the removed documents
+    sizes_part: str
+    largest_part: str
+
+
+@timed_unit
+def write_kept(u: KeepUnit) -> UnitResult:
+    lake = Lake(u.store)
+    members = lake.scan(list(u.inputs), MEMBER_SCHEMA).collect()
+    removed, sizes, top = keep_rule(members, u.settings, u.crawl, u.removed_schema, u.largest)
+    with lake.part_writer(u.part, u.removed_schema) as out:
+        for batch in removed.to_arrow().cast(u.removed_schema).to_batches(REMOVED_ROW_GROUP):
+            out.write(batch)
+    for key, frame, schema in ((u.sizes_part, sizes, SIZES_SCHEMA), (u.largest_part, top, LARGEST_SCHEMA)):
+        with lake.part_writer(key, schema) as summary:
+            summary.write(frame.to_arrow().cast(schema))
+    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=removed.height, rows_out=removed.height,
+                      bytes_out=out.bytes, columns=u.removed_schema.names, counts={"members": members.height})
 
 
 RunUnits = Callable[[Callable, Sequence[WorkUnit]], list[UnitResult]]
@@ -405,7 +497,7 @@ RunUnits = Callable[[Callable, Sequence[WorkUnit]], list[UnitResult]]
 
 @dataclass
 class ClusterRun:
-    """What the clustering units did, by step."""
+    """What the clustering units did, by step. The keep units' results name the removed-documents parts."""
 
     buckets: int
     steps: dict[str, list[UnitResult]]
@@ -419,9 +511,9 @@ class ClusterRun:
 
 def cluster_lake(store, parts: Sequence[SignaturePart], settings: DedupSettings, crawl: str, run: RunUnits,
                  key: Callable[[str, str], str], removed_schema: pa.Schema, largest: int = 10
-                 ) -> tuple[Clusters, ClusterRun]:
+                 ) -> tuple[ClusterSummary, ClusterRun]:
     """Cluster the documents of `parts` (this crawl's, then the earlier crawls') with units run by `run`; their
-    parts are written at `key(step, identity)`."""
+    parts are written at `key(step, identity)`, the removed documents by the `keep` step's units."""
     lake = Lake(store)
     buckets = bucket_count(settings, sum(p.rows for p in parts))
     steps: dict[str, list[UnitResult]] = {}
@@ -442,21 +534,30 @@ def cluster_lake(store, parts: Sequence[SignaturePart], settings: DedupSettings,
                  for i, group in enumerate(level)]
         steps["components"] += run(write_merged, units)
         labels = [u.part for u in units]
+    keeps = keep_count(settings, lake.scan(labels).select(pl.len()).collect().item() if labels else 0)
     member_units = [MemberUnit(store=store, source=p.part, crawl=p.crawl, shard=p.shard, first_node=node_base(i),
-                               labels=labels[0], part=key("members", f"{p.part}\0{labels[0]}"))
+                               labels=labels[0], parts=tuple(key("members", f"{p.part}\0{labels[0]}\0{k}/{keeps}")
+                                                             for k in range(keeps)))
                     for i, p in enumerate(parts)] if labels else []
     steps["members"] = run(write_members, member_units)
-    members = lake.scan([u.part for u in member_units], MEMBER_SCHEMA).collect()
-    removed, sizes, top = keep_rule(members, settings, crawl, removed_schema, largest)
+    pieces = [(k, tuple(u.parts[k] for u in member_units)) for k in range(keeps)]
+    keep_units = [KeepUnit(store=store, source=f"keep {k} of {keeps}", settings=settings, crawl=crawl,
+                           removed_schema=removed_schema, largest=largest, inputs=inputs,
+                           **{field: key(step, "\0".join([*inputs, f"{k}/{keeps}"])) for field, step in
+                              (("part", "keep"), ("sizes_part", "keep sizes"), ("largest_part", "keep largest"))})
+                  for k, inputs in pieces]
+    steps["keep"] = run(write_kept, keep_units)
+    sizes, top = merge_summaries([lake.scan([u.sizes_part]).collect() for u in keep_units],
+                                 [lake.scan([u.largest_part]).collect() for u in keep_units], largest)
     done = ClusterRun(buckets, steps)
     own = sum(p.rows for p in parts if p.crawl == crawl)
-    return Clusters(removed=removed, sizes=sizes, largest=top, documents=own,
-                    index_documents=sum(p.rows for p in parts) - own, candidates=done.count("candidates"),
-                    rejected=done.count("rejected")), done
+    return ClusterSummary(removed_by=removed_counts(lake.scan([u.part for u in keep_units])), sizes=sizes, largest=top, documents=own,
+                          index_documents=sum(p.rows for p in parts) - own, candidates=done.count("candidates"),
+                          rejected=done.count("rejected")), done
 
 
 def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl: str, removed_schema: pa.Schema,
-                   buckets: int = 1, largest: int = 10) -> Clusters:
+                   buckets: int = 1, keeps: int = 1, largest: int = 10) -> Clusters:
     """The same steps in this process, over frames (`CLUSTER_COLUMNS` plus `crawl` and `shard`) standing for the
     signatures parts in plan order: what the units compute, without the lake."""
     rows = [split_rows(bucket_rows(p, node_base(i), settings), buckets) for i, p in enumerate(parts)]
@@ -468,11 +569,14 @@ def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl
         labels = [merge_labels([labels[j] for j in group]) for group in level]
     merged = labels[0] if labels else pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64})
     empty = cast(pl.DataFrame, pl.from_arrow(MEMBER_SCHEMA.empty_table()))
-    members = pl.concat([empty] + [
-        members_of(p.select("crawl", "shard", *MEMBER_COLUMNS), node_base(i), merged)
-        .select(MEMBER_SCHEMA.names).cast(empty.schema) for i, p in enumerate(parts)])
-    removed, sizes, top = keep_rule(members, settings, crawl, removed_schema, largest)
+    pieces = [split_members(members_of(p.select("crawl", "shard", *MEMBER_COLUMNS), node_base(i), merged)
+                            .select(MEMBER_SCHEMA.names).cast(empty.schema), keeps) for i, p in enumerate(parts)]
+    kept = [keep_rule(pl.concat([empty] + [piece[k] for piece in pieces]), settings, crawl, removed_schema, largest)
+            for k in range(keeps)]
+    removed = pl.concat([r for r, _, _ in kept]).sort("shard", "doc_id", "source_key")
+    sizes, top = merge_summaries([s for _, s, _ in kept], [t for _, _, t in kept], largest)
     own = sum(int((p["crawl"] == crawl).sum()) for p in parts)
     total = sum(p.height for p in parts)
-    return Clusters(removed=removed, sizes=sizes, largest=top, documents=own, index_documents=total - own,
-                    candidates=sum(e.candidates for e in edges), rejected=sum(e.rejected for e in edges))
+    return Clusters(removed=removed, removed_by=removed_counts(removed), sizes=sizes, largest=top, documents=own,
+                    index_documents=total - own, candidates=sum(e.candidates for e in edges),
+                    rejected=sum(e.rejected for e in edges))
