@@ -168,7 +168,7 @@ def test_units_give_the_single_process_clusters(crawls, settings):
     later, earlier, _ = crawls
     docs = pl.concat([later, earlier]) if settings.cross_crawl else later
     for threshold in (0.0, 0.8):
-        s = settings.model_copy(update={"jaccard_threshold": threshold, "merge_fan_in": 2})
+        s = settings.model_copy(update={"jaccard_threshold": threshold, "merge_fan_in": 3})
         whole = find_clusters(docs, s, "CC-2024")
         if threshold == 0:  # every candidate: what the stage computed before it was cut into units
             assert whole.removed.equals(reference_removed(docs, s, "CC-2024"))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -213,13 +213,19 @@ def group_edges(rows: pl.DataFrame, threshold: float, values: int) -> Edges:
 def star_labels(src: np.ndarray, dst: np.ndarray) -> pl.DataFrame:
     """The connected components of the edges, as LABEL_SCHEMA: every node but each component's smallest, with
     that smallest node."""
-    from scipy.sparse import coo_matrix  # 0.5 s to import: here, not for every process that reads the settings
+    from scipy.sparse import csr_matrix  # 0.5 s to import: here, not for every process that reads the settings
     from scipy.sparse.csgraph import connected_components
 
-    nodes, local = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    # Memory is the point (a merge near the top of the tree holds every duplicated document): 32-bit dense
+    # indices, and the float64 weights scipy would otherwise copy the graph into; no inverse from np.unique (it
+    # holds four 64-bit arrays of every endpoint).
+    nodes = np.concatenate([src, dst])
+    nodes.sort()
+    nodes = nodes[np.concatenate([[True], nodes[1:] != nodes[:-1]])] if len(nodes) else nodes
     n = len(nodes)
-    a, b = local[: len(src)], local[len(src):]
-    _, labels = connected_components(coo_matrix((np.ones(len(a), np.int8), (a, b)), shape=(n, n)), directed=False)
+    graph = csr_matrix((np.ones(len(src)), (dense_index(nodes, src), dense_index(nodes, dst))), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    del graph
     smallest = np.full(labels.max() + 1 if n else 0, n, np.int64)
     np.minimum.at(smallest, labels, np.arange(n))  # nodes are sorted: a component's first is its smallest
     root = nodes[smallest[labels]]
@@ -227,9 +233,26 @@ def star_labels(src: np.ndarray, dst: np.ndarray) -> pl.DataFrame:
     return pl.DataFrame({"node": nodes[other], "root": root[other]}, schema={"node": pl.Int64, "root": pl.Int64})
 
 
-def merge_labels(labels: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    both = pl.concat([pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64}), *labels])
-    return star_labels(both["node"].to_numpy(), both["root"].to_numpy())
+def dense_index(nodes: np.ndarray, values: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
+    """The positions of `values` in the sorted `nodes`, as int32, a chunk at a time (no 64-bit array of them all);
+    each chunk sorted first, as a binary search of random values misses the cache at every step (9× slower)."""
+    out = np.empty(len(values), np.int32)
+    for i in range(0, len(values), chunk):
+        part = values[i:i + chunk]
+        order = np.argsort(part)
+        out[i + order] = np.searchsorted(nodes, part[order])
+    return out
+
+
+def merge_labels(labels: Iterable[pl.DataFrame]) -> pl.DataFrame:
+    """The components of several label parts, folded in one part at a time: a unit holds the labels merged so far
+    (each node once) and the next part, not every part at once."""
+    merged = None
+    for part in labels:
+        merged = part if merged is None else star_labels(
+            np.concatenate([merged["node"].to_numpy(), part["node"].to_numpy()]),
+            np.concatenate([merged["root"].to_numpy(), part["root"].to_numpy()]))
+    return pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64}) if merged is None else merged
 
 
 def merge_levels(items: list, fan_in: int) -> list[list[list]]:
@@ -423,11 +446,18 @@ class MergeUnit(WorkUnit):  # source: the merge, by name
 @timed_unit
 def write_merged(u: MergeUnit) -> UnitResult:
     lake = Lake(u.store)
-    labels = [lake.scan([p]).collect() for p in u.inputs]
-    merged = merge_labels(labels)
+    rows = 0
+
+    def parts() -> Iterator[pl.DataFrame]:
+        nonlocal rows
+        for key in u.inputs:
+            part = lake.scan([key]).collect()
+            rows += part.height
+            yield part
+
+    merged = merge_labels(parts())
     with lake.part_writer(u.part, LABEL_SCHEMA) as out:
         out.write(merged.to_arrow().cast(LABEL_SCHEMA))
-    rows = sum(f.height for f in labels)
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows, rows_out=rows, bytes_out=out.bytes)
 
 
