@@ -375,9 +375,9 @@ def render(r: dict) -> str:
         "## A dump's duplicate clusters: work units at growing size", "",
         "What `make bench-dump-scale` (exactly: `.venv/bin/python -m benchmarks.dump_scale`; `--sizes` sets the "
         "sizes, `--datatrove-size` the one datatrove runs on, `--json FILE` keeps the raw results) measures: "
-        "`duplicate_clusters`' work units (`core/clusters.py`: buckets, edges, components, members, keep; "
-        "the driver merges the keep units' summaries) on synthetic signatures written to an embedded SeaweedFS on loopback (the lake's own "
-        "store, not local files), run by the process-pool runner, and datatrove 0.10.1's MinhashDedupBuckets + "
+        "`duplicate_clusters`' work units (`core/clusters.py`: buckets, edges, components, members, keep; the "
+        "driver merges the keep units' summaries) on synthetic signatures written to an embedded SeaweedFS on "
+        "loopback (the lake's own store, not local files), run by the process-pool runner, and datatrove 0.10.1's MinhashDedupBuckets + "
         "MinhashDedupCluster on the same signatures written in its own format. The method in full: the docstring "
         "of `benchmarks/dump_scale.py`.", "",
         *[f"- Run: {run['date']}; command: `{run['command']}`; {run['seconds']:.0f} s in all; load average "
@@ -395,8 +395,8 @@ def render(r: dict) -> str:
                                      for k, v in sorted(sizes.items(), key=lambda kv: int(kv[0]))) + "; "
         f"5% exact and 5% near copies; planted cluster sizes at {n(int(first))}: "
         + ", ".join(f"{k}: {n(v)}" for k, v in sizes[first]["synthesize"]["planted_sizes"].items()) + ".", "",
-        table(["documents", "parts", "buckets (B)", "peak RSS per unit MiB: buckets / edges / components / members / keep",
-               "largest unit MiB", "driver peak MiB", "wall s", "unit CPU s", "CPU µs / document",
+        table(["documents", "parts", "buckets (B)",
+               "peak RSS per unit MiB: buckets / edges / components / members / keep", "largest unit MiB", "driver peak MiB", "wall s", "unit CPU s", "CPU µs / document",
                "recall", "precision", "pair recall / precision", "removed (planted copies)",
                "candidates rejected (Jaccard)"], rows), "",
         "Per step (wall: the step's pool run; CPU: summed over its units; RSS: its largest unit):", "",

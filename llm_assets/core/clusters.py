@@ -12,7 +12,8 @@ crawls in order) times 2**32 plus its row, so node order is the order in which `
    first member of the group it does agree with, or none). The unit writes the connected components of its edges
    as labels: every node of a component but the smallest, with the smallest (its root).
 3. components: label parts merged `merge_fan_in` at a time, level by level, into one: the same computation, as a
-   union of stars is a graph. Its memory is that of the duplicated documents, never of the whole crawl.
+   union of stars is a graph. A unit folds its parts in one at a time, so it holds the duplicated documents about
+   twice, never the whole crawl.
 4. members (one unit per signatures part): the part's documents that have a label (or are a root), with their
    cluster (root) and what the keep rule needs, split into K parts by a hash of the cluster.
 5. keep (one unit per K): the keep rule over its piece of every members part, whole clusters, as a hash of the
@@ -570,20 +571,22 @@ def cluster_lake(store, parts: Sequence[SignaturePart], settings: DedupSettings,
                                                              for k in range(keeps)))
                     for i, p in enumerate(parts)] if labels else []
     steps["members"] = run(write_members, member_units)
-    pieces = [(k, tuple(u.parts[k] for u in member_units)) for k in range(keeps)]
-    keep_units = [KeepUnit(store=store, source=f"keep {k} of {keeps}", settings=settings, crawl=crawl,
-                           removed_schema=removed_schema, largest=largest, inputs=inputs,
-                           **{field: key(step, "\0".join([*inputs, f"{k}/{keeps}"])) for field, step in
-                              (("part", "keep"), ("sizes_part", "keep sizes"), ("largest_part", "keep largest"))})
-                  for k, inputs in pieces]
+    keep_units = []
+    for k in range(keeps):
+        inputs = tuple(u.parts[k] for u in member_units)
+        identity = "\0".join([*inputs, f"{k}/{keeps}"])
+        keep_units.append(KeepUnit(store=store, source=f"keep {k} of {keeps}", settings=settings, crawl=crawl,
+                                   removed_schema=removed_schema, largest=largest, inputs=inputs,
+                                   part=key("keep", identity), sizes_part=key("keep sizes", identity),
+                                   largest_part=key("keep largest", identity)))
     steps["keep"] = run(write_kept, keep_units)
     sizes, top = merge_summaries([lake.scan([u.sizes_part]).collect() for u in keep_units],
                                  [lake.scan([u.largest_part]).collect() for u in keep_units], largest)
     done = ClusterRun(buckets, steps)
     own = sum(p.rows for p in parts if p.crawl == crawl)
-    return ClusterSummary(removed_by=removed_counts(lake.scan([u.part for u in keep_units])), sizes=sizes, largest=top, documents=own,
-                          index_documents=sum(p.rows for p in parts) - own, candidates=done.count("candidates"),
-                          rejected=done.count("rejected")), done
+    return ClusterSummary(removed_by=removed_counts(lake.scan([u.part for u in keep_units])), sizes=sizes,
+                          largest=top, documents=own, index_documents=sum(p.rows for p in parts) - own,
+                          candidates=done.count("candidates"), rejected=done.count("rejected")), done
 
 
 def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl: str, removed_schema: pa.Schema,

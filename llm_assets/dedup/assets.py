@@ -55,7 +55,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
 
         Metadata: duplicates removed by reason, the cluster-size histogram (chart) and the largest clusters with
         example URLs, the crawls compared against, LSH candidates rejected by their Jaccard estimate, units per
-        step, peak memory of this process and of the largest unit.
+        step, peak memory of this process and of the largest unit (the peak of the process it ran in: the pool
+        runner runs a step of one unit in this process, which it then reports).
         """
         start = time.perf_counter()
         crawl = context.partition_key
