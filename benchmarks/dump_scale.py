@@ -18,7 +18,7 @@ OPENBLAS_NUM_THREADS to 1:
 2. cluster: `cluster_lake` (edges, components, members from the band index) with `DedupSettings()` (exact + near, Jaccard confirmation at 0.8, `bucket_rows`
    4,000,000) with the process-pool runner (`--workers`, one thread each): per step, units, wall seconds, CPU
    seconds (summed over units, `time.process_time` in the worker), the largest unit's peak RSS (`ru_maxrss` of its
-   worker), bytes written; the driver's own peak RSS (it reads the members and applies the keep rule).
+   worker), bytes written; the driver's own peak RSS (it plans the units and merges the keep units' summaries).
 3. recall and precision against the planted truth, by the removed set: a removal is right when the document is
    in a planted cluster that keeps at least one member; recall = right removals / planted copies, precision =
    right removals / removals. For ours also by pair: a copy is found when it ends with its source's kept document;
@@ -60,7 +60,7 @@ THREADS_ENV = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_
 CRAWL = "BENCH"
 GROUP_PARTS = 4
 DT_SHIFT = 3  # datatrove's 64-bit hashes are below 2**61 - 1
-STEPS = ("edges", "components", "members")
+STEPS = ("edges", "components", "members", "keep")
 DT_SCRIPT = """
 import json, resource, sys, time
 from datatrove.executor import LocalPipelineExecutor
@@ -235,7 +235,7 @@ def child_cluster(args) -> dict:
 
     from llm_assets.core.clusters import SignaturePart, cluster_lake
     from llm_assets.core.dedup import REMOVED_SCHEMA
-    from llm_assets.core.lake import part_key
+    from llm_assets.core.lake import Lake, part_key
     from llm_assets.core.units import run_units, unit_id
     from llm_assets.settings import DedupSettings
 
@@ -244,7 +244,8 @@ def child_cluster(args) -> dict:
         if args.history else []
     parts = [SignaturePart(**p) for p in synthesized["parts"] + [p for h in history for p in h["parts"]]]
     settings, pool, walls = DedupSettings(cross_crawl=bool(history)), FreshWorkerPool(args.workers), {}
-    step_of = {"write_edges": "edges", "write_merged": "components", "write_members": "members"}
+    step_of = {"write_edges": "edges", "write_merged": "components", "write_members": "members",
+               "write_kept": "keep"}
 
     def run(fn, units):
         t0 = time.perf_counter()
@@ -266,7 +267,8 @@ def child_cluster(args) -> dict:
                     "bytes_in": sum(r.bytes_in for r in rs),
                     "bytes_out": sum(r.bytes_out for r in rs), "rows_in": sum(r.rows_in for r in rs)}
              for step, rs in done.steps.items()}
-    removed = clusters.removed
+    removed = Lake(store_config(args)).scan([r.part for r in done.steps["keep"]]).select(
+        "doc_id", "duplicate_of", "reason").collect()
     common = {"documents": synthesized["documents"], "buckets": done.buckets, "seconds": seconds,
               "driver_cpu": driver_cpu, "driver_rss_before": rss_before, "driver_peak_rss": driver_peak,
               "steps": steps, "unit_peak_rss": done.peak_rss_bytes(), "candidates": clusters.candidates,
@@ -464,9 +466,9 @@ def render(r: dict) -> str:
         "## A dump's duplicate clusters: work units at growing size", "",
         "What `make bench-dump-scale` (exactly: `.venv/bin/python -m benchmarks.dump_scale`; `--sizes` sets the "
         "sizes, `--datatrove-size` the one datatrove runs on, `--json FILE` keeps the raw results) measures: "
-        "`duplicate_clusters`' work units (`core/clusters.py`: edges, components, members, then the keep "
-        "rule in the driver) on synthetic signatures, each part written with its band index as the signatures stage "
-        "writes it (timed apart: the index step) written to an embedded SeaweedFS on loopback (the lake's own "
+        "`duplicate_clusters`' work units (`core/clusters.py`: edges, components, members, keep; the driver "
+        "merges the keep units' summaries) on synthetic signatures, each part written with its band index as the "
+        "signatures stage writes it (timed apart: the index step), to an embedded SeaweedFS on loopback (the lake's own "
         "store, not local files), run by the process-pool runner, and datatrove 0.10.1's MinhashDedupBuckets + "
         "MinhashDedupCluster on the same signatures written in its own format. The method in full: the docstring "
         "of `benchmarks/dump_scale.py`.", "",
@@ -478,15 +480,15 @@ def render(r: dict) -> str:
         "- The machine is shared with other work (load averages of 4-5 on its 2 cores were usual during these "
         "runs): wall times are inflated by it, CPU times much less.",
         f"- Machine: {r['runs'][0]['machine']}; pool of {r['runs'][0]['workers']} workers, one thread each, a "
-        "fresh worker per unit. \"unit CPU\" sums the units' own CPU time; the driver's (starting pools, reading "
-        "the members, the keep rule) is counted in the datatrove comparison.",
+        "fresh worker per unit. \"unit CPU\" sums the units' own CPU time; the driver's (starting pools, merging "
+        "the keep units' summaries) is counted in the datatrove comparison.",
         "- Signatures: " + ", ".join(f"{n(int(k))} documents in {v['parts']} parts "
                                      f"({mib(v['synthesize']['bytes'])} MiB of Parquet)"
                                      for k, v in sorted(sizes.items(), key=lambda kv: int(kv[0]))) + "; "
         f"5% exact and 5% near copies; planted cluster sizes at {n(int(first))}: "
         + ", ".join(f"{k}: {n(v)}" for k, v in sizes[first]["synthesize"]["planted_sizes"].items()) + ".", "",
         table(["documents", "parts", "buckets (B)",
-               "peak RSS per unit MiB: index (growth while writing it) / edges / components / members",
+               "peak RSS per unit MiB: index (growth while writing it) / edges / components / members / keep",
                "largest unit MiB", "driver peak MiB", "wall s", "unit CPU s", "CPU µs / document",
                "recall", "precision", "pair recall / precision", "removed (planted copies)",
                "candidates rejected (Jaccard)"], rows), "",
@@ -499,6 +501,7 @@ def render(r: dict) -> str:
         parts = sizes[str(dt["documents"])]["parts"]
         our_cpu = sum(st["cpu"] for st in ours["steps"].values()) + ours["driver_cpu"] + index["cpu"]
         dt_cpu = dt["buckets"]["cpu"] + dt["cluster"]["cpu"]
+        back = [st for st in ("components", "members", "keep") if st in ours["steps"]]
         out += [
             "", f"### Beside datatrove 0.10.1 on the same {n(dt['documents'])} signatures", "",
             table(["", "units", "wall s", "CPU s", "largest unit / task peak RSS MiB", "recall", "precision",
@@ -507,13 +510,12 @@ def render(r: dict) -> str:
                     f"{parts} + {ours['steps']['edges']['units']}", f"– + {ours['steps']['edges']['wall']:.1f}",
                     f"{index['cpu'] + ours['steps']['edges']['cpu']:.1f}",
                     mib(ours['steps']['edges']['peak_rss']), "", "", ""],
-                   ["ours: components + members",
-                    f"{ours['steps']['components']['units']} + {ours['steps']['members']['units']}",
-                    f"{ours['steps']['components']['wall'] + ours['steps']['members']['wall']:.1f}",
-                    f"{ours['steps']['components']['cpu'] + ours['steps']['members']['cpu']:.1f}",
-                    mib(max(ours['steps']['components']['peak_rss'], ours['steps']['members']['peak_rss'])),
-                    "", "", ""],
-                   ["ours: the driver (runs the pools, reads the members, keep rule)", "1",
+                   ["ours: " + " + ".join(back),
+                    " + ".join(str(ours['steps'][st]['units']) for st in back),
+                    f"{sum(ours['steps'][st]['wall'] for st in back):.1f}",
+                    f"{sum(ours['steps'][st]['cpu'] for st in back):.1f}",
+                    mib(max(ours['steps'][st]['peak_rss'] for st in back)), "", "", ""],
+                   ["ours: the driver (runs the pools, merges the keep units' summaries)", "1",
                     "", f"{ours['driver_cpu']:.1f}", mib(ours["driver_peak_rss"]), "", "", ""],
                    ["**ours, all**", "", f"{ours['seconds']:.1f}", f"{our_cpu:.1f}",
                     mib(max(ours["unit_peak_rss"], ours["driver_peak_rss"])),
@@ -620,12 +622,13 @@ def extrapolation(sizes: dict) -> list[str]:
         "4,000,000: 375 at 100M), so an edges unit holds about `bucket_rows` rows whatever the size: its peak "
         f"stays at {mib(edges(c_hi))} MiB (measured at {n(hi)}: {mib(edges(c_lo))} at {n(lo)}). The index of a "
         "signatures part is sorted in the signatures unit (about 1 KB a document of the part); a members unit "
-        "reads the labels in its node range and, when there are any, its part's documents. Not bounded by a setting: the components merges near the top of the tree "
-        "and the driver's keep rule hold every duplicated document of the crawl (16-byte label rows; ~150-byte "
-        f"member rows). Linear in the documents from {n(lo)} to {n(hi)} (this planted rate: 10% copies), the "
-        f"largest components unit would reach {at_target(components)} MiB and the driver {at_target(driver)} MiB "
-        "at 100M (the edges unit stays flat: B grows instead): the driver's keep rule, and the top of the merge "
-        "tree, are the next things to cut into units (per range of cluster roots).",
+        "reads the labels in its node range and, when there are any, the row groups of its part's documents "
+        "that hold them; a keep unit about `keep_rows` members (K grows with the duplicated documents), and the "
+        "driver K small summaries. Not bounded by a setting: the components merges near the top of the tree hold "
+        "every duplicated document of the crawl (16-byte label rows). Linear in the documents "
+        f"from {n(lo)} to {n(hi)} (this planted rate: 10% copies), the largest components unit would reach "
+        f"{at_target(components)} MiB and the driver {at_target(driver)} MiB at 100M (the edges and keep units "
+        "stay flat: B and K grow instead): the top of the merge tree is the next thing to cut into units.",
         f"- Lake traffic: the band index and documents are {index_bytes:,.0f} bytes a document as written (14 band "
         "rows and the text- and URL-hash rows, each a 2-byte kind, an 8-byte key, a 4-byte row and the document's "
         "56-byte b-bit sketch, random hashes barely compress; then the keep rule's columns), written once by the "

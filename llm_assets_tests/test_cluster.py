@@ -248,7 +248,8 @@ def test_cluster_cli_start_status_stop(tmp_path, monkeypatch, capsys):
 def test_duplicate_clusters_on_the_cluster_equal_the_single_process_clusters(tmp_path, store_config, lake, crawl):
     """Planted signatures (exact, near, URL, rejected candidates, cross-crawl copies, chains that join only
     across buckets) written to the lake as parts of two crawls: the clustering's units on the cluster, with a
-    worker node SIGKILLed as the components phase starts, remove what the single-process clustering does."""
+    worker node SIGKILLed as the components phase starts, remove what the single-process clustering does, in the
+    parts of 3 keep units."""
     import polars as pl
 
     from llm_assets.core.clusters import cluster_lake, write_merged
@@ -261,7 +262,7 @@ def test_duplicate_clusters_on_the_cluster_equal_the_single_process_clusters(tmp
     earlier_crawl = f"{crawl}-A"
     earlier, _ = planted(earlier_crawl, 800, seed=1)
     later, _ = planted(crawl, 1600, seed=2, copies_of=earlier)
-    settings = DedupSettings(cross_crawl=True, by_url=True, buckets=6, merge_fan_in=2)
+    settings = DedupSettings(cross_crawl=True, by_url=True, buckets=6, merge_fan_in=2, keep_parts=3)
     # a part belongs to one shard
     frames = [frame.with_columns(shard=pl.lit(f"{i % 4:04d}"))
               for i, frame in enumerate(split_parts(later, 4) + split_parts(earlier, 2))]
@@ -283,10 +284,14 @@ def test_duplicate_clusters_on_the_cluster_equal_the_single_process_clusters(tmp
                                                                       unit_id(step, identity)), REMOVED_SCHEMA)
     finally:
         cluster.stop()
-    assert killed and [len(done.steps[s]) for s in ("edges", "components", "members")] == [6, 3 + 2 + 1, 6]
+    assert killed and [len(done.steps[s]) for s in ("edges", "components", "members", "keep")] == \
+        [6, 3 + 2 + 1, 6, 3]
     whole = find_clusters(pl.concat(frames), settings, crawl)
-    assert clusters.removed.height > 200 and clusters.removed.equals(whole.removed)
-    assert set(clusters.removed["reason"]) == {"exact", "near", "url", "cross_crawl"}
+    removed = lake.scan([r.part for r in done.steps["keep"]]).collect().sort("shard", "doc_id", "source_key")
+    assert removed.height > 200 and removed.equals(whole.removed)
+    assert set(removed["reason"]) == {"exact", "near", "url", "cross_crawl"}
+    assert clusters.removed_by.equals(whole.removed_by) and clusters.sizes.equals(whole.sizes) and \
+        clusters.largest.equals(whole.largest)
     assert (clusters.documents, clusters.index_documents, clusters.rejected) == \
         (whole.documents, whole.index_documents, whole.rejected) and clusters.rejected > 0
 

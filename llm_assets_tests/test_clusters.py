@@ -178,7 +178,7 @@ def test_units_give_the_single_process_clusters(crawls, settings):
     later, earlier, _ = crawls
     docs = pl.concat([later, earlier]) if settings.cross_crawl else later
     for threshold in (0.0, 0.8):
-        s = settings.model_copy(update={"jaccard_threshold": threshold, "merge_fan_in": 2})
+        s = settings.model_copy(update={"jaccard_threshold": threshold, "merge_fan_in": 3})
         whole = find_clusters(docs, s, "CC-2024")
         if threshold == 0:  # every candidate: what the stage computed before it was cut into units
             assert whole.removed.equals(reference_removed(docs, s, "CC-2024"))
@@ -187,10 +187,13 @@ def test_units_give_the_single_process_clusters(crawls, settings):
             assert whole.rejected > 0 and whole.candidates > whole.rejected
         assert whole.removed.height > 100
         for parts in (1, 3, 7):
-            for buckets in (1, 2, 3, 8, 16):
-                got = cluster_frames(split_parts(docs, parts), s, "CC-2024", REMOVED_SCHEMA, buckets=buckets)
-                assert got.removed.equals(whole.removed), (threshold, parts, buckets)
+            # the keep units' split is the members', whatever the buckets: K varies at one bucket count
+            for buckets, keeps in [(b, 1) for b in (1, 2, 3, 8, 16)] + [(3, k) for k in (2, 5, 8)]:
+                got = cluster_frames(split_parts(docs, parts), s, "CC-2024", REMOVED_SCHEMA, buckets=buckets,
+                                     keeps=keeps)
+                assert got.removed.equals(whole.removed), (threshold, parts, buckets, keeps)
                 assert got.sizes.equals(whole.sizes) and got.largest.equals(whole.largest)
+                assert got.removed_by.equals(whole.removed_by) and got.removed_count == whole.removed.height
                 assert (got.documents, got.index_documents, got.candidates, got.rejected) == \
                     (whole.documents, whole.index_documents, whole.candidates, whole.rejected)
 
@@ -218,6 +221,17 @@ def test_chains_join_only_across_buckets_and_end_in_one_cluster(crawls):
     for chain in chains:
         kept = {by_doc.get(d, d) for d in chain}
         assert len(kept) == 1 and kept <= set(chain)
+
+
+def test_keep_units_get_even_shares_of_the_clusters_whatever_their_roots():
+    """Roots are the smallest nodes of their clusters, so crowd the first signatures parts' first rows: the hash
+    spreads them evenly over the keep units anyway."""
+    from llm_assets.core.clusters import keep_of, node_base
+
+    roots = pl.Series([node_base(part) + row for part in range(3) for row in range(0, 20_000, 2)], dtype=pl.Int64)
+    for keeps in (2, 7, 64):
+        shares = np.bincount(keep_of(roots, keeps).to_numpy(), minlength=keeps)
+        assert len(shares) == keeps and shares.min() > 0.8 * roots.len() / keeps, shares
 
 
 def test_the_merge_tree_ends_in_one_part():
@@ -265,10 +279,14 @@ def write_signatures(lake, frames: list[pl.DataFrame], tag: str, **options) -> l
     return parts
 
 
-def in_lake(store_config, parts, settings, crawl, tag):
-    return cluster_lake(store_config, parts, settings, crawl, lambda fn, units: run_units(fn, units, InProcessRunner()),
-                        lambda step, identity: part_key("duplicate_clusters", crawl, "all",
-                                                        unit_id(tag, step, identity)), REMOVED_SCHEMA)
+def in_lake(store_config, lake, parts, settings, crawl, tag):
+    """The clusters by units in this process, and the removed documents their keep units wrote."""
+    got, done = cluster_lake(store_config, parts, settings, crawl,
+                             lambda fn, units: run_units(fn, units, InProcessRunner()),
+                             lambda step, identity: part_key("duplicate_clusters", crawl, "all",
+                                                             unit_id(tag, step, identity)), REMOVED_SCHEMA)
+    removed = lake.scan([r.part for r in done.steps["keep"]]).collect().sort("shard", "doc_id", "source_key")
+    return got, done, removed
 
 
 def by_crawl_and_shard(docs: pl.DataFrame, parts: int) -> list[pl.DataFrame]:
@@ -286,13 +304,13 @@ def test_the_units_in_the_lake_read_the_band_index_and_never_an_earlier_crawls_s
     own = write_signatures(lake, frames[:3], crawl + "-new")
     history = write_signatures(lake, frames[3:], crawl + "-old")
     lake.delete([p.part for p in history])
-    got, done = in_lake(store_config, own + history, settings, "CC-2024", crawl)
+    got, done, removed = in_lake(store_config, lake, own + history, settings, "CC-2024", crawl)
     whole = find_clusters(pl.concat(frames), settings, "CC-2024")
-    assert got.removed.height > 200 and got.removed.equals(whole.removed)
-    assert set(got.removed["reason"]) == {"exact", "near", "url", "cross_crawl"}
+    assert removed.height > 200 and removed.equals(whole.removed)
+    assert set(removed["reason"]) == {"exact", "near", "url", "cross_crawl"}
     assert got.sizes.equals(whole.sizes) and got.largest.equals(whole.largest)
     assert (got.candidates, got.rejected) == (whole.candidates, whole.rejected)
-    assert [len(done.steps[s]) for s in ("edges", "components", "members")] == [5, 3 + 2 + 1, 5]
+    assert [len(done.steps[s]) for s in ("edges", "components", "members", "keep")] == [5, 3 + 2 + 1, 5, 1]
     assert 0 < done.count("history_rows_matched") < earlier.height * 16
 
 
@@ -307,6 +325,6 @@ def test_a_small_addition_reads_only_the_index_row_groups_its_keys_hit(store_con
     history = write_signatures(lake, by_crawl_and_shard(earlier, 1), crawl + "-big", group_rows=512)
     own = write_signatures(lake, [new], crawl + "-small")
     index_bytes = sum(o.size for p in history for o in lake.list(p.index))
-    got, done = in_lake(store_config, own + history, DedupSettings(cross_crawl=True), "CC-2024", crawl)
-    assert sorted(got.removed["doc_id"]) == ["n0", "n1"] and set(got.removed["reason"]) == {"cross_crawl"}
+    _, done, removed = in_lake(store_config, lake, own + history, DedupSettings(cross_crawl=True), "CC-2024", crawl)
+    assert sorted(removed["doc_id"]) == ["n0", "n1"] and set(removed["reason"]) == {"cross_crawl"}
     assert 0 < done.count("history_bytes_read") < index_bytes / 3

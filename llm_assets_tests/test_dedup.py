@@ -13,6 +13,7 @@ from datasketch import MinHash
 
 from llm_assets.core.dedup import CLUSTER_COLUMNS, find_clusters, signature_frame
 from llm_assets.core.minhash import EMPTY, MinHasher, jaccard_estimate, shingle_set
+from llm_assets.core.partition import read_manifest
 from llm_assets.core.signatures import signature_schema, signature_table
 from llm_assets.settings import DedupSettings
 from llm_assets_tests.conftest import shared
@@ -476,18 +477,23 @@ def test_a_source_without_urls_has_its_near_duplicates_removed_as_near(store_env
     assert set(reasons) <= {"near", "exact"} and reasons.get("near", 0) >= 4  # exact: a copy the edit missed
     assert clusters["lsh_candidates"] >= reasons["near"] and clusters["buckets"] == 1
 
-    # Cut into 5 buckets, label parts merged 2 at a time: the stage removes the same documents for the same reasons.
+    # Cut into 5 buckets, label parts merged 2 at a time, 3 keep units: the stage removes the same documents for the
+    # same reasons, and commits the keep units' parts.
     removed = committed_removals(lake, crawl)
-    cut = load_settings().dedup.model_copy(update={"buckets": 5, "merge_fan_in": 2})
+    assert clusters["units"]["keep"] == 1 and read_manifest(lake, "duplicate_clusters", crawl, "all").rows == \
+        removed.height
+    cut = load_settings().dedup.model_copy(update={"buckets": 5, "merge_fan_in": 2, "keep_parts": 3})
     again = run(lake_defs(object_store, load_settings().model_copy(update={"dedup": cut})), "crawl_job", crawl,
                 instance)["duplicate_clusters"]
     assert again["buckets"] == 5 and again["units"]["edges"] == 5 and again["units"]["components"] == 3 + 2 + 1
+    assert again["units"]["keep"] == 3 and len(read_manifest(lake, "duplicate_clusters", crawl, "all").parts) == 3
     assert committed_removals(lake, crawl).equals(removed) and removed.height == clusters["duplicates_removed"]
 
-    # What the units worked from (bucket, edge, component and member parts of both runs) is in no manifest: it stays
-    # beside the commit for the retention, then the vacuum deletes it, and only it
+    # What the units worked from (bucket, edge, component and member parts of both runs, the keep units' summaries)
+    # is in no manifest, nor are the first run's removed parts any more: they stay beside the commit for the
+    # retention, then the vacuum deletes them, and only them
     from llm_assets.core.lake import partition_prefix
-    from llm_assets.core.partition import read_manifest, vacuum
+    from llm_assets.core.partition import vacuum
 
     partition = ("duplicate_clusters", crawl, "all")
     live = read_manifest(lake, *partition).part_keys()
@@ -500,9 +506,8 @@ def test_a_source_without_urls_has_its_near_duplicates_removed_as_near(store_env
 
 
 def committed_removals(lake, crawl: str) -> pl.DataFrame:
-    from llm_assets.core.partition import read_manifest
-
-    return lake.scan(read_manifest(lake, "duplicate_clusters", crawl, "all").parts).collect()
+    return lake.scan(read_manifest(lake, "duplicate_clusters", crawl, "all").parts).collect() \
+        .sort("shard", "doc_id", "source_key")
 
 
 def test_a_crawl_level_stage_over_a_shard_never_built_fails_and_commits_nothing(store_env, dedup_defs, object_store,

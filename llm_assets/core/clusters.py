@@ -19,10 +19,14 @@ sees rows.
    were clustered with their own crawl. The unit writes the connected components of its edges as labels: every
    node of a component with the smallest (its root), sorted by node.
 2. components: label parts merged `merge_fan_in` at a time, level by level, into one: the same computation, as a
-   union of stars is a graph. Its memory is that of the duplicated documents, never of the whole crawl.
+   union of stars is a graph. A unit folds its parts in one at a time, so it holds the duplicated documents about
+   twice, never the whole crawl.
 3. members (one unit per signatures part): the part's documents that have a label, with their cluster (root) and
-   what the keep rule needs; a part without labels (most of an earlier crawl's) reads nothing more.
-4. the keep rule over the members: per cluster, documents of earlier crawls first, then `keep`. An earlier
+   what the keep rule needs, split into K parts by a hash of the cluster; a part without labels (most of an
+   earlier crawl's) reads nothing more.
+4. keep (one unit per K): the keep rule over its piece of every members part, whole clusters, as a hash of the
+   cluster put each in one piece: per cluster, documents of earlier crawls first, then `keep`. It writes its
+   removed documents and a summary (the size histogram, its largest clusters), merged in the driver. An earlier
    crawl's cluster is seen as far as this crawl's groups reach it: a `cross_crawl` removal names the best earlier
    document so reached.
 
@@ -32,7 +36,7 @@ sees rows.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
@@ -56,12 +60,16 @@ INDEX_INPUT = ["url", "n_chars", "text_hash", "url_hash", "bands", "signature"] 
 MEMBER_COLUMNS = ["doc_id", "source_key", "url", "fetch_time", "n_chars", "text_hash", "url_hash"]
 # Rows of the index (and of label parts) a row group holds: a range read fetches at most two it does not need.
 INDEX_GROUP_ROWS = 8192
+REMOVED_ROW_GROUP = 65_536  # removed rows are sorted by shard: a reader of one shard skips the other row groups
 LABEL_SCHEMA = pa.schema([("node", pa.int64()), ("root", pa.int64())])
 MEMBER_SCHEMA = pa.schema([("crawl", pa.string()), ("shard", pa.string()), ("doc_id", pa.string()),
                            ("source_key", pa.string()), ("url", pa.string()), ("fetch_time", pa.string()),
                            ("n_chars", pa.int64()), ("text_hash", pa.uint64()), ("url_hash", pa.uint64()),
                            ("node", pa.int64()), ("cluster", pa.int64())])
 DOCS_SCHEMA = pa.schema([MEMBER_SCHEMA.field(c) for c in MEMBER_COLUMNS])
+SIZES_SCHEMA = pa.schema([("cluster_size", pa.int64()), ("clusters", pa.int64())])
+LARGEST_SCHEMA = pa.schema([("size", pa.int64()), ("kept_doc", pa.string()), ("example_urls", pa.string()),
+                            ("cluster", pa.int64())])
 
 
 def sketch_bytes(values: int) -> int:
@@ -351,21 +359,44 @@ def group_edges(rows: IndexRows, threshold: float, values: int) -> Edges:
 def star_labels(src: np.ndarray, dst: np.ndarray) -> pl.DataFrame:
     """The connected components of the edges, as LABEL_SCHEMA: every node with its component's smallest node (its
     root, itself included), sorted by node."""
-    from scipy.sparse import coo_matrix  # 0.5 s to import: here, not for every process that reads the settings
+    from scipy.sparse import csr_matrix  # 0.5 s to import: here, not for every process that reads the settings
     from scipy.sparse.csgraph import connected_components
 
-    nodes, local = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    # Memory is the point (a merge near the top of the tree holds every duplicated document): 32-bit dense
+    # indices, and the float64 weights scipy would otherwise copy the graph into; no inverse from np.unique (it
+    # holds four 64-bit arrays of every endpoint).
+    nodes = np.concatenate([src, dst])
+    nodes.sort()
+    nodes = nodes[np.concatenate([[True], nodes[1:] != nodes[:-1]])] if len(nodes) else nodes
     n = len(nodes)
-    a, b = local[: len(src)], local[len(src):]
-    _, labels = connected_components(coo_matrix((np.ones(len(a), np.int8), (a, b)), shape=(n, n)), directed=False)
+    graph = csr_matrix((np.ones(len(src)), (dense_index(nodes, src), dense_index(nodes, dst))), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    del graph
     smallest = np.full(labels.max() + 1 if n else 0, n, np.int64)
     np.minimum.at(smallest, labels, np.arange(n))  # nodes are sorted: a component's first is its smallest
     return pl.DataFrame({"node": nodes, "root": nodes[smallest[labels]]}, schema={"node": pl.Int64, "root": pl.Int64})
 
 
-def merge_labels(labels: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    both = pl.concat([pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64}), *labels])
-    return star_labels(both["node"].to_numpy(), both["root"].to_numpy())
+def dense_index(nodes: np.ndarray, values: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
+    """The positions of `values` in the sorted `nodes`, as int32, a chunk at a time (no 64-bit array of them all);
+    each chunk sorted first, as a binary search of random values misses the cache at every step (9× slower)."""
+    out = np.empty(len(values), np.int32)
+    for i in range(0, len(values), chunk):
+        part = values[i:i + chunk]
+        order = np.argsort(part)
+        out[i + order] = np.searchsorted(nodes, part[order])
+    return out
+
+
+def merge_labels(labels: Iterable[pl.DataFrame]) -> pl.DataFrame:
+    """The components of several label parts, folded in one part at a time: a unit holds the labels merged so far
+    (each node once) and the next part, not every part at once."""
+    merged = None
+    for part in labels:
+        merged = part if merged is None else star_labels(
+            np.concatenate([merged["node"].to_numpy(), part["node"].to_numpy()]),
+            np.concatenate([merged["root"].to_numpy(), part["root"].to_numpy()]))
+    return pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64}) if merged is None else merged
 
 
 def merge_levels(items: list, fan_in: int) -> list[list[list]]:
@@ -408,22 +439,51 @@ def read_documents(lake: Lake, key: str, first_node: int, nodes: np.ndarray, fet
     return cast(pl.DataFrame, pl.from_arrow(table)).with_columns(node=pl.Series(node + first_node, dtype=pl.Int64))
 
 
-@dataclass
-class Clusters:
-    removed: pl.DataFrame  # REMOVED_SCHEMA: every document of this crawl that is dropped, and why
+def keep_of(cluster: pl.Series, keeps: int) -> pl.Series:
+    """The keep unit of each cluster: a multiplicative (Fibonacci) hash of its root, as roots are the smallest
+    nodes of their clusters, so crowd the first signatures parts."""
+    mixed = cluster.to_numpy().astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # wraps modulo 2**64
+    return pl.Series("keep", ((mixed >> np.uint64(32)) * np.uint64(keeps)) >> np.uint64(32), pl.UInt64)
+
+
+def split_members(members: pl.DataFrame, keeps: int) -> list[pl.DataFrame]:
+    if keeps == 1:
+        return [members]
+    parts = dict(members.with_columns(keep_of(members["cluster"], keeps))
+                 .partition_by("keep", as_dict=True, include_key=False))
+    return [parts.get((k,), members.clear()) for k in range(keeps)]
+
+
+@dataclass(kw_only=True)
+class ClusterSummary:
+    """What the clustering found, counted: all the driver holds of it."""
+
+    removed_by: pl.DataFrame  # shard, reason, documents: the removed documents counted
     sizes: pl.DataFrame  # cluster_size, clusters: the size histogram (clusters of 2 or more)
-    largest: pl.DataFrame  # the largest clusters: kept doc, size, example URLs
+    largest: pl.DataFrame  # the largest clusters: size, kept doc, example URLs
     documents: int  # documents of this crawl
     index_documents: int  # documents of earlier crawls it was compared with
     candidates: int = 0  # LSH candidate pairs confirmed by their Jaccard estimate
     rejected: int = 0  # of those, rejected
 
+    @property
+    def removed_count(self) -> int:
+        return int(self.removed_by["documents"].sum())
+
+
+@dataclass(kw_only=True)
+class Clusters(ClusterSummary):
+    """The clustering of frames in this process, with the removed documents themselves."""
+
+    removed: pl.DataFrame  # REMOVED_SCHEMA: every document of this crawl that is dropped, and why
+
 
 def keep_rule(members: pl.DataFrame, settings: DedupSettings, crawl: str, removed_schema: pa.Schema,
               largest: int = 10) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(removed, sizes, largest) of clusters given as members (MEMBER_SCHEMA). Documents of `crawl` are kept or
-    removed; documents of other crawls are the index: never removed, and a cluster that holds one removes every
-    document of `crawl` in it (reason `cross_crawl`)."""
+    """(removed, sizes, largest) of clusters given as members (MEMBER_SCHEMA), whole clusters. Documents of
+    `crawl` are kept or removed; documents of other crawls are the index: never removed, and a cluster that holds
+    one removes every document of `crawl` in it (reason `cross_crawl`). `largest` keeps its `cluster`, the last
+    tie-break when `merge_summaries` picks the largest of several units'."""
     rank = {"earliest": [pl.col("fetch_time").fill_null("~")], "longest": [-pl.col("n_chars")], "first": []}
     frame = members.with_columns(own=pl.col("crawl") == crawl, cluster_size=pl.len().over("cluster"))
     # An earlier crawl's document wins its cluster; within a crawl the `keep` rule decides.
@@ -447,10 +507,29 @@ def keep_rule(members: pl.DataFrame, settings: DedupSettings, crawl: str, remove
     mine = frame.filter(pl.col("own").any().over("cluster"))
     per_cluster = mine.group_by("cluster").agg(
         pl.len().alias("size"), pl.col("kept_doc").first(), pl.col("url").head(3).alias("example_urls"))
-    sizes = per_cluster.group_by(pl.col("size").alias("cluster_size")).len("clusters").sort("cluster_size")
-    top = per_cluster.sort(["size", "kept_doc"], descending=[True, False]).head(largest) \
-        .with_columns(pl.col("example_urls").list.join(" · ")).drop("cluster")
-    return filtered.conform(removed, removed_schema), sizes, top
+    sizes = per_cluster.group_by(pl.col("size").alias("cluster_size")).len("clusters")
+    top = per_cluster.sort(["size", "kept_doc", "cluster"], descending=[True, False, False]).head(largest) \
+        .with_columns(pl.col("example_urls").list.join(" · "))
+    return (filtered.conform(removed, removed_schema), filtered.conform(sizes, SIZES_SCHEMA),
+            filtered.conform(top, LARGEST_SCHEMA))
+
+
+def merge_summaries(sizes: Sequence[pl.DataFrame], largest: Sequence[pl.DataFrame], n: int = 10
+                    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The crawl's size histogram and its `n` largest clusters from those of the keep units (SIZES_SCHEMA,
+    LARGEST_SCHEMA): each cluster is in one unit, so histograms add up and the largest are among the units'."""
+    empty_sizes, empty_largest = (cast(pl.DataFrame, pl.from_arrow(s.empty_table()))
+                                  for s in (SIZES_SCHEMA, LARGEST_SCHEMA))
+    histogram = pl.concat([empty_sizes, *sizes]).group_by("cluster_size").agg(pl.col("clusters").sum()) \
+        .sort("cluster_size")
+    top = pl.concat([empty_largest, *largest]).sort(["size", "kept_doc", "cluster"], descending=[True, False, False])
+    return histogram, top.head(n).drop("cluster")
+
+
+def removed_counts(removed: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """shard, reason, documents: two columns of few distinct values, streamed from the removed documents."""
+    return removed.lazy().group_by("shard", "reason").agg(documents=pl.len().cast(pl.Int64)) \
+        .sort("shard", "reason").collect(engine="streaming")
 
 
 # --- the units -------------------------------------------------------------------------------------------------
@@ -537,9 +616,16 @@ class MergeUnit(WorkUnit):  # source: the merge, by name
 @timed_unit
 def write_merged(u: MergeUnit) -> UnitResult:
     lake = Lake(u.store)
-    labels = [lake.scan([p]).collect() for p in u.inputs]
-    written = write_labels(lake, u.part, merge_labels(labels))
-    rows = sum(f.height for f in labels)
+    rows = 0
+
+    def parts() -> Iterator[pl.DataFrame]:
+        nonlocal rows
+        for key in u.inputs:
+            part = lake.scan([key]).collect()
+            rows += part.height
+            yield part
+
+    written = write_labels(lake, u.part, merge_labels(parts()))
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows, rows_out=rows, bytes_out=written)
 
 
@@ -551,7 +637,7 @@ class MemberUnit(WorkUnit):  # source: a signatures part
     first_node: int
     rows: int
     labels: str
-    part: str
+    parts: tuple[str, ...]  # one per keep unit
 
 
 @timed_unit
@@ -561,14 +647,50 @@ def write_members(u: MemberUnit) -> UnitResult:
     labels = cast(pl.DataFrame, pl.from_arrow(read_range(lake, u.labels, "node", u.first_node,
                                                          u.first_node + u.rows, fetched)))
     if not labels.height:  # none of its documents is in a cluster: its documents are not read
-        return UnitResult(unit=u.unit, source=u.source, rows_in=u.rows, rows_out=u.rows, bytes_in=fetched.bytes,
-                          counts={"members": 0})
-    docs = read_documents(lake, u.docs, u.first_node, labels["node"].to_numpy(), fetched)
-    members = members_of(docs, labels).with_columns(crawl=pl.lit(u.crawl), shard=pl.lit(u.shard))
-    with lake.part_writer(u.part, MEMBER_SCHEMA) as out:
-        out.write(members.select(MEMBER_SCHEMA.names).to_arrow().cast(MEMBER_SCHEMA))
-    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=u.rows, rows_out=u.rows,
-                      bytes_in=fetched.bytes, bytes_out=out.bytes, counts={"members": members.height})
+        members = cast(pl.DataFrame, pl.from_arrow(MEMBER_SCHEMA.empty_table()))
+    else:
+        docs = read_documents(lake, u.docs, u.first_node, labels["node"].to_numpy(), fetched)
+        members = members_of(docs, labels).with_columns(crawl=pl.lit(u.crawl), shard=pl.lit(u.shard))
+    bytes_out = 0
+    for key, piece in zip(u.parts, split_members(members.select(MEMBER_SCHEMA.names), len(u.parts))):
+        with lake.part_writer(key, MEMBER_SCHEMA) as out:
+            out.write(piece.to_arrow().cast(MEMBER_SCHEMA))
+        bytes_out += out.bytes
+    return UnitResult(unit=u.unit, source=u.source, rows_in=u.rows, rows_out=u.rows, bytes_in=fetched.bytes,
+                      bytes_out=bytes_out, counts={"members": members.height})
+def keep_count(settings: DedupSettings, labels: int) -> int:
+    """K: the setting, else enough keep units that one holds about `keep_rows` members (one a label: every
+    member has one, its root included)."""
+    if settings.keep_parts:
+        return settings.keep_parts
+    return max(1, math.ceil(labels / settings.keep_rows))
+
+
+@dataclass(frozen=True)
+class KeepUnit(WorkUnit):  # source: the keep unit, by name
+    settings: DedupSettings
+    crawl: str
+    removed_schema: pa.Schema
+    largest: int
+    inputs: tuple[str, ...]  # its piece of every members part
+    part: str  # the removed documents
+    sizes_part: str
+    largest_part: str
+
+
+@timed_unit
+def write_kept(u: KeepUnit) -> UnitResult:
+    lake = Lake(u.store)
+    members = lake.scan(list(u.inputs), MEMBER_SCHEMA).collect()
+    removed, sizes, top = keep_rule(members, u.settings, u.crawl, u.removed_schema, u.largest)
+    with lake.part_writer(u.part, u.removed_schema) as out:
+        for batch in removed.to_arrow().cast(u.removed_schema).to_batches(REMOVED_ROW_GROUP):
+            out.write(batch)
+    for key, frame, schema in ((u.sizes_part, sizes, SIZES_SCHEMA), (u.largest_part, top, LARGEST_SCHEMA)):
+        with lake.part_writer(key, schema) as summary:
+            summary.write(frame.to_arrow().cast(schema))
+    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=removed.height, rows_out=removed.height,
+                      bytes_out=out.bytes, columns=u.removed_schema.names, counts={"members": members.height})
 
 
 RunUnits = Callable[[Callable, Sequence[WorkUnit]], list[UnitResult]]
@@ -576,7 +698,7 @@ RunUnits = Callable[[Callable, Sequence[WorkUnit]], list[UnitResult]]
 
 @dataclass
 class ClusterRun:
-    """What the clustering units did, by step."""
+    """What the clustering units did, by step. The keep units' results name the removed-documents parts."""
 
     buckets: int
     steps: dict[str, list[UnitResult]] = field(default_factory=dict)
@@ -590,17 +712,18 @@ class ClusterRun:
 
 def cluster_lake(store, parts: Sequence[SignaturePart], settings: DedupSettings, crawl: str, run: RunUnits,
                  key: Callable[[str, str], str], removed_schema: pa.Schema, largest: int = 10
-                 ) -> tuple[Clusters, ClusterRun]:
+                 ) -> tuple[ClusterSummary, ClusterRun]:
     """Cluster the documents of `parts` (this crawl's, then the earlier crawls') from their band index, with
-    units run by `run`; their parts are written at `key(step, identity)`."""
+    units run by `run`; their parts are written at `key(step, identity)`, the removed documents by the `keep`
+    step's units."""
     lake = Lake(store)
     own = sum(p.rows for p in parts if p.crawl == crawl)
     done = ClusterRun(bucket_count(settings, own))
     buckets = done.buckets
-    inputs = tuple(IndexPart(p.index, node_base(i), p.crawl == crawl) for i, p in enumerate(parts))
+    index_parts = tuple(IndexPart(p.index, node_base(i), p.crawl == crawl) for i, p in enumerate(parts))
     plan = "\0".join(p.index for p in parts)
     edge_units = [EdgeUnit(store=store, source=f"bucket {b} of {buckets}", settings=settings, bucket=b,
-                           buckets=buckets, inputs=inputs, part=key("edges", f"{b}/{buckets}\0{plan}"))
+                           buckets=buckets, inputs=index_parts, part=key("edges", f"{b}/{buckets}\0{plan}"))
                   for b in range(buckets)] if own else []
     done.steps["edges"] = run(write_edges, edge_units)
     labels = [u.part for u in edge_units]
@@ -611,20 +734,31 @@ def cluster_lake(store, parts: Sequence[SignaturePart], settings: DedupSettings,
                  for i, group in enumerate(level)]
         done.steps["components"] += run(write_merged, units)
         labels = [u.part for u in units]
+    keeps = keep_count(settings, lake.scan(labels).select(pl.len()).collect().item() if labels else 0)
     member_units = [MemberUnit(store=store, source=p.part, crawl=p.crawl, shard=p.shard, docs=p.docs,
                                first_node=node_base(i), rows=p.rows, labels=labels[0],
-                               part=key("members", f"{p.docs}\0{labels[0]}"))
+                               parts=tuple(key("members", f"{p.docs}\0{labels[0]}\0{k}/{keeps}")
+                                           for k in range(keeps)))
                     for i, p in enumerate(parts)] if labels else []
     done.steps["members"] = run(write_members, member_units)
-    members = lake.scan([r.part for r in done.steps["members"] if r.part], MEMBER_SCHEMA).collect()
-    removed, sizes, top = keep_rule(members, settings, crawl, removed_schema, largest)
-    return Clusters(removed=removed, sizes=sizes, largest=top, documents=own,
-                    index_documents=sum(p.rows for p in parts) - own, candidates=done.count("candidates"),
-                    rejected=done.count("rejected")), done
+    keep_units = []
+    for k in range(keeps):
+        inputs = tuple(u.parts[k] for u in member_units)
+        identity = "\0".join([*inputs, f"{k}/{keeps}"])
+        keep_units.append(KeepUnit(store=store, source=f"keep {k} of {keeps}", settings=settings, crawl=crawl,
+                                   removed_schema=removed_schema, largest=largest, inputs=inputs,
+                                   part=key("keep", identity), sizes_part=key("keep sizes", identity),
+                                   largest_part=key("keep largest", identity)))
+    done.steps["keep"] = run(write_kept, keep_units)
+    sizes, top = merge_summaries([lake.scan([u.sizes_part]).collect() for u in keep_units],
+                                 [lake.scan([u.largest_part]).collect() for u in keep_units], largest)
+    return ClusterSummary(removed_by=removed_counts(lake.scan([u.part for u in keep_units])), sizes=sizes,
+                          largest=top, documents=own, index_documents=sum(p.rows for p in parts) - own,
+                          candidates=done.count("candidates"), rejected=done.count("rejected")), done
 
 
 def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl: str, removed_schema: pa.Schema,
-                   buckets: int = 1, largest: int = 10) -> Clusters:
+                   buckets: int = 1, keeps: int = 1, largest: int = 10) -> Clusters:
     """The same steps in this process, over frames (`CLUSTER_COLUMNS` plus `crawl` and `shard`) standing for the
     signatures parts in plan order: what the units compute, without the lake."""
     values = settings.bands * settings.rows
@@ -640,14 +774,17 @@ def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl
         labels = [merge_labels([labels[j] for j in group]) for group in level]
     merged = labels[0] if labels else pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64})
     empty = cast(pl.DataFrame, pl.from_arrow(MEMBER_SCHEMA.empty_table()))
-    members = pl.concat([empty] + [
-        members_of(numbered(p.select("crawl", "shard", *MEMBER_COLUMNS), node_base(i)), merged)
-        .select(MEMBER_SCHEMA.names).cast(empty.schema) for i, p in enumerate(parts)])
-    removed, sizes, top = keep_rule(members, settings, crawl, removed_schema, largest)
+    pieces = [split_members(members_of(numbered(p.select("crawl", "shard", *MEMBER_COLUMNS), node_base(i)), merged)
+                            .select(MEMBER_SCHEMA.names).cast(empty.schema), keeps) for i, p in enumerate(parts)]
+    kept = [keep_rule(pl.concat([empty] + [piece[k] for piece in pieces]), settings, crawl, removed_schema, largest)
+            for k in range(keeps)]
+    removed = pl.concat([r for r, _, _ in kept]).sort("shard", "doc_id", "source_key")
+    sizes, top = merge_summaries([s for _, s, _ in kept], [t for _, _, t in kept], largest)
     own = sum(int((p["crawl"] == crawl).sum()) for p in parts)
     total = sum(p.height for p in parts)
-    return Clusters(removed=removed, sizes=sizes, largest=top, documents=own, index_documents=total - own,
-                    candidates=sum(e.candidates for e in edges), rejected=sum(e.rejected for e in edges))
+    return Clusters(removed=removed, removed_by=removed_counts(removed), sizes=sizes, largest=top, documents=own,
+                    index_documents=total - own, candidates=sum(e.candidates for e in edges),
+                    rejected=sum(e.rejected for e in edges))
 
 
 def _own_rows(rows: IndexRows, frame: pl.DataFrame, first_node: int, crawl: str) -> IndexRows:

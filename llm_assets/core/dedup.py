@@ -12,7 +12,7 @@
    their reason and the document they duplicate.
 
 Memory: a clustering unit holds one signatures part, or one bucket (`bucket_rows` rows), or the labels of
-the duplicated documents; never the whole crawl.
+the duplicated documents, or the members of a keep unit (`keep_rows`); never the whole crawl.
 """
 
 from __future__ import annotations
@@ -53,6 +53,10 @@ class DedupSettings(Section):
     buckets: int = Field(default=0, ge=0)
     bucket_rows: int = Field(default=4_000_000, ge=1)
     merge_fan_in: int = Field(default=8, ge=2)  # label parts merged by one components unit
+    # keep_parts 0: enough keep units that one holds about `keep_rows` members (documents in a cluster of 2 or
+    # more; ~650 bytes a member while the keep rule runs).
+    keep_parts: int = Field(default=0, ge=0)
+    keep_rows: int = Field(default=1_000_000, ge=1)
 
     def hasher(self) -> MinHasher:
         return MinHasher(bands=self.bands, rows=self.rows, ngram=self.ngram, seed=self.seed)
@@ -70,7 +74,7 @@ SIGNATURES_VERSION = "2"  # 2: every part with its band index and documents, whi
 # 2: a removal's reason names only a rule that is on (no `url` between URL-less documents)
 # 3: LSH candidates are confirmed by their Jaccard estimate (`jaccard_threshold`)
 CLUSTERS_VERSION = "3"
-LAYOUT_SETTINGS = {"buckets", "bucket_rows", "merge_fan_in"}  # how the work is cut, not what it computes
+LAYOUT_SETTINGS = {"buckets", "bucket_rows", "merge_fan_in", "keep_parts", "keep_rows"}  # how the work is cut, not what it computes
 BATCH_ROWS = signatures.BATCH_ROWS
 signature_schema = signatures.signature_schema
 

@@ -1,12 +1,13 @@
 import time
 
 import dagster as dg
+import polars as pl
 
 from llm_assets.core.clusters import SignaturePart, cluster_lake
 from llm_assets.core.dedup import (DEDUPLICATED_SCHEMA, REMOVED_SCHEMA, DedupUnit, SignatureUnit, compute_signatures,
                                    remove_duplicates, signature_schema)
 from llm_assets.core.lake import part_key
-from llm_assets.core.partition import FrameOutput, LakeInput, committed
+from llm_assets.core.partition import LakeInput, PartitionOutput, committed
 from llm_assets.core.units import UnitResult, peak_rss_bytes, run_units, unit_id
 from llm_assets.dedup.spec import (CLUSTERS_SPEC, DEDUPLICATED_SPEC, SIGNATURES_SPEC, clusters_version,
                                    removals_version, shard_removals)
@@ -71,11 +72,14 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         `near`) and the document they duplicate. With `cross_crawl`, the crawl is also compared with the signatures
         of every earlier crawl (in `crawl_order`), whose documents always win (`cross_crawl`). Runs as work units
         on the runner from the band index the signatures stage writes beside each part (edges per range of keys,
-        components merged, members per part); an earlier crawl's index is read only where this crawl's keys fall.
+        components merged, members per part, the keep rule per range of a hash of the cluster); an earlier crawl's
+        index is read only where this crawl's keys fall. The removed documents are the keep units' parts.
 
         Metadata: duplicates removed by reason, the cluster-size histogram (chart) and the largest clusters with
         example URLs, the crawls compared against and the rows and bytes of their index read, LSH candidates
-        rejected by their Jaccard estimate, units per step, peak memory of this process and of the largest unit.
+        rejected by their Jaccard estimate, units per step, peak memory of this process and of the largest unit
+        (the peak of the process it ran in: the pool runner runs a step of one unit in this process, which it
+        then reports).
         """
         start = time.perf_counter()
         crawl = context.partition_key
@@ -91,21 +95,24 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         from llm_assets.runners import runner_for  # as `run_stage` does: a cluster's client only when it runs
 
         runner = runner_for(settings.runner)
+        # The keep units' parts are what gets committed: new keys every run, so that a reader of the previous
+        # commit never sees a part rewritten under it.
         clusters, done = cluster_lake(
             store.config(), parts, dedup, crawl, lambda fn, units: run_units(fn, units, runner),
-            lambda step, identity: part_key("duplicate_clusters", crawl, "all",
-                                            unit_id("duplicate_clusters", clusters_code, step, identity)),
+            lambda step, identity: part_key("duplicate_clusters", crawl, "all", unit_id(
+                "duplicate_clusters", clusters_code, step, identity, context.run.run_id if step == "keep" else "")),
             REMOVED_SCHEMA)
-        removed = clusters.removed
-        by_reason = dict(removed.group_by("reason").len().sort("reason").iter_rows())
+        removed, by = clusters.removed_count, clusters.removed_by
         sizes = clusters.sizes
         metadata = {
-            "dagster/row_count": removed.height,
+            "dagster/row_count": removed,
             "documents": clusters.documents,
-            "duplicates_removed": removed.height,
-            "duplicate_rate": round(removed.height / clusters.documents, 4) if clusters.documents else 0.0,
-            "removed_by_reason": dg.MetadataValue.json(by_reason),
-            "removed_by_shard": dg.MetadataValue.json(dict(removed.group_by("shard").len().sort("shard").iter_rows())),
+            "duplicates_removed": removed,
+            "duplicate_rate": round(removed / clusters.documents, 4) if clusters.documents else 0.0,
+            "removed_by_reason": dg.MetadataValue.json(dict(
+                by.group_by("reason").agg(pl.col("documents").sum()).sort("reason").iter_rows())),
+            "removed_by_shard": dg.MetadataValue.json(dict(
+                by.group_by("shard").agg(pl.col("documents").sum()).sort("shard").iter_rows())),
             "cluster_sizes": dg.MetadataValue.md(charts.hbars(
                 f"{crawl}: duplicate clusters by size", *size_classes(sizes.iter_rows()), "clusters")
                 if sizes.height else "no duplicates"),
@@ -126,7 +133,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "unit_peak_rss_mib": round(done.peak_rss_bytes() / 2**20, 1),
         }
         version = clusters_version(clusters_code, own, *index.values())
-        return dg.Output(FrameOutput(removed, clusters_code, version, {"against": ",".join(earlier)}),
+        return dg.Output(PartitionOutput(units=done.steps["keep"], code_version=clusters_code, data_version=version,
+                                         inputs={"against": ",".join(earlier)}),
                          metadata=metadata, data_version=dg.DataVersion(version))
 
     @stage_asset(DEDUPLICATED_SPEC, settings, group_name="curated",
