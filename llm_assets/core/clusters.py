@@ -104,25 +104,34 @@ def kinds_of(settings: DedupSettings) -> list[int]:
 
 @dataclass
 class IndexRows:
-    """Index rows as arrays: (kind, key, node) and, by position, the sketch of their document; `own`: the row is a
-    document of the crawl being clustered."""
+    """Index rows as arrays: (kind, key, node), `own` (the row is a document of the crawl being clustered) and
+    `sketch[row]`, the row's sketch: `sketches[doc[row]]`, as a document's 15 rows share one (a sketch per row
+    would be 14 copies: 900 MB at a million documents)."""
 
     kind: np.ndarray
     key: np.ndarray
     node: np.ndarray
-    sketch: np.ndarray  # (rows, bytes) uint8
     own: np.ndarray
+    doc: np.ndarray  # int64: the row's sketch in `sketches`
+    sketches: np.ndarray  # (sketches, bytes) uint8
 
     @staticmethod
     def concat(parts: Sequence[IndexRows], width: int) -> IndexRows:
         if not parts:
             return IndexRows(np.empty(0, np.int16), np.empty(0, np.uint64), np.empty(0, np.int64),
-                             np.empty((0, width), np.uint8), np.empty(0, bool))
-        return IndexRows(*(np.concatenate([getattr(p, f) for p in parts]) for f in
-                           ("kind", "key", "node", "sketch", "own")))
+                             np.empty(0, bool), np.empty(0, np.int64), np.empty((0, width), np.uint8))
+        offsets = np.cumsum([0] + [len(p.sketches) for p in parts[:-1]])
+        kind, key, node, own = (np.concatenate([getattr(p, f) for p in parts]) for f in ("kind", "key", "node", "own"))
+        return IndexRows(kind, key, node, own, np.concatenate([p.doc + offset for p, offset in zip(parts, offsets)]),
+                         np.concatenate([p.sketches for p in parts]))
 
     def take(self, which: np.ndarray) -> IndexRows:
-        return IndexRows(self.kind[which], self.key[which], self.node[which], self.sketch[which], self.own[which])
+        """Some rows (the sketches stay as they are)."""
+        return IndexRows(self.kind[which], self.key[which], self.node[which], self.own[which], self.doc[which],
+                         self.sketches)
+
+    def sketch(self, rows: np.ndarray | int) -> np.ndarray:
+        return self.sketches[self.doc[rows]]
 
     def __len__(self) -> int:
         return len(self.node)
@@ -148,8 +157,8 @@ def index_rows(sig: pl.DataFrame, first_row: int, own: bool = True) -> IndexRows
         key.append(bands[words, band])
         doc.append(np.nonzero(words)[0])
     which = np.concatenate(doc)
-    return IndexRows(np.concatenate(kind), np.concatenate(key), row[which], packed[which],
-                     np.full(len(which), own))
+    return IndexRows(np.concatenate(kind), np.concatenate(key), row[which], np.full(len(which), own), which,
+                     packed)
 
 
 def _matrix(column: pl.Series) -> np.ndarray:
@@ -194,7 +203,7 @@ class IndexWriter:
         with PartWriter(self.lake, self.index_key, self.schema) as out:
             for i in range(0, len(order), self.group_rows):  # one write, one row group
                 chunk = order[i:i + self.group_rows]
-                sketch = np.ascontiguousarray(rows.sketch[chunk])
+                sketch = np.ascontiguousarray(rows.sketch(chunk))
                 out.write(pa.Table.from_arrays([
                     pa.array(rows.kind[chunk]), pa.array(rows.key[chunk]),
                     pa.array(rows.node[chunk].astype(np.uint32)),
@@ -261,8 +270,9 @@ def read_index(lake: Lake, key: str, bucket: int, buckets: int, first_node: int,
     if wanted is not None and len(keys):
         at = np.minimum(np.searchsorted(wanted, keys), len(wanted) - 1)
         keep &= wanted[at] == keys
+    kept = int(keep.sum())
     return IndexRows(kind[keep], keys[keep], table.column("row").to_numpy().astype(np.int64)[keep] + first_node,
-                     fixed_binary_matrix(table.column("sketch"))[keep], np.full(int(keep.sum()), own))
+                     np.full(kept, own), np.arange(kept), fixed_binary_matrix(table.column("sketch"))[keep])
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -334,7 +344,7 @@ def group_edges(rows: IndexRows, threshold: float, values: int) -> Edges:
     extra_src, extra_dst, rejected = [], [], 0
     if threshold > 0 and len(near):
         def sketch(i) -> np.ndarray:
-            return rows.sketch[order[i]]
+            return rows.sketch(order[i])
 
         ok = np.concatenate([agreement(sketch(near[i:i + CHUNK]), sketch(first[near[i:i + CHUNK]]), values)
                              >= threshold for i in range(0, len(near), CHUNK)])
@@ -790,4 +800,4 @@ def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl
 def _own_rows(rows: IndexRows, frame: pl.DataFrame, first_node: int, crawl: str) -> IndexRows:
     """A frame's index rows with their nodes, those of `crawl` marked own (a frame may hold both)."""
     own = (frame["crawl"] == crawl).to_numpy()
-    return IndexRows(rows.kind, rows.key, rows.node + first_node, rows.sketch, own[rows.node])
+    return IndexRows(rows.kind, rows.key, rows.node + first_node, own[rows.node], rows.doc, rows.sketches)
