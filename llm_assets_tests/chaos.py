@@ -43,7 +43,7 @@ from pathlib import Path
 import yaml
 
 from llm_assets.core.lake import Lake, RetryPolicy, StoreConfig
-from llm_assets.core.partition import LakeInput, vacuum
+from llm_assets.core.partition import LakeInput, Manifest, vacuum
 from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
 from llm_assets.settings import DEFAULT_SETTINGS, PROJECT_ROOT
 
@@ -402,7 +402,7 @@ def leftovers(lake: Lake) -> list[str]:
     live = set()
     for key in keys:
         if MANIFEST_RE.match(key):
-            live |= {p for u in lake.get_json(key)["units"] for p in (u.get("part"), u.get("rejected_part")) if p}
+            live |= Manifest.from_json(lake.get_json(key) or {}).part_keys()
     out = sorted(k for k in keys if (PART_RE.match(k) and k not in live) or "/_superseded/" in k)
     releases = {k.rsplit("/", 1)[0] for k in keys if k.startswith("releases/") and k.count("/") >= 3}
     out += sorted(f"{r}/ (no manifest.json)" for r in {"/".join(k.split("/")[:3]) for k in releases}
