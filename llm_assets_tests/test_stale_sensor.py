@@ -9,6 +9,7 @@ Nothing here asserts a duration: every wait polls a condition until a generous d
 
 import json
 import re
+import subprocess
 import socket
 import uuid
 
@@ -109,9 +110,15 @@ def fail_lake_run(deployment: Deployment, broken: Settings) -> str:
 
 
 def restart_code_server(deployment: Deployment, **env: str) -> None:
-    """The code server again, on the same port, with `env` for it and the runs it launches."""
+    """The code server again, on the same port, with `env` for it and the runs it launches. One that has not
+    stopped a minute after SIGTERM is killed: what follows is about the server that replaces it (once in CI, the
+    gRPC server was still draining after 60 s)."""
     deployment.code_server.terminate()
-    deployment.code_server.wait(timeout=60)
+    try:
+        deployment.code_server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        deployment.code_server.kill()
+        deployment.code_server.wait(timeout=60)
     deployment.env.update(env)
     deployment.start_code_server()
 
