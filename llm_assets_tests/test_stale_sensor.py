@@ -9,8 +9,8 @@ Nothing here asserts a duration: every wait polls a condition until a generous d
 
 import json
 import re
-import subprocess
 import socket
+import subprocess
 import uuid
 
 import dagster as dg

@@ -137,10 +137,11 @@ class IndexRows:
         return len(self.node)
 
 
-def index_rows(sig: pl.DataFrame, first_row: int, own: bool = True) -> IndexRows:
+def index_rows(sig: pl.DataFrame, first_row: int) -> IndexRows:
     """The index rows of consecutive signatures rows (at least INDEX_INPUT), the first of which is `first_row`;
     every kind, whatever the settings (they choose kinds when reading). Nothing joins a document by a text it
-    does not have, a URL it does not have (a source without URLs) or a band of no words (hash 0)."""
+    does not have, a URL it does not have (a source without URLs) or a band of no words (hash 0). Rows are marked
+    own; `_own_rows` marks them as their crawl says."""
     n = sig.height
     row = np.arange(first_row, first_row + n, dtype=np.int64)
     bands = _matrix(sig["bands"]).astype(np.uint64)
@@ -157,7 +158,7 @@ def index_rows(sig: pl.DataFrame, first_row: int, own: bool = True) -> IndexRows
         key.append(bands[words, band])
         doc.append(np.nonzero(words)[0])
     which = np.concatenate(doc)
-    return IndexRows(np.concatenate(kind), np.concatenate(key), row[which], np.full(len(which), own), which,
+    return IndexRows(np.concatenate(kind), np.concatenate(key), row[which], np.ones(len(which), bool), which,
                      packed)
 
 
