@@ -18,14 +18,23 @@ from dagster._core.storage.tags import GRPC_INFO_TAG, RUN_KEY_TAG, SENSOR_NAME_T
 from dagster._core.utils import make_new_backfill_id
 
 if TYPE_CHECKING:
+    from dagster._config import validate_config
+    from dagster._core.instance.config import dagster_instance_config
+    from dagster._core.workspace.load import location_origins_from_yaml_paths
     from dagster._core.workspace.context import WorkspaceProcessContext
     from dagster._core.workspace.load_target import WorkspaceFileTarget
     from dagster._grpc.client import DagsterGrpcClient
+    from dagster._serdes.config_class import ConfigurableClassData
 
-# Only tests and benchmarks talk to a code server or load a workspace: imported on first use, because gRPC's client
+# Only tests and benchmarks talk to a code server, load a workspace or check an instance file against Dagster's
+# config schema (test_deploy_files.py): imported on first use, because gRPC's client
 # and the workspace context cost a process that builds the code location 0.3-0.5 s it never needs.
 _ON_FIRST_USE = {
     "DagsterGrpcClient": "dagster._grpc.client",
+    "ConfigurableClassData": "dagster._serdes.config_class",
+    "dagster_instance_config": "dagster._core.instance.config",
+    "location_origins_from_yaml_paths": "dagster._core.workspace.load",
+    "validate_config": "dagster._config",
     "WorkspaceFileTarget": "dagster._core.workspace.load_target",
     "WorkspaceProcessContext": "dagster._core.workspace.context",
 }
@@ -50,6 +59,7 @@ CHECKED_WITH = "1.13.27"
 
 __all__ = [
     "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "backfill_targets", "CHECKED_WITH", "CheckRunHealthResult",
-    "DagsterGrpcClient", "GRPC_INFO_TAG", "PartitionBackfill", "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TickStatus", "WorkerStatus",
-    "WorkspaceFileTarget", "WorkspaceProcessContext", "make_new_backfill_id",
+    "ConfigurableClassData", "DagsterGrpcClient", "GRPC_INFO_TAG", "PartitionBackfill", "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TickStatus", "WorkerStatus",
+    "WorkspaceFileTarget", "WorkspaceProcessContext", "dagster_instance_config", "location_origins_from_yaml_paths",
+    "make_new_backfill_id", "validate_config",
 ]
