@@ -32,8 +32,6 @@ import yaml
 from llm_assets import dagster_private as private
 from llm_assets.settings import Settings
 
-pytestmark = pytest.mark.core
-
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 VALUES = DEPLOY / "helm" / "values.yaml"
@@ -118,6 +116,14 @@ def render_instance(values: dict[str, Any]) -> dict[str, Any]:
     if daemon["runRetries"]["enabled"]:
         instance["run_retries"] = {"enabled": True, **({"max_retries": daemon["runRetries"]["maxRetries"]}
                                                        if daemon["runRetries"].get("maxRetries") else {})}
+    concurrency = values.get("concurrency") or {}  # helpers/instance/_concurrency.tpl
+    pools, runs = concurrency.get("pools") or {}, concurrency.get("runs") or {}
+    assert not runs, "the run queue is the run coordinator's (max_user_code_failure_retries)"
+    if pools:
+        names = {"defaultLimit": "default_limit", "granularity": "granularity",
+                 "opGranularityRunBuffer": "op_granularity_run_buffer"}
+        assert set(pools) <= set(names), f"render_instance does not know {set(pools) - set(names)}"
+        instance["concurrency"] = {"pools": {names[k]: v for k, v in pools.items()}}
     if daemon["sensors"].get("useThreads"):
         instance["sensors"] = {"use_threads": True, "num_workers": daemon["sensors"]["numWorkers"]}
     return instance
@@ -162,20 +168,32 @@ def test_a_wrong_key_fails_the_instance_check(tmp_path):
         check_instance(instance, tmp_path)
 
 
+def _run_queue(instance: dict[str, Any]) -> dict[str, Any]:
+    """The run queue's settings, wherever the instance file puts them."""
+    return {**((instance.get("run_coordinator") or {}).get("config") or {}), **(instance.get("run_queue") or {}),
+            **((instance.get("concurrency") or {}).get("runs") or {})}
+
+
 def test_the_chart_queue_mirrors_the_local_one_and_fills_the_cluster():
+    """The same rules as the local instance (its sizes aside: runs at once, pool limits); a rule added to one and not
+    the other fails here."""
     chart = render_instance(_values())
-    queue = chart["run_coordinator"]["config"]
+    queue = _run_queue(chart)
     for path in local_instance_files():
         local = yaml.safe_load(path.read_text())
-        local_queue = local["run_coordinator"]["config"]
-        assert chart["run_coordinator"]["class"] == local["run_coordinator"]["class"] == "QueuedRunCoordinator"
+        local_queue = _run_queue(local)
         for key in ("tag_concurrency_limits", "max_user_code_failure_retries", "user_code_failure_retry_delay"):
             assert queue.get(key) == local_queue.get(key), f"{key}: chart {queue.get(key)}, {path.name} {local_queue.get(key)}"
-        assert chart["run_monitoring"]["enabled"] == local["run_monitoring"]["enabled"]
-        assert chart["run_monitoring"].get("max_resume_run_attempts", 0) == local["run_monitoring"].get(
-            "max_resume_run_attempts", 0)
-        assert chart.get("run_retries", {}).get("enabled", False) == local.get("run_retries", {}).get("enabled", False)
-        assert chart.get("concurrency") == local.get("concurrency")
+        monitoring, local_monitoring = chart.get("run_monitoring", {}), local.get("run_monitoring", {})
+        assert monitoring.get("enabled") == local_monitoring.get("enabled")
+        assert monitoring.get("max_resume_run_attempts", 0) == local_monitoring.get("max_resume_run_attempts", 0)
+        retries, local_retries = chart.get("run_retries", {}), local.get("run_retries", {})
+        assert retries.get("enabled", False) == local_retries.get("enabled", False)
+        assert retries.get("max_retries", 0) == local_retries.get("max_retries", 0)
+        pools, local_pools = (chart.get("concurrency") or {}).get("pools"), (local.get("concurrency") or {}).get("pools")
+        assert bool(pools) == bool(local_pools), f"pools: chart {pools}, {path.name} {local_pools}"
+        if pools:
+            assert pools.get("granularity") == local_pools.get("granularity")
     # Concurrent runs × units in flight per run cover every worker thread of the Dask cluster.
     settings = Settings.from_file(K8S_SETTINGS)
     worker = _dask_cluster()["spec"]["worker"]
@@ -296,9 +314,18 @@ def test_the_dockerfile_builds_from_the_lock_file_alone():
         assert dev_only not in image
     # Only the project's metadata and packages are copied: no model, data or local state.
     hatch = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
-    copied = [src for op, a in steps if op == "COPY" and "--from=" not in a for src in a.split()[:-1]]
-    assert sorted(copied) == sorted(["pyproject.toml", "uv.lock", "README.md", *hatch["packages"]]), copied
+    copies = [a.split() for op, a in steps if op == "COPY" and "--from=" not in a]
+    copied = [src for c in copies for src in c[:-1]]
+    assert sorted(copied) == sorted(["pyproject.toml", "uv.lock", *hatch["packages"]]), copied
     assert all((ROOT / src).exists() for src in copied)
+    # The project's packages are imported from PYTHONPATH, compiled like the environment.
+    env = " ".join(a for op, a in steps if op == "ENV")
+    (pythonpath,) = re.findall(r"PYTHONPATH=(\S+)", env)
+    workdir = [a for op, a in steps if op == "WORKDIR"][0]
+    for package in hatch["packages"]:
+        (dest,) = [c[-1] for c in copies if c[0] == package]
+        assert str((Path(workdir) / dest).resolve()) == f"{pythonpath}/{package}", dest
+    assert any(f"compileall -q {pythonpath}" in r for r in runs)
     ignore = [line for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
               if line.strip() and not line.startswith("#")]
     assert ignore[0] == "*" and not any("shared" in line or ".venv" in line for line in ignore if line.startswith("!"))
@@ -310,8 +337,8 @@ def test_the_dockerfile_builds_from_the_lock_file_alone():
 def test_the_dockerfile_check_can_fail(monkeypatch, tmp_path):
     """A sync without --frozen, or a package installed beside the lock, is caught."""
     original = DOCKERFILE.read_text()
-    for broken in (original.replace("--frozen --no-default-groups --group deploy --no-editable",
-                                    "--no-default-groups --group deploy --no-editable"),
+    for broken in (original.replace("--frozen --no-default-groups --group deploy --no-install-project",
+                                    "--no-default-groups --group deploy --no-install-project"),
                    original.replace("COPY llm_assets", "RUN python -m pip install requests\nCOPY llm_assets")):
         assert broken != original
         (tmp_path / "Dockerfile").write_text(broken)
