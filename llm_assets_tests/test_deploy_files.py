@@ -432,3 +432,16 @@ def test_no_secret_value_is_in_the_deployment_files():
         if path.is_file() and "local" not in path.parts:
             text = path.read_text()
             assert not re.search(r"(?i)(AWS_SECRET_ACCESS_KEY|password|token)\s*[:=]\s*\S", text), path
+
+
+def test_the_other_manifests_are_kubernetes_objects():
+    """Built-in kinds beside the DaskCluster (its NetworkPolicy), read strictly with the Kubernetes client's models."""
+    import kubernetes
+    from dagster_k8s.models import k8s_snake_case_dict
+    others = [d for d in yaml.safe_load_all(DASK_CLUSTER.read_text()) if d["kind"] != "DaskCluster"]
+    assert [d["kind"] for d in others] == ["NetworkPolicy"]
+    for doc in others:
+        model = getattr(kubernetes.client, f"V1{doc['kind']}")
+        k8s_snake_case_dict(model, doc)
+        with pytest.raises(Exception, match="Unexpected keys"):
+            k8s_snake_case_dict(model, {**doc, "spec": {**doc["spec"], "podSelectr": {}}})
