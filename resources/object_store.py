@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import dagster as dg
 from dagster_aws.s3 import S3Resource
+from pydantic import PrivateAttr
 
 from llm_assets import environment
 from llm_assets.core.lake import Credentials, Lake, RetryPolicy, StoreConfig, StoreSettings
@@ -27,6 +28,14 @@ class ObjectStore(dg.ConfigurableResource):
     local_data_dir: str = ""  # the embedded store's data folder: a 500 with that disk full is reported as full
     # Where workers read the embedded store's credentials; empty: their environment (work units carry none).
     credentials_file: str = ""
+    # Where the embedded store records its ports: a store restarted on another port is found there again.
+    ports_file: str = ""
+    _outage_clock: str | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        # One retry budget for the whole run: every process of the run (and its units) shares this clock.
+        if context.run_id:
+            self._outage_clock = environment.outage_clock(context.run_id)
 
     def config(self) -> StoreConfig:
         return StoreConfig(
@@ -37,6 +46,8 @@ class ObjectStore(dg.ConfigurableResource):
             retry=RetryPolicy(budget_s=self.retry_budget_s, base_s=self.retry_base_s, max_s=self.retry_max_s),
             retention_s=self.retention_hours * 3600,
             local_data_dir=self.local_data_dir or None,
+            ports_file=self.ports_file or None,
+            outage_clock=self._outage_clock,
         )
 
     def lake(self, retry_budget_s: float | None = None) -> Lake:
@@ -65,4 +76,5 @@ def object_store_from_env(settings: StoreSettings) -> ObjectStore:
         retention_hours=settings.retention_hours,
         local_data_dir=environment.embedded_data_dir() or "",
         credentials_file=credentials_file or "",
+        ports_file=environment.embedded_ports_file() or "",
     )
