@@ -196,7 +196,7 @@ class OutageClock:
 
     With a `path` (a file the run's processes share: the run's process, its pool workers, cluster workers on this
     machine), the outage's start is recorded there once; without one, or where the file cannot be written (a worker on
-    another machine), this process keeps it. The first success after a failure ends the outage."""
+    another machine), this process keeps it. Any call that succeeds ends the outage."""
 
     _local: ClassVar[dict[str, tuple[float, float]]] = {}  # this process's outages: key -> (start, last failure)
 
@@ -219,6 +219,7 @@ class OutageClock:
         return 0.0 if now - last > self.quiet_s else now - start
 
     def recovered(self) -> None:
+        """The store answered: the outage is over. Cheap enough for every call (a dict lookup, one unlink)."""
         self._local.pop(self.key, None)
         if self.path:
             with contextlib.suppress(OSError):
@@ -400,7 +401,6 @@ class Lake:
         self.credentials_source = "given to the lake client" if credentials else config.credentials_source
         self.credentials = credentials or config.credentials()
         self.outage = OutageClock(self.config.where, config.outage_clock, config.retry.quiet_s)
-        self._failing = False
 
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config}  # the receiving process reads its own credentials
@@ -424,21 +424,21 @@ class Lake:
         )
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        delays = self.config.retry.delays()
+        delays, since = self.config.retry.delays(), time.monotonic()
         while True:
             try:
                 result = fn()
             except Exception as e:  # noqa: BLE001 - classified below; anything else is raised as it is
-                self._wait_or_raise(what, e, delays)
+                self._wait_or_raise(what, e, delays, since)
                 continue
-            if self._failing:
-                self._failing = False
-                self.outage.recovered()
+            self.outage.recovered()  # any call that succeeds ends the outage, whichever client saw it
             return result
 
-    def _wait_or_raise(self, what: str, e: Exception, delays: Iterator[float]) -> None:
+    def _wait_or_raise(self, what: str, e: Exception, delays: Iterator[float], since: float) -> None:
         """Return once the failed call may be tried again (the store moved, or a backoff was waited out), or raise
-        what the failure means: refused credentials and a full store at once, an outage once the budget is spent."""
+        what the failure means: refused credentials and a full store at once, an outage once the budget is spent:
+        the run's (the outage clock), or this call's own since `since` (monotonic) when other calls succeed
+        meanwhile and keep resetting the run's."""
         if is_store_full(e):
             raise StoreFull(f"object store full: {self.config.where} refused {what}: {e}") from e
         if (free := self._local_free_bytes(e)) is not None:
@@ -452,8 +452,7 @@ class Lake:
                                   f"({self.credentials_source}) while {what}: {code}; not retried") from e
         if not is_transient(e):
             raise e
-        self._failing = True
-        failing_for, delay = self.outage.failing_for(), next(delays)
+        failing_for, delay = max(self.outage.failing_for(), time.monotonic() - since), next(delays)
         if failing_for + delay > self.config.retry.budget_s:
             raise StoreUnavailable(
                 f"object store {self.config.where} failing for {failing_for:.0f} s in this run, past its retry budget "
@@ -683,14 +682,14 @@ class ObjectStream(io.RawIOBase):
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
             return b"".join(iter(lambda: self.read(RANGE_READ), b""))
-        delays = self.lake.config.retry.delays()
+        delays, since = self.lake.config.retry.delays(), time.monotonic()
         while self.body is not None:
             try:
                 data = self.body.read(n)
                 self.pos += len(data)
                 return data
             except Exception as e:  # noqa: BLE001 - a broken connection resumes; anything else is raised
-                self.lake._wait_or_raise(f"reading {self.key} at byte {self.pos}", e, delays)
+                self.lake._wait_or_raise(f"reading {self.key} at byte {self.pos}", e, delays, since)
                 self._open()
         return b""
 
