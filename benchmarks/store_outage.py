@@ -1,11 +1,13 @@
 """How long a run takes to fail when its object store is gone; the figures go into BENCHMARKS.md (store outage).
 
-    .venv/bin/python -m benchmarks.store_outage [--units 8] [--nodes 3] [--budget 20]
+    .venv/bin/python -m benchmarks.store_outage [--units 8] [--nodes 3] [--budget 20] [--moved]
 
 A partition's units (each reads one object, as a stage's units read their parts) on the local Dask cluster
 (`llm_assets.local_cluster`, `--nodes` - 1 workers of one thread, the runner's default `max_retries`), against a
-private SeaweedFS stopped before the run starts, with a retry budget of `--budget` seconds. The time is from the
-runner's start to the run's error. Run it with PYTHONPATH naming an older checkout to measure that one: the
+private SeaweedFS stopped before the run starts, with a retry budget of `--budget` seconds. With `--moved`, the
+store is not gone but moved: another server (answering 403 InvalidAccessKeyId, as any S3 server that does not know
+the key) took its S3 port, and the store started again on another one. The time is from the runner's start to the
+run's end. Run it with PYTHONPATH naming an older checkout to measure that one: the
 script only uses what both know (a StoreConfig without an outage clock there).
 """
 
@@ -17,7 +19,9 @@ import secrets
 import sys
 import tempfile
 import time
+import threading
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from llm_assets.core.lake import Lake, RetryPolicy, StoreConfig
@@ -40,11 +44,28 @@ def read(unit: Read) -> UnitResult:
     return UnitResult(unit=unit.key, source=unit.key, rows_in=1, rows_out=1, bytes_in=len(data))
 
 
+class ForeignS3(BaseHTTPRequestHandler):
+    """Another S3 server, which does not know our key."""
+
+    def refuse(self) -> None:
+        body = b"" if self.command == "HEAD" else b"<Error><Code>InvalidAccessKeyId</Code><Message>no</Message></Error>"
+        self.send_response(403)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = refuse
+
+    def log_message(self, *args) -> None:
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--units", type=int, default=8)
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--budget", type=float, default=20.0)
+    parser.add_argument("--moved", action="store_true", help="the store moved to another port instead of stopping")
     args = parser.parse_args()
 
     from llm_assets.core.dask_runner import DaskRunner
@@ -59,7 +80,8 @@ def main() -> None:
         cluster = LocalCluster(Path(tmp) / "cluster")
         try:
             fields = {f.name for f in dataclasses.fields(StoreConfig)}
-            clock = {"outage_clock": str(Path(tmp) / "outage")} if "outage_clock" in fields else {}
+            clock = {"outage_clock": str(Path(tmp) / "outage"),
+                     "ports_file": str(store.state_dir / "ports.json")} if "outage_clock" in fields else {}
             config = StoreConfig(endpoint=store.endpoint, bucket=store.bucket, region="us-east-1",
                                  credentials_file=str(store.credentials_file),
                                  retry=RetryPolicy(budget_s=args.budget), **clock)
@@ -69,6 +91,10 @@ def main() -> None:
             state = cluster.start(nodes=args.nodes)
             runner = DaskRunner(state.address, security=cluster.security())
             store.stop()
+            if args.moved:
+                foreign = ThreadingHTTPServer(("127.0.0.1", store.ports["s3.port"]), ForeignS3)
+                threading.Thread(target=foreign.serve_forever, daemon=True).start()
+                store.start()
             start = time.monotonic()
             try:
                 runner.run(read, [Read(config, key) for key in keys])
@@ -80,7 +106,8 @@ def main() -> None:
             cluster.stop()
             store.stop()
     print(f"{args.units} units, {args.nodes - 1} workers, budget {args.budget:.0f} s, "
-          f"{'run-wide clock' if clock else 'budget per call'}: failed after {seconds:.1f} s ({outcome})")
+          f"{'run-wide clock' if clock else 'budget per call'}, store {'moved' if args.moved else 'stopped'}: "
+          f"ended after {seconds:.1f} s ({outcome})")
     sys.exit(0)
 
 

@@ -185,7 +185,8 @@ class EmbeddedStore:
         self._write_credentials_file()
         self._write_identities_file()
         deadline = time.monotonic() + timeout
-        recorded = dict(self.ports)
+        # ports it ran on before, which clients may still use: moving one of them is worth a warning
+        recorded = dict(self.ports) if (self.state_dir / "ports.json").exists() else {}
         # The ports were free when chosen, but another store starting at the same moment (a second checkout's
         # `make demo`) can take one before weed binds it: then weed refuses to start, and fresh ports are chosen.
         for attempt in range(1, START_ATTEMPTS + 1):
@@ -214,11 +215,11 @@ class EmbeddedStore:
     def _say_moved(self, recorded: dict[str, int]) -> None:
         """Say loudly which ports moved where, and why: clients that knew the old S3 port follow the ports file
         (`StoreConfig.ports_file`) on their next failed call, but a person reading an old endpoint should know."""
-        moved = {name: port for name, port in self.ports.items() if recorded.get(name) != port}
+        moved = {name: port for name, port in self.ports.items() if name in recorded and recorded[name] != port}
         if not moved:
             return
         lines = [f"  {name}: {recorded[name]} -> {port} ({_holder(recorded[name])} holds {recorded[name]})"
-                 for name, port in moved.items() if name in recorded]
+                 for name, port in moved.items()]
         print(f"WARNING: the object store started on other ports than it had, recorded in "
               f"{self.state_dir / 'ports.json'}; processes of this home find the new S3 endpoint {self.endpoint} "
               "there on their next failed call:\n" + "\n".join(lines), file=sys.stderr, flush=True)
