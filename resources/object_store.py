@@ -1,4 +1,5 @@
-"""The object store as a Dagster resource: dagster-aws's S3 resource, secrets from the environment."""
+"""The object store as a Dagster resource: dagster-aws's S3 resource; the embedded store's secret is read from its file
+by each process, any other store's from the environment."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ class ObjectStore(dg.ConfigurableResource):
         if retry_budget_s is not None:
             config = replace(config, retry=replace(config.retry, budget_s=retry_budget_s))
         key, secret = self.s3.aws_access_key_id, self.s3.aws_secret_access_key
-        return Lake(config, Credentials(key, secret) if key and secret else None)
+        return Lake(config, Credentials(key, secret) if key and secret else None,
+                    credentials_source="the S3Resource's aws_access_key_id and aws_secret_access_key")
 
 
 def object_store_from_env(settings: StoreSettings) -> ObjectStore:

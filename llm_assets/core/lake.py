@@ -395,10 +395,12 @@ class Lake:
     turns what persists into `StoreUnavailable` (or `StoreFull`) naming the store: an outage is never mistaken
     for bad input, and never ends in a short partition."""
 
-    def __init__(self, config: StoreConfig, credentials: Credentials | None = None):
+    def __init__(self, config: StoreConfig, credentials: Credentials | None = None,
+                 credentials_source: str = "given to the lake client"):
         self.config = replace(config, endpoint=config.recorded_endpoint() or config.endpoint)
         self.bucket = config.bucket
-        self.credentials_source = "given to the lake client" if credentials else config.credentials_source
+        # where `credentials` came from, for errors (never the credentials themselves)
+        self.credentials_source = credentials_source if credentials else config.credentials_source
         self.credentials = credentials or config.credentials()
         self.outage = OutageClock(self.config.where, config.outage_clock, config.retry.quiet_s)
 
