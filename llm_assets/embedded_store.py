@@ -171,13 +171,16 @@ class EmbeddedStore:
     def start(self, timeout: float = 60.0) -> None:
         """Start weed locked down (see the module's docstring) unless a server already answers with our credentials.
 
-        A server this state folder's earlier version started without the lock-down is restarted with it.
+        A server this state folder's earlier version started without the lock-down, or with the secret in its
+        environment rather than read from its identities file, is restarted.
         """
         if self.ready():  # ours, or a server already serving this endpoint with these credentials
-            started_before_lock_down = self.pid() is not None and not (self.state_dir / "security.toml").exists()
-            if not started_before_lock_down:
+            started_by_older_version = self.pid() is not None and not (
+                (self.state_dir / "security.toml").exists() and self.identities_file.exists())
+            if not started_by_older_version:
                 return
-            self.stop()  # its master, volume and filer ports are open to anyone: restart it locked down
+            # its master, volume and filer ports are open to anyone, or its environment holds the secret
+            self.stop()
         make_private(self.state_dir)  # also tightens folders written before the store was locked down
         data = self.state_dir / "data"
         data.mkdir(mode=0o700, exist_ok=True)

@@ -199,6 +199,7 @@ class OutageClock:
     another machine), this process keeps it. Any call that succeeds ends the outage."""
 
     _local: ClassVar[dict[str, tuple[float, float]]] = {}  # this process's outages: key -> (start, last failure)
+    _unwritable: ClassVar[set[str]] = set()  # clock files this process cannot write
 
     def __init__(self, key: str, path: str | None, quiet_s: float):
         self.key, self.path, self.quiet_s = key, path, quiet_s
@@ -225,25 +226,31 @@ class OutageClock:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
 
+    def _shared(self) -> bool:
+        return bool(self.path) and self.path not in self._unwritable
+
     def _read(self) -> tuple[float, float] | None:
-        if self.path:
+        if self._shared():
             try:
-                start, last = (float(v) for v in Path(self.path).read_text().split())
+                start, last = (float(v) for v in Path(cast(str, self.path)).read_text().split())
                 return start, last
+            except FileNotFoundError:  # no outage, or another process saw the store answer again
+                return None
             except (OSError, ValueError):
                 pass
         return self._local.get(self.key)
 
     def _write(self, start: float, last: float) -> None:
         self._local[self.key] = (start, last)
-        if self.path:
+        if self._shared():
+            path = cast(str, self.path)
             try:
-                Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                tmp = f"{self.path}.{os.getpid()}.tmp"
+                Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.tmp"
                 Path(tmp).write_text(f"{start} {last}")
-                os.replace(tmp, self.path)
-            except OSError:
-                pass  # this process's clock still bounds its own calls
+                os.replace(tmp, path)
+            except OSError:  # a worker on another machine: this process's clock bounds its own calls
+                self._unwritable.add(path)
 
 
 @dataclass(frozen=True)
