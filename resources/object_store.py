@@ -36,7 +36,10 @@ class ObjectStore(dg.ConfigurableResource):
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         # One retry budget for the whole run: every process of the run (and its units) shares this clock.
         if context.run_id:
-            self._outage_clock = environment.outage_clock(context.run_id)
+            try:
+                self._outage_clock = environment.outage_clock(context.run_id)
+            except OSError:  # a read-only state home (an image): each process keeps its own clock
+                self._outage_clock = None
 
     def config(self) -> StoreConfig:
         return StoreConfig(
