@@ -19,9 +19,10 @@ from llm_assets.settings import PROJECT_ROOT, Settings, settings_path
 
 
 def _store():
-    """The embedded store of this home, on the ports it recorded; a store never started takes the default ports,
-    or free loopback ports for those another process holds (a second checkout, a Jupyter server on 8888)."""
-    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, available_ports
+    """The embedded store of this home, on the ports it recorded; a store never started takes the default ports.
+    `start` takes free loopback ports for those another process holds (a second checkout, a Jupyter server on 8888)
+    and says which moved."""
+    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore
 
     credentials = environment.embedded_store_credentials()
     ports = environment.recorded_ports() or dict(DEFAULT_PORTS)
@@ -30,8 +31,6 @@ def _store():
     store = EmbeddedStore(state_dir=environment.home() / "store", bucket=environment.bucket(),
                           access_key=credentials.access_key, secret_key=credentials.secret_key, ports=ports,
                           pinned=("s3.port",) if pinned else ())
-    if not store.ready():
-        store.ports = available_ports(ports, keep=store.pinned)
     return store
 
 

@@ -20,6 +20,7 @@ from llm_assets.core.partition import LakeInput, committed
 from llm_assets.core.tokenize import train_bytelevel_bpe
 from llm_assets.crawl_stats.spec import SPEC as CRAWL_STATS
 from llm_assets.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
+from llm_assets import environment
 from llm_assets.dedup.spec import CLUSTERS_SPEC
 from llm_assets.failures import FailedRun, first_error, report
 from llm_assets.enriched.spec import SPEC as ENRICHED
@@ -54,7 +55,7 @@ def demo_files(workdir: Path, settings: Settings) -> tuple[dict[str, list[Path]]
     if SHARED_WARC.is_dir():
         return {crawl: [SHARED_WARC / name for name in names if (SHARED_WARC / name).exists()]
                 for crawl, names in DEMO_CRAWLS.items()}, settings
-    workdir.mkdir(parents=True, exist_ok=True)
+    environment.private_dir(workdir)
     out = {}
     for i, crawl in enumerate(["SAMPLE-2025-01", "SAMPLE-2025-02"]):
         path = workdir / f"sample-{i}.warc.gz"
@@ -310,7 +311,7 @@ def write_changed_settings(source: Path, workdir: Path) -> Path:
     chain = data.setdefault("filtered", {}).setdefault("chain", [{"block": "gopher_quality"}])
     next(b for b in chain if b["block"] == "gopher_quality")["min_doc_words"] = 80
     path = workdir / CHANGED_SETTINGS
-    workdir.mkdir(parents=True, exist_ok=True)
+    environment.private_dir(workdir)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 

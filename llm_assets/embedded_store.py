@@ -48,12 +48,6 @@ DEFAULT_PORTS = {
 }
 
 
-def available_ports(wanted: dict[str, int], keep: tuple[str, ...] = ()) -> dict[str, int]:
-    """`wanted`, with a free loopback port for each one another process holds (except those to `keep`)."""
-    busy = [name for name, port in wanted.items() if name not in keep and _in_use(port)]
-    return {**wanted, **dict(zip(busy, free_ports(len(busy))))}
-
-
 def free_ports(n: int) -> list[int]:
     socks = [socket.socket() for _ in range(n)]
     try:
@@ -77,6 +71,19 @@ def _signal_group(pgid: int, sig: int) -> bool:
 def _in_use(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _holder(port: int) -> str:
+    """Which process listens on a loopback port, as far as this user may see."""
+    import psutil
+
+    try:
+        for conn in psutil.net_connections("tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+    except (psutil.Error, OSError):
+        pass
+    return "another process"
 
 
 def weed_binary() -> str:
@@ -123,6 +130,16 @@ class EmbeddedStore:
             write_private(self.credentials_file, text.encode())
 
     @property
+    def identities_file(self) -> Path:
+        """weed's S3 identities (`-s3.config`), 0600: the secret reaches weed through it, not its environment."""
+        return self.state_dir / "s3-identities.json"
+
+    def _write_identities_file(self) -> None:
+        identity = {"name": "llm-assets", "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
+                    "actions": ["Admin", "Read", "List", "Tagging", "Write"]}
+        write_private(self.identities_file, json.dumps({"identities": [identity]}).encode())
+
+    @property
     def log_file(self) -> Path:
         return self.state_dir / "weed.log"
 
@@ -154,19 +171,25 @@ class EmbeddedStore:
     def start(self, timeout: float = 60.0) -> None:
         """Start weed locked down (see the module's docstring) unless a server already answers with our credentials.
 
-        A server this state folder's earlier version started without the lock-down is restarted with it.
+        A server this state folder's earlier version started without the lock-down, or with the secret in its
+        environment rather than read from its identities file, is restarted.
         """
         if self.ready():  # ours, or a server already serving this endpoint with these credentials
-            started_before_lock_down = self.pid() is not None and not (self.state_dir / "security.toml").exists()
-            if not started_before_lock_down:
+            started_by_older_version = self.pid() is not None and not (
+                (self.state_dir / "security.toml").exists() and self.identities_file.exists())
+            if not started_by_older_version:
                 return
-            self.stop()  # its master, volume and filer ports are open to anyone: restart it locked down
+            # its master, volume and filer ports are open to anyone, or its environment holds the secret
+            self.stop()
         make_private(self.state_dir)  # also tightens folders written before the store was locked down
         data = self.state_dir / "data"
         data.mkdir(mode=0o700, exist_ok=True)
         write_security_config(self.state_dir)  # weed reads ./security.toml: it runs in state_dir
         self._write_credentials_file()
+        self._write_identities_file()
         deadline = time.monotonic() + timeout
+        # ports it ran on before, which clients may still use: moving one of them is worth a warning
+        recorded = dict(self.ports) if (self.state_dir / "ports.json").exists() else {}
         # The ports were free when chosen, but another store starting at the same moment (a second checkout's
         # `make demo`) can take one before weed binds it: then weed refuses to start, and fresh ports are chosen.
         for attempt in range(1, START_ATTEMPTS + 1):
@@ -184,12 +207,25 @@ class EmbeddedStore:
                                         [n for n in self.ports if f"flag {n} " in said], attempt)
                     break
                 if self.ready():
+                    self._say_moved(recorded)
                     return
                 time.sleep(0.2)
             else:
                 self.stop()
                 raise RuntimeError(f"SeaweedFS did not become ready in {timeout:.0f}s; see {self.log_file}")
         raise RuntimeError(f"SeaweedFS could not bind free ports in {START_ATTEMPTS} attempts; see {self.log_file}")
+
+    def _say_moved(self, recorded: dict[str, int]) -> None:
+        """Say loudly which ports moved where, and why: clients that knew the old S3 port follow the ports file
+        (`StoreConfig.ports_file`) on their next failed call, but a person reading an old endpoint should know."""
+        moved = {name: port for name, port in self.ports.items() if name in recorded and recorded[name] != port}
+        if not moved:
+            return
+        lines = [f"  {name}: {recorded[name]} -> {port} ({_holder(recorded[name])} holds {recorded[name]})"
+                 for name, port in moved.items()]
+        print(f"WARNING: the object store started on other ports than it had, recorded in "
+              f"{self.state_dir / 'ports.json'}; processes of this home find the new S3 endpoint {self.endpoint} "
+              "there on their next failed call:\n" + "\n".join(lines), file=sys.stderr, flush=True)
 
     def _replace_ports(self, busy: list[str], attempt: int) -> None:
         """Fresh free ports for those another process took, unless the user chose them or attempts ran out."""
@@ -220,15 +256,13 @@ class EmbeddedStore:
             # Relative to the working directory (state_dir), so not in /tmp and never past the 107-byte socket limit.
             "-filer.localSocket=filer.sock",
             "-s3.localSocket=s3.sock",
+            f"-s3.config={self.identities_file.name}",
+            f"-bucket={self.bucket}",
             *(f"-{flag}={port}" for flag, port in self.ports.items()),
         ]
-        env = {
-            # WEED_* variables override security.toml: none may loosen it.
-            **{k: v for k, v in os.environ.items() if not k.startswith("WEED_")},
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "S3_BUCKET": self.bucket,
-        }
+        # WEED_* variables override security.toml: none may loosen it. AWS_* would make weed add an identity of
+        # their own beside the identities file's.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("WEED_", "AWS_"))}
         log_fd = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with open(log_fd, "ab") as log:
             # umask 077: weed's data files, folders and sockets are the owner's only.

@@ -8,7 +8,8 @@
     AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
                              credentials. For the embedded store only, when they are unset, the ones that
                              `llm-assets store start` generated are read from $LLM_ASSETS_HOME/store/credentials.env
-    LLM_ASSETS_HOME          local state: embedded store data, Dagster instance (default: <repo>/.llm-assets)
+    LLM_ASSETS_HOME          local state: embedded store data, Dagster instance (default: <repo>/.llm-assets); every
+                             folder of it is the owner's only (`private_dir`)
     LLM_ASSETS_STORE_DATA    the embedded store's data folder, when it is not $LLM_ASSETS_HOME/store/data (lets a
                              server error on a full disk be reported as "object store full")
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from llm_assets.core.config import PROJECT_ROOT
@@ -30,6 +32,36 @@ def home() -> Path:
     return Path(os.environ.get("LLM_ASSETS_HOME", PROJECT_ROOT / ".llm-assets"))
 
 
+def private_dir(path: Path) -> Path:
+    """`path` as a folder only its owner can enter (0700), with its missing parents: every folder of the state home
+    is made here. One found open (a home made before it was private: the Dagster home was 0755 with world-readable run
+    logs) is tightened with everything under it. Returns `path`.
+
+    Also sets this process's umask to 077, so what it and its children (Dagster's webserver, daemon, code servers and
+    run workers; the store; cluster workers) write later (run storage, compute logs, event logs) is private too."""
+    os.umask(0o077)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    state = home().absolute()
+    inside = path.absolute()
+    for folder in [inside, *(p for p in inside.parents if p.is_relative_to(state))]:
+        if stat.S_IMODE(folder.stat().st_mode) & 0o077:
+            tighten(folder)
+    return path
+
+
+def tighten(root: Path) -> None:
+    """Take every group/other permission off `root` and everything under it (symbolic links excepted)."""
+    root.chmod(0o700)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+                if st.st_mode & 0o077 and not stat.S_ISLNK(st.st_mode):
+                    os.chmod(os.path.join(dirpath, name), stat.S_IMODE(st.st_mode) & ~0o077)
+            except FileNotFoundError:  # removed meanwhile
+                pass
+
+
 def credentials_file() -> Path:
     return home() / "store" / "credentials.env"
 
@@ -37,6 +69,11 @@ def credentials_file() -> Path:
 def ports_file() -> Path:
     """Where the embedded store records the ports it started on: every command of this home finds it there."""
     return home() / "store" / "ports.json"
+
+
+def outage_clock(run_id: str) -> str:
+    """The file where a run's processes record when the store started failing (`OutageClock`): one budget a run."""
+    return str(private_dir(home() / "outages") / run_id)
 
 
 def recorded_ports() -> dict[str, int] | None:
@@ -76,7 +113,7 @@ def ensure_credentials_file() -> Path:
     """
     path = credentials_file()
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:  # another command of this home made it first
@@ -116,4 +153,13 @@ def store_config(store: StoreSettings) -> StoreConfig:
     AWS), never the credentials themselves."""
     return StoreConfig(endpoint=endpoint(), bucket=bucket(), region=region(),
                        credentials_file=embedded_credentials_file(), retry=store.retry(),
-                       retention_s=store.retention_hours * 3600, local_data_dir=embedded_data_dir())
+                       retention_s=store.retention_hours * 3600, local_data_dir=embedded_data_dir(),
+                       ports_file=embedded_ports_file())
+
+
+def embedded_ports_file() -> str | None:
+    """The file the embedded store records its ports in, which clients read again when it stops answering; None when
+    the endpoint is pinned (LLM_ASSETS_S3_ENDPOINT) or remote."""
+    if "LLM_ASSETS_S3_ENDPOINT" in os.environ or not uses_embedded_store():
+        return None
+    return str(ports_file())

@@ -81,8 +81,8 @@ def dagster_home() -> Path:
     from llm_assets import environment
     from llm_assets.settings import PROJECT_ROOT
 
-    home = Path(os.environ.get("DAGSTER_HOME") or environment.home() / "dagster")
-    home.mkdir(parents=True, exist_ok=True)
+    # private, and private what Dagster writes into it (run storage, event logs, compute logs): see private_dir
+    home = environment.private_dir(Path(os.environ.get("DAGSTER_HOME") or environment.home() / "dagster"))
     config = home / "dagster.yaml"
     source = PROJECT_ROOT / "dagster.yaml"
     if not config.exists() and source.exists():

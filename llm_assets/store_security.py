@@ -17,7 +17,6 @@ import ipaddress
 import json
 import os
 import secrets
-import stat
 from pathlib import Path
 
 from cryptography import x509
@@ -50,17 +49,9 @@ def make_private(root: Path) -> None:
 
     Upgrades state folders written before the store was locked down (weed then left data files 0644, folders 0755).
     """
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    root.chmod(0o700)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            try:
-                st = os.lstat(path)
-                if st.st_mode & 0o077 and not stat.S_ISLNK(st.st_mode):
-                    os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o077)
-            except FileNotFoundError:  # removed meanwhile
-                pass
+    from llm_assets.environment import private_dir, tighten
+
+    tighten(private_dir(root))
 
 
 def loopback_certificates(name: str = "llm-assets embedded store") -> tuple[bytes, bytes, bytes]:

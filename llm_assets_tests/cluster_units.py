@@ -8,6 +8,7 @@ from pathlib import Path
 
 from llm_assets.core.documents import ExtractUnit, extract_documents
 from llm_assets.core.errors import StoreUnavailable
+from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.core.units import UnitResult, timed_unit
 
 
@@ -60,3 +61,25 @@ def buggy(probe: Probe) -> UnitResult:
 def one_row(probe: Probe) -> UnitResult:
     """A unit that reads one record and keeps it."""
     return UnitResult(unit=probe.source, source=probe.source, rows_in=1, rows_out=1)
+
+
+@dataclass(frozen=True)
+class ReadKey:
+    """A unit that reads one object of the lake `config` names, with the credentials its own process finds."""
+
+    config: StoreConfig
+    key: str
+
+    @property
+    def source(self) -> str:
+        return self.key
+
+
+@timed_unit
+def read_key(unit: ReadKey) -> UnitResult:
+    """Reads the object; counts its bytes, the worker's pid and whether the worker's environment holds a secret."""
+    data = Lake(unit.config).get_bytes(unit.key)
+    environ = Path("/proc/self/environ").read_bytes().split(b"\0")
+    secret = any(v.startswith(b"AWS_SECRET_ACCESS_KEY=") for v in environ)
+    return UnitResult(unit=unit.key, source=unit.key, rows_in=1, rows_out=1,
+                      counts={"bytes": len(data), "pid": os.getpid(), "secret_in_environ": int(secret)})

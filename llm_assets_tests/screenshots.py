@@ -46,7 +46,7 @@ def main(out: Path) -> None:
     lake = Lake(environment.store_config(settings.store))
     crawls, shard = known_crawls(lake), settings.shard_keys()[0]
     crawl, dup_crawl = crawls[0], with_duplicates(lake, crawls)
-    out.mkdir(parents=True, exist_ok=True)
+    environment.private_dir(out)
     (port,) = free_ports(1)
     ui = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "llm-assets"), "ui", "--port", str(port)],
                           stdout=open(out / "webserver.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)

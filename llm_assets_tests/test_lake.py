@@ -293,3 +293,23 @@ def test_loading_a_missing_partition_names_it(lake, crawl):
     """A partition that was never committed raises MissingPartition naming the asset, crawl and shard."""
     with pytest.raises(MissingPartition, match=rf"test_stage.*crawl={crawl} shard=0007"):
         LakeInput.load(lake, "test_stage", [(crawl, "0007")])
+
+
+def test_the_outage_clock_is_one_per_run_and_ends_with_the_outage(tmp_path):
+    """Clients sharing a clock file count one outage from its first failure; a success ends it, and so does a quiet
+    spell longer than quiet_s (an outage whose end nobody saw)."""
+    import time
+
+    from llm_assets.core.lake import OutageClock
+
+    path = tmp_path / "outage"
+    now = time.time()
+    path.write_text(f"{now - 100} {now - 1}")  # failing for 100 s, last seen failing 1 s ago
+    assert OutageClock("a", str(path), quiet_s=120).failing_for() >= 100
+    assert OutageClock("b", str(path), quiet_s=120).elapsed() >= 100  # another client, the same outage
+    OutageClock("c", str(path), quiet_s=120).recovered()
+    assert not path.exists()
+    assert OutageClock("d", str(path), quiet_s=120).elapsed() == 0
+
+    path.write_text(f"{now - 100} {now - 60}")  # nobody saw it fail for a minute: that outage is over
+    assert OutageClock("e", str(path), quiet_s=30).failing_for() < 100

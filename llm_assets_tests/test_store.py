@@ -129,3 +129,39 @@ def test_a_port_the_user_pinned_is_never_replaced(tmp_path):
         with pytest.raises(RuntimeError, match=f"ports in use by another process \\(s3.port={ports['s3.port']}\\)"):
             store.start()
     assert store.pid() is None
+
+
+@pytest.mark.parametrize("wrong", ["secret", "access key", "environment"])
+def test_refused_credentials_fail_at_once_naming_the_endpoint_and_their_source(seaweed, tmp_path, monkeypatch,
+                                                                              caplog, wrong):
+    """InvalidAccessKeyId, SignatureDoesNotMatch, a bare 403 (HEAD): waiting will not change them, so no call retries
+    them, even with a long retry budget; the error says which store refused which credentials (where they came
+    from, never the secret)."""
+    import secrets
+
+    from llm_assets.core.errors import StoreAuthFailed
+    from llm_assets.core.lake import Lake, RetryPolicy, StoreConfig
+
+    secret = "not-the-secret-" + secrets.token_hex(8)
+    key = "nobody" + secrets.token_hex(4) if wrong == "access key" else seaweed.access_key
+    credentials = tmp_path / "credentials.env"
+    credentials.write_text(f"AWS_ACCESS_KEY_ID={key}\nAWS_SECRET_ACCESS_KEY={secret}\n")
+    if wrong == "environment":
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    lake = Lake(StoreConfig(endpoint=seaweed.endpoint, bucket=seaweed.bucket, region="us-east-1",
+                            credentials_file=None if wrong == "environment" else str(credentials),
+                            retry=RetryPolicy(budget_s=3600.0)))
+    local = tmp_path / "part.bin"
+    local.write_bytes(b"x" * 100)
+    source = "the environment's AWS_ACCESS_KEY_ID" if wrong == "environment" else str(credentials)
+    caplog.set_level("WARNING", logger="llm_assets.core.lake")
+    for call in (lambda: lake.get_json("lake/x/_manifest.json"), lambda: lake.put_bytes("raw/X/k", b"v"),
+                 lambda: lake.exists("raw/X/k"), lambda: list(lake.list("raw/")),
+                 lambda: lake.put_file("raw/X/part.bin", local)):
+        with pytest.raises(StoreAuthFailed) as e:
+            call()
+        said = str(e.value)
+        assert seaweed.endpoint in said and source in said and "not retried" in said, said
+        assert secret not in said
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]

@@ -309,3 +309,86 @@ def test_start_locks_down_a_store_left_running_open(tmp_path, monkeypatch):
         assert store.pid() == locked_pid
     finally:
         store.stop()
+
+
+# A run in the project's Dagster instance, as `llm-assets demo` makes them: event log, run storage, compute logs.
+_A_RUN = """
+import dagster as dg
+from llm_assets.instance import get_instance
+
+@dg.asset
+def hello(context):
+    context.log.info("a line for the run's log")
+    print("a line for the compute log")
+
+assert dg.materialize([hello], instance=get_instance()).success
+"""
+
+
+def _loose(root) -> list[tuple[str, str]]:
+    """Everything under `root` (itself included) that its group or others may enter, read or write."""
+    loose = []
+    for path in [root, *root.rglob("*")]:
+        st = path.lstat()
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISLNK(st.st_mode):
+            continue
+        if path.suffix == ".vif":  # weed chmods its volume-info files to 0644 itself; their folder is 0700
+            mode &= ~0o044
+        if mode & 0o077:
+            loose.append((str(path), oct(mode)))
+    return loose
+
+
+def test_the_home_is_private_and_no_process_carries_the_secret(tmp_path, monkeypatch):
+    """A state home used as `make ui` uses it: the store started by `llm-assets store start`, a run in the project's
+    Dagster instance, a code server of the code location, pool workers reading the lake. Nothing under the home is
+    open to the group or others; weed, the code server (and its children) and the pool workers read the store's
+    secret from its file, and none carries it in its environment."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from llm_assets import environment
+    from llm_assets.core.lake import Credentials, Lake, StoreSettings
+    from llm_assets.core.units import PoolRunner
+    from llm_assets_tests.cluster_units import ReadKey, read_key
+    from llm_assets_tests.test_run_monitoring import Deployment
+
+    home = tmp_path / "home"
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "LLM_ASSETS_", "DAGSTER_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("LLM_ASSETS_HOME", str(home))
+    llm_assets = str(Path(sys.executable).with_name("llm-assets"))
+    started = subprocess.run([llm_assets, "store", "start"], capture_output=True, text=True, timeout=300)
+    assert started.returncode == 0, started.stdout + started.stderr
+    deployment = None
+    try:
+        secret = Credentials.from_file(environment.credentials_file()).secret_key.encode()
+        carriers: dict[str, list[int]] = {"weed": [int((home / "store" / "weed.pid").read_text())]}
+        run = subprocess.run([sys.executable, "-c", _A_RUN], capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert list((home / "dagster").glob("storage/*")), "the run wrote nothing in the Dagster home"
+
+        (tmp_path / "deployment").mkdir()
+        deployment = Deployment(tmp_path / "deployment", module="llm_assets.definitions", location="llm_assets")
+        deployment.start_code_server()
+        server = psutil.Process(deployment.code_server.pid)
+        carriers["code server"] = [server.pid, *(p.pid for p in server.children(recursive=True))]
+
+        config = environment.store_config(StoreSettings())
+        Lake(config).put_bytes("raw/X/k", b"value")
+        results = PoolRunner(workers=2).run(read_key, [ReadKey(config, "raw/X/k"), ReadKey(config, "raw/X/k")])
+        assert [r.counts["bytes"] for r in results] == [5, 5]
+        assert [r.counts["secret_in_environ"] for r in results] == [0, 0]
+        carriers["pool workers"] = [r.counts["pid"] for r in results]
+
+        holding = {(who, pid) for who, pids in carriers.items() for pid in pids
+                   if os.path.exists(f"/proc/{pid}") and secret in Path(f"/proc/{pid}/environ").read_bytes()}
+        assert not holding, holding
+    finally:
+        if deployment is not None:
+            deployment.close()
+        subprocess.run([llm_assets, "store", "stop"], capture_output=True, timeout=300)
+    assert not _loose(home), _loose(home)

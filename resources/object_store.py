@@ -1,4 +1,5 @@
-"""The object store as a Dagster resource: dagster-aws's S3 resource, secrets from the environment."""
+"""The object store as a Dagster resource: dagster-aws's S3 resource; the embedded store's secret is read from its file
+by each process, any other store's from the environment."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import replace
 
 import dagster as dg
 from dagster_aws.s3 import S3Resource
+from pydantic import PrivateAttr
 
 from llm_assets import environment
 from llm_assets.core.lake import Credentials, Lake, RetryPolicy, StoreConfig, StoreSettings
@@ -27,6 +29,17 @@ class ObjectStore(dg.ConfigurableResource):
     local_data_dir: str = ""  # the embedded store's data folder: a 500 with that disk full is reported as full
     # Where workers read the embedded store's credentials; empty: their environment (work units carry none).
     credentials_file: str = ""
+    # Where the embedded store records its ports: a store restarted on another port is found there again.
+    ports_file: str = ""
+    _outage_clock: str | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        # One retry budget for the whole run: every process of the run (and its units) shares this clock.
+        if context.run_id:
+            try:
+                self._outage_clock = environment.outage_clock(context.run_id)
+            except OSError:  # a read-only state home (an image): each process keeps its own clock
+                self._outage_clock = None
 
     def config(self) -> StoreConfig:
         return StoreConfig(
@@ -37,6 +50,8 @@ class ObjectStore(dg.ConfigurableResource):
             retry=RetryPolicy(budget_s=self.retry_budget_s, base_s=self.retry_base_s, max_s=self.retry_max_s),
             retention_s=self.retention_hours * 3600,
             local_data_dir=self.local_data_dir or None,
+            ports_file=self.ports_file or None,
+            outage_clock=self._outage_clock,
         )
 
     def lake(self, retry_budget_s: float | None = None) -> Lake:
@@ -46,7 +61,8 @@ class ObjectStore(dg.ConfigurableResource):
         if retry_budget_s is not None:
             config = replace(config, retry=replace(config.retry, budget_s=retry_budget_s))
         key, secret = self.s3.aws_access_key_id, self.s3.aws_secret_access_key
-        return Lake(config, Credentials(key, secret) if key and secret else None)
+        return Lake(config, Credentials(key, secret) if key and secret else None,
+                    credentials_source="the S3Resource's aws_access_key_id and aws_secret_access_key")
 
 
 def object_store_from_env(settings: StoreSettings) -> ObjectStore:
@@ -65,4 +81,5 @@ def object_store_from_env(settings: StoreSettings) -> ObjectStore:
         retention_hours=settings.retention_hours,
         local_data_dir=environment.embedded_data_dir() or "",
         credentials_file=credentials_file or "",
+        ports_file=environment.embedded_ports_file() or "",
     )

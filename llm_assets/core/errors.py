@@ -24,6 +24,11 @@ class StoreUnavailable(InfrastructureError):
     """The object store could not be reached (or kept failing) for longer than the retry budget."""
 
 
+class StoreAuthFailed(InfrastructureError):
+    """The object store refused the credentials (unknown key, wrong secret, access denied): waiting will not
+    change that, so it is never retried."""
+
+
 class StoreFull(InfrastructureError):
     """The object store has no space left for a write."""
 
@@ -50,6 +55,10 @@ TRANSIENT_CODES = {
 _FULL = re.compile(r"storage ?full|no (?:free|writable) volumes?|no space left|insufficient ?storage|disk (?:is )?full|"
                    r"volume.{0,40}(?:full|size limit)|not enough space|quota exceeded", re.IGNORECASE)
 
+# How S3 servers refuse credentials. A HEAD request has no body, so only its status says so (SeaweedFS: "403").
+AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "ExpiredToken",
+              "AuthorizationHeaderMalformed", "403", "Forbidden"}
+
 _CONNECTION = (bce.ConnectionError, bce.HTTPClientError, bce.ResponseStreamingError, bce.IncompleteReadError,
                u3e.ProtocolError, u3e.TimeoutError, u3e.NewConnectionError, ConnectionError, TimeoutError)
 
@@ -64,8 +73,24 @@ def is_store_full(exc: BaseException) -> bool:
     return bool(_FULL.search(str(exc))) and isinstance(exc, (bce.BotoCoreError, OSError))
 
 
+def auth_failure(exc: BaseException | None) -> str | None:
+    """The S3 error code when the store refused the credentials (also wrapped, as boto3's transfer manager does)."""
+    while exc is not None:
+        if isinstance(exc, StoreAuthFailed):
+            return "refused"
+        if isinstance(exc, bce.ClientError):
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return (code or "403") if code in AUTH_CODES or status == 403 else None
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def is_transient(exc: BaseException) -> bool:
-    """An error that may go away by itself: connection failures, timeouts, throttling, 5xx."""
+    """An error that may go away by itself: connection failures, timeouts, throttling, 5xx. Never a refusal of the
+    credentials, whatever wraps it."""
+    if auth_failure(exc):
+        return False
     if isinstance(exc, InfrastructureError):
         return isinstance(exc, StoreUnavailable)
     if isinstance(exc, bce.ClientError):

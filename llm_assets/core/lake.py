@@ -14,6 +14,7 @@ multipart upload), so a run killed mid-write leaves at most an unreferenced part
 from __future__ import annotations
 
 import builtins
+import contextlib
 import errno
 import io
 import json
@@ -26,10 +27,10 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import polars as pl
 import pyarrow as pa
@@ -41,8 +42,10 @@ from llm_assets.core.errors import (
     InfrastructureError,
     LocalDiskFull,
     SourceChanged,
+    StoreAuthFailed,
     StoreFull,
     StoreUnavailable,
+    auth_failure,
     is_store_full,
     is_transient,
 )
@@ -52,7 +55,9 @@ class StoreSettings(Section):
     """How the lake treats its object store. Not part of any code version: it changes how long a run waits for
     a failing store, never what a partition holds."""
 
-    retry_budget_s: float = Field(default=300.0, gt=0)  # keep retrying a failing store this long, then fail
+    # A run's processes stop waiting for a failing store once it has been failing this long in the run (one clock
+    # for every call of the run and its units, not a budget per call), and the run fails.
+    retry_budget_s: float = Field(default=300.0, gt=0)
     retry_base_s: float = Field(default=0.5, gt=0)  # first backoff; doubles up to retry_max_s, with full jitter
     retry_max_s: float = Field(default=20.0, gt=0)
     retention_hours: float = Field(default=24.0, ge=0)  # superseded parts outlive the manifest that dropped them
@@ -167,17 +172,85 @@ def tombstone_key(asset: str, crawl: str, shard: str, committed_at: float, token
 @dataclass(frozen=True)
 class RetryPolicy:
     """How long the lake client keeps retrying a store that fails transiently (unreachable, throttled, 5xx):
-    exponential backoff with full jitter, from `base_s` up to `max_s` between attempts, for `budget_s` in all."""
+    exponential backoff with full jitter, from `base_s` up to `max_s` between attempts, until the store has been
+    failing for `budget_s` on the outage clock (see `OutageClock`)."""
 
     budget_s: float = 300.0
     base_s: float = 0.5
     max_s: float = 20.0
+    # An outage nobody has seen for this long is over (its calls succeeded, or none was made): a new failure starts a
+    # new one. Well above the longest gap between two failures of one outage (max_s + a timed-out read).
+    quiet_s: float = 120.0
 
     def delays(self) -> Iterator[float]:
         attempt = 0
         while True:
             yield random.uniform(0, min(self.max_s, self.base_s * 2**attempt))
             attempt += 1
+
+
+class OutageClock:
+    """When the store started failing, shared by every call that names the same clock: the retry budget bounds a
+    run, not each call. Measured with a budget per call: a run of many units against a store that had moved failed
+    only after (units / workers) x budget (19 min 40 s), each unit waiting out its own 300 s.
+
+    With a `path` (a file the run's processes share: the run's process, its pool workers, cluster workers on this
+    machine), the outage's start is recorded there once; without one, or where the file cannot be written (a worker on
+    another machine), this process keeps it. Any call that succeeds ends the outage."""
+
+    _local: ClassVar[dict[str, tuple[float, float]]] = {}  # this process's outages: key -> (start, last failure)
+    _unwritable: ClassVar[set[str]] = set()  # clock files this process cannot write
+
+    def __init__(self, key: str, path: str | None, quiet_s: float):
+        self.key, self.path, self.quiet_s = key, path, quiet_s
+
+    def failing_for(self) -> float:
+        """Record a failure now; how long the store has been failing (0 for the first failure of an outage)."""
+        now = time.time()
+        start, last = self._read() or (now, now)
+        if now - last > self.quiet_s:  # the previous outage ended unseen
+            start = now
+        self._write(start, now)
+        return now - start
+
+    def elapsed(self) -> float:
+        """How long the current outage has lasted, without recording a failure (0 when none is going on)."""
+        start, last = self._read() or (0.0, 0.0)
+        now = time.time()
+        return 0.0 if now - last > self.quiet_s else now - start
+
+    def recovered(self) -> None:
+        """The store answered: the outage is over. Cheap enough for every call (a dict lookup, one unlink)."""
+        self._local.pop(self.key, None)
+        if self.path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+    def _shared(self) -> bool:
+        return bool(self.path) and self.path not in self._unwritable
+
+    def _read(self) -> tuple[float, float] | None:
+        if self._shared():
+            try:
+                start, last = (float(v) for v in Path(cast(str, self.path)).read_text().split())
+                return start, last
+            except FileNotFoundError:  # no outage, or another process saw the store answer again
+                return None
+            except (OSError, ValueError):
+                pass
+        return self._local.get(self.key)
+
+    def _write(self, start: float, last: float) -> None:
+        self._local[self.key] = (start, last)
+        if self._shared():
+            path = cast(str, self.path)
+            try:
+                Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.tmp"
+                Path(tmp).write_text(f"{start} {last}")
+                os.replace(tmp, path)
+            except OSError:  # a worker on another machine: this process's clock bounds its own calls
+                self._unwritable.add(path)
 
 
 @dataclass(frozen=True)
@@ -219,6 +292,12 @@ class StoreConfig:
     # environment's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, else boto3's default chain (profiles, IAM roles).
     credentials_file: str | None = None
     retry: RetryPolicy = RetryPolicy()
+    # The embedded store's record of its ports (`{"s3.port": 8333, ...}`). Read again whenever a call fails to
+    # connect or is refused: a store restarted on another port (a foreign server took its old one) is found again by
+    # every process, instead of being retried at the old address for good.
+    ports_file: str | None = None
+    # The file of the run's outage clock (see `OutageClock`); None: this process's own.
+    outage_clock: str | None = None
     retention_s: float = 86_400.0  # superseded and orphaned parts outlive their last use by this long
     # The store's data folder when it runs on this machine (the embedded store). Some servers (SeaweedFS) answer a
     # write to a full disk with a bare 500 "internal error": with the folder known, that is reported as full.
@@ -232,6 +311,25 @@ class StoreConfig:
     def where(self) -> str:
         """The store, for error messages: endpoint and bucket, never credentials."""
         return f"{self.endpoint or 'AWS S3'} (bucket {self.bucket})"
+
+    @property
+    def credentials_source(self) -> str:
+        """Where this process's credentials come from, for error messages: a file, a variable's name, never a value."""
+        if self.credentials_file:
+            return f"read from {self.credentials_file}"
+        if Credentials.from_env():
+            return "from the environment's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        return "from boto3's default credential chain"
+
+    def recorded_endpoint(self) -> str | None:
+        """The S3 endpoint the ports file names now (same host, the recorded port), or None without one."""
+        if not self.ports_file or not self.endpoint:
+            return None
+        try:
+            port = int(json.loads(Path(self.ports_file).read_text())["s3.port"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return f"{self.endpoint.rsplit(':', 1)[0]}:{port}"
 
     def credentials(self) -> Credentials | None:
         """This process's credentials for the store; None leaves them to boto3's default chain."""
@@ -247,13 +345,14 @@ class StoreConfig:
             opts |= {"aws_access_key_id": creds.access_key, "aws_secret_access_key": creds.secret_key}
         return opts
 
-    def storage_options(self, credentials: Credentials | None = None) -> dict[str, str | int]:
-        """Polars / object_store options for s3:// URLs, with the same retry budget as the lake client."""
+    def storage_options(self, credentials: Credentials | None = None,
+                        budget_s: float | None = None) -> dict[str, str | int]:
+        """Polars / object_store options for s3:// URLs, retrying for `budget_s` (default: the whole budget)."""
         creds = credentials or self.credentials()
         opts: dict[str, str | int] = {
             "aws_region": self.region,
             "max_retries": 1_000_000,  # bounded by the time budget, not a count
-            "retry_timeout_ms": int(self.retry.budget_s * 1000),
+            "retry_timeout_ms": int((self.retry.budget_s if budget_s is None else budget_s) * 1000),
             "retry_init_backoff_ms": int(self.retry.base_s * 1000),
             "retry_max_backoff_ms": int(self.retry.max_s * 1000),
         }
@@ -303,10 +402,14 @@ class Lake:
     turns what persists into `StoreUnavailable` (or `StoreFull`) naming the store: an outage is never mistaken
     for bad input, and never ends in a short partition."""
 
-    def __init__(self, config: StoreConfig, credentials: Credentials | None = None):
-        self.config = config
+    def __init__(self, config: StoreConfig, credentials: Credentials | None = None,
+                 credentials_source: str = "given to the lake client"):
+        self.config = replace(config, endpoint=config.recorded_endpoint() or config.endpoint)
         self.bucket = config.bucket
+        # where `credentials` came from, for errors (never the credentials themselves)
+        self.credentials_source = credentials_source if credentials else config.credentials_source
         self.credentials = credentials or config.credentials()
+        self.outage = OutageClock(self.config.where, config.outage_clock, config.retry.quiet_s)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config}  # the receiving process reads its own credentials
@@ -330,28 +433,54 @@ class Lake:
         )
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        start = time.monotonic()
-        delays = self.config.retry.delays()
+        delays, since = self.config.retry.delays(), time.monotonic()
         while True:
             try:
-                return fn()
+                result = fn()
             except Exception as e:  # noqa: BLE001 - classified below; anything else is raised as it is
-                if is_store_full(e):
-                    raise StoreFull(f"object store full: {self.config.where} refused {what}: {e}") from e
-                if (free := self._local_free_bytes(e)) is not None:
-                    raise StoreFull(f"object store full: {self.config.where} failed {what} with its data folder "
-                                    f"{self.config.local_data_dir} down to {free / 2**20:.1f} MiB free: {e}") from e
-                if not is_transient(e):
-                    raise
-                elapsed = time.monotonic() - start
-                delay = next(delays)
-                if elapsed + delay > self.config.retry.budget_s:
-                    raise StoreUnavailable(
-                        f"object store {self.config.where} failing for {elapsed:.0f} s (retry budget "
-                        f"{self.config.retry.budget_s:.0f} s) while {what}: {type(e).__name__}: {e}") from e
-                LOGGER.warning("object store %s: %s failed (%s), retrying in %.1f s", self.config.where, what,
-                               type(e).__name__, delay)
-                time.sleep(delay)
+                self._wait_or_raise(what, e, delays, since)
+                continue
+            self.outage.recovered()  # any call that succeeds ends the outage, whichever client saw it
+            return result
+
+    def _wait_or_raise(self, what: str, e: Exception, delays: Iterator[float], since: float) -> None:
+        """Return once the failed call may be tried again (the store moved, or a backoff was waited out), or raise
+        what the failure means: refused credentials and a full store at once, an outage once the budget is spent:
+        the run's (the outage clock), or this call's own since `since` (monotonic) when other calls succeed
+        meanwhile and keep resetting the run's."""
+        if is_store_full(e):
+            raise StoreFull(f"object store full: {self.config.where} refused {what}: {e}") from e
+        if (free := self._local_free_bytes(e)) is not None:
+            raise StoreFull(f"object store full: {self.config.where} failed {what} with its data folder "
+                            f"{self.config.local_data_dir} down to {free / 2**20:.1f} MiB free: {e}") from e
+        code = auth_failure(e)
+        if (code or is_transient(e)) and self._follow_moved_store():
+            return
+        if code:
+            raise StoreAuthFailed(f"object store {self.config.where} refused the credentials "
+                                  f"({self.credentials_source}) while {what}: {code}; not retried") from e
+        if not is_transient(e):
+            raise e
+        failing_for, delay = max(self.outage.failing_for(), time.monotonic() - since), next(delays)
+        if failing_for + delay > self.config.retry.budget_s:
+            raise StoreUnavailable(
+                f"object store {self.config.where} failing for {failing_for:.0f} s in this run, past its retry budget "
+                f"of {self.config.retry.budget_s:.0f} s (settings: store.retry_budget_s), while {what}: "
+                f"{type(e).__name__}: {e}") from e
+        LOGGER.warning("object store %s: %s failed (%s), retrying in %.1f s", self.config.where, what,
+                       type(e).__name__, delay)
+        time.sleep(delay)
+
+    def _follow_moved_store(self) -> bool:
+        """Switch to the endpoint the store's ports file records when it is not the one in use: True if it moved."""
+        moved = self.config.recorded_endpoint()
+        if not moved or moved == self.config.endpoint:
+            return False
+        LOGGER.warning("object store moved: %s -> %s (recorded in %s); following it", self.config.endpoint, moved,
+                       self.config.ports_file)
+        self.config = replace(self.config, endpoint=moved)
+        self.__dict__.pop("s3", None)  # the cached client still points at the old port
+        return True
 
     def _local_free_bytes(self, e: Exception) -> int | None:
         """The free bytes of the local store's disk when a server error coincides with that disk being full."""
@@ -489,8 +618,10 @@ class Lake:
         return PartWriter(self, key, schema)
 
     def storage_options(self) -> dict[str, str | int]:
-        """Polars options for this lake's s3:// URLs, with this process's credentials."""
-        return self.config.storage_options(self.credentials)
+        """Polars options for this lake's s3:// URLs, with this process's credentials and what is left of the run's
+        retry budget when the store is failing now."""
+        left = self.config.retry.budget_s - self.outage.elapsed()
+        return self.config.storage_options(self.credentials, budget_s=max(left, self.config.retry.base_s))
 
     def scan(self, keys: builtins.list[str], schema: pa.Schema | None = None) -> pl.LazyFrame:
         """A lazy frame over parts; nothing is read until it is collected or streamed."""
@@ -560,20 +691,14 @@ class ObjectStream(io.RawIOBase):
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
             return b"".join(iter(lambda: self.read(RANGE_READ), b""))
-        failing_since, delays = None, self.lake.config.retry.delays()
+        delays, since = self.lake.config.retry.delays(), time.monotonic()
         while self.body is not None:
             try:
                 data = self.body.read(n)
                 self.pos += len(data)
                 return data
             except Exception as e:  # noqa: BLE001 - a broken connection resumes; anything else is raised
-                if not is_transient(e):
-                    raise
-                failing_since = failing_since or time.monotonic()
-                if time.monotonic() - failing_since > self.lake.config.retry.budget_s:
-                    raise StoreUnavailable(f"object store {self.lake.config.where}: reading {self.key} kept "
-                                           f"failing at byte {self.pos}: {type(e).__name__}: {e}") from e
-                time.sleep(next(delays))
+                self.lake._wait_or_raise(f"reading {self.key} at byte {self.pos}", e, delays, since)
                 self._open()
         return b""
 

@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from pydantic import Field
 
 from llm_assets.core.config import Section
-from llm_assets.core.errors import is_infrastructure
+from llm_assets.core.errors import auth_failure, is_infrastructure
 from llm_assets.core.versions import digest
 
 
@@ -140,7 +140,8 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
             raise
         except Exception as e:  # noqa: BLE001 - re-raised as UnitFailed, with the input's name
             raise UnitFailed(unit.source, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-3)}",
-                             infrastructure=is_infrastructure(e)) from e
+                             # refused credentials stay refused: no cluster worker tries the unit again
+                             infrastructure=is_infrastructure(e) and not auth_failure(e)) from e
         result.seconds = time.perf_counter() - start
         result.peak_rss_bytes = peak_rss_bytes()
         return result
