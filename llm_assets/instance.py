@@ -1,4 +1,4 @@
-"""The local Dagster instance: DAGSTER_HOME under the state folder, configured by the repository's dagster.yaml.
+"""The local Dagster instance: DAGSTER_HOME under the state folder, configured by the repository's deploy/local/dagster.yaml.
 
 Every Dagster process (daemon, webserver, code servers, run workers) imports this module to build the run launcher
 that dagster.yaml names, so its top level imports nothing of the project but `dagster_private` (Dagster only).
@@ -77,14 +77,17 @@ def _alive(pid: int, reported_at: float) -> bool:
 
 
 def dagster_home() -> Path:
-    """Point DAGSTER_HOME at the state folder (unless already set) with the project's dagster.yaml in it."""
+    """Point DAGSTER_HOME at the state folder (unless already set) with the project's deploy/local/dagster.yaml (the
+    embedded SQLite instance) linked in it."""
     from llm_assets import environment
     from llm_assets.settings import PROJECT_ROOT
 
     home = Path(os.environ.get("DAGSTER_HOME") or environment.home() / "dagster")
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    source = PROJECT_ROOT / "dagster.yaml"
+    source = PROJECT_ROOT / "deploy" / "local" / "dagster.yaml"
+    if config.is_symlink() and config.resolve() != source.resolve():  # a link to where the file used to be
+        config.unlink()
     if not config.exists() and source.exists():
         config.symlink_to(source)
     os.environ["DAGSTER_HOME"] = str(home)
