@@ -5,7 +5,8 @@ dagster-postgres and the code location loaded through workspace.yaml's gRPC entr
 
 Through it, one module's worth of work on one crawl (one shard, units run in the run's process): a dropped WARC is
 run by the raw-drop sensor; `llm-assets backfill --stale --wait` builds the rest; the UI shows the charts; the code
-server SIGKILLed mid-run is started again and the run queued behind comes through; `deploy down` leaves nothing.
+server SIGKILLed mid-run is started again and the run queued behind comes through; `deploy down` leaves nothing. The
+UI's charts test runs here, on the deployment's webserver, because the backfill already made its data.
 
 Nothing here asserts a duration: every wait polls a condition until a generous deadline.
 """
@@ -19,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +36,7 @@ from llm_assets.settings import DEFAULT_SETTINGS
 from llm_assets_tests.conftest import shared
 from llm_assets_tests.test_run_monitoring import wait_for
 
-pytestmark = [pytest.mark.servers,
-              pytest.mark.filterwarnings("ignore:Error loading repository location:UserWarning")]
+pytestmark = pytest.mark.filterwarnings("ignore:Error loading repository location:UserWarning")
 
 BIN = Path(sys.executable).parent
 CRAWL = "CC-MAIN-2032-10"
@@ -242,13 +243,17 @@ def test_a_code_server_killed_mid_run_is_started_again_and_the_queue_goes_on(top
     queued = topology.new_sensor_run(known | {running.run_id})
 
     code_server = topology.service("code-server")
+    at_kill = {r: topology.instance.get_run_by_id(r).status.value for r in (running.run_id, queued.run_id)}
     os.kill(code_server["pid"], signal.SIGKILL)
+    killed_at = time.monotonic()
     wait_for(lambda: topology.service("code-server")["restarts"] >= 1
              and topology.service("code-server")["state"] == "ready", "the supervisor to restart the code server")
+    print(f"\ncode server SIGKILLed (runs then: {at_kill}) -> serving again in {time.monotonic() - killed_at:.1f} s")
     assert topology.service("code-server")["pid"] != code_server["pid"]
     wait_for(lambda: _location_loaded(topology.port), "the webserver to reload the code location")
 
     topology.wait_run(queued.run_id, dg.DagsterRunStatus.SUCCESS)
+    print(f"the run that was running ended {topology.instance.get_run_by_id(running.run_id).status.value}")
     # ... and a run launched after the restart, by the daemon's sensor on the restarted code server
     topology.drop(shared("warc", "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"), "resiliparse.warc.gz")
     after = topology.new_sensor_run(known | {running.run_id, queued.run_id})
@@ -262,3 +267,33 @@ def test_deploy_down_leaves_no_process(topology):
     assert done.returncode == 0, done.stderr
     wait_for(lambda: not [p for p in processes if _alive(p)], "every process of the deployment to end", 60)
     assert topology.cli("deploy", "status").stdout.strip() == "stopped"
+
+
+def test_the_supervisor_starts_a_dead_service_again_and_stop_ends_every_process(tmp_path):
+    """The process layer alone (what `ui`, the demo and `deploy up` build on), on two small real services."""
+    from llm_assets.deploy import Service, port_open, start_services
+
+    (port,) = free_ports(1)
+    server = Service("server", (sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)), port=port)
+    # a service with a child of its own, as a code server has run workers
+    parent = Service("parent", (sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable, "
+                                "'-c', 'import time; time.sleep(600)']); time.sleep(600)"))
+    supervisor = start_services(tmp_path / "state", [server, parent], timeout_s=60)
+    try:
+        def state(name):
+            return next(s for s in supervisor.status() if s.name == name)
+
+        first = state("server").pid
+        assert port_open(port) and state("parent").state == "ready"
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: state("server").restarts == 1 and state("server").state == "ready", "the server again")
+        assert state("server").pid != first and port_open(port)
+        wait_for(lambda: psutil.Process(state("parent").pid).children(), "the parent's child")
+        processes = [psutil.Process(state("server").pid), psutil.Process(state("parent").pid),
+                     *psutil.Process(state("parent").pid).children()]
+        assert json.loads((tmp_path / "state" / "services.json").read_text())[0]["restarts"] == 1
+    finally:
+        supervisor.stop()
+    assert not [p for p in processes if _alive(p)]
+    assert {s.state for s in supervisor.status()} == {"stopped"} and not port_open(port)
+    assert ((tmp_path / "state").stat().st_mode & 0o777) == 0o700
