@@ -364,14 +364,17 @@ class Postgres:
     def prepare(self) -> None:
         """initdb on first use (scram password auth, the generated password in `env_file`)."""
         password = self.connection().get("DAGSTER_PG_PASSWORD")
-        if (self.data_dir / "PG_VERSION").exists() and password:
+        if (self.data_dir / "PG_VERSION").exists():
+            if not password:
+                raise RuntimeError(f"{self.env_file}, with the password of the database in {self.data_dir}, is "
+                                   "gone: restore it, or delete that folder to start with an empty instance")
             self._write_env(password)  # the port may have changed
             return
         import secrets
 
         password = secrets.token_urlsafe(24)
         owner = self.os_user()
-        if self.data_dir.exists():
+        if self.data_dir.exists():  # an initdb that did not finish
             shutil.rmtree(self.data_dir)
         self.data_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.data_dir.parent.chmod(0o711 if owner else 0o700)
