@@ -44,7 +44,9 @@ def private_dir(path: Path) -> Path:
     state = home().absolute()
     inside = path.absolute()
     for folder in [inside, *(p for p in inside.parents if p.is_relative_to(state))]:
-        if stat.S_IMODE(folder.stat().st_mode) & 0o077:
+        # traversable but not readable (0711) is private enough, and on purpose: the way to PostgreSQL's data when
+        # `deploy up` runs it as the postgres user (llm_assets/deploy.py)
+        if stat.S_IMODE(folder.stat().st_mode) & 0o066:
             tighten(folder)
     return path
 

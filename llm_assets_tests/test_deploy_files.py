@@ -49,13 +49,13 @@ def _is_workspace(path: Path) -> bool:
     return "load_from" in (yaml.safe_load(path.read_text()) or {})
 
 
-def local_instance_files() -> list[Path]:
-    """The local instance files: deploy/local/*.yaml (workspace files aside), or the top-level dagster.yaml."""
-    files = [p for p in sorted((DEPLOY / "local").glob("*.yaml")) if not _is_workspace(p)]
-    if (ROOT / "dagster.yaml").exists():
-        files.append(ROOT / "dagster.yaml")
-    assert files, "no local instance file (deploy/local/*.yaml or dagster.yaml)"
-    return files
+def local_instances() -> dict[str, dict[str, Any]]:
+    """The local instances, by name: the embedded SQLite one (deploy/local/dagster.yaml) and the one `llm-assets
+    deploy up` writes from it and deploy/local/dagster.postgres.yaml's storage."""
+    from llm_assets.deploy import instance_config
+
+    return {"deploy/local/dagster.yaml": yaml.safe_load((DEPLOY / "local" / "dagster.yaml").read_text()),
+            "llm-assets deploy": instance_config()}
 
 
 def render_instance(values: dict[str, Any]) -> dict[str, Any]:
@@ -153,9 +153,9 @@ def test_the_chart_instance_passes_dagsters_schema_and_its_classes_schemas(tmp_p
     UserDefinedDagsterK8sConfig(**instance["run_launcher"]["config"]["run_k8s_config"])
 
 
-@pytest.mark.parametrize("path", local_instance_files(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_each_local_instance_file_passes_dagsters_schema(path, tmp_path):
-    check_instance(yaml.safe_load(path.read_text()), tmp_path)
+@pytest.mark.parametrize("name", local_instances())
+def test_each_local_instance_passes_dagsters_schema(name, tmp_path):
+    check_instance(local_instances()[name], tmp_path)
 
 
 def test_a_wrong_key_fails_the_instance_check(tmp_path):
@@ -179,11 +179,10 @@ def test_the_chart_queue_mirrors_the_local_one_and_fills_the_cluster():
     the other fails here."""
     chart = render_instance(_values())
     queue = _run_queue(chart)
-    for path in local_instance_files():
-        local = yaml.safe_load(path.read_text())
+    for name, local in local_instances().items():
         local_queue = _run_queue(local)
         for key in ("tag_concurrency_limits", "max_user_code_failure_retries", "user_code_failure_retry_delay"):
-            assert queue.get(key) == local_queue.get(key), f"{key}: chart {queue.get(key)}, {path.name} {local_queue.get(key)}"
+            assert queue.get(key) == local_queue.get(key), f"{key}: chart {queue.get(key)}, {name} {local_queue.get(key)}"
         monitoring, local_monitoring = chart.get("run_monitoring", {}), local.get("run_monitoring", {})
         assert monitoring.get("enabled") == local_monitoring.get("enabled")
         assert monitoring.get("max_resume_run_attempts", 0) == local_monitoring.get("max_resume_run_attempts", 0)
@@ -191,7 +190,7 @@ def test_the_chart_queue_mirrors_the_local_one_and_fills_the_cluster():
         assert retries.get("enabled", False) == local_retries.get("enabled", False)
         assert retries.get("max_retries", 0) == local_retries.get("max_retries", 0)
         pools, local_pools = (chart.get("concurrency") or {}).get("pools"), (local.get("concurrency") or {}).get("pools")
-        assert bool(pools) == bool(local_pools), f"pools: chart {pools}, {path.name} {local_pools}"
+        assert bool(pools) == bool(local_pools), f"pools: chart {pools}, {name} {local_pools}"
         if pools:
             assert pools.get("granularity") == local_pools.get("granularity")
     # Concurrent runs × units in flight per run cover every worker thread of the Dask cluster.
@@ -208,7 +207,10 @@ def _chart_workspace(values: dict[str, Any]) -> dict[str, Any]:
                           for d in values["dagster-user-deployments"]["deployments"]]}
 
 
-def test_the_workspaces_load(tmp_path):
+def test_the_workspaces_load(tmp_path, monkeypatch):
+    # the repository's workspace.yaml reads the code server's address from these, as `deploy up` and `ui` set them
+    monkeypatch.setenv("LLM_ASSETS_CODE_SERVER_HOST", "127.0.0.1")
+    monkeypatch.setenv("LLM_ASSETS_CODE_SERVER_PORT", "4266")
     chart = tmp_path / "workspace.yaml"
     chart.write_text(yaml.safe_dump(_chart_workspace(_values())))
     (origin,) = private.location_origins_from_yaml_paths([str(chart)])
