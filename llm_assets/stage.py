@@ -29,6 +29,10 @@ warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*data_versi
 warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*MultiToSingleDimensionPartitionMapping.*")
 BY_CRAWL = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="crawl")
 
+# The concurrency pool (dagster.yaml: `concurrency.pools`) of the stages that read every shard of a crawl, or every
+# crawl: they hold the most memory per unit and move the most lake bytes, and two at once would compete for both.
+FAN_IN_POOL = "fan_in"
+
 ROW_ACCOUNTING = "row_accounting"
 SCHEMA = "schema"
 QUALITY_GATE = "quality_gate"
@@ -74,7 +78,7 @@ def crawl_asset(spec: StageSpec, settings: Settings, group_name: str, kinds: set
     ins = {name: dg.AssetIn(partition_mapping=BY_CRAWL, metadata={ALLOW_MISSING_PARTITIONS: True})
            for name in spec.inputs}
     return dg.asset(name=spec.name, partitions_def=crawl_partitions, ins=ins, io_manager_key="lake_io_manager",
-                    group_name=group_name, kinds=kinds, code_version=spec.version(settings))
+                    group_name=group_name, kinds=kinds, code_version=spec.version(settings), pool=FAN_IN_POOL)
 
 
 def require_every_shard(spec: StageSpec, crawl: str, settings: Settings, read: LakeInput) -> None:

@@ -8,9 +8,13 @@ credentials: each process that runs one reads its own (see `lake.StoreConfig`).
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import multiprocessing
 import os
 import resource
+import signal
+import sys
 import time
 import traceback
 from collections import Counter
@@ -184,10 +188,29 @@ def _pool_context(fn: Callable) -> Any:
     """Workers are forked from a fork server: a fresh single-threaded interpreter (safe when the caller is a
     threaded Dagster process, as spawn is) that has imported `POOL_PRELOAD` and the module of the first stage it
     served, so a worker starts in milliseconds instead of importing the project again (~1.5-2 CPU-s a worker with
-    spawn, every stage). The server lives as long as this process and serves every later pool."""
+    spawn, every stage). The server lives as long as this process and serves every later pool; `pool_server`,
+    imported first, makes it die with this process, and each worker dies with the server (`_init_worker`)."""
     ctx = get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", *POOL_PRELOAD, fn.__module__])  # no effect once the server runs
+    # no effect once the server runs
+    ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *POOL_PRELOAD, fn.__module__])
     return ctx
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when its parent dies, so that a run worker killed with SIGKILL (the OOM
+    killer, `kill -9`) does not leave its pool's fork server and workers (hundreds of MB) alive for good: the
+    server's own check (the pipe from its parent closing) does not stop it while its workers run, and a worker
+    runs its unit to the end. Linux only (`prctl`); elsewhere nothing is done and such a pool outlives its parent.
+    The kernel sends the signal when the parent *thread* that started the process exits: a fork server killed so
+    while its process lives is started again by the next pool (CPython's forkserver checks before each use)."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
 # The pool's workers are the parallelism: in a worker, a library that would start a thread per core (the
@@ -196,8 +219,14 @@ def _pool_context(fn: Callable) -> Any:
 POOL_WORKER_ENVIRON = {"TOKENIZERS_PARALLELISM": "false"}
 
 
-def _set_environ(environ: dict[str, str]) -> None:
-    """A worker's environment is the caller's when the pool starts (as with spawn), not the fork server's."""
+def _init_worker(environ: dict[str, str]) -> None:
+    """A worker dies with its fork server, and its environment is the caller's when the pool starts (as with
+    spawn), not the fork server's."""
+    die_with_parent()
+    # Armed too late when the server died while this worker started (its caller killed in the meantime): the
+    # caller's end of the pipe this worker was forked through tells.
+    if (caller := multiprocessing.parent_process()) is not None and not caller.is_alive():
+        os._exit(1)
     os.environ.clear()
     os.environ.update({**POOL_WORKER_ENVIRON, **environ})
 
@@ -236,7 +265,7 @@ class PoolRunner:
         if len(units) <= 1 or self.workers == 1:
             return InProcessRunner().run(fn, units, on_done)
         with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=_pool_context(fn),
-                                 initializer=_set_environ, initargs=(dict(os.environ),)) as pool:
+                                 initializer=_init_worker, initargs=(dict(os.environ),)) as pool:
             futures = [pool.submit(fn, u) for u in units]
             pending = set(futures)
             while pending:
