@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from dagster._core.workspace.load_target import WorkspaceFileTarget
     from dagster._grpc.client import DagsterGrpcClient
 
-# Only tests and benchmarks talk to a code server or load a workspace: imported on first use, because gRPC's client
-# and the workspace context cost a process that builds the code location 0.3-0.5 s it never needs.
+# Tests and benchmarks talk to a code server or load a workspace, and the run launcher asks a code server its id:
+# imported on first use, because gRPC's client and the workspace context cost a process that builds the code location
+# 0.3-0.5 s it never needs.
 _ON_FIRST_USE = {
     "DagsterGrpcClient": "dagster._grpc.client",
     "WorkspaceFileTarget": "dagster._core.workspace.load_target",

@@ -31,6 +31,10 @@ MAX_RETRIES_TAG = "dagster/max_retries"
 # processes the kernel's OOM killer had killed in this cgroup by then.
 CODE_SERVER_ID_TAG = "llm-assets/code_server_id"
 OOM_KILLS_TAG = "llm-assets/oom_kills_at_launch"
+# The concurrency pools the project's assets name (`pool=`; dagster.yaml: concurrency.pools). `fan_in`: the stages
+# that read every shard of a crawl, or every crawl.
+FAN_IN_POOL = "fan_in"
+POOLS = (FAN_IN_POOL,)
 
 
 class LocalRunLauncher(dg.DefaultRunLauncher):
@@ -188,7 +192,19 @@ def dagster_home() -> Path:
     if not config.exists() and source.exists():
         config.symlink_to(source)
     os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get() as instance:
+        configure_pools(instance)
     return home
+
+
+def configure_pools(instance: dg.DagsterInstance) -> None:
+    """Give each of the project's pools the instance's default limit before any run is queued in it. Dagster does so
+    itself only when its run queue first meets a run of a pool, and in that same pass it treats the pool as
+    unlimited: two runs of a new pool queued together would both start. A limit set by hand is kept."""
+    known = {pool.name for pool in instance.event_log_storage.get_pool_limits()}
+    for pool in POOLS:
+        if pool not in known:
+            instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
 
 
 def get_instance():

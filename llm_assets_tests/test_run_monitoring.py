@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from llm_assets.dagster_private import GRPC_INFO_TAG
-from llm_assets.instance import MAX_RETRIES_TAG, _alive, _runs_on_this_host
+from llm_assets.instance import MAX_RETRIES_TAG, _alive, _runs_on_this_host, configure_pools
 from llm_assets_tests import run_monitoring_job as job_module
 
 # Killing the code server makes Dagster warn, in this process too, that it cannot load the code location.
@@ -99,6 +99,7 @@ class Deployment:
         # Create the SQLite storage before any other process opens it: concurrent first opens race on the schema.
         self.instance = dg.DagsterInstance.from_config(str(self.home))
         self.instance.get_runs(limit=1)
+        configure_pools(self.instance)  # as every llm-assets command does on its instance
         self.context = None
 
     def _spawn(self, args: list[str], log: str) -> subprocess.Popen:
@@ -320,6 +321,23 @@ def test_killed_run_worker_takes_its_process_pool_with_it(deployment):
     wait_for(lambda: all(gone(p) for p in family), "every process of the killed run worker to end", deadline_s=30)
     deployment.wait_status(run, dg.DagsterRunStatus.FAILURE)
     assert deployment.tag(run, WILL_RETRY_TAG) == "false"
+
+
+def test_runs_in_one_pool_wait_for_each_other_in_the_queue(deployment):
+    # Two runs of the `fan_in` pool (limit 1 by default) in different partitions: the second waits in the queue,
+    # holding no run slot, while a run outside the pool submitted after it goes ahead.
+    first = deployment.submit("0", job_module.fan_in_job)
+    second = deployment.submit("1", job_module.fan_in_job)
+    deployment.wait_running(first)
+    other = deployment.submit("2")
+    deployment.wait_running(other)
+    assert deployment.status(second) == dg.DagsterRunStatus.QUEUED  # passed over when `other` was dequeued
+    deployment.release(first)
+    deployment.wait_status(first, dg.DagsterRunStatus.SUCCESS)
+    deployment.wait_running(second)  # the pool's slot is free
+    for run in (second, other):
+        deployment.release(run)
+        deployment.wait_status(run, dg.DagsterRunStatus.SUCCESS)
 
 
 def test_worker_health_check_on_real_processes():

@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from pydantic import Field
 
 from llm_assets.core.config import Section
-from llm_assets.core.errors import is_infrastructure
+from llm_assets.core.errors import is_infrastructure, is_transient
 from llm_assets.core.versions import digest
 
 
@@ -122,14 +122,16 @@ class UnitFailed(Exception):
     """A work unit failed for a reason that is not its input's (the store, the machine, a bug): the partition is
     not committed. Bad input never gets here: readers quarantine it record by record. Plain text only, so it
     crosses process boundaries whatever the original exception was. `infrastructure`: the store or the machine
-    failed (a cluster runner tries such a unit again), not the code."""
+    failed (a cluster runner tries such a unit again), not the code; `transient`: of those, a failure that may go
+    away by itself (the store unreachable past its retry budget, throttling, 5xx), not a full store or disk."""
 
-    def __init__(self, source: str, detail: str, infrastructure: bool = False):
+    def __init__(self, source: str, detail: str, infrastructure: bool = False, transient: bool = False):
         super().__init__(f"work unit {source}: {detail}")
         self.source, self.detail, self.infrastructure = source, detail, infrastructure
+        self.transient = transient and infrastructure
 
     def __reduce__(self):
-        return type(self), (self.source, self.detail, self.infrastructure)
+        return type(self), (self.source, self.detail, self.infrastructure, self.transient)
 
 
 def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
@@ -144,7 +146,7 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
             raise
         except Exception as e:  # noqa: BLE001 - re-raised as UnitFailed, with the input's name
             raise UnitFailed(unit.source, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-3)}",
-                             infrastructure=is_infrastructure(e)) from e
+                             infrastructure=is_infrastructure(e), transient=is_transient(e)) from e
         result.seconds = time.perf_counter() - start
         result.peak_rss_bytes = peak_rss_bytes()
         return result
