@@ -181,7 +181,15 @@ def _alive(pid: int, reported_at: float) -> bool:
 
 
 def dagster_home() -> Path:
-    """Point DAGSTER_HOME at the state folder (unless already set) with the project's dagster.yaml in it."""
+    """Point DAGSTER_HOME at the state folder (unless already set) with the project's dagster.yaml in it, and give
+    the project's concurrency pools their limits there."""
+    home = _home()
+    with dg.DagsterInstance.get() as instance:
+        configure_pools(instance)
+    return home
+
+
+def _home() -> Path:
     from llm_assets import environment
     from llm_assets.settings import PROJECT_ROOT
 
@@ -192,8 +200,6 @@ def dagster_home() -> Path:
     if not config.exists() and source.exists():
         config.symlink_to(source)
     os.environ["DAGSTER_HOME"] = str(home)
-    with dg.DagsterInstance.get() as instance:
-        configure_pools(instance)
     return home
 
 
@@ -207,6 +213,9 @@ def configure_pools(instance: dg.DagsterInstance) -> None:
             instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
 
 
-def get_instance():
-    dagster_home()
-    return dg.DagsterInstance.get()
+def get_instance() -> dg.DagsterInstance:
+    """The instance of DAGSTER_HOME (see `dagster_home`), its pools configured."""
+    _home()
+    instance = dg.DagsterInstance.get()
+    configure_pools(instance)
+    return instance
