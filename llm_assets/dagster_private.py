@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from dagster._grpc.client import DagsterGrpcClient
     from dagster._serdes.config_class import ConfigurableClassData
 
-# Only tests and benchmarks talk to a code server, load a workspace or check an instance file against Dagster's
-# config schema (test_deploy_files.py): imported on first use, because gRPC's client
-# and the workspace context cost a process that builds the code location 0.3-0.5 s it never needs.
+# Tests and benchmarks talk to a code server, load a workspace or check an instance file against Dagster's config
+# schema (test_deploy_files.py), and the run launcher asks a code server its id: imported on first use, because gRPC's
+# client and the workspace context cost a process that builds the code location 0.3-0.5 s it never needs.
 _ON_FIRST_USE = {
     "DagsterGrpcClient": "dagster._grpc.client",
     "ConfigurableClassData": "dagster._serdes.config_class",

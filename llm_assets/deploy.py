@@ -319,7 +319,7 @@ def dagster_services(code_port: int, webserver_port: int | None = None, daemon: 
         "--module-name", "llm_assets.definitions", "--working-directory", str(PROJECT_ROOT),
         "--location-name", LOCATION), port=code_port, ready=code_server_ready(code_port), cwd=str(PROJECT_ROOT))]
     if daemon:
-        services.append(Service("daemon", (str(bin_dir / "dagster-daemon"), "run", "-w", str(WORKSPACE)),
+        services.append(Service("daemon", (sys.executable, "-m", "llm_assets.deploy", "run-daemon"),
                                 cwd=str(PROJECT_ROOT)))
     if webserver_port is not None:
         services.append(Service("webserver", (
@@ -695,11 +695,25 @@ def run_cluster(nodes: int) -> int:
     return _run_until_stopped(lambda: cluster.start(nodes=nodes), lambda: cluster.state() is not None, cluster.stop)
 
 
+def run_daemon() -> int:
+    """`dagster-daemon run -w workspace.yaml`, once the project's concurrency pools have their limits in the instance
+    of DAGSTER_HOME: its run queue would otherwise let every run of a pool it meets for the first time start."""
+    import dagster as dg
+
+    from llm_assets.instance import configure_pools
+
+    with dg.DagsterInstance.get() as instance:
+        configure_pools(instance)
+    daemon = str(Path(sys.executable).parent / "dagster-daemon")
+    os.execv(daemon, [daemon, "run", "-w", str(WORKSPACE)])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from llm_assets import environment
 
     parser = argparse.ArgumentParser(prog="python -m llm_assets.deploy")
-    parser.add_argument("action", choices=["supervise", "run-store", "run-cluster"])
+    parser.add_argument("action", choices=["supervise", "run-store", "run-cluster", "run-daemon"])
     parser.add_argument("--nodes", type=int, default=0)
     parser.add_argument("--port", type=int)
     args = parser.parse_args(argv)
@@ -707,6 +721,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_store()
     if args.action == "run-cluster":
         return run_cluster(args.nodes)
+    if args.action == "run-daemon":
+        return run_daemon()
     return supervise(environment.home(), args.nodes, args.port)
 
 

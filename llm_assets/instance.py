@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -19,17 +21,51 @@ from llm_assets.dagster_private import GRPC_INFO_TAG, CheckRunHealthResult, Work
 # A worker's pid is trusted only for a process created before the worker reported that pid (plus this much clock
 # slack), so a pid the OS handed out again after the worker died does not look like the worker.
 PID_REUSE_SLACK_S = 10.0
+# A run whose worker died with its code server is failed once its code server answers again (or after this long), so
+# that Dagster's retry of it, launched at once through that code server, finds it: a supervised code server is back
+# within seconds (restart, then ~12 s to load the code location on a busy 2-core machine).
+CODE_SERVER_WAIT_S = 120.0
+# Dagster's run-retries tag: how many times the retry daemon may re-execute a failed run (dagster.yaml: run_retries).
+MAX_RETRIES_TAG = "dagster/max_retries"
+# What the launcher records on a run as it launches it: the code server's id (one per server process) and how many
+# processes the kernel's OOM killer had killed in this cgroup by then.
+CODE_SERVER_ID_TAG = "llm-assets/code_server_id"
+OOM_KILLS_TAG = "llm-assets/oom_kills_at_launch"
+# The concurrency pools the project's assets name (`pool=`; dagster.yaml: concurrency.pools). `fan_in`: the stages
+# that read every shard of a crawl, or every crawl.
+FAN_IN_POOL = "fan_in"
+POOLS = (FAN_IN_POOL,)
 
 
 class LocalRunLauncher(dg.DefaultRunLauncher):
-    """Dagster's DefaultRunLauncher, plus the worker health check its run monitoring needs.
+    """Dagster's DefaultRunLauncher, plus the worker health check its run monitoring needs, and the choice of which
+    dead runs Dagster's run retries may launch again.
 
     The DefaultRunLauncher does not implement `check_run_worker_health`, so Dagster's run monitoring never looks at
-    a STARTED run of a local code server. When a worker dies with its code server (`dagster dev` killed, the OOM
-    killer, a reboot), nothing is left to report the failure: the run stays STARTED forever and keeps its slot in
-    the queue. Here the monitoring daemon checks the worker's pid, which the worker itself recorded in the run's
-    event log; a worker that is gone makes Dagster mark the run failed.
+    a STARTED run of a local code server. When a worker dies with its code server (`dagster dev` killed, a crash of
+    the machine's services, a reboot), nothing is left to report the failure: the run stays STARTED forever and keeps
+    its slot in the queue. Here the monitoring daemon checks the worker's pid, which the worker itself recorded in
+    the run's event log; a worker that is gone makes Dagster mark the run failed.
+
+    Which of those runs is retried (dagster.yaml's `run_retries` retries none unless a run says so): a worker lost
+    with its code server was lost to the platform, and its run is tagged for one retry, unless the kernel's OOM
+    killer killed a process of this cgroup while it ran. A worker killed while its code server lived (that server
+    reports it) was killed by the OOM killer or by a person, and is not retried: from the outside both are a SIGKILL.
     """
+
+    def __init__(self, inst_data=None):
+        super().__init__(inst_data=inst_data)
+        self._gone_since: dict[str, float] = {}  # run id -> when its worker was first found gone
+
+    def launch_run(self, context) -> None:
+        super().launch_run(context)
+        tags = {}
+        if (server := _code_server_id(context.dagster_run.run_id, self._instance)) is not None:
+            tags[CODE_SERVER_ID_TAG] = server
+        if (kills := oom_kills()) is not None:
+            tags[OOM_KILLS_TAG] = str(kills)
+        if tags:
+            self._instance.add_run_tags(context.dagster_run.run_id, tags)
 
     @property
     def supports_check_run_worker_health(self) -> bool:
@@ -44,7 +80,33 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
         pid, reported_at = worker
         if _alive(pid, reported_at):
             return CheckRunHealthResult(WorkerStatus.RUNNING, f"run worker process {pid} is alive")
-        return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker process {pid} is gone (killed, or it crashed)")
+        gone = f"run worker process {pid} is gone"
+        if GRPC_INFO_TAG not in run.tags:  # executed in-process by a command: no code server, no retry
+            return CheckRunHealthResult(WorkerStatus.FAILED, f"{gone} (killed, or it crashed)")
+        server = _code_server_id(run.run_id, self._instance)
+        if server is not None and server == run.tags.get(CODE_SERVER_ID_TAG):
+            return CheckRunHealthResult(WorkerStatus.FAILED, f"{gone}, killed while its code server lived: "
+                                        "out of memory or stopped on purpose, not retried")
+        if server is None:
+            if run.run_id not in self._gone_since:
+                self._gone_since[run.run_id] = time.monotonic()
+                self._instance.report_engine_event(
+                    f"{gone} and its code server does not answer: the run is failed (and retried) once the code "
+                    f"server is back, or in {CODE_SERVER_WAIT_S:.0f} s", run)
+            if time.monotonic() - self._gone_since[run.run_id] < CODE_SERVER_WAIT_S:
+                return CheckRunHealthResult(WorkerStatus.RUNNING, f"{gone}: waiting for its code server")
+        self._gone_since.pop(run.run_id, None)
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"{gone} with its code server: {self._retry(run)}")
+
+    def _retry(self, run: dg.DagsterRun) -> str:
+        """Tag the run for one retry by Dagster's run retries, unless the OOM killer struck while it ran; say which."""
+        at_launch, now = run.tags.get(OOM_KILLS_TAG), oom_kills()
+        if at_launch is not None and now is not None and now > int(at_launch):
+            return (f"the kernel's OOM killer killed {now - int(at_launch)} process(es) of this cgroup while it ran: "
+                    "not retried")
+        if MAX_RETRIES_TAG not in run.tags:  # a retry keeps its parent's tag, and Dagster counts the run's group
+            self._instance.add_run_tags(run.run_id, {MAX_RETRIES_TAG: "1"})
+        return "lost to the platform, retried once"
 
     def _worker_pid(self, run_id: str) -> tuple[int, float] | None:
         """The pid of the first engine event that names one: the run worker ("Started process for run (pid: N)"),
@@ -56,6 +118,48 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
             if pid is not None:
                 return int(pid.value), entry.timestamp
         return None
+
+
+def _code_server_id(run_id: str, instance: dg.DagsterInstance) -> str | None:
+    """The id of the code server at the address the run was launched through (one per server process), or None when
+    nothing answers there."""
+    from llm_assets.dagster_private import DagsterGrpcClient
+
+    run = instance.get_run_by_id(run_id)
+    info = json.loads((run.tags.get(GRPC_INFO_TAG) if run else None) or "{}")
+    if "port" not in info and "socket" not in info:
+        return None
+    try:
+        client = DagsterGrpcClient(port=info.get("port"), socket=info.get("socket"), host=info.get("host", "localhost"),
+                                   use_ssl=bool(info.get("use_ssl")))
+        return client.get_server_id(timeout=5)
+    except Exception:  # noqa: BLE001 - unreachable, restarting, or gone: all mean "no server there now"
+        return None
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has killed in this process's memory cgroup (cgroup v2
+    `memory.events`, v1 `memory.oom_control`), or None where the kernel does not say (not Linux, no memory
+    controller). The count covers the whole cgroup: another service's kill in it also counts."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    candidates = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            candidates += [Path(f"/sys/fs/cgroup{path}") / "memory.events", Path("/sys/fs/cgroup/memory.events")]
+        elif "memory" in controllers.split(","):
+            candidates += [Path(f"/sys/fs/cgroup/memory{path}") / "memory.oom_control",
+                           Path("/sys/fs/cgroup/memory/memory.oom_control")]
+    for candidate in candidates:
+        try:
+            if match := re.search(r"^oom_kill (\d+)$", candidate.read_text(), re.MULTILINE):
+                return int(match.group(1))
+        except OSError:
+            continue
+    return None
 
 
 def _runs_on_this_host(run: dg.DagsterRun) -> bool:
@@ -79,7 +183,15 @@ def _alive(pid: int, reported_at: float) -> bool:
 def dagster_home() -> Path:
     """Point DAGSTER_HOME (unless already set) at the instance of this state home: while `llm-assets deploy up`
     runs, the deployment's (PostgreSQL); else the embedded SQLite one, with deploy/local/dagster.yaml linked in it.
-    The deployment's database connection is loaded from its file (DAGSTER_HOME/postgres.env) when present."""
+    The deployment's database connection is loaded from its file (DAGSTER_HOME/postgres.env) when present. The
+    project's concurrency pools get their limits there."""
+    home = _home()
+    with dg.DagsterInstance.get() as instance:
+        configure_pools(instance)
+    return home
+
+
+def _home() -> Path:
     from llm_assets import environment
     from llm_assets.deploy import Layout
     from llm_assets.settings import PROJECT_ROOT
@@ -107,6 +219,19 @@ def dagster_home() -> Path:
     return home
 
 
-def get_instance():
-    dagster_home()
-    return dg.DagsterInstance.get()
+def configure_pools(instance: dg.DagsterInstance) -> None:
+    """Give each of the project's pools the instance's default limit before any run is queued in it. Dagster does so
+    itself only when its run queue first meets a run of a pool, and in that same pass it treats the pool as
+    unlimited: two runs of a new pool queued together would both start. A limit set by hand is kept."""
+    known = {pool.name for pool in instance.event_log_storage.get_pool_limits()}
+    for pool in POOLS:
+        if pool not in known:
+            instance.event_log_storage.initialize_concurrency_limit_to_default(pool)
+
+
+def get_instance() -> dg.DagsterInstance:
+    """The instance of DAGSTER_HOME (see `dagster_home`), its pools configured."""
+    _home()
+    instance = dg.DagsterInstance.get()
+    configure_pools(instance)
+    return instance

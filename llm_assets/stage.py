@@ -17,7 +17,8 @@ from llm_assets.core.gates import GateResult
 from llm_assets.core.lake import Lake
 from llm_assets.core.inventory import shards_with_files
 from llm_assets.core.partition import LakeInput, MissingPartition, PartitionOutput, data_version, read_manifest, reusable_units
-from llm_assets.core.units import Progress, RunnerSettings, UnitResult, WorkUnit, run_units
+from llm_assets.instance import FAN_IN_POOL
+from llm_assets.core.units import Progress, RunnerSettings, UnitFailed, UnitResult, WorkUnit, run_units
 from llm_assets.metadata import partition_funnel, partition_funnel_chart, units_table
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.registry import StageSpec
@@ -28,6 +29,13 @@ from resources.io_manager import ALLOW_MISSING_PARTITIONS, crawl_shard
 warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*data_version.*")
 warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*MultiToSingleDimensionPartitionMapping.*")
 BY_CRAWL = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="crawl")
+
+
+# A partition whose units failed on the store for longer than its retry budget (`store.retry_budget_s`) is tried
+# once more by Dagster (a step retry, in the same run) after this pause, then the run fails. Step failures are not
+# retried as runs (dagster.yaml: run_retries), so that bad input and bugs fail once.
+STORE_STEP_RETRIES = 1
+STORE_STEP_RETRY_WAIT_S = 60
 
 ROW_ACCOUNTING = "row_accounting"
 SCHEMA = "schema"
@@ -73,8 +81,10 @@ def crawl_asset(spec: StageSpec, settings: Settings, group_name: str, kinds: set
     spec names (a shard without files has none), committed by the lake IO manager."""
     ins = {name: dg.AssetIn(partition_mapping=BY_CRAWL, metadata={ALLOW_MISSING_PARTITIONS: True})
            for name in spec.inputs}
+    # In the `fan_in` concurrency pool: these stages hold the most memory per unit and move the most lake bytes, and
+    # two at once would compete for both.
     return dg.asset(name=spec.name, partitions_def=crawl_partitions, ins=ins, io_manager_key="lake_io_manager",
-                    group_name=group_name, kinds=kinds, code_version=spec.version(settings))
+                    group_name=group_name, kinds=kinds, code_version=spec.version(settings), pool=FAN_IN_POOL)
 
 
 def require_every_shard(spec: StageSpec, crawl: str, settings: Settings, read: LakeInput) -> None:
@@ -149,7 +159,12 @@ def run_stage(
 
     runner = runner_for(runner_settings)  # when the partition runs: a cluster need not be up for the definitions to load
     context.log.info(f"{len(todo)} work units on {runner} ({len(reused)} reused from the last commit)")
-    fresh = iter(run_units(fn, todo, runner, Progress(len(todo), context.log.info)))
+    try:
+        fresh = iter(run_units(fn, todo, runner, Progress(len(todo), context.log.info)))
+    except UnitFailed as e:
+        if e.transient:  # the store kept failing for its whole retry budget: once more, after a pause
+            raise dg.RetryRequested(max_retries=STORE_STEP_RETRIES, seconds_to_wait=STORE_STEP_RETRY_WAIT_S) from e
+        raise
     results = [reused[u.unit] if u.unit in reused else next(fresh) for u in units]
     seconds = time.perf_counter() - start
     out = PartitionOutput(

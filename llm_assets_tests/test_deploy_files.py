@@ -119,12 +119,14 @@ def render_instance(values: dict[str, Any]) -> dict[str, Any]:
                                                        if daemon["runRetries"].get("maxRetries") else {})}
     concurrency = values.get("concurrency") or {}  # helpers/instance/_concurrency.tpl
     pools, runs = concurrency.get("pools") or {}, concurrency.get("runs") or {}
-    assert not runs, "the run queue is the run coordinator's (max_user_code_failure_retries)"
-    if pools:
-        names = {"defaultLimit": "default_limit", "granularity": "granularity",
-                 "opGranularityRunBuffer": "op_granularity_run_buffer"}
-        assert set(pools) <= set(names), f"render_instance does not know {set(pools) - set(names)}"
-        instance["concurrency"] = {"pools": {names[k]: v for k, v in pools.items()}}
+    names = {"defaultLimit": "default_limit", "granularity": "granularity",
+             "opGranularityRunBuffer": "op_granularity_run_buffer", "maxConcurrentRuns": "max_concurrent_runs",
+             "tagConcurrencyLimits": "tag_concurrency_limits"}
+    assert set(pools) | set(runs) <= set(names), f"render_instance does not know {set(pools) | set(runs) - set(names)}"
+    rendered = {section: {names[k]: v for k, v in given.items()} for section, given in (("pools", pools),
+                                                                                      ("runs", runs)) if given}
+    if rendered:
+        instance["concurrency"] = rendered
     if daemon["sensors"].get("useThreads"):
         instance["sensors"] = {"use_threads": True, "num_workers": daemon["sensors"]["numWorkers"]}
     return instance

@@ -1,6 +1,7 @@
-"""Dead runs do not block the queue, tested on a real deployment: a `dagster-daemon run` and a `dagster api grpc`
-code server on 127.0.0.1, configured by the project's dagster.yaml (polling every second instead of every 30 s),
-running the tiny job of run_monitoring_job.py. Run workers are killed with SIGKILL.
+"""Dead runs do not block the queue, runs lost to the platform are retried once and no other, and a killed run
+leaves no process behind: tested on a real deployment, a `dagster-daemon run` and a `dagster api grpc` code server
+on 127.0.0.1, configured by the project's dagster.yaml (polling every second instead of every 30 s), running the
+tiny jobs of run_monitoring_job.py. Run workers are killed with SIGKILL.
 
 Nothing here asserts a duration: every wait polls a condition until a generous deadline.
 """
@@ -20,7 +21,7 @@ import pytest
 import yaml
 
 from llm_assets.dagster_private import GRPC_INFO_TAG
-from llm_assets.instance import _alive, _runs_on_this_host
+from llm_assets.instance import MAX_RETRIES_TAG, _alive, _runs_on_this_host, configure_pools
 from llm_assets_tests import run_monitoring_job as job_module
 
 # Killing the code server makes Dagster warn, in this process too, that it cannot load the code location.
@@ -30,6 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 DEADLINE_S = 120
 LOCATION = "run_monitoring"
+# Dagster's run-retries tags: whether the daemon will re-execute a failed run, and the run it launched to do so.
+WILL_RETRY_TAG = "dagster/will_retry"
+AUTO_RETRY_RUN_ID_TAG = "dagster/auto_retry_run_id"
 
 
 def free_port() -> int:
@@ -95,6 +99,7 @@ class Deployment:
         # Create the SQLite storage before any other process opens it: concurrent first opens race on the schema.
         self.instance = dg.DagsterInstance.from_config(str(self.home))
         self.instance.get_runs(limit=1)
+        configure_pools(self.instance)  # as every llm-assets command does on its instance
         self.context = None
 
     def _spawn(self, args: list[str], log: str) -> subprocess.Popen:
@@ -121,7 +126,7 @@ class Deployment:
 
         wait_for(serving, "the code server", alive=[self.code_server])
 
-    def start_daemon(self, wanted=("QUEUED_RUN_COORDINATOR", "MONITORING")) -> None:
+    def start_daemon(self, wanted=("QUEUED_RUN_COORDINATOR", "MONITORING", "EVENT_LOG_CONSUMER")) -> None:
         from llm_assets.dagster_private import WorkspaceFileTarget, WorkspaceProcessContext
 
         self.daemon = self._spawn([str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_file)], "daemon.log")
@@ -145,14 +150,14 @@ class Deployment:
                               if c.status == psutil.CONN_LISTEN}
         return addresses
 
-    def submit(self, shard: str) -> str:
+    def submit(self, shard: str, job_def: dg.JobDefinition = job_module.blocking_job, tags: dict | None = None) -> str:
         """Queue one run of the job for partition crawl-a|<shard>, with the tags Dagster gives a partition's run."""
         request = self.context.create_request_context()
         location = request.get_code_location(self.location)
         repo = location.get_repository(next(iter(location.get_repositories())))
-        job = repo.get_full_job(job_module.blocking_job.name)
+        job = repo.get_full_job(job_def.name)
         key = dg.MultiPartitionKey({"crawl": "crawl-a", "shard": shard})
-        tags = job_module.blocking_job.get_tags_for_partition_key(key, None)
+        tags = {**job_def.get_tags_for_partition_key(key, None), **(tags or {})}
         plan = location.get_execution_plan(job, {}, step_keys_to_execute=None, known_state=None,
                                            instance=self.instance)
         run = self.instance.create_run(
@@ -200,6 +205,11 @@ class Deployment:
         assert psutil.Process(pid) in psutil.Process(self.code_server.pid).children(recursive=True)
         return pid
 
+    def tag(self, run_id: str, key: str) -> str:
+        """A tag the run gets when it fails (Dagster's `dagster/will_retry`, ...): polled for, as Dagster writes it
+        just after the run's status."""
+        return wait_for(lambda: self.instance.get_run_by_id(run_id).tags.get(key), f"tag {key} on run {run_id}")
+
     def release(self, run_id: str) -> None:
         job_module.release_file(self.files, run_id).touch()
 
@@ -246,28 +256,88 @@ def test_killed_worker_fails_its_run_and_frees_its_partition(deployment):
     messages = deployment.messages(first)
     assert "SIGKILL" in messages or f"run worker process {first_pid} is gone" in messages, messages
 
+    assert deployment.tag(first, WILL_RETRY_TAG) == "false"  # killed while its code server lived: not retried
     deployment.wait_running(same)  # the dead run no longer holds its partition
     deployment.release(same)
     deployment.wait_status(same, dg.DagsterRunStatus.SUCCESS)
 
 
-def test_worker_dead_with_its_code_server_is_failed_by_run_monitoring(deployment):
-    # Without a code server to notice, only the monitoring daemon can: this run used to stay STARTED forever.
+def test_worker_dead_with_its_code_server_is_failed_and_retried_once(deployment):
+    # Without a code server to notice, only the monitoring daemon can: this run used to stay STARTED forever. It is
+    # failed once the code server is back, so that Dagster's retry, launched through it at once, finds it.
     run = deployment.submit("1")
     pid = deployment.wait_running(run)
     os.kill(deployment.code_server.pid, signal.SIGKILL)  # first, so that it cannot report the worker's death
     os.kill(pid, signal.SIGKILL)
     killed_at = time.monotonic()
+    wait_for(lambda: "does not answer" in deployment.messages(run), "the monitoring daemon to find the worker gone")
+    assert deployment.status(run) == dg.DagsterRunStatus.STARTED  # waiting for its code server, not failed yet
+
+    deployment.start_code_server()  # as the deployment's supervisor would after a crash
+    deployment.context.reload_code_location(LOCATION)  # the test's own view of it; the daemon finds it by itself
     deployment.wait_status(run, dg.DagsterRunStatus.FAILURE)
     print(f"\nkilled worker and code server -> run FAILURE in {time.monotonic() - killed_at:.1f} s")
-    assert f"run worker process {pid} is gone" in deployment.messages(run)
+    assert f"run worker process {pid} is gone with its code server: lost to the platform, retried once" \
+        in deployment.messages(run)
+    assert deployment.tag(run, WILL_RETRY_TAG) == "true"
 
-    deployment.start_code_server()  # as `make ui` would after a crash
-    deployment.context.reload_code_location(LOCATION)  # the test's own view of it; the daemon finds it by itself
-    after = deployment.submit("1")
-    deployment.wait_running(after)
-    deployment.release(after)
-    deployment.wait_status(after, dg.DagsterRunStatus.SUCCESS)
+    retry = deployment.tag(run, AUTO_RETRY_RUN_ID_TAG)
+    assert deployment.instance.get_run_by_id(retry).parent_run_id == run
+    deployment.wait_running(retry)  # through the new code server
+    deployment.release(retry)
+    deployment.wait_status(retry, dg.DagsterRunStatus.SUCCESS)
+    # once: a retry that failed the same way would not be retried again (Dagster counts the run's group)
+    assert deployment.instance.get_run_by_id(retry).tags[MAX_RETRIES_TAG] == "1"
+
+
+def test_run_failing_on_its_input_is_not_retried(deployment):
+    # Even a run that allows a retry: a step that failed (bad input, a bug) would fail again.
+    run = deployment.submit("0", job_module.bad_input_job, tags={MAX_RETRIES_TAG: "1"})
+    deployment.wait_status(run, dg.DagsterRunStatus.FAILURE)
+    assert deployment.tag(run, "dagster/failure_reason") == "STEP_FAILURE"
+    assert deployment.tag(run, WILL_RETRY_TAG) == "false"
+    assert AUTO_RETRY_RUN_ID_TAG not in deployment.instance.get_run_by_id(run).tags
+
+
+def test_killed_run_worker_takes_its_process_pool_with_it(deployment):
+    # SIGKILL, as the OOM killer sends it, while the worker's pool runs units: the fork server and the pool workers
+    # go with it (they used to stay alive for good), and the run is not retried (its code server lived: out of
+    # memory or stopped on purpose, both a SIGKILL from the outside).
+    run = deployment.submit("0", job_module.pool_job)
+    pid = deployment.wait_running(run)
+    worker = psutil.Process(pid)
+
+    wait_for(lambda: len(job_module.running_units(deployment.files, run)) >= 2, "both pool workers to run a unit")
+    family = worker.children(recursive=True)  # the pool's fork server and workers, its resource tracker, log tailers
+    assert sum("multiprocessing.forkserver" in " ".join(p.cmdline()) for p in family) >= 3, family
+    worker.send_signal(signal.SIGKILL)
+
+    def gone(process: psutil.Process) -> bool:
+        try:
+            return process.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_for(lambda: all(gone(p) for p in family), "every process of the killed run worker to end", deadline_s=30)
+    deployment.wait_status(run, dg.DagsterRunStatus.FAILURE)
+    assert deployment.tag(run, WILL_RETRY_TAG) == "false"
+
+
+def test_runs_in_one_pool_wait_for_each_other_in_the_queue(deployment):
+    # Two runs of the `fan_in` pool (limit 1 by default) in different partitions: the second waits in the queue,
+    # holding no run slot, while a run outside the pool submitted after it goes ahead.
+    first = deployment.submit("0", job_module.fan_in_job)
+    second = deployment.submit("1", job_module.fan_in_job)
+    deployment.wait_running(first)
+    other = deployment.submit("2")
+    deployment.wait_running(other)
+    assert deployment.status(second) == dg.DagsterRunStatus.QUEUED  # passed over when `other` was dequeued
+    deployment.release(first)
+    deployment.wait_status(first, dg.DagsterRunStatus.SUCCESS)
+    deployment.wait_running(second)  # the pool's slot is free
+    for run in (second, other):
+        deployment.release(run)
+        deployment.wait_status(run, dg.DagsterRunStatus.SUCCESS)
 
 
 def test_worker_health_check_on_real_processes():

@@ -138,7 +138,8 @@ class _Submission(Generic[U]):
         if isinstance(error, UnitFailed):
             if not error.infrastructure:  # the code's own failure: never tried again
                 raise error
-            raise UnitFailed(error.source, f"{error.detail} (failed {tries} times)", infrastructure=True)
+            raise UnitFailed(error.source, f"{error.detail} (failed {tries} times)", infrastructure=True,
+                             transient=error.transient)
         if isinstance(error, KilledWorker):
             raise UnitFailed(source, f"its worker died {tries} times on the Dask cluster at {self.runner.address} "
                                      f"(a node lost, or a process killed for memory): {error}", infrastructure=True)

@@ -8,9 +8,13 @@ credentials: each process that runs one reads its own (see `lake.StoreConfig`).
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import multiprocessing
 import os
 import resource
+import signal
+import sys
 import time
 import traceback
 from collections import Counter
@@ -24,7 +28,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from pydantic import Field
 
 from llm_assets.core.config import Section
-from llm_assets.core.errors import auth_failure, is_infrastructure
+from llm_assets.core.errors import auth_failure, is_infrastructure, is_transient
 from llm_assets.core.versions import digest
 
 
@@ -118,14 +122,16 @@ class UnitFailed(Exception):
     """A work unit failed for a reason that is not its input's (the store, the machine, a bug): the partition is
     not committed. Bad input never gets here: readers quarantine it record by record. Plain text only, so it
     crosses process boundaries whatever the original exception was. `infrastructure`: the store or the machine
-    failed (a cluster runner tries such a unit again), not the code."""
+    failed (a cluster runner tries such a unit again), not the code; `transient`: of those, a failure that may go
+    away by itself (the store unreachable past its retry budget, throttling, 5xx), not a full store or disk."""
 
-    def __init__(self, source: str, detail: str, infrastructure: bool = False):
+    def __init__(self, source: str, detail: str, infrastructure: bool = False, transient: bool = False):
         super().__init__(f"work unit {source}: {detail}")
         self.source, self.detail, self.infrastructure = source, detail, infrastructure
+        self.transient = transient and infrastructure
 
     def __reduce__(self):
-        return type(self), (self.source, self.detail, self.infrastructure)
+        return type(self), (self.source, self.detail, self.infrastructure, self.transient)
 
 
 def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
@@ -141,7 +147,8 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
         except Exception as e:  # noqa: BLE001 - re-raised as UnitFailed, with the input's name
             raise UnitFailed(unit.source, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-3)}",
                              # refused credentials stay refused: no cluster worker tries the unit again
-                             infrastructure=is_infrastructure(e) and not auth_failure(e)) from e
+                             infrastructure=is_infrastructure(e) and not auth_failure(e),
+                             transient=is_transient(e)) from e
         result.seconds = time.perf_counter() - start
         result.peak_rss_bytes = peak_rss_bytes()
         return result
@@ -185,10 +192,29 @@ def _pool_context(fn: Callable) -> Any:
     """Workers are forked from a fork server: a fresh single-threaded interpreter (safe when the caller is a
     threaded Dagster process, as spawn is) that has imported `POOL_PRELOAD` and the module of the first stage it
     served, so a worker starts in milliseconds instead of importing the project again (~1.5-2 CPU-s a worker with
-    spawn, every stage). The server lives as long as this process and serves every later pool."""
+    spawn, every stage). The server lives as long as this process and serves every later pool; `pool_server`,
+    imported first, makes it die with this process, and each worker dies with the server (`_init_worker`)."""
     ctx = get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", *POOL_PRELOAD, fn.__module__])  # no effect once the server runs
+    # no effect once the server runs
+    ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *POOL_PRELOAD, fn.__module__])
     return ctx
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when its parent dies, so that a run worker killed with SIGKILL (the OOM
+    killer, `kill -9`) does not leave its pool's fork server and workers (hundreds of MB) alive for good, as it did
+    (measured: a fork server and two workers still alive minutes after their run worker). Linux only (`prctl`);
+    on other systems nothing is done and such a pool may outlive its parent.
+    The kernel sends the signal when the parent *thread* that started the process exits: a fork server killed so
+    while its process lives is started again by the next pool (CPython's forkserver checks before each use)."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
 # The pool's workers are the parallelism: in a worker, a library that would start a thread per core (the
@@ -197,8 +223,14 @@ def _pool_context(fn: Callable) -> Any:
 POOL_WORKER_ENVIRON = {"TOKENIZERS_PARALLELISM": "false"}
 
 
-def _set_environ(environ: dict[str, str]) -> None:
-    """A worker's environment is the caller's when the pool starts (as with spawn), not the fork server's."""
+def _init_worker(environ: dict[str, str]) -> None:
+    """A worker dies with its fork server, and its environment is the caller's when the pool starts (as with
+    spawn), not the fork server's."""
+    die_with_parent()
+    # Armed too late when the server died while this worker started (its caller killed in the meantime): the
+    # caller's end of the pipe this worker was forked through tells.
+    if (caller := multiprocessing.parent_process()) is not None and not caller.is_alive():
+        os._exit(1)
     os.environ.clear()
     os.environ.update({**POOL_WORKER_ENVIRON, **environ})
 
@@ -237,7 +269,7 @@ class PoolRunner:
         if len(units) <= 1 or self.workers == 1:
             return InProcessRunner().run(fn, units, on_done)
         with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=_pool_context(fn),
-                                 initializer=_set_environ, initargs=(dict(os.environ),)) as pool:
+                                 initializer=_init_worker, initargs=(dict(os.environ),)) as pool:
             futures = [pool.submit(fn, u) for u in units]
             pending = set(futures)
             while pending:

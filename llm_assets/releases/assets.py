@@ -13,6 +13,7 @@ from llm_assets.core.units import peak_rss_bytes
 from llm_assets.pipeline import code_versions
 from llm_assets.releases.spec import SPEC
 from llm_assets.settings import Settings
+from llm_assets.instance import FAN_IN_POOL
 from llm_assets.stage import require_every_shard
 from resources import ObjectStore
 from resources.io_manager import ALLOW_MISSING_PARTITIONS
@@ -91,6 +92,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         group_name="releases",
         kinds={"s3", "numpy"},
         code_version=SPEC.version(settings),
+        pool=FAN_IN_POOL,  # it reads every crawl's tokens: one such stage at a time
     )
     def release(context: dg.AssetExecutionContext, store: ObjectStore, tokenized: LakeInput) -> dg.MaterializeResult:
         """A versioned, immutable training release under `releases/<name>/<version>/`: the tokenized documents of the
