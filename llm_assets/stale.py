@@ -158,17 +158,17 @@ def source_versions(planner: Planner) -> list[SourceVersion]:
     """The observed sources' versions Dagster must be told of for its notion of stale to be the planner's: for each
     partition of a stage with an observed source, what the stage would read now, where it differs from what the
     committed partition read, unless the partition is planned for another cause Dagster shows itself (code,
-    upstream, a failure). A missing partition's are reported too: what its first build reads is then on record."""
+    upstream, a failure). A partition never built has its version reported too: Dagster compares what is observed
+    after a build with what was observed before it, so something must be on record before the first build."""
     out = []
     for spec in planner.specs.values():
         if spec.observed is None:
             continue
         for crawl in planner.crawls:
             for shard in planner.shards:
-                p = f"{crawl}|{shard}"
-                if planner.planned.get((spec.name, p), MISSING) != MISSING and not planner.cause_is(spec, p):
+                p, built = f"{crawl}|{shard}", planner.manifest(spec.name, crawl, shard)
+                if built is not None and (spec.name, p) in planner.planned and not planner.cause_is(spec, p):
                     continue
-                built = planner.manifest(spec.name, crawl, shard)
                 now = spec.observed.current(planner, crawl, shard) or UNOBSERVED
                 if built is None or now != spec.observed.recorded(built):
                     out.append(SourceVersion(spec.observed.name, p, now))
