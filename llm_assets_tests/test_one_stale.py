@@ -1,8 +1,8 @@
 """One notion of stale: what the Dagster UI marks stale or missing for a partition (a real `dagster-webserver` on the
 test instance, asked through its GraphQL: `staleStatusByPartition`, `staleCausesByPartition`) and what
 `llm-assets stale` plans agree, on a lake of one crawl and two WARC files in two shards built by executing the
-planner's own plans (as `backfill --stale` does): before the build, after it, after a changed threshold and after a
-takedown, each time before and after the rebuild.
+planner's own plans (as `backfill --stale` does): before the build, after it, after a changed threshold, after a
+takedown and after a new raw file, each time before and after the rebuild.
 
 The two differ in one way only, by design, and the comparison says where: Dagster marks a partition for what changed
 directly under it (its code version, or the data version of an input, the observed sources `raw_drop` and
@@ -224,3 +224,15 @@ def test_the_ui_marks_stale_exactly_what_the_stale_planner_plans(deployment, web
     rebuild(defs(), instance, plan)
     assert agree(webserver, instance, store, crawl) == {}
     assert url not in lake.scan(read_manifest(lake, "filtered", crawl, "0000").parts).select("url").collect()["url"]
+
+    # a new raw file in shard 0001: its raw_files partition is stale in both (by `raw_drop`), what follows is the
+    # planner's; an identical re-upload changes nothing for either
+    new = f"raw/{crawl}/{name_in_shard(crawl, '0001', 'new')}"
+    lake.put_file(new, shared("warc", "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"))
+    plan = agree(webserver, instance, store, crawl)
+    assert {k for k, cause in plan.items() if not cause.endswith(FOLLOWS)} == {("raw_files", f"{crawl}|0001")}
+    assert marked(webserver, crawl)[("raw_files", f"{crawl}|0001")][1] == [
+        f"raw_drop {crawl}|0001 has a new data version"]
+    rebuild(defs(), instance, plan)
+    lake.put_bytes(new, lake.get_bytes(new))  # the same bytes again: same ETag and size
+    assert agree(webserver, instance, store, crawl) == {}

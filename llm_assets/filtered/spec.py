@@ -49,8 +49,10 @@ def chain_version(settings, *more: str) -> str:
 
 
 def _version(settings) -> str:
-    """The chain, and the quality gate's bounds: new bounds judge every partition again, reusing its units."""
-    return chain_version(settings, settings.gates.fingerprint())
+    """The chain, and the quality gate's bounds: new bounds judge every partition again, reusing its units. Its
+    observed source is in it too: a partition built before it had one records none, and Dagster marks it stale for
+    that, so the planner plans it as well (a rebuild reuses every unit)."""
+    return chain_version(settings, settings.gates.fingerprint(), CURATION_SCOPE_NAME)
 
 
 def _current_inputs(planner: Planner, crawl: str, shard: str) -> dict[str, str | None]:
@@ -109,6 +111,7 @@ def _flagged(planner: Planner, built: Manifest, docs: Manifest, version: str, mi
     return flagged
 
 
+CURATION_SCOPE_NAME = "curation_scope"
 CURATION = ("takedowns", "evals")  # what filtered reads besides its documents, as its manifest records it
 
 
@@ -122,7 +125,7 @@ def _curation_now(planner: Planner, crawl: str, shard: str) -> str | None:
 
 
 CURATION_SCOPE = Observed(
-    "curation_scope",
+    CURATION_SCOPE_NAME,
     "The takedown requests and eval sets as they touch one crawl × shard: the version of the requests that name a "
     "document of the partition (through each part's id index) and of the eval index, counted only when it flags "
     "other documents of the partition than the index `filtered` was built with. A new request or eval set changes "
