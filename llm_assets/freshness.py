@@ -132,8 +132,12 @@ def last_observed(instance: dg.DagsterInstance, source: str, partition: str) -> 
 def new_observations(instance: dg.DagsterInstance, versions: list[SourceVersion]) -> list[dg.AssetObservation]:
     """Observations of the versions Dagster does not hold yet: a source partition is stale for Dagster when an
     observation after its dependent's build differs from the one before, so the same version is never reported
-    twice (only versions that differ from what a partition recorded reach this: few, one query each)."""
-    return [observation(v) for v in versions if last_observed(instance, v.source, v.partition) != v.version]
+    twice (only versions that differ from what a partition recorded reach this: few, one query each). An anchor is
+    reported only while its source has no observation: a build then has one to compare later ones with."""
+    unobserved = {v.source for v in versions if v.anchor
+                  and not instance.fetch_observations(dg.AssetKey(v.source), limit=1).records}
+    return [observation(v) for v in versions if (v.source in unobserved if v.anchor else
+                                                 last_observed(instance, v.source, v.partition) != v.version)]
 
 
 def report_sources(instance: dg.DagsterInstance, versions: list[SourceVersion]) -> int:

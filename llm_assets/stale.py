@@ -157,6 +157,7 @@ class SourceVersion:
     source: str
     partition: str  # "crawl|shard"
     version: str
+    anchor: bool = False  # of a partition planned for another cause: needed only while the source has no observation
 
 
 def source_versions(planner: Planner) -> list[SourceVersion]:
@@ -164,19 +165,24 @@ def source_versions(planner: Planner) -> list[SourceVersion]:
     partition of a stage with an observed source, what the stage would read now, where it differs from what the
     committed partition read, unless the partition is planned for another cause Dagster shows itself (code,
     upstream, a failure). A partition never built has its version reported too: Dagster compares what is observed
-    after a build with what was observed before it, so something must be on record before the first build."""
-    out = []
+    after a build with what was observed before it, so something must be on record before the first build; for the
+    same reason a partition planned for another cause gives an `anchor`, reported while the source has no
+    observation at all (a lake built before the source existed)."""
+    out: list[SourceVersion] = []
     for spec in planner.specs.values():
         if spec.observed is None:
             continue
+        anchored = False
         for crawl in planner.crawls:
             for shard in planner.shards:
                 p, built = f"{crawl}|{shard}", planner.manifest(spec.name, crawl, shard)
-                if built is not None and (spec.name, p) in planner.planned and not planner.cause_is(spec, p):
-                    continue
+                anchor = built is not None and (spec.name, p) in planner.planned and not planner.cause_is(spec, p)
+                if anchor and anchored:
+                    continue  # one a source is enough
+                anchored |= anchor
                 now = spec.observed.current(planner, crawl, shard) or UNOBSERVED
-                if built is None or now != spec.observed.recorded(built):
-                    out.append(SourceVersion(spec.observed.name, p, now))
+                if anchor or built is None or now != spec.observed.recorded(built):
+                    out.append(SourceVersion(spec.observed.name, p, now, anchor))
     return out
 
 

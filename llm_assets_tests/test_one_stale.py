@@ -236,3 +236,22 @@ def test_the_ui_marks_stale_exactly_what_the_stale_planner_plans(deployment, web
     rebuild(defs(), instance, plan)
     lake.put_bytes(new, lake.get_bytes(new))  # the same bytes again: same ETag and size
     assert agree(webserver, instance, store, crawl) == {}
+
+
+def test_a_version_is_reported_once_and_an_anchor_only_while_its_source_has_no_observation(instance):
+    """What `new_observations` reports: a version Dagster does not hold yet, once; an anchor (a partition planned
+    for another cause) only while the source has no observation at all, so that a lake built before its observed
+    sources existed has one to compare later observations with once it is rebuilt."""
+    from llm_assets.freshness import last_observed, new_observations
+    from llm_assets.stale import SourceVersion
+
+    versions = [SourceVersion("raw_drop", "C|0000", "a", anchor=True), SourceVersion("curation_scope", "C|0001", "b")]
+    first = new_observations(instance, versions)
+    assert [(e.asset_key.path[-1], e.partition) for e in first] == [("raw_drop", "C|0000"), ("curation_scope", "C|0001")]
+    for event in first:
+        instance.report_runless_asset_event(event)
+    assert last_observed(instance, "curation_scope", "C|0001") == "b"
+    assert new_observations(instance, versions) == []
+    assert new_observations(instance, [SourceVersion("raw_drop", "C|0001", "c", anchor=True)]) == []  # anchored
+    changed = new_observations(instance, [SourceVersion("curation_scope", "C|0001", "d")])
+    assert [e.tags for e in changed] == [{"dagster/data_version": "d"}]
