@@ -167,8 +167,9 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
     def stale_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
         """Plans every stale or missing partition (`llm-assets stale`) and requests ONE backfill of exactly those,
         unless the previous one is still running; reports the observed sources' versions it read (`raw_drop`,
-        `curation_scope`), so what the UI marks stale is what it plans. Stopped by default: run it once from the UI to rebuild what is
-        stale, or leave it running as the automation mode that keeps the lake fresh after new drops.
+        `curation_scope`), so what the UI marks stale is what it plans. Stopped by default: run it once from the UI
+        to rebuild what is stale, or leave it running as the automation mode that keeps the lake fresh after new
+        drops.
 
         A partition whose latest run failed is rebuilt, unless that run was one of this sensor's own backfill: a
         failure that repeats is not retried every minute; it is held, with what depends on it, until a person

@@ -50,7 +50,7 @@ def stage_check_specs(asset: str, row_accounting: bool = True, gated: bool = Fal
 
 def observed_source(spec: StageSpec, settings: Settings, group_name: str = "lake") -> dg.AssetSpec:
     """The observed source of a stage's spec: a crawl × shard external asset whose per-partition versions the stale
-    planner and `raw_drop_sensor` report (`llm_assets.freshness.observations`)."""
+    planner and `raw_drop_sensor` report (`llm_assets.stale.source_versions`, `llm_assets.freshness.new_observations`)."""
     assert spec.observed is not None
     return dg.AssetSpec(spec.observed.name, description=spec.observed.description, group_name=group_name,
                         partitions_def=crawl_shard_partitions(settings), deps=[dg.AssetKey(d) for d in spec.observed.deps],
