@@ -177,12 +177,14 @@ def source_versions(planner: Planner) -> list[SourceVersion]:
             for shard in planner.shards:
                 p, built = f"{crawl}|{shard}", planner.manifest(spec.name, crawl, shard)
                 anchor = built is not None and (spec.name, p) in planner.planned and not planner.cause_is(spec, p)
-                if anchor and anchored:
-                    continue  # one a source is enough
-                anchored |= anchor
+                if anchor:  # its version does not matter, only that one is on record before the rebuild
+                    if not anchored:
+                        out.append(SourceVersion(spec.observed.name, p, UNOBSERVED, anchor=True))
+                    anchored = True
+                    continue
                 now = spec.observed.current(planner, crawl, shard) or UNOBSERVED
-                if anchor or built is None or now != spec.observed.recorded(built):
-                    out.append(SourceVersion(spec.observed.name, p, now, anchor))
+                if built is None or now != spec.observed.recorded(built):
+                    out.append(SourceVersion(spec.observed.name, p, now))
     return out
 
 
