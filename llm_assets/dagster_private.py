@@ -2,7 +2,7 @@
 
 Dagster has no public way yet to create a partition backfill from a set of asset partitions outside the webserver
 (GraphQL's `launchPartitionBackfill` needs a running webserver), to report a run worker's health from a custom run
-launcher, to tag a run as a sensor's run the way the daemon does, or (tests) to read how a sensor's tick ended. These names may move in any Dagster release:
+launcher, to tag a run as a sensor's run the way the daemon does, to read the data version an event carries, or (tests) to read how a sensor's tick ended. These names may move in any Dagster release:
 `llm_assets_tests/test_dagster_private.py` uses each of them as this project does and fails on an upgrade that
 changes one, naming it. Import them from here, never from `dagster._*` directly.
 """
@@ -10,6 +10,7 @@ changes one, naming it. Import them from here, never from `dagster._*` directly.
 from typing import TYPE_CHECKING
 
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from dagster._core.definitions.events import AssetKeyPartitionKey
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
@@ -58,6 +59,7 @@ def backfill_targets(backfill: PartitionBackfill) -> set[tuple[str, str]]:
 CHECKED_WITH = "1.13.27"
 
 __all__ = [
+    "DATA_VERSION_TAG",
     "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "backfill_targets", "CHECKED_WITH", "CheckRunHealthResult",
     "ConfigurableClassData", "DagsterGrpcClient", "GRPC_INFO_TAG", "PartitionBackfill", "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TickStatus", "WorkerStatus",
     "WorkspaceFileTarget", "WorkspaceProcessContext", "dagster_instance_config", "location_origins_from_yaml_paths",

@@ -24,7 +24,7 @@ from resources import LakeIOManager, object_store_from_env
 STAGES = [curation, raw, documents, image_text_pairs, filtered, dedup, crawl_stats, quality_classifier, tokenized, enriched, releases]
 
 
-def build_assets(settings: Settings) -> list[dg.AssetsDefinition]:
+def build_assets(settings: Settings) -> list[dg.AssetsDefinition | dg.AssetSpec]:
     return [asset for stage in STAGES for asset in stage.build(settings)]
 
 

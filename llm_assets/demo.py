@@ -113,8 +113,8 @@ def drop_files(lake, files: dict[str, list[Path]]) -> list[str]:
 
 
 def evaluate_sensor(instance, defs) -> list:
-    """One tick of the raw-drop sensor, as the daemon would run it: cursor kept in the instance, new crawls
-    registered, and requests whose run key already ran skipped."""
+    """One tick of the raw-drop sensor, as the daemon would run it: cursor kept in the instance, its observations
+    reported, new crawls registered, and requests whose run key already ran skipped."""
     raw_drop_sensor = defs.resolve_sensor_def("raw_drop_sensor")
     store = defs.resources["store"]
     cursor = instance.run_storage.get_cursor_values({SENSOR_CURSOR_KEY}).get(SENSOR_CURSOR_KEY)
@@ -126,6 +126,8 @@ def evaluate_sensor(instance, defs) -> list:
         instance.run_storage.set_cursor_values({SENSOR_CURSOR_KEY: cursor})
         if json.loads(cursor).get("scan") is None:
             break
+    for event in result.asset_events:  # the raw files' versions, on record before the runs read them
+        instance.report_runless_asset_event(event)
     for request in result.dynamic_partitions_requests:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     return [r for r in result.run_requests

@@ -8,12 +8,12 @@ import time
 
 import dagster as dg
 
-from llm_assets.dagster_private import (SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
+from llm_assets.dagster_private import (DATA_VERSION_TAG, SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
                                         PartitionBackfill, backfill_targets, make_new_backfill_id)
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.pipeline import SPECS, code_versions
 from llm_assets.settings import Settings
-from llm_assets.stale import Planned, known_crawls, plan_stale
+from llm_assets.stale import Planned, SourceVersion, known_crawls, planned_of, planning, source_versions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
 STALE_TAG = "llm_assets/stale_backfill"
@@ -117,6 +117,37 @@ def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: 
     return failed
 
 
+def observation(version: SourceVersion) -> dg.AssetObservation:
+    return dg.AssetObservation(dg.AssetKey(version.source), partition=version.partition,
+                               tags={DATA_VERSION_TAG: version.version})
+
+
+def last_observed(instance: dg.DagsterInstance, source: str, partition: str) -> str | None:
+    records = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(source),
+                                                                asset_partitions=[partition]), limit=1).records
+    event = records[0].asset_observation if records else None
+    return event.tags.get(DATA_VERSION_TAG) if event is not None and event.tags else None
+
+
+def new_observations(instance: dg.DagsterInstance, versions: list[SourceVersion]) -> list[dg.AssetObservation]:
+    """Observations of the versions Dagster does not hold yet: a source partition is stale for Dagster when an
+    observation after its dependent's build differs from the one before, so the same version is never reported
+    twice (only versions that differ from what a partition recorded reach this: few, one query each). An anchor is
+    reported only while its source has no observation: a build then has one to compare later ones with."""
+    unobserved = {v.source for v in versions if v.anchor
+                  and not instance.fetch_observations(dg.AssetKey(v.source), limit=1).records}
+    return [observation(v) for v in versions if (v.source in unobserved if v.anchor else
+                                                 last_observed(instance, v.source, v.partition) != v.version)]
+
+
+def report_sources(instance: dg.DagsterInstance, versions: list[SourceVersion]) -> int:
+    """Report the observed sources' new versions to the instance; -> how many."""
+    events = new_observations(instance, versions)
+    for event in events:
+        instance.report_runless_asset_event(event)
+    return len(events)
+
+
 def _latest_failed_run(instance: dg.DagsterInstance, partition: str) -> str:
     records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
                                                      tags={PARTITION_TAG: partition}), limit=1)
@@ -135,8 +166,10 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
                asset_selection=dg.AssetSelection.all())
     def stale_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
         """Plans every stale or missing partition (`llm-assets stale`) and requests ONE backfill of exactly those,
-        unless the previous one is still running. Stopped by default: run it once from the UI to rebuild what is
-        stale, or leave it running as the automation mode that keeps the lake fresh after new drops.
+        unless the previous one is still running; reports the observed sources' versions it read (`raw_drop`,
+        `curation_scope`), so what the UI marks stale is what it plans. Stopped by default: run it once from the UI
+        to rebuild what is stale, or leave it running as the automation mode that keeps the lake fresh after new
+        drops.
 
         A partition whose latest run failed is rebuilt, unless that run was one of this sensor's own backfill: a
         failure that repeats is not retried every minute; it is held, with what depends on it, until a person
@@ -155,12 +188,13 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
         if own:
             context.log.warning(f"{len(own)} partitions failed in this sensor's backfill and are not retried on their "
                                 f"own (first: {' '.join(min(own))}): `llm-assets backfill --stale` retries them")
-        planned = plan_stale(lake, settings, crawls, code_versions(settings), SPECS, failed=failed, hold=own)
+        planner = planning(lake, settings, crawls, code_versions(settings), SPECS, failed=failed, hold=own)
+        planned, observed = planned_of(planner), new_observations(context.instance, source_versions(planner))
         if not planned:
-            return dg.SkipReason("nothing is stale" + (f" but the {len(own)} partitions that failed in this sensor's "
-                                                       "backfill" if own else ""))
+            return dg.SensorResult(asset_events=observed, skip_reason="nothing is stale" + (
+                f" but the {len(own)} partitions that failed in this sensor's backfill" if own else ""))
         register_crawls(context.instance, planned)
-        return dg.RunRequest.for_asset_graph_subset(stale_subset(planned, context.repository_def.asset_graph),
-                                                    tags={STALE_TAG: "sensor"})
+        return dg.SensorResult(asset_events=observed, run_requests=[dg.RunRequest.for_asset_graph_subset(
+            stale_subset(planned, context.repository_def.asset_graph), tags={STALE_TAG: "sensor"})])
 
     return stale_sensor

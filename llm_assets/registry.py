@@ -4,7 +4,8 @@ Each stage declares its `StageSpec` beside its asset (`llm_assets/<stage>/assets
 them in build order. Nothing else names assets: the planner walks the specs, `status` shows them, the demo picks
 its stages from them. A spec says which lake assets the stage reads and, where the general rules do not cover it,
 how its code version follows the settings, and, where the general rules do not cover it, how the data version a
-build would have now is computed. No Dagster here: the planner and `status` run without the definitions.
+build would have now is computed, and, where the stage reads something outside the lake's assets (raw files, the
+takedown and eval lists), the observed source that carries it into Dagster's notion of stale. No Dagster here: the planner and `status` run without the definitions.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from llm_assets.core.lake import Lake
+    from llm_assets.core.partition import Manifest
     from llm_assets.settings import Settings
     from llm_assets.stale import Planner
 
@@ -28,8 +30,26 @@ RAW = "new or changed raw data"
 UPSTREAM = "upstream data changed"
 
 
+UNOBSERVED = "none"  # an observed source's version for a partition it cannot be computed for yet
+
+
 def _unversioned(settings: Settings) -> str:
     return "1"
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What a shard stage reads from outside the lake's assets, as one version per crawl × shard: an observable
+    source asset `name` the stage depends on in Dagster. The UI marks a partition stale when this source's version
+    for it changes after the partition was built, so the versions are the planner's own: `current(planner, crawl,
+    shard)` is what a build would read now (None when it cannot tell yet), `recorded(manifest)` what the committed
+    partition read. They differ exactly when the planner plans the partition for this reason."""
+
+    name: str
+    description: str
+    current: Callable[[Planner, str, str], str | None]
+    recorded: Callable[[Manifest], str]
+    deps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,6 +68,7 @@ class StageSpec:
     - `expected_version(planner, crawl)`: a crawl stage's data version if it were built now.
     - `plan(planner, crawl, shard)`: a stage whose staleness follows none of the rules above (the raw inventory
       compares file fingerprints, a release its version): the cause, or None when fresh.
+    - `observed`: the observed source carrying what the stage reads outside the lake's assets into Dagster.
     - `facts(lake, settings)`: an unpartitioned asset's latest build as `status` shows it (its version and counts),
       or None when it was never built.
     """
@@ -60,6 +81,7 @@ class StageSpec:
     expected_version: Callable[[Planner, str], str] | None = None
     plan: Callable[[Planner, str | None, str | None], str | None] | None = None
     facts: Callable[[Lake, Settings], dict | None] | None = None
+    observed: Observed | None = None
 
 
 def check_order(specs: Sequence[StageSpec]) -> None:

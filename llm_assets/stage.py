@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 import dagster as dg
 
 from llm_assets.core.gates import GateResult
+from llm_assets.dagster_private import DATA_VERSION_TAG
 from llm_assets.core.lake import Lake
 from llm_assets.core.inventory import shards_with_files
 from llm_assets.core.partition import LakeInput, MissingPartition, PartitionOutput, data_version, read_manifest, reusable_units
@@ -55,11 +56,22 @@ def stage_check_specs(asset: str, row_accounting: bool = True, gated: bool = Fal
     return specs
 
 
+def observed_source(spec: StageSpec, settings: Settings, group_name: str = "lake") -> dg.AssetSpec:
+    """The observed source of a stage's spec: a crawl × shard external asset whose per-partition versions the stale
+    planner and `raw_drop_sensor` report (`llm_assets.stale.source_versions`, `llm_assets.freshness.new_observations`)."""
+    assert spec.observed is not None
+    return dg.AssetSpec(spec.observed.name, description=spec.observed.description, group_name=group_name,
+                        partitions_def=crawl_shard_partitions(settings), deps=[dg.AssetKey(d) for d in spec.observed.deps],
+                        kinds={"s3"})
+
+
 def stage_asset(spec: StageSpec, settings: Settings, row_accounting: bool = True, group_name: str = "lake",
                 gated: bool = False, **kwargs):
     """A lake stage: a crawl × shard asset committed by the lake IO manager, with the stage checks, named and
-    versioned by its spec under these settings. `row_accounting=False` for stages whose rows are not their inputs'
-    (one page gives many image pairs); `gated` adds the quality gate (`run_stage(gate=...)`)."""
+    versioned by its spec under these settings, depending on its observed source if it has one.
+    `row_accounting=False` for stages whose rows are not their inputs' (one page gives many image pairs); `gated`
+    adds the quality gate (`run_stage(gate=...)`)."""
+    deps = [*kwargs.pop("deps", []), *([dg.AssetKey(spec.observed.name)] if spec.observed else [])]
 
     def decorate(fn):
         return dg.asset(
@@ -70,6 +82,7 @@ def stage_asset(spec: StageSpec, settings: Settings, row_accounting: bool = True
             check_specs=stage_check_specs(spec.name, row_accounting, gated),
             group_name=group_name,
             kinds={"s3", "parquet"},
+            deps=deps or None,
             **kwargs,
         )(fn)
 
@@ -211,7 +224,8 @@ def run_stage(
         metadata["quality_gate"] = "held back" if out.held_back else "passed"
         if out.held_back:
             context.log.error(f"held back by the quality gate: {out.held_back}")
-    yield dg.Output(out, metadata=metadata, data_version=dg.DataVersion(out.data_version))
+    kept = _kept_version(context) if out.held_back else None
+    yield dg.Output(out, metadata=metadata, data_version=dg.DataVersion(kept or out.data_version))
 
     if row_accounting:
         unbalanced = [u.source for u in results if u.rows_in != u.rows_out + sum(u.dropped.values())]
@@ -229,6 +243,16 @@ def run_stage(
         passed=not bad_schema,
         metadata={"columns": dg.MetadataValue.json(list(columns)), "mismatched_units": dg.MetadataValue.json(bad_schema)},
     )
+
+
+def _kept_version(context: dg.AssetExecutionContext) -> str | None:
+    """The data version Dagster holds for this partition, which a held-back build reports again: downstream keeps
+    what it was built from, so the UI marks nothing downstream stale, as the planner plans nothing for its sake
+    (None: never built, nothing downstream to keep)."""
+    records = context.instance.fetch_materializations(dg.AssetRecordsFilter(
+        asset_key=context.asset_key, asset_partitions=[context.partition_key]), limit=1).records
+    event = records[0].asset_materialization if records else None
+    return event.tags.get(DATA_VERSION_TAG) if event is not None and event.tags else None
 
 
 def gate_metadata(judged: GateResult) -> dict:

@@ -1,14 +1,19 @@
 """The stale planner: every partition that a rebuild must run, and why.
 
-Dagster does not compute staleness for partitioned assets, so the lake does: each committed partition's manifest
-records its code version, its data version and the data versions of what it was built from (`inputs`). The planner
-walks the stage registry (`llm_assets.pipeline.SPECS`) in build order. A partition is planned when one of its
+The lake's manifests are the record: each committed partition's manifest records its code version, its data version
+and the data versions of what it was built from (`inputs`). The planner walks the stage registry (`llm_assets.pipeline.SPECS`) in build order. A partition is planned when one of its
 inputs is planned, when it is missing while an input exists, when its code version (stage version + effective
 settings) differs from the code's, or when what it would read now differs from what it read (a shard stage's
 recorded inputs; a crawl stage's data version, recomputed from the manifests it fans in). Stages with rules of their
 own say so in their spec: the raw inventory compares file fingerprints, so an identical re-upload plans nothing;
 a release compares its version. A partition its quality gate holds back is not an input: nothing downstream of it
 is planned until a rebuild passes the gate.
+
+What Dagster marks stale is the same plan: a partition is stale for Dagster when its code version or an input's data
+version changed since it was built, so what a stage reads outside the lake's assets (raw files, takedown and eval
+lists) reaches Dagster as the per-partition versions of an observed source (`StageSpec.observed`), computed here
+and reported by `source_versions`' callers. Dagster marks where a change happened; the plan also lists what
+rebuilding it changes (`upstream data changed (X is rebuilt)`), which Dagster marks once X is rebuilt.
 
 The lake says what is committed, not what was tried: a partition whose latest run failed may still hold what an
 earlier run committed, and look fresh. The Dagster instance knows those failures (the UI's red "Failed"); given
@@ -23,7 +28,7 @@ from typing import Callable, Collection, Mapping, Sequence, TypeVar, cast
 from llm_assets.core.lake import InvalidKey, Lake, validate_crawl
 from llm_assets.core.partition import Manifest, read_manifest
 from llm_assets.pipeline import SPECS, code_versions
-from llm_assets.registry import CODE, FAILED, MISSING, RAW, UPSTREAM, StageSpec
+from llm_assets.registry import CODE, FAILED, MISSING, RAW, UNOBSERVED, UPSTREAM, StageSpec
 from llm_assets.settings import Settings
 
 CRAWL_SHARD = "all"  # the shard a crawl-level asset's manifest is stored under
@@ -91,6 +96,13 @@ class Planner:
     def is_planned(self, asset: str, partition: str) -> bool:
         return (asset, partition) in self.planned
 
+    def cause_is(self, spec: StageSpec, partition: str) -> bool:
+        """Whether the partition is planned for what its observed source carries (new raw data, or an input that
+        is not a lake asset)."""
+        cause = self.planned.get((spec.name, partition), "")
+        return cause == RAW or (cause.startswith(UPSTREAM) and "rebuilt" not in cause
+                                and not any(f"({i})" in cause for i in spec.inputs))
+
     def any_planned(self, asset: str) -> bool:
         return any(a == asset for a, _ in self.planned)
 
@@ -138,12 +150,63 @@ class Planner:
         return None
 
 
+@dataclass(frozen=True)
+class SourceVersion:
+    """An observed source's version for a partition, as Dagster should see it (`StageSpec.observed`)."""
+
+    source: str
+    partition: str  # "crawl|shard"
+    version: str
+    anchor: bool = False  # of a partition planned for another cause: needed only while the source has no observation
+
+
+def source_versions(planner: Planner) -> list[SourceVersion]:
+    """The observed sources' versions Dagster must be told of for its notion of stale to be the planner's: for each
+    partition of a stage with an observed source, what the stage would read now, where it differs from what the
+    committed partition read, unless the partition is planned for another cause Dagster shows itself (code,
+    upstream, a failure). A partition never built has its version reported too: Dagster compares what is observed
+    after a build with what was observed before it, so something must be on record before the first build; for the
+    same reason a partition planned for another cause gives an `anchor`, reported while the source has no
+    observation at all (a lake built before the source existed)."""
+    out: list[SourceVersion] = []
+    for spec in planner.specs.values():
+        if spec.observed is None:
+            continue
+        anchored = False
+        for crawl in planner.crawls:
+            for shard in planner.shards:
+                p, built = f"{crawl}|{shard}", planner.manifest(spec.name, crawl, shard)
+                anchor = built is not None and (spec.name, p) in planner.planned and not planner.cause_is(spec, p)
+                if anchor:  # its version does not matter, only that one is on record before the rebuild
+                    if not anchored:
+                        out.append(SourceVersion(spec.observed.name, p, UNOBSERVED, anchor=True))
+                    anchored = True
+                    continue
+                now = spec.observed.current(planner, crawl, shard) or UNOBSERVED
+                if built is None or now != spec.observed.recorded(built):
+                    out.append(SourceVersion(spec.observed.name, p, now))
+    return out
+
+
 def plan_stale(lake: Lake, settings: Settings, crawls: list[str], code_versions: dict[str, str],
                specs: Sequence[StageSpec], failed: Mapping[tuple[str, str], str] | None = None,
                hold: Collection[tuple[str, str]] = ()) -> list[Planned]:
     """Every planned partition, in build order (the registry's, then the partition). `failed`: (asset, partition)
     -> the run id, for the partitions whose latest run failed; `hold`: (asset, partition) never planned, nor
     anything for their sake."""
+    return planned_of(planning(lake, settings, crawls, code_versions, specs, failed, hold))
+
+
+def planned_of(planner: Planner) -> list[Planned]:
+    order = list(planner.specs)
+    return sorted((Planned(a, p, c) for (a, p), c in planner.planned.items()),
+                  key=lambda x: (order.index(x.asset), x.partition))
+
+
+def planning(lake: Lake, settings: Settings, crawls: list[str], code_versions: dict[str, str],
+             specs: Sequence[StageSpec], failed: Mapping[tuple[str, str], str] | None = None,
+             hold: Collection[tuple[str, str]] = ()) -> Planner:
+    """One planning pass, done: its `planned` partitions, and what it read (for `source_versions`)."""
     planner = Planner(lake, settings, crawls, code_versions, specs, failed, hold)
     for crawl in crawls:
         for spec in specs:
@@ -156,9 +219,7 @@ def plan_stale(lake: Lake, settings: Settings, crawls: list[str], code_versions:
     for spec in specs:
         if spec.level == "release" and spec.plan is not None:
             planner.plan(spec.name, "", spec.plan(planner, None, None))
-    order = [s.name for s in specs]
-    return sorted((Planned(a, p, c) for (a, p), c in planner.planned.items()),
-                  key=lambda x: (order.index(x.asset), x.partition))
+    return planner
 
 
 def as_json(planned: list[Planned]) -> dict:
@@ -180,14 +241,18 @@ def known_crawls(lake: Lake, instance=None) -> list[str]:
 
 def stale_partitions(instance, lake: Lake, settings: Settings, code: dict[str, str] | None = None) -> list[Planned]:
     """The plan for a deployment's settings: its stages and code versions (or `code`), every crawl it knows or
-    finds under raw/, and, given a Dagster instance, the partitions whose latest run failed."""
+    finds under raw/, and, given a Dagster instance, the partitions whose latest run failed; the observed sources'
+    versions it read are reported to that instance, so the UI's stale marks are this plan's."""
     crawls = known_crawls(lake, instance)
-    failed = None
-    if instance is not None:
-        from llm_assets.freshness import failed_partitions  # Dagster's side: only where an instance is given
+    if instance is None:
+        return plan_stale(lake, settings, crawls, code or code_versions(settings), SPECS)
+    from llm_assets.freshness import failed_partitions, report_sources  # Dagster's side: only given an instance
 
-        failed = failed_partitions(instance, settings, crawls)
-    return plan_stale(lake, settings, crawls, code or code_versions(settings), SPECS, failed)
+    planner = planning(lake, settings, crawls, code or code_versions(settings), SPECS,
+                       failed_partitions(instance, settings, crawls))
+    report_sources(instance, source_versions(planner))
+    return planned_of(planner)
 
 
-__all__ = ["CODE", "FAILED", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "as_json", "plan_stale", "stale_partitions"]
+__all__ = ["CODE", "FAILED", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "SourceVersion", "as_json", "plan_stale",
+           "planned_of", "planning", "source_versions", "stale_partitions"]

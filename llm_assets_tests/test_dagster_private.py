@@ -38,8 +38,8 @@ def test_run_health_results_and_tags_are_what_the_daemon_reads():
     result = private.CheckRunHealthResult(private.WorkerStatus.FAILED, "gone")
     assert (result.status, result.msg) == (private.WorkerStatus.FAILED, "gone")
     assert {private.WorkerStatus.RUNNING, private.WorkerStatus.FAILED} <= set(private.WorkerStatus)
-    assert (private.RUN_KEY_TAG, private.SENSOR_NAME_TAG, private.GRPC_INFO_TAG) == (
-        "dagster/run_key", "dagster/sensor_name", ".dagster/grpc_info")
+    assert (private.RUN_KEY_TAG, private.SENSOR_NAME_TAG, private.GRPC_INFO_TAG, private.DATA_VERSION_TAG) == (
+        "dagster/run_key", "dagster/sensor_name", ".dagster/grpc_info", "dagster/data_version")
     assert {private.TickStatus.FAILURE, private.TickStatus.SUCCESS, private.TickStatus.SKIPPED} <= set(
         private.TickStatus)
 

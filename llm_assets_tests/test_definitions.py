@@ -13,10 +13,10 @@ from llm_assets.definitions import defs as deployment
 defs = deployment()
 
 EXPECTED = {
-    "raw_files": [],
+    "raw_files": ["raw_drop"],
     "documents": ["raw_files"],
     "image_text_pairs": ["raw_files"],
-    "filtered": ["documents", "eval_index", "takedowns"],
+    "filtered": ["curation_scope", "documents"],
     "signatures": ["filtered"],
     "deduplicated": ["duplicate_clusters", "filtered"],
     "tokenized": ["deduplicated", "tokenizer"],
@@ -30,6 +30,8 @@ REPORTS = {"crawl_stats": ["filtered"], "duplicate_clusters": ["signatures"]}
 MODELS = {"quality_classifier": [], "tokenizer": [], "release": ["tokenized", "tokenizer"]}
 # unpartitioned lists people drop, read by every filtered run
 CURATION = {"takedowns": [], "eval_index": []}
+# crawl × shard observed sources: what raw_files and filtered read outside the lake's assets, one version a partition
+SOURCES = {"raw_drop": [], "curation_scope": ["eval_index", "takedowns"]}
 
 
 def test_definitions_load():
@@ -42,7 +44,7 @@ def test_definitions_load():
 
 def test_asset_specs_snapshot():
     specs = {s.key.path[-1]: s for s in defs.resolve_all_asset_specs() if not s.key.path[-1].startswith("__")}
-    assert {k: sorted(d.asset_key.path[-1] for d in s.deps) for k, s in specs.items()} == EXPECTED | REPORTS | MODELS | CURATION
+    assert {k: sorted(d.asset_key.path[-1] for d in s.deps) for k, s in specs.items()} == EXPECTED | REPORTS | MODELS | CURATION | SOURCES
     stats = specs.pop("crawl_stats")
     assert stats.group_name == "reports" and stats.partitions_def.name == "crawl"
     assert stats.description and "funnel" in stats.description
@@ -56,6 +58,11 @@ def test_asset_specs_snapshot():
     for name in CURATION:
         spec = specs.pop(name)
         assert spec.group_name == "curation" and spec.partitions_def is None and len(spec.description or "") > 80
+    for name in SOURCES:
+        spec = specs.pop(name)
+        assert spec.group_name == "lake" and spec.partitions_def.partition_dimension_names == ["crawl", "shard"]
+        assert spec.description and "stale" in spec.description
+    assert {k.path[-1] for k in defs.resolve_asset_graph().external_asset_keys} >= set(SOURCES)
     release = specs.pop("release")
     assert release.group_name == "releases" and release.partitions_def is None
     assert release.description and "Megatron" in release.description
@@ -91,7 +98,8 @@ def test_the_definitions_declare_the_registry_code_versions():
     from llm_assets.pipeline import code_versions
     from llm_assets.settings import load_settings
 
-    assert {s.key.path[-1]: s.code_version for s in defs.resolve_all_asset_specs()} == code_versions(load_settings())
+    assert {s.key.path[-1]: s.code_version for s in defs.resolve_all_asset_specs()
+            if s.key.path[-1] not in SOURCES} == code_versions(load_settings())
 
 
 # Libraries only a step's work needs (extraction, filtering, models, statistics, charts, the Dask runner, the

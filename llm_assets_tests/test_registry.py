@@ -17,7 +17,11 @@ def test_every_asset_has_a_spec_whose_inputs_are_its_upstreams_in_the_asset_grap
     from llm_assets.pipeline import SPECS
 
     graph = deployment().resolve_asset_graph()
-    assert {key.path[-1] for key in graph.get_all_asset_keys()} == {s.name for s in SPECS}
+    sources = {s.observed.name: s for s in SPECS if s.observed is not None}
+    assert {key.path[-1] for key in graph.get_all_asset_keys()} == {s.name for s in SPECS} | set(sources)
+    for name, spec in sources.items():  # an observed source is external, and upstream of its stage
+        assert graph.get(dg.AssetKey(name)).is_external
+        assert dg.AssetKey(name) in graph.get(dg.AssetKey(spec.name)).parent_keys
     for spec in SPECS:
         node = graph.get(dg.AssetKey(spec.name))
         assert set(spec.inputs) <= {k.path[-1] for k in node.parent_keys}, f"{spec.name} reads outside the graph"

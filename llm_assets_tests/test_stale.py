@@ -116,19 +116,22 @@ def test_the_stale_sensor_requests_a_backfill_only_when_something_is_stale(curat
     def mine(result) -> set:
         """What the sensor requests for this test's crawl (other tests' crawls share the bucket), but the
         enrichment, which this build leaves out."""
-        if isinstance(result, dg.SkipReason):
-            return set()
-        return {(k.asset_key.path[-1], k.partition_key) for k in result.asset_graph_subset.iterate_asset_partitions()
+        return {(k.asset_key.path[-1], k.partition_key) for r in result.run_requests or []
+                for k in r.asset_graph_subset.iterate_asset_partitions()
                 if k.partition_key and k.partition_key.split("|")[0] == crawl and k.asset_key.path[-1] != "enriched"}
 
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
         assert mine(stale_sensor(ctx)) == set()
     lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0001', 'late')}", shared("warc", "pywb__iana.warc.gz"))
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
-        request = stale_sensor(ctx)
-    assert isinstance(request, dg.RunRequest) and request.tags[STALE_TAG] == "sensor"
-    target = mine(request)
+        result = stale_sensor(ctx)
+    (request,) = result.run_requests
+    assert request.tags[STALE_TAG] == "sensor"
+    target = mine(result)
     assert ("raw_files", f"{crawl}|0001") in target and ("raw_files", f"{crawl}|0000") not in target
+    # the new files' version goes to Dagster with the request: the UI marks that raw_files partition stale too
+    reported = {(e.asset_key.path[-1], e.partition) for e in result.asset_events}
+    assert ("raw_drop", f"{crawl}|0001") in reported and ("raw_drop", f"{crawl}|0000") not in reported
 
 
 def test_a_rebuild_reuses_unchanged_units_and_equals_a_full_rebuild(curated, instance, crawl, dedup_defs):  # noqa: F811

@@ -11,7 +11,7 @@ from llm_assets.core.units import unit_id
 from llm_assets.filtered.spec import SPEC, chain_version, uses_trained_model
 from llm_assets.metadata import block_funnel
 from llm_assets.settings import Settings
-from llm_assets.stage import partition_of, run_stage, stage_asset
+from llm_assets.stage import observed_source, partition_of, run_stage, stage_asset
 from resources import ObjectStore
 
 
@@ -48,9 +48,10 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "takedowns_applied": dg.MetadataValue.json(removed),
         }
 
-    deps = [dg.AssetKey("takedowns"), dg.AssetKey("eval_index")]
+    # The takedown requests and eval sets reach it through its observed source (`curation_scope`, which depends on
+    # `takedowns` and `eval_index`): a new request makes stale the partitions it touches, not every partition.
     @stage_asset(SPEC, settings, metadata={"filter_chain": " → ".join(chain)}, gated=settings.gates.enabled,
-                 deps=deps + ([dg.AssetKey("quality_classifier")] if uses_trained_model(settings.filtered) else []))
+                 deps=[dg.AssetKey("quality_classifier")] if uses_trained_model(settings.filtered) else [])
     def filtered(context: dg.AssetExecutionContext, store: ObjectStore, documents: LakeInput):
         """Documents that no takedown request names (under `takedowns/`) and that pass the filter chain of the
         settings, in FineWeb's order: text normalization (NFC,
@@ -91,4 +92,4 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                                      **({"evals": evals} if evals else {}), **({"quality_model": model} if model else {})},
                              gate=(lambda out: gate(lake, crawl, shard, out)) if settings.gates.enabled else None)
 
-    return [filtered]
+    return [observed_source(SPEC, settings), filtered]

@@ -10,8 +10,8 @@ from llm_assets.core.filtered import STAGE_VERSION, FilteredSettings, file_sha25
 from llm_assets.core.lake import contamination_key
 from llm_assets.core.partition import Manifest
 from llm_assets.core.takedowns import load_takedowns, requests_in_partition, takedowns_version
-from llm_assets.core.versions import code_version
-from llm_assets.registry import StageSpec
+from llm_assets.core.versions import code_version, digest
+from llm_assets.registry import Observed, StageSpec
 
 if TYPE_CHECKING:
     from llm_assets.stale import Planner
@@ -49,11 +49,17 @@ def chain_version(settings, *more: str) -> str:
 
 
 def _version(settings) -> str:
-    """The chain, and the quality gate's bounds: new bounds judge every partition again, reusing its units."""
-    return chain_version(settings, settings.gates.fingerprint())
+    """The chain, and the quality gate's bounds: new bounds judge every partition again, reusing its units. Its
+    observed source is in it too: a partition built before it had one records none, and Dagster marks it stale for
+    that, so the planner plans it as well (a rebuild reuses every unit)."""
+    return chain_version(settings, settings.gates.fingerprint(), CURATION_SCOPE_NAME)
 
 
 def _current_inputs(planner: Planner, crawl: str, shard: str) -> dict[str, str | None]:
+    return planner.memo(("filtered inputs", crawl, shard), lambda: _inputs_now(planner, crawl, shard))
+
+
+def _inputs_now(planner: Planner, crawl: str, shard: str) -> dict[str, str | None]:
     """What a build would record now: the documents' data version, the takedown requests that name a document of
     them (through each part's id index) and, when an eval set was added or changed, the eval index's version only
     if it flags other documents of the partition than the index it was built with."""
@@ -105,4 +111,28 @@ def _flagged(planner: Planner, built: Manifest, docs: Manifest, version: str, mi
     return flagged
 
 
-SPEC = StageSpec("filtered", "shard", ("documents",), version=_version, current_inputs=_current_inputs)
+CURATION_SCOPE_NAME = "curation_scope"
+CURATION = ("takedowns", "evals")  # what filtered reads besides its documents, as its manifest records it
+
+
+def _curation_version(inputs) -> str:
+    return digest(*(f"{k}={inputs.get(k) or ''}" for k in CURATION))
+
+
+def _curation_now(planner: Planner, crawl: str, shard: str) -> str | None:
+    current = _current_inputs(planner, crawl, shard)
+    return _curation_version(current) if current.get("documents") is not None else None
+
+
+CURATION_SCOPE = Observed(
+    CURATION_SCOPE_NAME,
+    "The takedown requests and eval sets as they touch one crawl × shard: the version of the requests that name a "
+    "document of the partition (through each part's id index) and of the eval index, counted only when it flags "
+    "other documents of the partition than the index `filtered` was built with. A new request or eval set changes "
+    "it for exactly the partitions it touches, so the UI marks those `filtered` partitions stale, and only those, "
+    "as `llm-assets stale` plans them. Reported by the stale planner (`llm-assets stale`, `backfill --stale`, "
+    "`stale_sensor`).",
+    current=_curation_now, recorded=lambda built: _curation_version(built.inputs), deps=("takedowns", "eval_index"))
+
+SPEC = StageSpec("filtered", "shard", ("documents",), version=_version, current_inputs=_current_inputs,
+                 observed=CURATION_SCOPE)

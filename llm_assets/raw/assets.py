@@ -6,7 +6,7 @@ from llm_assets.core.partition import PartitionOutput
 from llm_assets.core.raw_files import InventoryUnit, observe_raw_files
 from llm_assets.raw.spec import SPEC
 from llm_assets.settings import Settings
-from llm_assets.stage import partition_of, run_stage, stage_asset
+from llm_assets.stage import observed_source, partition_of, run_stage, stage_asset
 from resources import ObjectStore
 
 REJECTED_SHOWN = 100  # rows of the rejected-keys table; `raw_keys_rejected` counts them all
@@ -30,7 +30,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         yield from run_stage(context, observe_raw_files, [unit], code, SCHEMA.names, settings.runner,
                              report=lambda out: rejected_keys_metadata(store.lake(), out))
 
-    return [raw_files]
+    return [observed_source(SPEC, settings), raw_files]
 
 
 def rejected_keys_metadata(lake: Lake, out: PartitionOutput) -> dict:

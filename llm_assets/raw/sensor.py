@@ -3,9 +3,12 @@ import json
 import dagster as dg
 
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, RawScan, changed_partitions
-from llm_assets.freshness import stale_backfill_targets
+from llm_assets.filtered.spec import CURATION_SCOPE
+from llm_assets.freshness import observation, stale_backfill_targets
 from llm_assets.partitions import crawl_partitions, crawl_shard_key
-from llm_assets.raw.spec import SPEC
+from llm_assets.raw.spec import RAW_DROP, SPEC
+from llm_assets.registry import UNOBSERVED
+from llm_assets.stale import SourceVersion
 from llm_assets.settings import Settings
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
@@ -29,7 +32,8 @@ def build_raw_drop_sensor(settings: Settings) -> dg.SensorDefinition:
         The listing is incremental: a pass over `raw/` may span several ticks (settings: sensor.max_keys_per_tick),
         its progress kept in the cursor. A partition is requested when its fingerprint over (key, ETag, size)
         differs from the last completed pass; the run key carries that fingerprint, so an identical re-upload
-        requests nothing and a repeated tick never launches a second run.
+        requests nothing and a repeated tick never launches a second run. The fingerprint is reported as the
+        partition's version of `raw_drop`, the observed source `raw_files` depends on.
         """
         cursor = json.loads(context.cursor) if context.cursor else {}
         seen: dict[str, str] = cursor.get("seen", {})
@@ -53,7 +57,7 @@ def build_raw_drop_sensor(settings: Settings) -> dg.SensorDefinition:
             for shard in settings.shard_keys():
                 changed.setdefault(f"{crawl}|{shard}", EMPTY_FINGERPRINT)
         owned = {p for asset, p in stale_backfill_targets(context.instance) if asset == SPEC.name}
-        runs = []
+        runs, observed = [], []
         for p, fp in sorted(changed.items()):
             if p in owned:
                 context.log.info(f"{p}: a stale backfill in progress rebuilds it")
@@ -61,8 +65,14 @@ def build_raw_drop_sensor(settings: Settings) -> dg.SensorDefinition:
             crawl, shard = p.split("|")
             runs.append(dg.RunRequest(run_key=f"{crawl}|{shard}|{fp}", partition_key=crawl_shard_key(crawl, shard),
                                       tags={RAW_FINGERPRINT_TAG: fp}))
+            # on record before the run reads them: the UI marks raw_files stale until the run ends, and a new
+            # crawl's filtered partitions have their curation source on record before their first build
+            observed.append(observation(SourceVersion(RAW_DROP.name, p, fp)))
+            if crawl in new_crawls:
+                observed.append(observation(SourceVersion(CURATION_SCOPE.name, p, UNOBSERVED)))
         return dg.SensorResult(
             run_requests=runs,
+            asset_events=observed,
             dynamic_partitions_requests=[crawl_partitions.build_add_request(new_crawls)] if new_crawls else [],
             cursor=json.dumps({"seen": now, "scan": None}),
             skip_reason=None if runs else "no new, changed or removed raw files",
