@@ -2,7 +2,9 @@
 
 Dagster has no public way yet to create a partition backfill from a set of asset partitions outside the webserver
 (GraphQL's `launchPartitionBackfill` needs a running webserver), to report a run worker's health from a custom run
-launcher, to tag a run as a sensor's run the way the daemon does, or (tests) to read how a sensor's tick ended. These names may move in any Dagster release:
+launcher, to tag a run as a sensor's run the way the daemon does, to launch a run of a code location's job (or of a
+subset of its assets) through the run coordinator from outside the webserver, to say who launched a run (the `user`
+tag the UI's "Launched by" shows), or (tests) to read how a sensor's tick ended. These names may move in any Dagster release:
 `llm_assets_tests/test_dagster_private.py` uses each of them as this project does and fails on an upgrade that
 changes one, naming it. Import them from here, never from `dagster._*` directly.
 """
@@ -14,10 +16,11 @@ from dagster._core.definitions.events import AssetKeyPartitionKey
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
 from dagster._core.scheduler.instigation import TickStatus
-from dagster._core.storage.tags import GRPC_INFO_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG
+from dagster._core.storage.tags import GRPC_INFO_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG, TICK_ID_TAG, USER_TAG
 from dagster._core.utils import make_new_backfill_id
 
 if TYPE_CHECKING:
+    from dagster._core.definitions.selector import JobSubsetSelector
     from dagster._core.workspace.context import WorkspaceProcessContext
     from dagster._core.workspace.load_target import WorkspaceFileTarget
     from dagster._grpc.client import DagsterGrpcClient
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 # and the workspace context cost a process that builds the code location 0.3-0.5 s it never needs.
 _ON_FIRST_USE = {
     "DagsterGrpcClient": "dagster._grpc.client",
+    "JobSubsetSelector": "dagster._core.definitions.selector",
     "WorkspaceFileTarget": "dagster._core.workspace.load_target",
     "WorkspaceProcessContext": "dagster._core.workspace.context",
 }
@@ -50,6 +54,7 @@ CHECKED_WITH = "1.13.27"
 
 __all__ = [
     "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "backfill_targets", "CHECKED_WITH", "CheckRunHealthResult",
-    "DagsterGrpcClient", "GRPC_INFO_TAG", "PartitionBackfill", "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TickStatus", "WorkerStatus",
-    "WorkspaceFileTarget", "WorkspaceProcessContext", "make_new_backfill_id",
+    "DagsterGrpcClient", "GRPC_INFO_TAG", "JobSubsetSelector", "PartitionBackfill", "RUN_KEY_TAG", "SENSOR_NAME_TAG",
+    "TICK_ID_TAG", "TickStatus", "USER_TAG", "WorkerStatus", "WorkspaceFileTarget", "WorkspaceProcessContext",
+    "make_new_backfill_id",
 ]
