@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser ui screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -26,7 +26,7 @@ demo: $(VENV)/.synced
 	@$(COMPILE)
 	$(BIN)/llm-assets demo
 
-test: lint browser
+test: lint browser postgres
 	@$(COMPILE)
 	$(BIN)/python -m pytest
 
@@ -34,6 +34,14 @@ test: lint browser
 browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+# Debian's PostgreSQL server, for `make deploy-up` and its tests. No cluster of its own (`deploy up` makes one under
+# the state home): Debian's default "main" cluster is not created.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+		mkdir -p /etc/postgresql-common && echo 'create_main_cluster = false' >/etc/postgresql-common/createcluster.conf; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			-o Dpkg::Options::=--force-confold postgresql >/dev/null; }
 
 # The processing core's tests alone: no object store, no Dagster instance.
 test-core: $(VENV)/.synced
@@ -47,6 +55,18 @@ UI_PORT ?= 3000
 ui: $(VENV)/.synced
 	@$(COMPILE)
 	$(BIN)/llm-assets ui --port $(UI_PORT)
+
+# The production topology on this machine (README, "Running it as a service"): PostgreSQL, the object store, the Dask
+# cluster (NODES), Dagster's code server, daemon and webserver (UI_PORT), each a supervised process on 127.0.0.1.
+deploy-up: $(VENV)/.synced postgres
+	@$(COMPILE)
+	$(BIN)/llm-assets deploy up --nodes $(NODES) --port $(UI_PORT)
+
+deploy-down: $(VENV)/.synced
+	$(BIN)/llm-assets deploy down
+
+deploy-status: $(VENV)/.synced
+	$(BIN)/llm-assets deploy status
 
 # The UI as a curator sees it after `make demo`: the asset graph and the charts of a partition, a crawl and the release.
 SCREENSHOTS ?= $(STATE)/screenshots
@@ -154,6 +174,7 @@ store-stop: $(VENV)/.synced
 	$(BIN)/llm-assets store stop
 
 clean:
+	-$(BIN)/llm-assets deploy down
 	-$(BIN)/llm-assets cluster stop
 	-$(BIN)/llm-assets store stop
 	rm -rf $(STATE)

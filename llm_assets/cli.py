@@ -12,7 +12,7 @@ from llm_assets import environment
 from llm_assets.core.errors import InfrastructureError
 from llm_assets.core.lake import Lake, validate_crawl, validate_shard
 from llm_assets.core.partition import LakeInput, committed
-from llm_assets.settings import PROJECT_ROOT, Settings, settings_path
+from llm_assets.settings import Settings, settings_path
 
 # What needs Dagster (the instance, the definitions) is imported by the commands that use it: `show`, `record` or
 # `store` start without paying for it.
@@ -471,15 +471,47 @@ def cmd_record(args) -> int:
 
 
 def cmd_ui(args) -> int:
+    """Dagster's webserver, daemon and code server on this home's instance, as separate supervised processes reading
+    workspace.yaml (what `deploy up` runs, without PostgreSQL); Ctrl-C stops them."""
+    import signal
+    import threading
+
+    from llm_assets import deploy
     from llm_assets.instance import dagster_home
 
+    layout = deploy.Layout(environment.home())
+    if layout.supervisor_pid() is not None:
+        print("`llm-assets deploy up` runs on this home: its UI is the one `llm-assets deploy status` names")
+        return deploy.print_status(environment.home())
     _ensure_store()
-    dagster_home()
-    # `dg dev` finds the code location in pyproject.toml's [tool.dg] (the project's own environment: this one).
-    dg = os.path.join(os.path.dirname(sys.executable), "dg")
-    os.chdir(PROJECT_ROOT)
-    os.execv(dg, [dg, "dev", "--use-active-venv", "--host", args.host, "--port", str(args.port)])
+    home = dagster_home()
+    code_port = deploy.free_port()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    services = deploy.dagster_services(code_port, args.port, webserver_host=args.host)
+    supervisor = deploy.Supervisor(environment.home() / "ui", services,
+                                   {**os.environ, **deploy.dagster_env(home, code_port)})
+    try:
+        print(f"starting the code server (port {code_port}), the daemon and the webserver; logs in "
+              f"{supervisor.logs}", flush=True)
+        supervisor.start()
+        print(f"UI: http://{args.host}:{args.port} (instance {home}); Ctrl-C stops it", flush=True)
+        stop.wait()
+    finally:
+        supervisor.stop()
     return 0
+
+
+def cmd_deploy(args) -> int:
+    from llm_assets import deploy
+
+    home = environment.home()
+    if args.action == "up":
+        return deploy.up(home, nodes=args.nodes, webserver_port=args.port)
+    if args.action == "down":
+        return deploy.down(home)
+    return deploy.print_status(home, as_json=args.json)
 
 
 def cmd_drop(args) -> int:
@@ -614,7 +646,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="status: one JSON object")
     p.set_defaults(fn=cmd_cluster)
 
-    p = sub.add_parser("ui", help="dg dev: Dagster's webserver and daemon on this project")
+    p = sub.add_parser("deploy", help="PostgreSQL, the object store, the Dask cluster, Dagster's code server, daemon "
+                                      "and webserver as separate supervised processes on 127.0.0.1")
+    p.add_argument("action", choices=["up", "down", "status"], help="start (in the background), stop, or list them")
+    p.add_argument("--nodes", type=int, default=3,
+                   help="up: the Dask cluster's scheduler plus NODES-1 workers; 0: no cluster (default 3)")
+    p.add_argument("--port", type=int, help="up: the webserver's port (default: the last one, else 3000 when free)")
+    p.add_argument("--json", action="store_true", help="status: one JSON object")
+    p.set_defaults(fn=cmd_deploy)
+
+    p = sub.add_parser("ui", help="Dagster's webserver, daemon and code server on this home's instance (workspace.yaml)")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=3000, help="the webserver's port (default 3000)")
     p.set_defaults(fn=cmd_ui)

@@ -1,4 +1,4 @@
-"""The local Dagster instance: DAGSTER_HOME under the state folder, configured by the repository's dagster.yaml.
+"""The local Dagster instance: DAGSTER_HOME under the state folder, configured by the repository's deploy/local/dagster.yaml.
 
 Every Dagster process (daemon, webserver, code servers, run workers) imports this module to build the run launcher
 that dagster.yaml names, so its top level imports nothing of the project but `dagster_private` (Dagster only).
@@ -78,17 +78,32 @@ def _alive(pid: int, reported_at: float) -> bool:
 
 
 def dagster_home() -> Path:
-    """Point DAGSTER_HOME at the state folder (unless already set) with the project's dagster.yaml in it."""
+    """Point DAGSTER_HOME (unless already set) at the instance of this state home: while `llm-assets deploy up`
+    runs, the deployment's (PostgreSQL); else the embedded SQLite one, with deploy/local/dagster.yaml linked in it.
+    The deployment's database connection is loaded from its file (DAGSTER_HOME/postgres.env) when present."""
     from llm_assets import environment
+    from llm_assets.deploy import Layout
     from llm_assets.settings import PROJECT_ROOT
 
-    home = Path(os.environ.get("DAGSTER_HOME") or environment.home() / "dagster")
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    source = PROJECT_ROOT / "dagster.yaml"
-    if not config.exists() and source.exists():
-        config.symlink_to(source)
+    deployment = Layout(environment.home())
+    if os.environ.get("DAGSTER_HOME"):
+        home = Path(os.environ["DAGSTER_HOME"])
+    elif deployment.supervisor_pid() is not None:
+        home = deployment.dagster_home
+    else:
+        home = environment.home() / "dagster"
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        config = home / "dagster.yaml"
+        source = PROJECT_ROOT / "deploy" / "local" / "dagster.yaml"
+        if config.is_symlink() and not config.exists():  # a link to where the file used to be
+            config.unlink()
+        if not config.exists() and source.exists():
+            config.symlink_to(source)
     os.environ["DAGSTER_HOME"] = str(home)
+    from llm_assets.deploy import read_env_file
+
+    for key, value in read_env_file(home / "postgres.env").items():
+        os.environ.setdefault(key, value)
     return home
 
 

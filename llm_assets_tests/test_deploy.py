@@ -1,0 +1,264 @@
+"""The production topology of `llm-assets deploy up`, started as a user starts it, on free loopback ports: a real
+PostgreSQL (Debian's server, run as its `postgres` user), the embedded object store, a Dask cluster, and Dagster's
+code server, daemon and webserver, each a separate process kept alive by the supervisor, the instance on
+dagster-postgres and the code location loaded through workspace.yaml's gRPC entry.
+
+Through it, one module's worth of work on one crawl (one shard, units run in the run's process): a dropped WARC is
+run by the raw-drop sensor; `llm-assets backfill --stale --wait` builds the rest; the UI shows the charts; the code
+server SIGKILLed mid-run is started again and the run queued behind comes through; `deploy down` leaves nothing.
+
+Nothing here asserts a duration: every wait polls a condition until a generous deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import psutil
+import pytest
+import yaml
+
+from llm_assets.deploy import Layout, read_env_file
+from llm_assets.embedded_store import free_ports
+from llm_assets.settings import DEFAULT_SETTINGS
+from llm_assets_tests.conftest import shared
+from llm_assets_tests.test_run_monitoring import wait_for
+
+pytestmark = [pytest.mark.servers,
+              pytest.mark.filterwarnings("ignore:Error loading repository location:UserWarning")]
+
+BIN = Path(sys.executable).parent
+CRAWL = "CC-MAIN-2032-10"
+PARTITION = f"{CRAWL}|0000"
+SENSOR_TAG = "dagster/sensor_name"
+# A whole chain (lake, crawl-level, curated, enriched, release) of one WARC file on a loaded 2-core machine.
+RUN_DEADLINE_S = 1200
+
+
+@dataclass
+class Topology:
+    home: Path
+    env: dict[str, str]
+    port: int
+    instance: dg.DagsterInstance
+
+    def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN / "llm-assets"), *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def status(self) -> dict:
+        done = self.cli("deploy", "status", "--json")
+        return json.loads(done.stdout)
+
+    def service(self, name: str) -> dict:
+        """What the supervisor says of one service now (its state file: polled, so no process is started)."""
+        return next(s for s in json.loads(Layout(self.home).services_file.read_text()) if s["name"] == name)
+
+    def drop(self, file: Path, name: str) -> None:
+        done = self.cli("drop", str(file), "--crawl", CRAWL, "--as", name)
+        assert done.returncode == 0, done.stderr
+
+    def sensor_runs(self) -> list[dg.DagsterRun]:
+        return list(self.instance.get_runs(dg.RunsFilter(tags={SENSOR_TAG: "raw_drop_sensor"})))
+
+    def wait_run(self, run_id: str, status: dg.DagsterRunStatus) -> None:
+        def reached():
+            current = self.instance.get_run_by_id(run_id).status
+            if current != status and current in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,
+                                                 dg.DagsterRunStatus.CANCELED):
+                messages = "\n".join(e.message or "" for e in self.instance.all_logs(run_id))
+                pytest.fail(f"run {run_id} ended {current.value}, expected {status.value}:\n{messages[-5000:]}")
+            return current == status
+
+        wait_for(reached, f"run {run_id} to be {status.value}", RUN_DEADLINE_S)
+
+    def wait_started(self, run_id: str) -> None:
+        """Until the run's worker runs it (or it already succeeded: a small file's run can be quick)."""
+        wait_for(lambda: self.instance.get_run_by_id(run_id).status in (
+            dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.SUCCESS), f"run {run_id} to start", RUN_DEADLINE_S)
+
+    def new_sensor_run(self, known: set[str]) -> dg.DagsterRun:
+        return wait_for(lambda: next((r for r in self.sensor_runs() if r.run_id not in known), None),
+                        "a run requested by the raw-drop sensor", RUN_DEADLINE_S)
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process of the deployment: the supervisor, each service's process groups and their children."""
+        state = Layout(self.home)
+        services = json.loads(state.services_file.read_text())
+        groups = {g for s in services for g in s["groups"]}
+        found = {p for p in psutil.process_iter() if _pgid(p.pid) in groups}
+        supervisor = state.supervisor_pid()
+        if supervisor:
+            found.add(psutil.Process(supervisor))
+        for process in list(found):  # the store's and the cluster's servers run in sessions of their own
+            try:
+                found |= set(process.children(recursive=True))
+            except psutil.NoSuchProcess:
+                pass
+        return sorted(found, key=lambda p: p.pid)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+@pytest.fixture(scope="module")
+def topology():
+    # PostgreSQL runs as the `postgres` user: the folders above its data must be traversable by it, which pytest's
+    # private temporary folders are not.
+    root = Path(tempfile.mkdtemp(prefix="llm-assets-deploy-", dir="/tmp"))
+    root.chmod(0o711)
+    home = root / "home"
+    settings = yaml.safe_load(DEFAULT_SETTINGS.read_text())
+    settings["shards"] = 1
+    settings["runner"] = {"kind": "inprocess"}
+    settings["sensor"]["interval_seconds"] = 5
+    (root / "settings.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AWS_", "DAGSTER_", "LLM_ASSETS_"))}  # the deployment's own store and instance
+    env |= {"LLM_ASSETS_HOME": str(home), "LLM_ASSETS_SETTINGS": str(root / "settings.yaml")}
+    (port,) = free_ports(1)
+    patch = pytest.MonkeyPatch()
+    instance = None
+    try:
+        up = subprocess.run([str(BIN / "llm-assets"), "deploy", "up", "--nodes", "2", "--port", str(port)], env=env,
+                            capture_output=True, text=True, timeout=900)
+        assert up.returncode == 0, f"{up.stdout}\n{up.stderr}"
+        dagster_home = Layout(home).dagster_home
+        for key, value in read_env_file(dagster_home / "postgres.env").items():
+            patch.setenv(key, value)
+        instance = dg.DagsterInstance.from_config(str(dagster_home))
+        yield Topology(home, env, port, instance)
+    finally:
+        if instance is not None:
+            instance.dispose()
+        patch.undo()
+        subprocess.run([str(BIN / "llm-assets"), "deploy", "down"], env=env, timeout=300)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_each_service_is_a_separate_process_on_loopback(topology):
+    status = topology.status()
+    services = {s["name"]: s for s in status["services"]}
+    assert set(services) == {"postgres", "store", "cluster", "code-server", "daemon", "webserver"}
+    assert all(s["state"] == "ready" for s in services.values()), services
+    pids = [s["pid"] for s in services.values()]
+    assert len(set(pids)) == len(pids) and status["supervisor"] not in pids
+    assert all(psutil.pid_exists(pid) for pid in pids)
+    assert psutil.Process(services["postgres"]["pid"]).username() == ("postgres" if os.geteuid() == 0 else
+                                                                     psutil.Process().username())
+    # the instance is the deployment's PostgreSQL, on the port the supervisor gave it
+    assert type(topology.instance.run_storage).__name__ == "PostgresRunStorage"
+    assert os.environ["DAGSTER_PG_PORT"] == str(services["postgres"]["port"])
+
+    listening = set()
+    for process in topology.processes():
+        try:
+            listening |= {c.laddr.ip.removeprefix("::ffff:") for c in process.net_connections(kind="inet")
+                          if c.status == psutil.CONN_LISTEN}
+        except psutil.NoSuchProcess:
+            pass
+    assert listening == {"127.0.0.1"}
+    # its state is private: the database's password, PostgreSQL's data, the logs
+    layout = Layout(topology.home)
+    assert (layout.root.stat().st_mode & 0o777) == 0o700
+    assert (layout.postgres_env.stat().st_mode & 0o777) == 0o600
+    assert ((topology.home / "postgres" / "data").stat().st_mode & 0o777) == 0o700
+    assert "DAGSTER_PG_PASSWORD" not in topology.cli("deploy", "status").stdout
+    with urllib.request.urlopen(f"http://127.0.0.1:{topology.port}/server_info", timeout=10) as response:
+        assert response.status == 200
+
+
+def test_a_dropped_warc_is_run_by_the_sensor(topology):
+    topology.drop(shared("warc", "dolma__sample-0000.warc.gz"), "dolma-0000.warc.gz")
+    run = topology.new_sensor_run(set())
+    assert run.job_name == "lake_job" and run.tags["dagster/partition"] == PARTITION
+    topology.wait_run(run.run_id, dg.DagsterRunStatus.SUCCESS)
+
+
+def test_a_stale_backfill_completes(topology):
+    done = topology.cli("backfill", "--stale", "--wait", timeout=RUN_DEADLINE_S * 2)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "completed" in done.stdout.splitlines()[-1]
+    assert topology.cli("stale").stdout.strip() == "nothing is stale"
+
+
+def test_the_ui_shows_the_charts_as_images(topology, tmp_path):
+    """The deployment's webserver, headless Chromium: a crawl's stats page and a shard partition's page of
+    `filtered` show their charts as images of the panel's width."""
+    from llm_assets_tests.browser import chromium
+
+    crawl, shard = PARTITION.split("|")
+    port = topology.port
+    with chromium() as page:
+        for asset, partition, chart in (("crawl_stats", crawl, "funnel_chart"),
+                                        ("filtered", f"{crawl}|{shard}", "filter_funnel_chart")):
+            page.goto(f"http://127.0.0.1:{port}/assets/{asset}?view=partitions&partition={partition}")
+            width, shown = page.show_chart(chart)
+            page.screenshot(tmp_path / f"{asset}.png")
+            assert width == 720, asset
+            assert any(w >= 400 and h >= 150 for w, h in shown), (asset, shown)  # on screen, not a broken icon
+
+
+def _location_loaded(port: int) -> bool:
+    """The webserver's view of the code location: loaded, without an error."""
+    query = b'{"query": "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus ' \
+            b'locationOrLoadError { __typename } } } } }"}'
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=query,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        entries = json.loads(response.read())["data"]["workspaceOrError"]["locationEntries"]
+    return [(e["name"], e["loadStatus"], e["locationOrLoadError"]["__typename"]) for e in entries] == [
+        ("llm_assets", "LOADED", "RepositoryLocation")]
+
+
+def test_a_code_server_killed_mid_run_is_started_again_and_the_queue_goes_on(topology):
+    known = {r.run_id for r in topology.sensor_runs()}
+    topology.drop(shared("warc", "dolma__sample-0001.warc.gz"), "dolma-0001.warc.gz")
+    running = topology.new_sensor_run(known)
+    topology.wait_started(running.run_id)
+    # another file of the same partition: its run waits in the queue behind the running one (one run a partition)
+    topology.drop(shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz"), "whirlwind.warc.gz")
+    queued = topology.new_sensor_run(known | {running.run_id})
+
+    code_server = topology.service("code-server")
+    os.kill(code_server["pid"], signal.SIGKILL)
+    wait_for(lambda: topology.service("code-server")["restarts"] >= 1
+             and topology.service("code-server")["state"] == "ready", "the supervisor to restart the code server")
+    assert topology.service("code-server")["pid"] != code_server["pid"]
+    wait_for(lambda: _location_loaded(topology.port), "the webserver to reload the code location")
+
+    topology.wait_run(queued.run_id, dg.DagsterRunStatus.SUCCESS)
+    # ... and a run launched after the restart, by the daemon's sensor on the restarted code server
+    topology.drop(shared("warc", "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"), "resiliparse.warc.gz")
+    after = topology.new_sensor_run(known | {running.run_id, queued.run_id})
+    topology.wait_run(after.run_id, dg.DagsterRunStatus.SUCCESS)
+
+
+def test_deploy_down_leaves_no_process(topology):
+    processes = topology.processes()
+    assert len(processes) > 6
+    done = topology.cli("deploy", "down", timeout=300)
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: not [p for p in processes if _alive(p)], "every process of the deployment to end", 60)
+    assert topology.cli("deploy", "status").stdout.strip() == "stopped"
