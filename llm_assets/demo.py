@@ -8,10 +8,6 @@ import io
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -125,83 +121,17 @@ def drop_files(lake, files: dict[str, list[Path]]) -> list[str]:
 
 # -- the processes: the demo runs what a deployment runs ---------------------------------------------------------
 
-LOCATION = "llm_assets"  # the code location's name (pyproject.toml's [tool.dg.project]): `make ui` serves the same
 READY_S = 600  # a code server loads the code location in ~12 s on a busy 2-core machine; far more is a failure
+HEARTBEAT_S = 300  # the daemon beats every ~30 s: one silent this long is gone (or restarting without end)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """A process started in a session of its own, with what it spawned (a code server's run workers)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(30)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-@contextmanager
-def dagster_services(instance: dg.DagsterInstance, logs: Path) -> Iterator[list[subprocess.Popen]]:
-    """A gRPC code server of the code location and a `dagster-daemon` on this instance, as separate processes on
-    127.0.0.1 for the demo's duration, each logging to a file under `logs`: the daemon's sensors, run queue and
-    backfills run the demo's runs, and the code server runs each run's worker. Yields the two processes; the
-    workspace file naming the code server is `logs/workspace.yaml`."""
-    from llm_assets.dagster_private import DagsterGrpcClient
-
-    logs.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    workspace = logs / "workspace.yaml"
-    workspace.write_text(yaml.safe_dump({"load_from": [
-        {"grpc_server": {"host": "127.0.0.1", "port": port, "location_name": LOCATION}}]}))
-    bin_dir = Path(sys.executable).parent
-    processes: list[subprocess.Popen] = []
-
-    def spawn(args: list[str], log: str) -> subprocess.Popen:
-        with open(logs / log, "ab") as out:
-            processes.append(subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              cwd=PROJECT_ROOT, start_new_session=True))
-        return processes[-1]
-
-    def ping() -> bool:
-        try:
-            return bool(DagsterGrpcClient(host="127.0.0.1", port=port).ping("up"))
-        except Exception:
-            return False
-
-    try:
-        code_server = spawn([str(bin_dir / "dagster"), "api", "grpc", "--host", "127.0.0.1", "--port", str(port),
-                             "--module-name", "llm_assets.definitions", "--working-directory", str(PROJECT_ROOT),
-                             "--location-name", LOCATION], "code_server.log")
-        _poll(ping, "the code server", [code_server], READY_S, logs)
-        started = time.time()
-        daemon = spawn([str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)], "daemon.log")
-        _poll(lambda: {"SENSOR", "QUEUED_RUN_COORDINATOR", "BACKFILL"} <= {  # this daemon's, not an earlier one's
-            name for name, beat in instance.get_daemon_heartbeats().items() if beat.timestamp >= started},
-              "the dagster-daemon", [daemon], READY_S, logs)
-        yield processes
-    finally:
-        for process in reversed(processes):
-            _stop(process)
-
-
-def _poll(condition, what: str, alive: list[subprocess.Popen], deadline_s: float | None, logs: Path):
-    """Wait until `condition()` is truthy: an error after `deadline_s` (None: no deadline) or when a process in
-    `alive` exited, naming its log."""
+def _poll(condition, what: str, check, deadline_s: float | None, logs: Path):
+    """Wait until `condition()` is truthy: an error after `deadline_s` (None: no deadline), or when `check()` says
+    what went wrong."""
     end = None if deadline_s is None else time.monotonic() + deadline_s
     while not (value := condition()):
-        for process in alive:
-            if process.poll() is not None:
-                raise RuntimeError(f"{Path(process.args[0]).name} exited ({process.returncode}) while the demo waited "
-                                   f"for {what}: see its log in {logs}")
+        if problem := check():
+            raise RuntimeError(f"{problem} while the demo waited for {what}: see the logs in {logs}")
         if end is not None and time.monotonic() > end:
             raise RuntimeError(f"gave up after {deadline_s:.0f} s waiting for {what}: see the logs in {logs}")
         time.sleep(1.0)
@@ -218,16 +148,24 @@ class Runs:
     CLI, tagged so the UI says who launched them), finds the runs a sensor's tick requested, and follows runs and
     backfills to their end, saying each one that ends."""
 
-    def __init__(self, instance: dg.DagsterInstance, services: list[subprocess.Popen], logs: Path):
+    def __init__(self, instance: dg.DagsterInstance, workspace: Path, logs: Path):
         from llm_assets.dagster_private import WorkspaceFileTarget, WorkspaceProcessContext
 
-        self.instance, self.services, self.logs = instance, services, logs
-        self.context = WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(logs / "workspace.yaml")]))
+        self.instance, self.logs = instance, logs
+        self.context = WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(workspace)]))
+
+    def problem(self) -> str | None:
+        """Why the daemon cannot run the demo's runs, if it cannot: no heartbeat for minutes."""
+        beats = self.instance.get_daemon_heartbeats()
+        last = max((beats[d].timestamp for d in ("QUEUED_RUN_COORDINATOR", "BACKFILL") if d in beats), default=0.0)
+        return f"no dagster-daemon has run for {HEARTBEAT_S} s" if time.time() - last > HEARTBEAT_S else None
 
     def close(self) -> None:
         self.context.__exit__(None, None, None)
 
     def _repository(self):
+        from llm_assets.deploy import LOCATION
+
         location = self.context.create_request_context().get_code_location(LOCATION)
         return location, location.get_repository(next(iter(location.get_repositories())))
 
@@ -265,7 +203,7 @@ class Runs:
             return next((t for t in sorted(ticks, key=lambda t: t.timestamp)
                          if t.status == TickStatus.FAILURE or json.loads(t.cursor or "{}").get("scan") is None), None)
 
-        tick = _poll(passed, f"{sensor_name}'s next tick", self.services, READY_S, self.logs)
+        tick = _poll(passed, f"{sensor_name}'s next tick", self.problem, READY_S, self.logs)
         if tick.status == TickStatus.FAILURE:
             raise RuntimeError(f"{sensor_name}'s tick failed: {tick.error.message.strip() if tick.error else '?'}")
         return list(tick.run_ids)
@@ -283,7 +221,7 @@ class Runs:
                     failed.extend(self._said(record.dagster_run, len(ended), len(run_ids) if numbered else None))
             return len(ended) == len(run_ids)
 
-        _poll(all_ended, "the runs", self.services, None, self.logs)
+        _poll(all_ended, "the runs", self.problem, None, self.logs)
         return failed
 
     def wait_backfill(self, backfill_id: str) -> list[FailedRun]:
@@ -304,7 +242,7 @@ class Runs:
             return backfill is not None and backfill.status not in RUNNING and not self.instance.get_run_records(
                 dg.RunsFilter(tags=dg.RunsFilter.for_backfill(backfill_id).tags, statuses=IN_FLIGHT), limit=1)
 
-        _poll(done, f"backfill {backfill_id}", self.services, None, self.logs)
+        _poll(done, f"backfill {backfill_id}", self.problem, None, self.logs)
         return failed
 
     def _said(self, run: dg.DagsterRun, n: int, total: int | None) -> list[FailedRun]:
@@ -336,16 +274,37 @@ def run_name(run: dg.DagsterRun) -> str:
 
 @contextmanager
 def deployment(instance: dg.DagsterInstance) -> Iterator[Runs]:
-    """The code server and daemon of the demo, and its view of them."""
-    from llm_assets import environment
+    """The services that run the demo's runs: those of `llm-assets deploy up` when it runs (`get_instance` opened
+    its instance then), else a code server and a `dagster-daemon` of this instance (the embedded SQLite one) for the
+    demo's duration, supervised as the deployment supervises them, logging under $LLM_ASSETS_HOME/demo/logs/."""
+    from llm_assets import deploy, environment
 
-    logs = environment.home() / "demo" / "logs"
-    with dagster_services(instance, logs) as services:
-        runs = Runs(instance, services, logs)
+    layout = deploy.Layout(environment.home())
+    supervisor = None
+    if layout.supervisor_pid() is not None:
+        logs = layout.root / "logs"
+        port = json.loads(layout.ports_file.read_text())["code-server"]
+    else:
+        logs = environment.home() / "demo" / "logs"
+        port = deploy.free_port()
+    # The workspace file names the code server through the environment: this process loads it too.
+    os.environ.update(deploy.dagster_env(Path(os.environ["DAGSTER_HOME"]), port))
+    try:
+        if layout.supervisor_pid() is None:
+            started = time.time()
+            supervisor = deploy.start_services(environment.home() / "demo", deploy.dagster_services(port),
+                                               timeout_s=READY_S)
+            _poll(lambda: {"SENSOR", "QUEUED_RUN_COORDINATOR", "BACKFILL"} <= {  # this daemon's, not an earlier one's
+                name for name, beat in instance.get_daemon_heartbeats().items() if beat.timestamp >= started},
+                  "the dagster-daemon", lambda: None, READY_S, logs)
+        runs = Runs(instance, deploy.WORKSPACE, logs)
         try:
             yield runs
         finally:
             runs.close()
+    finally:
+        if supervisor is not None:
+            supervisor.stop()
 
 
 # -- the demo's steps ----------------------------------------------------------------------------------------------
