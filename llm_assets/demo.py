@@ -335,13 +335,15 @@ def stale_plan(instance, lake, settings: Settings, failed: list[FailedRun]) -> l
             if p.partition.split("|")[0] not in gave_up and not (failed and p.asset == RELEASE.name)]
 
 
-def run_stale_backfill(runs: Runs, settings: Settings, planned: list[Planned]) -> list[FailedRun]:
-    """ONE backfill of the planned partitions, as `llm-assets backfill --stale` launches it; the daemon runs it."""
+def run_stale_backfill(runs: Runs, settings: Settings, planned: list[Planned], held: bool = False) -> list[FailedRun]:
+    """ONE backfill of the planned partitions, as `llm-assets backfill --stale` launches it; the daemon runs it.
+    `held`: what depends on a failed run was left out of the plan."""
     from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill
 
     if not planned:
-        print("nothing is stale: no backfill", flush=True)
+        print("no backfill: " + ("what is left to build depends on the runs that failed" if held else
+                                 "nothing is stale"), flush=True)
         return []
     backfill_id = launch_stale_backfill(runs.instance, planned, build_defs(settings).resolve_asset_graph(),
                                         tags=launched_by("demo"))
@@ -397,7 +399,7 @@ def run_demo(instance, lake, settings: Settings, files: dict[str, list[Path]]) -
         dropped_at = time.time()
         print(f"dropped {len(keys)} raw files into {len(files)} crawls: {', '.join(files)}", flush=True)
         failed += run_sensor_requests(runs, dropped_at)
-        failed += run_stale_backfill(runs, settings, stale_plan(instance, lake, settings, failed))
+        failed += run_stale_backfill(runs, settings, stale_plan(instance, lake, settings, failed), bool(failed))
     if summaries := crawl_summaries(instance, list(files)):
         print(summaries)
     if release := release_summary(instance):
@@ -431,7 +433,7 @@ def takedown_step(instance, lake, settings: Settings) -> list[FailedRun]:
         planned = stale_plan(instance, lake, settings, failed)
         for p in planned:
             print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
-        failed += run_stale_backfill(runs, settings, planned)
+        failed += run_stale_backfill(runs, settings, planned, bool(failed))
     if release := release_summary(instance):
         print(f"\n{release}")
     print()
