@@ -196,6 +196,9 @@ class Runs:
 
         sensor = self._repository()[1].get_sensor(sensor_name)
         origin, selector = sensor.get_remote_origin_id(), sensor.selector_id
+        if not sensor.get_current_instigator_state(self.instance.get_instigator_state(origin, selector)).is_running:
+            raise RuntimeError(f"{sensor_name} is stopped in this Dagster instance: start it (`make ui`, Automation) "
+                               "and run the demo again")
 
         def passed():
             ticks = self.instance.get_ticks(origin, selector, after=after,
@@ -208,7 +211,7 @@ class Runs:
             raise RuntimeError(f"{sensor_name}'s tick failed: {tick.error.message.strip() if tick.error else '?'}")
         return list(tick.run_ids)
 
-    def wait(self, run_ids: Sequence[str], numbered: bool = True) -> list[FailedRun]:
+    def wait(self, run_ids: Sequence[str]) -> list[FailedRun]:
         """Follow the runs to their end, saying each as it ends, a failure with its first error."""
         ended: set[str] = set()
         failed: list[FailedRun] = []
@@ -218,7 +221,7 @@ class Runs:
             for record in sorted(records, key=lambda r: r.end_time or 0):
                 if record.dagster_run.run_id not in ended:
                     ended.add(record.dagster_run.run_id)
-                    failed.extend(self._said(record.dagster_run, len(ended), len(run_ids) if numbered else None))
+                    failed.extend(self._said(record.dagster_run, len(ended), len(run_ids)))
             return len(ended) == len(run_ids)
 
         _poll(all_ended, "the runs", self.problem, None, self.logs)
