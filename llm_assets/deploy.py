@@ -18,7 +18,13 @@ port, state and restarts. Logs: $LLM_ASSETS_HOME/deploy/logs/<service>.log.
 The process layer is reusable on its own: `start_services(state_dir, [Service(...), ...])` starts services in
 order, each once the previous one is ready, supervises them from a thread and returns a `Supervisor` whose
 `stop()` ends them all. `dagster_services()` is the code server + daemon (+ webserver) of any Dagster home, so
-`llm-assets ui` runs them on the embedded SQLite instance the same way.
+`llm-assets ui` runs them on the embedded SQLite instance the same way:
+
+    port = free_port()
+    services = start_services(home / "ui", dagster_services(port, webserver_port=3000),
+                              env={**os.environ, **dagster_env(dagster_home, port)})
+    ...
+    services.stop()
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ CODE_SERVER_HOST_VAR, CODE_SERVER_PORT_VAR = "LLM_ASSETS_CODE_SERVER_HOST", "LLM
 BACKOFF_S = (1, 2, 4, 8, 16, 30)
 HEALTHY_AFTER_S = 60.0  # a service that ran this long before exiting starts again after the first backoff step
 POLL_S = 0.5
+READY = "all services ready"  # what the supervisor logs once it started them all
 
 
 @dataclass(frozen=True)
@@ -108,8 +115,10 @@ class Supervisor:
         self.state_dir = state_dir
         self.services = services
         self.env = dict(os.environ if env is None else env)
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        state_dir.chmod(0o700)
         self.logs = state_dir / "logs"
-        self.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.logs.mkdir(mode=0o700, exist_ok=True)
         self.states = {s.name: ServiceState(s.name, None, s.port, "stopped", 0, str(self.logs / f"{s.name}.log"))
                        for s in services}
         self._procs: dict[str, subprocess.Popen] = {}
@@ -188,27 +197,34 @@ class Supervisor:
         failures = dict.fromkeys(self.states, 0)
         restart_at: dict[str, float] = {}
         while not self._stopping.wait(POLL_S):
-            for service in self.services:
-                state, proc = self.states[service.name], self._procs[service.name]
-                if self._stopping.is_set():
-                    return
-                if service.name in restart_at:
-                    if time.monotonic() >= restart_at[service.name]:
-                        del restart_at[service.name]
-                        with self._lock:
-                            state.restarts += 1
-                        self._launch(service)
-                elif proc.poll() is not None:
-                    ran_s = time.monotonic() - self._started[service.name]
-                    failures[service.name] = 1 if ran_s >= HEALTHY_AFTER_S else failures[service.name] + 1
-                    delay = BACKOFF_S[min(failures[service.name], len(BACKOFF_S)) - 1]
-                    self._say(f"{service.name} (pid {proc.pid}) exited with {proc.returncode} after {ran_s:.0f} s; "
-                              f"starting it again in {delay} s (restart {state.restarts + 1})")
-                    restart_at[service.name] = time.monotonic() + delay
-                    self._set(service.name, "restarting")
-                elif state.state == "starting" and _ready(service):
-                    self._say(f"{service.name} (pid {proc.pid}) is ready again")
-                    self._set(service.name, "ready")
+            try:
+                self._check(failures, restart_at)
+            except Exception as e:  # noqa: BLE001 - a supervisor that stops supervising is worse than a retry
+                self._say(f"supervising failed ({type(e).__name__}: {e}); trying again")
+
+    def _check(self, failures: dict[str, int], restart_at: dict[str, float]) -> None:
+        """One look at every service: restart those that exited once their backoff passed; mark those ready again."""
+        for service in self.services:
+            state, proc = self.states[service.name], self._procs[service.name]
+            if self._stopping.is_set():
+                return
+            if service.name in restart_at:
+                if time.monotonic() >= restart_at[service.name]:
+                    del restart_at[service.name]
+                    with self._lock:
+                        state.restarts += 1
+                    self._launch(service)
+            elif proc.poll() is not None:
+                ran_s = time.monotonic() - self._started[service.name]
+                failures[service.name] = 1 if ran_s >= HEALTHY_AFTER_S else failures[service.name] + 1
+                delay = BACKOFF_S[min(failures[service.name], len(BACKOFF_S)) - 1]
+                self._say(f"{service.name} (pid {proc.pid}) exited with {proc.returncode} after {ran_s:.0f} s; "
+                          f"starting it again in {delay} s (restart {state.restarts + 1})")
+                restart_at[service.name] = time.monotonic() + delay
+                self._set(service.name, "restarting")
+            elif state.state == "starting" and _ready(service):
+                self._say(f"{service.name} (pid {proc.pid}) is ready again")
+                self._set(service.name, "ready")
 
     def _say(self, message: str) -> None:
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}", file=sys.stderr, flush=True)
@@ -348,14 +364,17 @@ class Postgres:
     def prepare(self) -> None:
         """initdb on first use (scram password auth, the generated password in `env_file`)."""
         password = self.connection().get("DAGSTER_PG_PASSWORD")
-        if (self.data_dir / "PG_VERSION").exists() and password:
+        if (self.data_dir / "PG_VERSION").exists():
+            if not password:
+                raise RuntimeError(f"{self.env_file}, with the password of the database in {self.data_dir}, is "
+                                   "gone: restore it, or delete that folder to start with an empty instance")
             self._write_env(password)  # the port may have changed
             return
         import secrets
 
         password = secrets.token_urlsafe(24)
         owner = self.os_user()
-        if self.data_dir.exists():
+        if self.data_dir.exists():  # an initdb that did not finish
             shutil.rmtree(self.data_dir)
         self.data_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.data_dir.parent.chmod(0o711 if owner else 0o700)
@@ -542,7 +561,7 @@ def supervise(home: Path, nodes: int, webserver_port: int | None) -> int:
         services, env = topology(layout, nodes, webserver_port)
         supervisor = Supervisor(layout.root, services, env)
         supervisor.start()
-        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} all services ready", file=sys.stderr, flush=True)
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {READY}", file=sys.stderr, flush=True)
         stop.wait()
         return 0
     finally:
@@ -561,6 +580,7 @@ def up(home: Path, nodes: int, webserver_port: int | None, timeout_s: float = 60
 
     make_private(layout.root)
     layout.services_file.unlink(missing_ok=True)
+    logged = layout.log.stat().st_size if layout.log.exists() else 0  # what earlier supervisors said
     fd = os.open(layout.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with open(fd, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "llm_assets.deploy", "supervise", "--nodes", str(nodes),
@@ -574,7 +594,7 @@ def up(home: Path, nodes: int, webserver_port: int | None, timeout_s: float = 60
             print(f"the supervisor exited with {proc.returncode}; see {layout.log}:\n{tail(layout.log)}",
                   file=sys.stderr)
             return 1
-        if states and all(s.state == "ready" for s in states) and "all services ready" in tail(layout.log, 5):
+        if states and all(s.state == "ready" for s in states) and READY in layout.log.read_bytes()[logged:].decode():
             break
         if time.monotonic() > deadline:
             print(f"the deployment was not ready after {timeout_s:.0f} s; see {layout.log}", file=sys.stderr)

@@ -109,7 +109,7 @@ def instance(tmp_path):
 # Tests that start a server of their own (an object store, a Dagster deployment, a cluster) rather than through
 # the fixtures above.
 _SERVER_MODULES = {"test_store", "test_store_outage", "test_store_security", "test_chaos", "test_cluster",
-                   "test_run_monitoring", "test_demo"}
+                   "test_run_monitoring", "test_demo", "test_deploy"}
 _SERVER_FIXTURES = {"seaweed", "instance"}
 
 

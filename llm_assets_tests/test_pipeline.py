@@ -20,7 +20,6 @@ from llm_assets import cli
 from llm_assets.jobs import crawl_job, curated_job, enrich_job, lake_job
 from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
 from resources import LakeIOManager, ObjectStore
-from resources.io_manager import crawl_shard
 from llm_assets_tests.conftest import built, object_store_on, png_size, point_at, shared
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
@@ -289,36 +288,4 @@ def test_a_run_can_choose_the_other_extractor(materialized, built_once, capsys):
     assert cli.main(["show", "documents", "--crawl", crawl, "--limit", "50", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {r["extractor"] for r in rows} == {"resiliparse 2.0.0"}
-
-
-def test_the_ui_shows_the_charts_as_images(built_once, tmp_path):
-    """A real webserver on the test instance, headless Chromium: a crawl's stats page and a shard partition's page
-    of `filtered` show their charts as images of the panel's width."""
-    import os
-    import subprocess
-    import sys
-    import urllib.request
-
-    from llm_assets.embedded_store import free_ports
-    from llm_assets_tests.browser import _poll, chromium
-
-    (port,) = free_ports(1)
-    env = {**os.environ, "DAGSTER_HOME": built_once.instance.root_directory}
-    server = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dagster-webserver"), "-h", "127.0.0.1",
-                               "-p", str(port), "-m", "llm_assets.definitions"], env=env,
-                              stdout=open(tmp_path / "webserver.log", "wb"), stderr=subprocess.STDOUT)
-    crawl, shard = crawl_shard(built_once.partition)
-    try:
-        _poll(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2), timeout=120)
-        with chromium() as page:
-            for asset, partition, chart in (("crawl_stats", crawl, "funnel_chart"),
-                                            ("filtered", f"{crawl}|{shard}", "filter_funnel_chart")):
-                page.goto(f"http://127.0.0.1:{port}/assets/{asset}?view=partitions&partition={partition}")
-                width, shown = page.show_chart(chart)
-                page.screenshot(tmp_path / f"{asset}.png")
-                assert width == 720, asset
-                assert any(w >= 400 and h >= 150 for w, h in shown), (asset, shown)  # on screen, not a broken icon
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
