@@ -88,7 +88,7 @@ def cmd_demo_change(args) -> int:
 
     from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill
-    from llm_assets.instance import get_instance
+    from llm_assets.instance import get_instance, launched_by
     from llm_assets.stale import stale_partitions
 
     _ensure_store()
@@ -100,7 +100,8 @@ def cmd_demo_change(args) -> int:
     planned = stale_partitions(instance, lake, settings)
     for p in planned:
         print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
-    backfill_id = launch_stale_backfill(instance, planned, build_defs(settings).resolve_asset_graph())
+    backfill_id = launch_stale_backfill(instance, planned, build_defs(settings).resolve_asset_graph(),
+                                        tags=launched_by("demo --change"))
     print(f"backfill {backfill_id}: {len(planned)} partitions. Run it with the changed settings:\n"
           f"  LLM_ASSETS_SETTINGS={path} make ui     # the daemon runs it; see the Backfills page\n"
           f"then `.venv/bin/llm-assets backfill --status {backfill_id}` says how it went (each failed run with its "
@@ -112,13 +113,11 @@ def cmd_demo_change(args) -> int:
 def cmd_demo_takedown(args) -> int:
     """The demo's takedown step: one released document's URL taken down, planned, rebuilt, re-released."""
     from llm_assets import demo, failures
-    from llm_assets.definitions import build_defs
     from llm_assets.instance import get_instance
 
     _ensure_store()
     _, settings = demo.demo_files(environment.home() / "demo", args.settings)
-    failed = demo.takedown_step(get_instance(), build_defs(settings), Lake(environment.store_config(settings.store)),
-                                settings)
+    failed = demo.takedown_step(get_instance(), Lake(environment.store_config(settings.store)), settings)
     if failed:
         print(f"\n{failures.summary('demo', failed)}", file=sys.stderr)
     return 1 if failed else 0
@@ -130,7 +129,6 @@ def cmd_demo(args) -> int:
     if args.takedown:
         return cmd_demo_takedown(args)
     from llm_assets import demo, failures
-    from llm_assets.definitions import build_defs
     from llm_assets.instance import get_instance
     from llm_assets.status import format_summary, lake_status
 
@@ -138,20 +136,10 @@ def cmd_demo(args) -> int:
     instance = get_instance()
     # Without ../shared/data: a generated sample, and the settings pointed at a tokenizer trained on it.
     files, settings = demo.demo_files(environment.home() / "demo", args.settings)
-    defs = build_defs(settings)
     lake = Lake(environment.store_config(settings.store))
-    keys = demo.drop_files(lake, files)
-    print(f"dropped {len(keys)} raw files into {len(files)} crawls: {', '.join(files)}")
     if evals := demo.drop_eval_sets(lake, settings):
         print(f"dropped the eval set {evals[0]}: documents quoting it are dropped as contaminated")
-    failed = demo.run_curation(instance, defs)
-    requests = demo.evaluate_sensor(instance, defs)
-    print(f"raw_drop_sensor requested {len(requests)} partition runs")
-    failed += demo.run_requested(instance, defs, requests)
-    failed += demo.run_stale_lake(instance, defs, lake, settings, failed)
-    failed += demo.run_crawl_level(instance, defs, list(files))
-    failed += demo.run_curated(instance, defs, lake, settings, failed)
-    failed += demo.run_release(instance, defs)  # last: what a training job reads
+    failed = demo.run_demo(instance, lake, settings, files)
     print()
     print(format_summary(lake_status(lake, settings)))  # after every run, the release's included
     for examples in (demo.image_pair_examples(lake, settings, list(files)),
@@ -223,7 +211,7 @@ def _print_plan(planned) -> None:
 def cmd_backfill(args) -> int:
     from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill, stale_backfill, wait_backfill
-    from llm_assets.instance import get_instance
+    from llm_assets.instance import get_instance, launched_by
     from llm_assets.stale import stale_partitions
 
     instance = get_instance()
@@ -245,7 +233,8 @@ def cmd_backfill(args) -> int:
         _print_plan(planned)
         print(f"{len(planned)} stale partitions would be ONE backfill (dry run: nothing launched)")
         return 0
-    backfill_id = launch_stale_backfill(instance, planned, build_defs(args.settings).resolve_asset_graph())
+    backfill_id = launch_stale_backfill(instance, planned, build_defs(args.settings).resolve_asset_graph(),
+                                        tags=launched_by("backfill --stale"))
     assert backfill_id is not None
     print(f"backfill {backfill_id}: {len(planned)} partitions "
           f"({', '.join(sorted({p.asset for p in planned}))}); the daemon runs it (`make ui`, Backfills page)"

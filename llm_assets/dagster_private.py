@@ -2,7 +2,10 @@
 
 Dagster has no public way yet to create a partition backfill from a set of asset partitions outside the webserver
 (GraphQL's `launchPartitionBackfill` needs a running webserver), to report a run worker's health from a custom run
-launcher, to tag a run as a sensor's run the way the daemon does, to read the data version an event carries, or (tests) to read how a sensor's tick ended. These names may move in any Dagster release:
+launcher, to tag a run as a sensor's run the way the daemon does, to read the data version an event carries, to
+launch a run of a code location's job (or of a subset of its assets) through the run coordinator from outside the
+webserver, to say who launched a run (the `user` tag the UI's "Launched by" shows), or (tests) to read how a sensor's
+tick ended. These names may move in any Dagster release:
 `llm_assets_tests/test_dagster_private.py` uses each of them as this project does and fails on an upgrade that
 changes one, naming it. Import them from here, never from `dagster._*` directly.
 """
@@ -15,13 +18,14 @@ from dagster._core.definitions.events import AssetKeyPartitionKey
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
 from dagster._core.scheduler.instigation import TickStatus
-from dagster._core.storage.tags import GRPC_INFO_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG
+from dagster._core.storage.tags import GRPC_INFO_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG, TICK_ID_TAG, USER_TAG
 from dagster._core.utils import make_new_backfill_id
 
 if TYPE_CHECKING:
     from dagster._config import validate_config
     from dagster._core.instance.config import dagster_instance_config
     from dagster._core.workspace.load import location_origins_from_yaml_paths
+    from dagster._core.definitions.selector import JobSubsetSelector
     from dagster._core.workspace.context import WorkspaceProcessContext
     from dagster._core.workspace.load_target import WorkspaceFileTarget
     from dagster._grpc.client import DagsterGrpcClient
@@ -36,6 +40,7 @@ _ON_FIRST_USE = {
     "dagster_instance_config": "dagster._core.instance.config",
     "location_origins_from_yaml_paths": "dagster._core.workspace.load",
     "validate_config": "dagster._config",
+    "JobSubsetSelector": "dagster._core.definitions.selector",
     "WorkspaceFileTarget": "dagster._core.workspace.load_target",
     "WorkspaceProcessContext": "dagster._core.workspace.context",
 }
@@ -61,7 +66,8 @@ CHECKED_WITH = "1.13.27"
 __all__ = [
     "DATA_VERSION_TAG",
     "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "backfill_targets", "CHECKED_WITH", "CheckRunHealthResult",
-    "ConfigurableClassData", "DagsterGrpcClient", "GRPC_INFO_TAG", "PartitionBackfill", "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TickStatus", "WorkerStatus",
-    "WorkspaceFileTarget", "WorkspaceProcessContext", "dagster_instance_config", "location_origins_from_yaml_paths",
-    "make_new_backfill_id", "validate_config",
+    "ConfigurableClassData", "DagsterGrpcClient", "GRPC_INFO_TAG", "JobSubsetSelector", "PartitionBackfill",
+    "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TICK_ID_TAG", "TickStatus", "USER_TAG", "WorkerStatus", "WorkspaceFileTarget",
+    "WorkspaceProcessContext", "dagster_instance_config", "location_origins_from_yaml_paths", "make_new_backfill_id",
+    "validate_config",
 ]

@@ -1,12 +1,17 @@
-"""The demo: real WARC files dropped as two crawls, the sensor evaluated, its runs executed, a summary printed."""
+"""The demo: real WARC files dropped as two crawls and built as a deployment builds them (a code server and the
+daemon run the raw-drop sensor's runs, then ONE stale backfill), a summary printed."""
 
 from __future__ import annotations
 
 import datetime as dt
 import io
 import json
+import os
 import random
+import time
 import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -19,20 +24,17 @@ from llm_assets.core.lake import parse_raw_key
 from llm_assets.core.partition import LakeInput, committed
 from llm_assets.core.tokenize import train_bytelevel_bpe
 from llm_assets.crawl_stats.spec import SPEC as CRAWL_STATS
-from llm_assets.dagster_private import RUN_KEY_TAG, SENSOR_NAME_TAG
-from llm_assets import environment
 from llm_assets.dedup.spec import CLUSTERS_SPEC
-from llm_assets.failures import FailedRun, first_error, report
 from llm_assets.enriched.spec import SPEC as ENRICHED
+from llm_assets.failures import FailedRun, first_error, report
 from llm_assets.image_text_pairs.spec import SPEC as IMAGE_TEXT_PAIRS
-from llm_assets.partitions import crawl_shard_key
+from llm_assets.instance import launched_by
+from llm_assets.pipeline import SPECS
 from llm_assets.releases.spec import SPEC as RELEASE
-from llm_assets.settings import PROJECT_ROOT, Settings
-from llm_assets.stale import stale_partitions
+from llm_assets.settings import PROJECT_ROOT, Settings, settings_path
+from llm_assets.stale import Planned, stale_partitions
 
 SHARED_WARC = PROJECT_ROOT.parent / "shared" / "data" / "warc"
-QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # what stages say (progress), not engine events
-SENSOR_CURSOR_KEY = "llm_assets/demo/raw_drop_sensor"
 
 # Two crawls, so crawl partitions are real: files grouped by the era of their crawl.
 DEMO_CRAWLS = {
@@ -55,7 +57,7 @@ def demo_files(workdir: Path, settings: Settings) -> tuple[dict[str, list[Path]]
     if SHARED_WARC.is_dir():
         return {crawl: [SHARED_WARC / name for name in names if (SHARED_WARC / name).exists()]
                 for crawl, names in DEMO_CRAWLS.items()}, settings
-    environment.private_dir(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
     out = {}
     for i, crawl in enumerate(["SAMPLE-2025-01", "SAMPLE-2025-02"]):
         path = workdir / f"sample-{i}.warc.gz"
@@ -73,9 +75,14 @@ def with_sample_tokenizer(workdir: Path, settings: Settings) -> Settings:
     texts = [" ".join(rng.choice(_WORDS) for _ in range(200)) for _ in range(200)]
     tokenizer = workdir / "tokenizer.json"
     train_bytelevel_bpe(texts, 1000, [settings.tokenized.eos_token], tokenizer)
-    print(f"../shared/data is absent: generated a sample crawl and a sample tokenizer ({tokenizer})")
-    return settings.model_copy(update={"tokenized": settings.tokenized.model_copy(
-        update={"tokenizer_path": str(tokenizer)})})
+    # The code server and the run workers read the settings from a file: this one, named in the environment they
+    # inherit.
+    data = yaml.safe_load(settings_path().read_text()) or {}
+    data.setdefault("tokenized", {})["tokenizer_path"] = str(tokenizer)
+    (path := workdir / "settings.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    os.environ["LLM_ASSETS_SETTINGS"] = str(path)
+    print(f"../shared/data is absent: generated a sample crawl and a sample tokenizer ({tokenizer}); settings {path}")
+    return Settings.from_file(path)
 
 
 _WORDS = ("data river model token corpus archive crawl page text language quality filter shard lake "
@@ -112,155 +119,298 @@ def drop_files(lake, files: dict[str, list[Path]]) -> list[str]:
     return keys
 
 
-def evaluate_sensor(instance, defs) -> list:
-    """One tick of the raw-drop sensor, as the daemon would run it: cursor kept in the instance, its observations
-    reported, new crawls registered, and requests whose run key already ran skipped."""
-    raw_drop_sensor = defs.resolve_sensor_def("raw_drop_sensor")
-    store = defs.resources["store"]
-    cursor = instance.run_storage.get_cursor_values({SENSOR_CURSOR_KEY}).get(SENSOR_CURSOR_KEY)
-    while True:
-        with dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                                     resources={"store": store}) as context:
-            result = raw_drop_sensor(context)
-        cursor = result.cursor
-        instance.run_storage.set_cursor_values({SENSOR_CURSOR_KEY: cursor})
-        if json.loads(cursor).get("scan") is None:
-            break
-    for event in result.asset_events:  # the raw files' versions, on record before the runs read them
-        instance.report_runless_asset_event(event)
-    for request in result.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    return [r for r in result.run_requests
-            if not instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: r.run_key}), limit=1)]
+# -- the processes: the demo runs what a deployment runs ---------------------------------------------------------
+
+READY_S = 600  # a code server loads the code location in ~12 s on a busy 2-core machine; far more is a failure
+HEARTBEAT_S = 300  # the daemon beats every ~30 s: one silent this long is gone (or restarting without end)
 
 
-def _run(job, partition_key, instance, failed: list[FailedRun], tags=None):
-    """Run `job` for one partition in this process; a failure is said at once and added to `failed`."""
-    result = job.execute_in_process(partition_key=partition_key, instance=instance, tags=tags,
-                                    raise_on_error=False, run_config=QUIET)
-    if not result.success:
-        failure = FailedRun(job.name, str(partition_key) if partition_key else None, result.run_id,
-                            first_error(result.all_events))
-        report(failure)
-        failed.append(failure)
-    return result
+def _poll(condition, what: str, check, deadline_s: float | None, logs: Path):
+    """Wait until `condition()` is truthy: an error after `deadline_s` (None: no deadline), or when `check()` says
+    what went wrong."""
+    end = None if deadline_s is None else time.monotonic() + deadline_s
+    while not (value := condition()):
+        if problem := check():
+            raise RuntimeError(f"{problem} while the demo waited for {what}: see the logs in {logs}")
+        if end is not None and time.monotonic() > end:
+            raise RuntimeError(f"gave up after {deadline_s:.0f} s waiting for {what}: see the logs in {logs}")
+        time.sleep(1.0)
+    return value
 
 
-def run_requested(instance, defs, requests) -> list[FailedRun]:
-    """Execute each requested partition through lake_job in this process, tagged as the sensor's run."""
-    job = defs.resolve_job_def("lake_job")
-    failed: list[FailedRun] = []
-    for i, request in enumerate(requests, 1):
-        print(f"[{i}/{len(requests)}] lake_job {request.partition_key}", flush=True)
-        tags = {**request.tags, RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: "raw_drop_sensor"}
-        _run(job, request.partition_key, instance, failed, tags)
-    return failed
+# -- the runs ----------------------------------------------------------------------------------------------------
+
+PARTITION_TAG = "dagster/partition"
 
 
-def _metadata(result, asset: str) -> dict:
-    for event in result.get_asset_materialization_events():
-        if event.materialization.asset_key.path[-1] == asset:
-            return {k: v.value for k, v in event.materialization.metadata.items()}
-    return {}
+class Runs:
+    """The demo's view of the deployment: it launches runs of the code location through the run coordinator (as the
+    CLI, tagged so the UI says who launched them), finds the runs a sensor's tick requested, and follows runs and
+    backfills to their end, saying each one that ends."""
 
+    def __init__(self, instance: dg.DagsterInstance, workspace: Path, logs: Path):
+        from llm_assets.dagster_private import WorkspaceFileTarget, WorkspaceProcessContext
 
-def run_crawl_level(instance, defs, crawls: list[str]) -> list[FailedRun]:
-    """Materialize each crawl's crawl-level assets (duplicate clusters over every shard, crawl stats) and print
-    the filter funnel chart and what deduplication removed, as the UI shows them."""
-    job = defs.resolve_job_def("crawl_job")
-    failed: list[FailedRun] = []
-    for crawl in crawls:
-        print(f"crawl_job {crawl}", flush=True)
-        result = _run(job, crawl, instance, failed)
-        if not result.success:
-            continue
-        stats, dedup = _metadata(result, CRAWL_STATS.name), _metadata(result, CLUSTERS_SPEC.name)
-        print(f"\ncrawl_stats {crawl}: the filter funnel (the UI shows it as a chart)")
-        for row in stats["funnel"].records:
-            step, block, reason, n = (row.data[k] for k in ("step", "block", "reason", "documents"))
-            label = step if step in ("in", "out") else f"- {block} {reason}"
-            print(f"  {label:<52} {n:>8,}")
-        print(f"duplicate_clusters {crawl}: {dedup['duplicates_removed']:,} of {dedup['documents']:,} filtered "
-              f"documents removed {dedup['removed_by_reason']}\n")
-    return failed
+        self.instance, self.logs = instance, logs
+        self.context = WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(workspace)]))
 
+    def problem(self) -> str | None:
+        """Why the daemon cannot run the demo's runs, if it cannot: no heartbeat for minutes."""
+        beats = self.instance.get_daemon_heartbeats()
+        last = max((beats[d].timestamp for d in ("QUEUED_RUN_COORDINATOR", "BACKFILL") if d in beats), default=0.0)
+        return f"no dagster-daemon has run for {HEARTBEAT_S} s" if time.time() - last > HEARTBEAT_S else None
 
-def job_assets(defs, job_name: str) -> set[str]:
-    """The assets a job of the definitions materializes."""
-    job = next(j for j in defs.jobs if j.name == job_name)
-    return {key.path[-1] for key in job.selection.resolve(defs.resolve_asset_graph())}
+    def close(self) -> None:
+        self.context.__exit__(None, None, None)
 
+    def _repository(self):
+        from llm_assets.deploy import LOCATION
 
-def stale_keys(instance, lake, settings: Settings, defs, job_name: str, failed: list[FailedRun]) -> list:
-    """The partitions of `job_name`'s assets the stale planner lists, as partition keys, but those whose run (or
-    whose crawl's run) failed earlier in this demo: the planner lists a failed partition to retry it, and a demo
-    does not retry its own failures (each is said once, when it happens)."""
-    assets = job_assets(defs, job_name)
-    gave_up = {f.partition for f in failed if f.partition}
-    parts = sorted({p.partition for p in stale_partitions(instance, lake, settings) if p.asset in assets
-                    and p.partition not in gave_up and p.partition.split("|")[0] not in gave_up})
-    return [crawl_shard_key(*p.split("|")) if "|" in p else p for p in parts]
+        location = self.context.create_request_context().get_code_location(LOCATION)
+        return location, location.get_repository(next(iter(location.get_repositories())))
 
+    def launch(self, job_name: str, assets: Sequence[str] = ()) -> str:
+        """Queue a run of `job_name` (only `assets` of it, when given), launched by this command; -> its run id."""
+        from llm_assets.dagster_private import JobSubsetSelector
 
-def run_partitions(instance, defs, job_name: str, keys: list, note: str = "") -> list[FailedRun]:
-    """Run `job_name` for each partition key in this process; -> the runs that failed."""
-    job = defs.resolve_job_def(job_name)
-    failed: list[FailedRun] = []
-    for i, key in enumerate(keys, 1):
-        print(f"[{i}/{len(keys)}] {job_name} {key}{note}", flush=True)
-        _run(job, key, instance, failed)
-    return failed
+        location, repo = self._repository()
+        keys = frozenset(dg.AssetKey(a) for a in assets) or None
+        job = location.get_job(JobSubsetSelector(location_name=location.name, repository_name=repo.name,
+                                                 job_name=job_name, op_selection=None, asset_selection=keys))
+        plan = location.get_execution_plan(job, {}, step_keys_to_execute=None, known_state=None,
+                                           instance=self.instance)
+        run = self.instance.create_run(
+            job_name=job_name, run_id=None, run_config={}, resolved_op_selection=None,
+            step_keys_to_execute=plan.execution_plan_snapshot.step_keys_to_execute, op_selection=None, status=None,
+            root_run_id=None, parent_run_id=None, tags={**job.tags, **launched_by("demo")},
+            job_snapshot=job.job_snapshot, execution_plan_snapshot=plan.execution_plan_snapshot,
+            parent_job_snapshot=job.parent_job_snapshot, remote_job_origin=job.get_remote_origin(),
+            job_code_origin=job.get_python_origin(), asset_selection=keys, asset_check_selection=None,
+            asset_graph=repo.asset_graph)
+        return self.instance.submit_run(run.run_id, self.context.create_request_context()).run_id
 
+    def sensor_runs(self, sensor_name: str, after: float) -> list[str]:
+        """The runs the sensor requested on its first whole pass over the lake begun after `after` (a timestamp):
+        the daemon ticks it every `sensor.interval_seconds`."""
+        from llm_assets.dagster_private import TickStatus
 
-def run_stale_lake(instance, defs, lake, settings: Settings, failed: list[FailedRun]) -> list[FailedRun]:
-    """lake_job for the partitions still stale after the sensor's runs (code or settings changed since the last
-    build), so that the demo always ends with nothing stale."""
-    return run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job", failed),
-                          " (stale)")
+        sensor = self._repository()[1].get_sensor(sensor_name)
+        origin, selector = sensor.get_remote_origin_id(), sensor.selector_id
+        if not sensor.get_current_instigator_state(self.instance.get_instigator_state(origin, selector)).is_running:
+            raise RuntimeError(f"{sensor_name} is stopped in this Dagster instance: start it (`make ui`, Automation) "
+                               "and run the demo again")
 
+        def passed():
+            ticks = self.instance.get_ticks(origin, selector, after=after,
+                                            statuses=[TickStatus.SUCCESS, TickStatus.SKIPPED, TickStatus.FAILURE])
+            return next((t for t in sorted(ticks, key=lambda t: t.timestamp)
+                         if t.status == TickStatus.FAILURE or json.loads(t.cursor or "{}").get("scan") is None), None)
 
-def drop_eval_sets(lake, settings: Settings) -> list[str]:
-    """The GSM8K test set of ../shared/data under evals/: the demo's release is decontaminated against it."""
-    path = SHARED_WARC.parent / "evals" / GSM8K
-    if not path.exists():
-        return []
-    lake.put_file(key := f"{settings.evals.prefix}{GSM8K}", path)
-    return [key]
+        tick = _poll(passed, f"{sensor_name}'s next tick", self.problem, READY_S, self.logs)
+        if tick.status == TickStatus.FAILURE:
+            raise RuntimeError(f"{sensor_name}'s tick failed: {tick.error.message.strip() if tick.error else '?'}")
+        return list(tick.run_ids)
 
+    def wait(self, run_ids: Sequence[str]) -> list[FailedRun]:
+        """Follow the runs to their end, saying each as it ends, a failure with its first error."""
+        ended: set[str] = set()
+        failed: list[FailedRun] = []
 
-def run_curated(instance, defs, lake, settings: Settings, failed: list[FailedRun]) -> list[FailedRun]:
-    """curated_job (deduplicated → tokenized), then enrich_job, for the partitions the stale planner lists (but
-    those that failed earlier in the demo)."""
-    curated = run_partitions(instance, defs, "curated_job",
-                             stale_keys(instance, lake, settings, defs, "curated_job", failed))
-    return curated + run_partitions(instance, defs, "enrich_job",
-                                    stale_keys(instance, lake, settings, defs, "enrich_job", failed + curated))
+        def all_ended() -> bool:
+            records = self.instance.get_run_records(dg.RunsFilter(run_ids=list(run_ids), statuses=ENDED))
+            for record in sorted(records, key=lambda r: r.end_time or 0):
+                if record.dagster_run.run_id not in ended:
+                    ended.add(record.dagster_run.run_id)
+                    failed.extend(self._said(record.dagster_run, len(ended), len(run_ids)))
+            return len(ended) == len(run_ids)
 
-
-def run_curation(instance, defs) -> list[FailedRun]:
-    """The takedown requests and the eval index in force, as assets (the filtered runs read the same lists)."""
-    print("curation_job", flush=True)
-    failed: list[FailedRun] = []
-    _run(defs.resolve_job_def("curation_job"), None, instance, failed)
-    return failed
-
-
-def run_release(instance, defs) -> list[FailedRun]:
-    """Write the settings' training release from every tokenized partition and print what it holds."""
-    print("release_job", flush=True)
-    failed: list[FailedRun] = []
-    result = _run(defs.resolve_job_def("release_job"), None, instance, failed)
-    if not result.success:
+        _poll(all_ended, "the runs", self.problem, None, self.logs)
         return failed
-    m = _metadata(result, RELEASE.name)
-    print(f"\nrelease {m['release']}: {m['documents']:,} documents, {m['tokens']:,} tokens → {m['sequences']:,} "
-          f"sequences of {m['context']:,} (padding {m['padding_pct']:.2f}%, truncated {m['truncated_pct']:.2f}%)"
-          f"{' (already released: unchanged)' if m['reused'] else ''}\n"
-          "  look at it: .venv/bin/llm-assets show release --limit 2 --json")
-    return []
+
+    def wait_backfill(self, backfill_id: str) -> list[FailedRun]:
+        """Follow a backfill the daemon runs until it ends, saying each of its runs as it ends."""
+        from llm_assets.freshness import RUNNING
+
+        said: set[str] = set()
+        failed: list[FailedRun] = []
+
+        def done() -> bool:
+            backfill = self.instance.get_backfill(backfill_id)
+            records = self.instance.get_run_records(dg.RunsFilter(
+                tags=dg.RunsFilter.for_backfill(backfill_id).tags, statuses=ENDED), ascending=True)
+            for record in sorted(records, key=lambda r: r.end_time or 0):
+                if record.dagster_run.run_id not in said:
+                    said.add(record.dagster_run.run_id)
+                    failed.extend(self._said(record.dagster_run, len(said), None))
+            return backfill is not None and backfill.status not in RUNNING and not self.instance.get_run_records(
+                dg.RunsFilter(tags=dg.RunsFilter.for_backfill(backfill_id).tags, statuses=IN_FLIGHT), limit=1)
+
+        _poll(done, f"backfill {backfill_id}", self.problem, None, self.logs)
+        return failed
+
+    def _said(self, run: dg.DagsterRun, n: int, total: int | None) -> list[FailedRun]:
+        job = run_name(run)
+        partition = run.tags.get(PARTITION_TAG)
+        what = f"{job} {partition}" if partition else job
+        print(f"[{n}/{total}] {what}" if total else f"[{n}] {what}", flush=True)
+        if run.status == dg.DagsterRunStatus.SUCCESS:
+            return []
+        events = [e.dagster_event for e in self.instance.all_logs(run.run_id) if e.dagster_event is not None]
+        failure = FailedRun(job if not run.job_name.startswith("__") else "assets", partition, run.run_id,
+                            first_error(events) if run.status == dg.DagsterRunStatus.FAILURE
+                            else f"the run ended {run.status.value.lower()}")
+        report(failure)
+        return [failure]
 
 
-def takedown_step(instance, defs, lake, settings: Settings) -> list[FailedRun]:
+ENDED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+IN_FLIGHT = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+
+
+def run_name(run: dg.DagsterRun) -> str:
+    """A run as the demo says it: its job, or for a backfill's run of Dagster's hidden asset job, its assets."""
+    if not run.job_name.startswith("__"):
+        return run.job_name
+    return ", ".join(sorted(key.path[-1] for key in run.asset_selection or ()))
+
+
+@contextmanager
+def deployment(instance: dg.DagsterInstance) -> Iterator[Runs]:
+    """The services that run the demo's runs: those of `llm-assets deploy up` when it runs (`get_instance` opened
+    its instance then), else a code server and a `dagster-daemon` of this instance (the embedded SQLite one) for the
+    demo's duration, supervised as the deployment supervises them, logging under $LLM_ASSETS_HOME/demo/logs/."""
+    from llm_assets import deploy, environment
+
+    layout = deploy.Layout(environment.home())
+    supervisor = None
+    if layout.supervisor_pid() is not None:
+        logs = layout.root / "logs"
+        port = json.loads(layout.ports_file.read_text())["code-server"]
+    else:
+        logs = environment.home() / "demo" / "logs"
+        port = deploy.free_port()
+    # The workspace file names the code server through the environment: this process loads it too.
+    os.environ.update(deploy.dagster_env(Path(os.environ["DAGSTER_HOME"]), port))
+    try:
+        if layout.supervisor_pid() is None:
+            started = time.time()
+            supervisor = deploy.start_services(environment.home() / "demo", deploy.dagster_services(port),
+                                               timeout_s=READY_S)
+            _poll(lambda: {"SENSOR", "QUEUED_RUN_COORDINATOR", "BACKFILL"} <= {  # this daemon's, not an earlier one's
+                name for name, beat in instance.get_daemon_heartbeats().items() if beat.timestamp >= started},
+                  "the dagster-daemon", lambda: None, READY_S, logs)
+        runs = Runs(instance, deploy.WORKSPACE, logs)
+        try:
+            yield runs
+        finally:
+            runs.close()
+    finally:
+        if supervisor is not None:
+            supervisor.stop()
+
+
+# -- the demo's steps ----------------------------------------------------------------------------------------------
+
+MODELS = ("takedowns", "eval_index", "tokenizer")
+
+
+def run_models(runs: Runs) -> list[FailedRun]:
+    """The takedown requests and the eval index in force (curation_job), and the tokenizer published, before any
+    partition reads them: the lineage of every filtered and tokenized partition starts from these versions."""
+    print("curation_job; release_job (tokenizer only)", flush=True)
+    return runs.wait([runs.launch("curation_job"), runs.launch("release_job", assets=["tokenizer"])])
+
+
+def run_sensor_requests(runs: Runs, dropped_at: float) -> list[FailedRun]:
+    """The raw-drop sensor's next tick after the drop requests the lake runs; the daemon runs them."""
+    requested = runs.sensor_runs("raw_drop_sensor", dropped_at)
+    print(f"raw_drop_sensor requested {len(requested)} partition runs", flush=True)
+    return runs.wait(requested)
+
+
+def stale_plan(instance, lake, settings: Settings, failed: list[FailedRun]) -> list[Planned]:
+    """What the stale planner lists, but the crawls whose runs failed earlier in this demo, and the release when a
+    run failed: the planner lists a failed partition to retry it, and a demo neither retries its own failures
+    (each is said once, when it happens) nor builds what depends on them."""
+    gave_up = {f.partition.split("|")[0] for f in failed if f.partition}
+    return [p for p in stale_partitions(instance, lake, settings)
+            if p.partition.split("|")[0] not in gave_up and not (failed and p.asset == RELEASE.name)]
+
+
+def run_stale_backfill(runs: Runs, settings: Settings, planned: list[Planned], held: bool = False) -> list[FailedRun]:
+    """ONE backfill of the planned partitions, as `llm-assets backfill --stale` launches it; the daemon runs it.
+    `held`: what depends on a failed run was left out of the plan."""
+    from llm_assets.definitions import build_defs
+    from llm_assets.freshness import launch_stale_backfill
+
+    if not planned:
+        print("no backfill: " + ("what is left to build depends on the runs that failed" if held else
+                                 "nothing is stale"), flush=True)
+        return []
+    backfill_id = launch_stale_backfill(runs.instance, planned, build_defs(settings).resolve_asset_graph(),
+                                        tags=launched_by("demo"))
+    assets = sorted({p.asset for p in planned}, key=[s.name for s in SPECS].index)
+    print(f"backfill {backfill_id}: the {len(planned)} stale partitions ({', '.join(assets)})", flush=True)
+    return runs.wait_backfill(str(backfill_id))
+
+
+def latest_metadata(instance, asset: str, partition: str | None = None) -> dict:
+    """The metadata of the asset's (partition's) latest materialization, as the UI shows it."""
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(
+        asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None), limit=1).records
+    if not records or records[0].asset_materialization is None:
+        return {}
+    return {k: v.value for k, v in records[0].asset_materialization.metadata.items()}
+
+
+def crawl_summaries(instance, crawls: list[str]) -> str:
+    """Each crawl's filter funnel and what deduplication removed, as the UI shows them."""
+    out = []
+    for crawl in crawls:
+        stats, dedup = latest_metadata(instance, CRAWL_STATS.name, crawl), latest_metadata(
+            instance, CLUSTERS_SPEC.name, crawl)
+        if stats:
+            out.append(f"\ncrawl_stats {crawl}: the filter funnel (the UI shows it as a chart)")
+            for row in stats["funnel"].records:
+                step, block, reason, n = (row.data[k] for k in ("step", "block", "reason", "documents"))
+                label = step if step in ("in", "out") else f"- {block} {reason}"
+                out.append(f"  {label:<52} {n:>8,}")
+        if dedup:
+            out.append(f"duplicate_clusters {crawl}: {dedup['duplicates_removed']:,} of {dedup['documents']:,} "
+                       f"filtered documents removed {dedup['removed_by_reason']}")
+    return "\n".join(out)
+
+
+def release_summary(instance) -> str:
+    """The release's latest materialization: what a training job reads."""
+    m = latest_metadata(instance, RELEASE.name)
+    if not m:
+        return ""
+    return (f"release {m['release']}: {m['documents']:,} documents, {m['tokens']:,} tokens → {m['sequences']:,} "
+            f"sequences of {m['context']:,} (padding {m['padding_pct']:.2f}%, truncated {m['truncated_pct']:.2f}%)"
+            f"{' (already released: unchanged)' if m['reused'] else ''}\n"
+            "  look at it: .venv/bin/llm-assets show release --limit 2 --json")
+
+
+def run_demo(instance, lake, settings: Settings, files: dict[str, list[Path]]) -> list[FailedRun]:
+    """The demo's runs, launched as a deployment launches them: the models by the CLI, the lake runs by the raw-drop
+    sensor's tick, the rest by ONE stale backfill; a code server and the daemon run them. -> the runs that failed."""
+    with deployment(instance) as runs:
+        failed = run_models(runs)
+        keys = drop_files(lake, files)
+        dropped_at = time.time()
+        print(f"dropped {len(keys)} raw files into {len(files)} crawls: {', '.join(files)}", flush=True)
+        failed += run_sensor_requests(runs, dropped_at)
+        failed += run_stale_backfill(runs, settings, stale_plan(instance, lake, settings, failed), bool(failed))
+    if summaries := crawl_summaries(instance, list(files)):
+        print(summaries)
+    if release := release_summary(instance):
+        print(f"\n{release}")
+    return failed
+
+
+def takedown_step(instance, lake, settings: Settings) -> list[FailedRun]:
     """The takedown demo: a request for one released document's URL, the plan (exactly the partitions that hold
     it, and the release), the rebuild, and where the request stands: removed, in a new release, the old one
     superseded."""
@@ -280,16 +430,15 @@ def takedown_step(instance, defs, lake, settings: Settings) -> list[FailedRun]:
     request = TakedownRequest(url=url, reason="demo: a site owner's request", requested_by="demo",
                               date=dt.date.today())
     print(f"takedown add --url {url}: written to {lake.url(takedown.add(lake, request))}")
-    failed = run_curation(instance, defs)
-    planned = stale_partitions(instance, lake, settings)
-    for p in planned:
-        print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
-    failed += run_partitions(instance, defs, "lake_job", stale_keys(instance, lake, settings, defs, "lake_job",
-                                                                    failed))
-    failed += run_crawl_level(instance, defs, sorted({p.partition.split("|")[0] for p in planned
-                                                      if p.asset == CLUSTERS_SPEC.name}))
-    failed += run_curated(instance, defs, lake, settings, failed)
-    failed += run_release(instance, defs)
+    with deployment(instance) as runs:
+        print("curation_job", flush=True)
+        failed = runs.wait([runs.launch("curation_job")])
+        planned = stale_plan(instance, lake, settings, failed)
+        for p in planned:
+            print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
+        failed += run_stale_backfill(runs, settings, planned, bool(failed))
+    if release := release_summary(instance):
+        print(f"\n{release}")
     print()
     print(takedown.format_status([s for s in takedown.status(lake, settings, crawls) if s.target == request.target]))
     uri = lake.url(old)
@@ -300,6 +449,15 @@ def takedown_step(instance, defs, lake, settings: Settings) -> list[FailedRun]:
     print(f"\nthe loader on the previous release: {said[0] if said else 'no warning'}\n"
           "  (ReleaseLoader(..., on_superseded='refuse') refuses it)")
     return failed
+
+
+def drop_eval_sets(lake, settings: Settings) -> list[str]:
+    """The GSM8K test set of ../shared/data under evals/: the demo's release is decontaminated against it."""
+    path = SHARED_WARC.parent / "evals" / GSM8K
+    if not path.exists():
+        return []
+    lake.put_file(key := f"{settings.evals.prefix}{GSM8K}", path)
+    return [key]
 
 
 CHANGED_SETTINGS = "changed-settings.yaml"
@@ -313,7 +471,7 @@ def write_changed_settings(source: Path, workdir: Path) -> Path:
     chain = data.setdefault("filtered", {}).setdefault("chain", [{"block": "gopher_quality"}])
     next(b for b in chain if b["block"] == "gopher_quality")["min_doc_words"] = 80
     path = workdir / CHANGED_SETTINGS
-    environment.private_dir(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 

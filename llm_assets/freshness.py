@@ -33,13 +33,14 @@ def register_crawls(instance: dg.DagsterInstance, planned: list[Planned]) -> Non
         instance.add_dynamic_partitions(crawl_partitions.name, new)
 
 
-def launch_stale_backfill(instance: dg.DagsterInstance, planned: list[Planned], asset_graph) -> str | None:
-    """-> the backfill id, or None when nothing is stale."""
+def launch_stale_backfill(instance: dg.DagsterInstance, planned: list[Planned], asset_graph,
+                          tags: dict[str, str] | None = None) -> str | None:
+    """-> the backfill id, or None when nothing is stale. `tags`: the backfill's own (its runs carry them too)."""
     if not planned:
         return None
     register_crawls(instance, planned)
     backfill = PartitionBackfill.from_asset_graph_subset(
-        backfill_id=make_new_backfill_id(), backfill_timestamp=time.time(), tags={STALE_TAG: "cli"},
+        backfill_id=make_new_backfill_id(), backfill_timestamp=time.time(), tags={STALE_TAG: "cli", **(tags or {})},
         dynamic_partitions_store=instance, asset_graph_subset=stale_subset(planned, asset_graph),
         title=f"stale: {len(planned)} partitions", run_config=None,
         description="; ".join(sorted({f"{p.asset}: {p.cause}" for p in planned}))[:2000])

@@ -6,6 +6,7 @@ that dagster.yaml names, so its top level imports nothing of the project but `da
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
@@ -16,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 import psutil
 
-from llm_assets.dagster_private import GRPC_INFO_TAG, CheckRunHealthResult, WorkerStatus
+from llm_assets.dagster_private import GRPC_INFO_TAG, USER_TAG, CheckRunHealthResult, WorkerStatus
 
 # A worker's pid is trusted only for a process created before the worker reported that pid (plus this much clock
 # slack), so a pid the OS handed out again after the worker died does not look like the worker.
@@ -235,3 +236,9 @@ def get_instance() -> dg.DagsterInstance:
     instance = dg.DagsterInstance.get()
     configure_pools(instance)
     return instance
+
+
+def launched_by(command: str) -> dict[str, str]:
+    """The tag that makes the UI's "Launched by" name who launched a run or backfill from the command line (the
+    `user` tag; a sensor's runs carry the sensor's name instead, a backfill's runs the backfill's tags)."""
+    return {USER_TAG: f"{getpass.getuser()} (llm-assets {command})"}

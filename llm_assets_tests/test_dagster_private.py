@@ -38,8 +38,10 @@ def test_run_health_results_and_tags_are_what_the_daemon_reads():
     result = private.CheckRunHealthResult(private.WorkerStatus.FAILED, "gone")
     assert (result.status, result.msg) == (private.WorkerStatus.FAILED, "gone")
     assert {private.WorkerStatus.RUNNING, private.WorkerStatus.FAILED} <= set(private.WorkerStatus)
-    assert (private.RUN_KEY_TAG, private.SENSOR_NAME_TAG, private.GRPC_INFO_TAG, private.DATA_VERSION_TAG) == (
-        "dagster/run_key", "dagster/sensor_name", ".dagster/grpc_info", "dagster/data_version")
+    assert (private.RUN_KEY_TAG, private.SENSOR_NAME_TAG, private.GRPC_INFO_TAG, private.DATA_VERSION_TAG,
+            private.TICK_ID_TAG) == (
+        "dagster/run_key", "dagster/sensor_name", ".dagster/grpc_info", "dagster/data_version", "dagster/tick")
+    assert private.USER_TAG == "user"  # what the UI's "Launched by" shows for a run launched from the CLI
     assert {private.TickStatus.FAILURE, private.TickStatus.SUCCESS, private.TickStatus.SKIPPED} <= set(
         private.TickStatus)
 
@@ -52,3 +54,7 @@ def test_the_workspace_and_grpc_names_take_the_arguments_the_tests_pass():
     assert {"instance", "workspace_load_target"} <= set(
         inspect.signature(private.WorkspaceProcessContext.__init__).parameters)
     assert private.WorkspaceFileTarget(paths=["workspace.yaml"]).paths == ["workspace.yaml"]
+    selector = private.JobSubsetSelector(location_name="llm_assets", repository_name="__repository__",
+                                         job_name="release_job", op_selection=None,
+                                         asset_selection=[dg.AssetKey("tokenizer")])
+    assert selector.asset_selection == {dg.AssetKey("tokenizer")}

@@ -1,5 +1,6 @@
 """The demo as the README runs it: `make demo` and `make demo-cluster` from a clean state, each in a home of its own,
-and a demo whose runs fail.
+and a demo whose runs fail. Its runs are real runs of the code location (a code server and dagster-daemon run them):
+the webserver's GraphQL, queried as the UI's pages query it, shows each with its code location and who launched it.
 
 Each command runs in an environment holding none of the variables that point llm-assets at a store or carry
 credentials, so nothing works only because a process happened to inherit them.
@@ -13,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,12 +87,20 @@ def _report(demo: Demo) -> str:
     return f"exit {demo.result.returncode}\n--- stdout\n{demo.out[-4000:]}\n--- stderr\n{demo.result.stderr[-4000:]}"
 
 
+def run_logs(home: Path) -> str:
+    """Every message the demo's runs logged, from the event log of its Dagster instance."""
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        return "\n".join(entry.user_message for run in instance.get_runs() for entry in instance.all_logs(run.run_id))
+
+
 def test_the_cluster_demo_from_a_clean_state_releases_what_the_pool_demo_releases(demos):
     pool, cluster = demos["pool"], demos["cluster"]
     assert pool.result.returncode == 0, _report(pool)
     assert cluster.result.returncode == 0, _report(cluster)
     assert "NoCredentialsError" not in cluster.result.stderr
-    assert re.search(r"\d+ work units on DaskRunner", cluster.result.stderr), "no unit ran on the cluster"
+    assert re.search(r"\d+ work units on DaskRunner", run_logs(cluster.home)), "no unit ran on the cluster"
     released = pool.release()
     assert any(key.endswith("/data.bin") for key in released), released
     assert cluster.release() == released  # the same version, the same tokens, documents and provenance
@@ -115,7 +125,7 @@ def test_the_cluster_workers_were_given_no_credentials(demos):
 def test_the_stage_table_comes_after_every_run_the_release_included(demos, which):
     out = demos[which].out
     table = out.index("\nstage ")
-    assert out.index("\nrelease_job") < table
+    assert out.index("\nbackfill ") < out.index("] release\n") < table
     assert out.index("\nrelease s3://") < table
     # every asset the demo built, the release and the (empty) takedown list included; the quality classifier is
     # trained on demand from labels/quality/, not by the demo
@@ -152,11 +162,9 @@ def test_a_demo_whose_runs_fail_says_so(seaweed, tmp_path):
     names = re.findall(r"^  FAILED (\S+ \S+):", result.stderr, re.MULTILINE)
     assert len(names) == len(set(names)), said
     assert " (stale)" not in result.stdout
-    # no crawl-level partition is built over shards that were never committed
+    # nothing that depends on a failed run is built: no crawl-level partition over shards never committed
     crawls = sorted({name.split()[1].split("|")[0] for name in planned})
-    refused = dict(re.findall(r"^  FAILED crawl_job (\S+): \w+: MissingPartition: \w+ \1: \w+ has no committed "
-                              r"partition for shards? ([\d, ]+) of crawl \1, which ha", result.stderr, re.MULTILINE))
-    assert sorted(refused) == crawls, said
+    assert "no backfill: what is left to build depends on the runs that failed" in result.stdout
     rows = {line.split()[0]: line for line in result.stdout[result.stdout.index("\nstage "):].splitlines()[3:] if line}
     for asset in ("crawl_stats", "duplicate_clusters"):
         assert rows[asset].rstrip().endswith(f"0 rows, 0/{len(crawls)} partitions"), rows[asset]
@@ -166,3 +174,91 @@ def test_a_demo_whose_runs_fail_says_so(seaweed, tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert re.fullmatch(r"demo failed: \d+ runs failed \(lake_job ×\d+.*\); each is marked FAILED above with its "
                         r"first error and run id", last), last
+
+
+# -- what the UI shows of the demo's runs ------------------------------------------------------------------------
+
+LOCATION = "llm_assets"
+# The Overview page's timeline (ui-core/src/runs/useRunsForTimeline.tsx): runs are placed by their repositoryOrigin;
+# a run without one is left out of it.
+TIMELINE = """query CompletedRunTimelineQuery($completedFilter: RunsFilter!, $limit: Int!) {
+  completed: runsOrError(filter: $completedFilter, limit: $limit) {
+    ... on Runs { results { id pipelineName status tags { key value }
+                            repositoryOrigin { repositoryName repositoryLocationName } } } } }"""
+# The Jobs page's "Latest run" of a job (ui-core/src/nav/LatestRunTag.tsx): runs tagged with the job's repository.
+LATEST_RUN = """query LatestRunTagQuery($runsFilter: RunsFilter) {
+  pipelineRunsOrError(filter: $runsFilter, limit: 1) { ... on Runs { results { id status } } } }"""
+# The Runs page (ui-core/src/runs/RunsFeedRow.tsx): a backfill is one row, its "Launched by" read from its tags.
+RUNS_FEED = """query RunsFeed { runsFeedOrError(limit: 100, view: ROOTS) {
+  ... on RunsFeedConnection { results { __typename id tags { key value } } } } }"""
+
+
+def launched_by(tags: dict[str, str]) -> str:
+    """What the UI's "Launched by" cell says for these tags (ui-core/src/runs/CreatedByTag.tsx)."""
+    if "user" in tags:
+        return f"user {tags['user']}"
+    if "dagster/sensor_name" in tags:
+        return f"sensor {tags['dagster/sensor_name']}"
+    return "Manually launched"
+
+
+@pytest.fixture(scope="module")
+def graphql(demos, tmp_path_factory):
+    """The UI of the pool demo's home, as `make ui` serves it after `make demo`: a code server and the webserver on
+    free loopback ports, on the demo's Dagster instance; -> a function querying the webserver's GraphQL."""
+    from llm_assets import deploy
+
+    pool = demos["pool"]
+    assert pool.result.returncode == 0, _report(pool)
+    code_port, web_port = deploy.free_port(), deploy.free_port()
+    env = {**pool.env, **deploy.dagster_env(pool.home / "dagster", code_port)}
+    supervisor = deploy.start_services(tmp_path_factory.mktemp("ui"), deploy.dagster_services(
+        code_port, web_port, daemon=False), env=env, timeout_s=600)
+
+    def query(text: str, variables: dict | None = None) -> dict:
+        request = urllib.request.Request(f"http://127.0.0.1:{web_port}/graphql", method="POST",
+                                         data=json.dumps({"query": text, "variables": variables or {}}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            body = json.loads(response.read())
+        assert "errors" not in body, body["errors"]
+        return body["data"]
+
+    try:
+        yield query
+    finally:
+        supervisor.stop()
+
+
+def test_the_demo_runs_are_on_the_timeline_with_their_launcher(graphql):
+    runs = graphql(TIMELINE, {"limit": 500, "completedFilter": {"statuses": ["SUCCESS", "FAILURE", "CANCELED"]}})[
+        "completed"]["results"]
+    assert runs and all(r["status"] == "SUCCESS" for r in runs), [(r["pipelineName"], r["status"]) for r in runs]
+    assert {(r["repositoryOrigin"] or {}).get("repositoryLocationName") for r in runs} == {LOCATION}
+    by_job: dict[str, list[dict]] = {}
+    for run in runs:
+        run["tags"] = {t["key"]: t["value"] for t in run["tags"]}
+        by_job.setdefault(run["pipelineName"], []).append(run)
+    # the raw-drop sensor's tick requested the lake runs: one per crawl × shard, each with its tick
+    lake = by_job.pop("lake_job")
+    assert len(lake) == 8 and all(launched_by(r["tags"]) == "sensor raw_drop_sensor" and "dagster/tick" in r["tags"]
+                                  for r in lake), [r["tags"] for r in lake]
+    # the CLI launched the curation and the tokenizer
+    cli = by_job.pop("curation_job") + by_job.pop("release_job")
+    assert len(cli) == 2 and all(re.fullmatch(r"user .+ \(llm-assets demo\)", launched_by(r["tags"])) for r in cli)
+    # the stale backfill the rest: Dagster's asset job, each run tagged with its backfill
+    backfill_runs = by_job.pop("__ASSET_JOB")
+    assert len({r["tags"]["dagster/backfill"] for r in backfill_runs}) == 1
+    assert all(re.fullmatch(r"user .+ \(llm-assets demo\)", launched_by(r["tags"])) for r in backfill_runs)
+    assert not by_job, by_job
+    assert "Manually launched" not in {launched_by(r["tags"]) for r in runs}
+
+    for job in ("lake_job", "curation_job", "release_job"):  # the Jobs page's latest run of each job
+        latest = graphql(LATEST_RUN, {"runsFilter": {"pipelineName": job, "tags": [
+            {"key": ".dagster/repository", "value": f"__repository__@{LOCATION}"}]}})
+        assert latest["pipelineRunsOrError"]["results"][0]["status"] == "SUCCESS", job
+
+    feed = graphql(RUNS_FEED)["runsFeedOrError"]["results"]
+    (backfill,) = [e for e in feed if e["__typename"] == "PartitionBackfill"]
+    assert backfill["id"] == backfill_runs[0]["tags"]["dagster/backfill"]
+    assert re.fullmatch(r"user .+ \(llm-assets demo\)", launched_by({t["key"]: t["value"] for t in backfill["tags"]}))
