@@ -103,9 +103,9 @@ def port_open(port: int, host: str = HOST) -> bool:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    from llm_assets.embedded_store import free_ports
+
+    return free_ports(1)[0]
 
 
 class Supervisor:
@@ -443,11 +443,13 @@ class Postgres:
 
 
 def read_env_file(path: Path) -> dict[str, str]:
+    """The file's `NAME=value` lines, or nothing when it is absent."""
+    from llm_assets.core.lake import read_env_file as read  # the lake's reader (polars and boto3: not at start-up)
+
     try:
-        lines = path.read_text().splitlines()
+        return read(path)
     except OSError:
         return {}
-    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
 
 
 # ---- the deployment of one state home

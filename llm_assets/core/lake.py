@@ -253,6 +253,13 @@ class OutageClock:
                 self._unwritable.add(path)
 
 
+def read_env_file(path: Path) -> dict[str, str]:
+    """`NAME=value` lines (comments and blank lines aside), as the store's credentials and the deployment's database
+    connection are written. A missing file raises OSError."""
+    lines = path.read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
 @dataclass(frozen=True)
 class Credentials:
     """An S3 key pair. It never leaves the process that read it: pickling raises, so no work unit, task argument,
@@ -274,7 +281,7 @@ class Credentials:
     def from_file(cls, path: str | Path) -> Credentials:
         """`AWS_ACCESS_KEY_ID=...` and `AWS_SECRET_ACCESS_KEY=...` lines, as the embedded store writes them."""
         try:
-            values = dict(line.partition("=")[::2] for line in Path(path).read_text().splitlines() if "=" in line)
+            values = read_env_file(Path(path))
             return cls(values["AWS_ACCESS_KEY_ID"], values["AWS_SECRET_ACCESS_KEY"])
         except (OSError, KeyError) as e:
             raise InfrastructureError(f"cannot read S3 credentials from {path}: {type(e).__name__}: {e}") from e
