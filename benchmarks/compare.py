@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -48,7 +49,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from benchmarks.report import replace_section
+from benchmarks.summary import Row, publish
 from benchmarks.scratch_env import scratch_venv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -611,7 +612,7 @@ def main(argv: list[str] | None = None) -> None:
         text = render(saved["results"], saved["meta"])
         print(text)
         if args.output:
-            replace_section(args.output, BEGIN, END, text, first=True)
+            write(args.output, saved["results"], saved["meta"], text)
         return
     if args.quick:
         args.pairs, args.filter_repeat = min(args.pairs, 2), 1
@@ -643,8 +644,26 @@ def main(argv: list[str] | None = None) -> None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
     if args.output:
-        replace_section(args.output, BEGIN, END, text, first=True)
+        write(args.output, results, meta, text)
     log(f"done in {meta['minutes']:.1f} min")
+
+
+def summary(results: dict, meta: dict) -> list[Row]:
+    """The rows of BENCHMARKS.md's summary table: one per row of this run's own table, keyed by its measure."""
+    rows = []
+    for measure, ours, anchor, ratio, target, met in summary_rows(results):
+        name = re.split(r" \(|;", measure, maxsplit=1)[0]
+        current = f"{ratio} ({ours} vs {anchor})" if anchor != "—" else f"{ours} ({ratio})"
+        rows.append(Row(key="compare:" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"), measure=measure,
+                        current=current, target=target, met=met.replace("**", ""), command=meta["command"],
+                        details="compare.md", measured=f"{meta['date'][:10]}, {meta['commit']}"))
+    return rows
+
+
+def write(output: Path, results: dict, meta: dict, text: str) -> None:
+    """This run's section into benchmarks/results/compare.md and its rows into the summary table of `output`."""
+    path = publish(output, "compare", BEGIN, END, text, summary(results, meta))
+    log(f"wrote {path} and the summary table of {output}")
 
 
 MAKE_ARGS = ["--output", "BENCHMARKS.md", "--json", ".bench/compare/results.json"]  # the Makefile's
