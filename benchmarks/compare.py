@@ -2,6 +2,9 @@
 
     .venv/bin/python -m benchmarks.compare [--pairs 3] [--core 1] [--repeat 1] [--quick] [--only NAME ...]
                                            [--output BENCHMARKS.md] [--json FILE]
+    .venv/bin/python -m benchmarks.compare --render-from .bench/compare/results.json --output BENCHMARKS.md
+
+`--output`: the section goes to benchmarks/results/compare.md beside it, one row per measure to its summary table.
 
 The anchor is installed on first use into its own environment, `.bench/compare/datatrove-venv` (uv, from PyPI:
 `datatrove[processing,io]==0.10.1` and spaCy, which datatrove's English word tokenizer needs and its extras do not
@@ -603,7 +606,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run: small files, 2 rounds, fewer rows")
     parser.add_argument("--no-quality", action="store_true", help="skip the extraction quality sets")
     parser.add_argument("--no-profile", action="store_true", help="no profile of the figures that miss")
-    parser.add_argument("--output", type=Path, help="rewrite the marked section of this file (BENCHMARKS.md)")
+    parser.add_argument("--output", type=Path, help="the summary whose rows are replaced (BENCHMARKS.md); the section goes to "
+                        "benchmarks/results/compare.md beside it")
     parser.add_argument("--json", type=Path, help="write the raw results here")
     parser.add_argument("--render-from", type=Path, metavar="JSON", help="no run: render a saved --json file")
     args = parser.parse_args(argv)

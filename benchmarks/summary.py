@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.report import replace_section
-
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 BEGIN, END = "<!-- summary:begin -->", "<!-- summary:end -->"
@@ -41,6 +39,10 @@ class Row:
     target: str = "—"
     met: str = "—"
     measured: str = ""
+
+
+def verdict(met: bool) -> str:
+    return "yes" if met else "no"
 
 
 def results_dir(output: Path) -> Path:
@@ -107,6 +109,22 @@ def update_rows(output: Path, rows: list[Row], measured: str | None = None) -> N
     when = measured or stamp()
     stamped = [r if r.measured else Row(**{**asdict(r), "measured": when}) for r in rows]
     write_summary(output, merge(load_rows(output), stamped))
+
+
+def replace_section(path: Path, begin: str, end: str, body: str, first: bool = False) -> None:
+    """Replace the text between the markers, or add it with its markers: appended, or with `first` right under
+    the file's title; the rest of the file is left alone."""
+    block = f"{begin}\n\n{body.rstrip()}\n\n{end}"
+    text = path.read_text() if path.exists() else ("# Benchmarks\n" if first else "")
+    if begin in text and end in text.split(begin, 1)[1]:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    elif first:
+        title, _, rest = text.partition("\n")
+        text = f"{title}\n\n{block}\n\n{rest.lstrip(chr(10))}"
+    else:
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block + "\n"
+    path.write_text(text)
 
 
 def publish(output: Path, name: str, begin: str, end: str, body: str, rows: list[Row],
