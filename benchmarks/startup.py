@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.summary import Row, details_path, ensure_details, update_rows, verdict
+from benchmarks.summary import Row, archive, details_path, ensure_details, update_rows, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -296,11 +296,14 @@ def write_section(section: str, rows: list[Row], path: Path = ROOT / "BENCHMARKS
     ensure_details(details)
     text = details.read_text()
     pattern = re.compile(re.escape(HEADING) + r".*?(?=\n## |\n<!-- |\Z)", re.DOTALL)
-    if pattern.search(text):
+    found = pattern.search(text)
+    if found:
         text = pattern.sub(lambda _: section.rstrip("\n") + "\n", text, count=1)
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     details.write_text(text)
+    if found:
+        archive(details, found.group(0), section)
     update_rows(path, rows)
 
 

@@ -111,20 +111,41 @@ def update_rows(output: Path, rows: list[Row], measured: str | None = None) -> N
     write_summary(output, merge(load_rows(output), stamped))
 
 
-def replace_section(path: Path, begin: str, end: str, body: str, first: bool = False) -> None:
+def replace_section(path: Path, begin: str, end: str, body: str, first: bool = False) -> str:
     """Replace the text between the markers, or add it with its markers: appended, or with `first` right under
-    the file's title; the rest of the file is left alone."""
+    the file's title; the rest of the file is left alone. Returns the text replaced ("" when there was none)."""
     block = f"{begin}\n\n{body.rstrip()}\n\n{end}"
     text = path.read_text() if path.exists() else ("# Benchmarks\n" if first else "")
+    old = ""
     if begin in text and end in text.split(begin, 1)[1]:
         head, rest = text.split(begin, 1)
-        text = head + block + rest.split(end, 1)[1]
+        old, tail = rest.split(end, 1)
+        text = head + block + tail
     elif first:
         title, _, rest = text.partition("\n")
         text = f"{title}\n\n{block}\n\n{rest.lstrip(chr(10))}"
     else:
         text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block + "\n"
     path.write_text(text)
+    return old.strip("\n")
+
+
+def archive(path: Path, old: str, new: str) -> None:
+    """Keep a replaced run: `old` goes on top of `<name>.history.md` beside the details file `path` (newest first),
+    which the details file links; nothing when it is empty or the same as `new` (a re-render)."""
+    if not old.strip() or old.strip() == new.strip():
+        return
+    history = path.with_name(f"{path.stem}.history.md")
+    link = f"Earlier runs: [{history.name}]({history.name})"
+    header = f"# {path.stem}: earlier runs\n\n[The latest run]({path.name}); newest first.\n"
+    rest = history.read_text().split("\n", 3)[3] if history.exists() else ""
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    history.write_text(f"{header}\n<!-- replaced {when} -->\n\n{old.strip()}\n\n{rest.lstrip()}".rstrip() + "\n")
+    text = path.read_text()
+    if link not in text:
+        title, _, body = text.partition("\n\n")
+        first, _, after = body.partition("\n")
+        path.write_text(f"{title}\n\n{first} · {link}\n{after}")
 
 
 def publish(output: Path, name: str, begin: str, end: str, body: str, rows: list[Row],
@@ -133,7 +154,7 @@ def publish(output: Path, name: str, begin: str, end: str, body: str, rows: list
     the summary when missing) and these rows into the summary of `output`. Returns the details file."""
     path = details_path(output, name)
     ensure_details(path)
-    replace_section(path, begin, end, body)
+    archive(path, replace_section(path, begin, end, body), body)
     update_rows(output, rows, measured)
     return path
 

@@ -106,3 +106,16 @@ def test_compare_renders_from_saved_json_into_its_details_file_and_rows(tmp_path
     assert row[1].startswith("2.80") and row[2:6] == ["≤ 3 s", "yes", "2026-11-26, 1d20ae8", "`make bench-compare`"]
     details = (tmp_path / "benchmarks" / "results" / "compare.md").read_text()
     assert details.count("<!-- compare:begin -->") == 1 and "2.50 s wall" in details
+
+
+def test_a_replaced_run_goes_to_the_history_file_which_the_details_file_links(tmp_path):
+    output = tmp_path / "BENCHMARKS.md"
+    row = Row("a:x", "measure x", "1", "make bench-a", "a.md")
+    for run in ("run one", "run two", "run two", "run three"):  # the same run rendered again is not history
+        publish(output, "a", "<!-- a:begin -->", "<!-- a:end -->", f"## A\n\n{run}", [row])
+    results = tmp_path / "benchmarks" / "results"
+    details, history = (results / "a.md").read_text(), (results / "a.history.md").read_text()
+    assert "run three" in details and "run two" not in details and "[a.history.md](a.history.md)" in details
+    assert details.count("a.history.md)") == 1
+    assert history.index("run two") < history.index("run one") and history.count("run two") == 1
+    assert "run three" not in history and history.startswith("# a: earlier runs")
