@@ -52,8 +52,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from benchmarks.summary import Row, publish
 from benchmarks.scratch_env import scratch_venv
+from benchmarks.summary import Row, publish
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / ".bench" / "compare"
@@ -606,8 +606,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run: small files, 2 rounds, fewer rows")
     parser.add_argument("--no-quality", action="store_true", help="skip the extraction quality sets")
     parser.add_argument("--no-profile", action="store_true", help="no profile of the figures that miss")
-    parser.add_argument("--output", type=Path, help="the summary whose rows are replaced (BENCHMARKS.md); the section goes to "
-                        "benchmarks/results/compare.md beside it")
+    parser.add_argument("--output", type=Path, help="the summary whose rows are replaced (BENCHMARKS.md); the "
+                        "section goes to benchmarks/results/compare.md beside it")
     parser.add_argument("--json", type=Path, help="write the raw results here")
     parser.add_argument("--render-from", type=Path, metavar="JSON", help="no run: render a saved --json file")
     args = parser.parse_args(argv)

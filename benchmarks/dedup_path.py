@@ -334,7 +334,8 @@ def summary(r: dict) -> list[Row]:
     d_all = [sum(dt[s]["cpu"][k] for s in DT_STEPS) for k in range(len(r["rounds"]))]
     ratios = sorted(d / o for d, o in zip(d_all, o_all))
     median = statistics.median(ratios)
-    return [Row("dedup-path:whole", "whole dedup path (signatures → clusters → removal) vs datatrove (docs per CPU-s)",
+    return [Row("dedup-path:whole",
+                "whole dedup path (signatures → clusters → removal) vs datatrove (docs per CPU-s)",
                 f"{'/'.join(f'{x:.1f}' for x in ratios)}× ({n(docs / statistics.median(o_all))} vs "
                 f"{n(docs / statistics.median(d_all))})", r["run"]["command"], "dedup-path.md", "≥ 10×",
                 verdict(median >= 10), f"{r['run']['date'][:10]}, {r['run'].get('git', '?')}")]

@@ -1,12 +1,13 @@
 """`make bench-dump-scale`: `duplicate_clusters`' work units on synthetic signatures of growing size, written to
-benchmarks/results/dump-scale.md, beside datatrove 0.10.1's MinhashDedupBuckets + MinhashDedupCluster on the same signatures.
+benchmarks/results/dump-scale.md, beside datatrove 0.10.1's MinhashDedupBuckets + MinhashDedupCluster on the same
+signatures.
 
     .venv/bin/python -m benchmarks.dump_scale [--sizes 1000000,3000000] [--datatrove-size 1000000] [--workers 2]
                                               [--output BENCHMARKS.md] [--json FILE]
 
 The section between `<!-- dump-scale:begin -->` and `<!-- dump-scale:end -->` of benchmarks/results/dump-scale.md
-(beside the output) is replaced, and the row of the summary table in the output (BENCHMARKS.md). Per size, in fresh subprocesses whose environment sets POLARS_MAX_THREADS, OMP_NUM_THREADS and
-OPENBLAS_NUM_THREADS to 1:
+(beside the output) is replaced, and the row of the summary table in the output (BENCHMARKS.md). Per size, in
+fresh subprocesses whose environment sets POLARS_MAX_THREADS, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS to 1:
 
 1. synthesize: `benchmarks.dedup.synthesize` (random hashes and MinHash values; 5% exact copies, 5% near copies
    of random originals, so planted clusters of 2 or more documents whose sizes are known) in groups of 4 parts of

@@ -550,7 +550,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--starts", type=int, default=10, help="cold starts per engine, idle and again under load")
     parser.add_argument("--engines", default=",".join(LABELS))
-    parser.add_argument("--no-write", action="store_true", help="print the section, do not write benchmarks/results/engine-bakeoff.md")
+    parser.add_argument("--no-write", action="store_true", 
+                        help="print the section, do not write benchmarks/results/engine-bakeoff.md")
     args = parser.parse_args()
     SCRATCH.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="run-", dir=SCRATCH))
