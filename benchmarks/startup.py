@@ -380,8 +380,9 @@ def main() -> None:
     parser.add_argument("--skip-commands", action="store_true")
     parser.add_argument("--no-cold", action="store_true", help="commands: only with compiled bytecode")
     parser.add_argument("--skip-runs", action="store_true")
-    parser.add_argument("--dry-run", action="store_true", help="print the section instead of writing benchmarks/results/startup.md "
-                                                           "and the summary table of BENCHMARKS.md")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the section instead of writing benchmarks/results/startup.md and the summary "
+                             "table of BENCHMARKS.md")
     args = parser.parse_args()
     load_before = load()
     command_rows = [] if args.skip_commands else commands(args.repeat, cold=not args.no_cold)
