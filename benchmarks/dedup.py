@@ -5,8 +5,9 @@
 The section between `<!-- dedup:begin -->` and `<!-- dedup:end -->` of benchmarks/results/dedup.md (beside the
 output) is replaced, the rest of that file left alone, and so are the rows of the summary table in the output
 (BENCHMARKS.md). Each measurement runs in its own fresh subprocess (`--child NAME`, internal) whose environment
-sets POLARS_MAX_THREADS, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS to 1 before Polars or NumPy are imported: one core, and a peak RSS (`ru_maxrss`) of its own. Input is read at run time from
-../shared/data, never copied into the repository: a first child extracts the shared documents (`shared_documents()`,
+sets POLARS_MAX_THREADS, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS to 1 before Polars or NumPy are imported: one
+core, and a peak RSS (`ru_maxrss`) of its own. Input is read at run time from ../shared/data, never copied into the
+repository: a first child extracts the shared documents (`shared_documents()`,
 trafilatura, as the tests do) into a temporary folder, which the others read.
 
 1. Signature speed: the shared documents with text, repeated so that a pass takes about 2 s or more. Ours:
