@@ -87,7 +87,7 @@ bench-seed-paper: $(VENV)/.synced
 bench-dedup: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.dedup
 
-# The full fault-injection suite (about 30 minutes; root, for a tmpfs): its figures go into BENCHMARKS.md.
+# The full fault-injection suite (about 30 minutes; root, for a tmpfs): its figures go into benchmarks/results/chaos.md.
 chaos: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.chaos
 
@@ -132,7 +132,7 @@ bench-engine-bakeoff: $(VENV)/.synced
 	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.engine_bakeoff
 
 # The project against datatrove 0.10.1 as FineWeb runs it, re-run on the same corpus, one core, interleaved pairs:
-# the summary table at the top of BENCHMARKS.md. datatrove is installed into .bench/compare/ on first use.
+# benchmarks/results/compare.md and its rows of BENCHMARKS.md's summary table. datatrove is installed into .bench/compare/ on first use.
 bench-compare: $(VENV)/.synced
 	@$(COMPILE)
 	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.compare --output BENCHMARKS.md --json .bench/compare/results.json

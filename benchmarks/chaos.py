@@ -1,4 +1,5 @@
-"""The full fault-injection suite (`make chaos`); its figures go into the Reliability section of BENCHMARKS.md.
+"""The full fault-injection suite (`make chaos`); its figures go into
+benchmarks/results/chaos.md and a row of BENCHMARKS.md's summary table.
 
     .venv/bin/python -m benchmarks.chaos [--seed N] [--no-write]
 
@@ -23,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks.report import write_hand_section
+from benchmarks.summary import Row, details_path, update_rows, verdict
 from llm_assets.settings import PROJECT_ROOT
 from llm_assets_tests.chaos import CRAWL, FULL_LAYOUT, Chaos, CodeChanged, Tally
 
@@ -135,10 +137,22 @@ def render(chaos: Chaos, tallies: list[Tally], seconds: float, load: tuple) -> s
     return "\n".join(lines) + "\n"
 
 
+def summary(tallies: list[Tally]) -> Row:
+    """The row of BENCHMARKS.md's summary table: the whole suite's totals."""
+    total = Tally("total")
+    for t in tallies:
+        total.add(t)
+    bad = (total.short, total.partial, total.orphans, total.hangs)
+    return Row("chaos:total", "fault injection: runs, kills, outages → committed short, partial visible, orphans, "
+               "hangs", f"{total.runs} runs, {total.kills} kills, {total.outages} outages → "
+               + ", ".join(map(str, bad)), COMMAND, "chaos.md", "0 bad outcomes", verdict(total.ok and not any(bad)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, help="draw the fault points of an earlier run again")
-    parser.add_argument("--no-write", action="store_true", help="print the section, do not write BENCHMARKS.md")
+    parser.add_argument("--no-write", action="store_true", 
+                        help="print the section, do not write benchmarks/results/chaos.md")
     parser.add_argument("--keep", action="store_true", help="keep the session folder (worker logs) afterwards")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -158,8 +172,9 @@ def main() -> None:
             print(f"session folder: {root}")
     print("\n" + section)
     if not args.no_write:
-        write_hand_section(HEADING, section)
-        print(f"written to {BENCHMARKS}")
+        write_hand_section(HEADING, section, details_path(BENCHMARKS, "chaos"))
+        update_rows(BENCHMARKS, [summary(tallies)])
+        print(f"written to {details_path(BENCHMARKS, 'chaos')} and the summary table of {BENCHMARKS}")
     if not all(t.ok for t in tallies):
         sys.exit(1)
 

@@ -1,4 +1,5 @@
-"""What the Dask cluster runner costs (`make bench-cluster`); the figures go into BENCHMARKS.md.
+"""What the Dask cluster runner costs (`make bench-cluster`); the figures go into
+benchmarks/results/cluster.md and rows of BENCHMARKS.md's summary table.
 
     .venv/bin/python -m benchmarks.cluster [--pairs 3] [--repeat 4] [--synthetic 1000,10000,100000] [--no-write]
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.report import table, write_hand_section
+from benchmarks.summary import Row, details_path, update_rows, verdict
 from benchmarks.stages import documents_units, filtered_units, tokenized_units
 from llm_assets.core.units import InProcessRunner, PoolRunner, UnitResult, run_units
 from llm_assets.settings import PROJECT_ROOT
@@ -37,6 +39,7 @@ SCRATCH = PROJECT_ROOT / ".bench" / "cluster"
 WARC = PROJECT_ROOT.parent / "shared" / "data" / "warc"
 HEADING = "## Cluster runner: overhead, driver memory, scaling"
 DUMP_HEADING = "## A Common Crawl dump on a cluster"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 COMMAND = ".venv/bin/python -m benchmarks.cluster"  # `make bench-cluster`
 CRAWL, SHARD = "BENCH", "0000"
 
@@ -224,8 +227,10 @@ def main() -> None:
     sections = render(out)
     print("\n".join(sections))
     if not args.no_write:
-        write_hand_section(HEADING, sections[0])
-        write_hand_section(DUMP_HEADING, sections[1])
+        details = details_path(BENCHMARKS, "cluster")
+        write_hand_section(HEADING, sections[0], details)
+        write_hand_section(DUMP_HEADING, sections[1], details)
+        update_rows(BENCHMARKS, summary(out))
     shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -281,6 +286,23 @@ def render(out: dict) -> list[str]:
         table(["stage", "requests per file", "by operation"], req_rows), "",
     ])
     return [section, dump_section(out, per_file_total)]
+
+
+def summary(out: dict) -> list[Row]:
+    """The rows of BENCHMARKS.md's summary table: the cluster against the pool, and a dump's bill."""
+    extra = sorted((p["dask"]["wall"] - p["pool"]["wall"]) / p["pool"]["wall"] for p in out["pairs"])
+    extra_med = extra[len(extra) // 2]
+    r = out["rates"]
+    per_page = sum(r[s]["seconds"] for s in r) / r["documents"]["pages"]
+    core_hours = PAGES_PER_FILE * FILES * per_page / 3600
+    return [
+        Row("cluster:overhead", f"Dask cluster runner vs process pool, {out['pairs'][0]['pool']['units']} extraction "
+            "units (wall)", f"{100 * extra_med:+.1f} %; {1000 * runner_cost(out):.1f} ms per unit", COMMAND,
+            "cluster.md", "≤ +5 %", verdict(extra_med <= 0.05)),
+        Row("cluster:dump", f"one Common Crawl dump ({PAGES_PER_FILE * FILES / 1e9:.1f} billion pages), from the "
+            "measured rates", f"{1000 * per_page:.0f} ms CPU per page: {core_hours:,.0f} core-hours, "
+            f"{core_hours / CORES:,.0f} h on {CORES:,} cores", COMMAND, "cluster.md"),
+    ]
 
 
 def runner_cost(out: dict) -> float:

@@ -2,6 +2,9 @@
 
     .venv/bin/python -m benchmarks.compare [--pairs 3] [--core 1] [--repeat 1] [--quick] [--only NAME ...]
                                            [--output BENCHMARKS.md] [--json FILE]
+    .venv/bin/python -m benchmarks.compare --render-from .bench/compare/results.json --output BENCHMARKS.md
+
+`--output`: the section goes to benchmarks/results/compare.md beside it, one row per measure to its summary table.
 
 The anchor is installed on first use into its own environment, `.bench/compare/datatrove-venv` (uv, from PyPI:
 `datatrove[processing,io]==0.10.1` and spaCy, which datatrove's English word tokenizer needs and its extras do not
@@ -38,6 +41,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -48,8 +52,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from benchmarks.report import replace_section
 from benchmarks.scratch_env import scratch_venv
+from benchmarks.summary import Row, publish
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / ".bench" / "compare"
@@ -602,7 +606,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run: small files, 2 rounds, fewer rows")
     parser.add_argument("--no-quality", action="store_true", help="skip the extraction quality sets")
     parser.add_argument("--no-profile", action="store_true", help="no profile of the figures that miss")
-    parser.add_argument("--output", type=Path, help="rewrite the marked section of this file (BENCHMARKS.md)")
+    parser.add_argument("--output", type=Path, help="the summary whose rows are replaced (BENCHMARKS.md); the "
+                        "section goes to benchmarks/results/compare.md beside it")
     parser.add_argument("--json", type=Path, help="write the raw results here")
     parser.add_argument("--render-from", type=Path, metavar="JSON", help="no run: render a saved --json file")
     args = parser.parse_args(argv)
@@ -611,7 +616,7 @@ def main(argv: list[str] | None = None) -> None:
         text = render(saved["results"], saved["meta"])
         print(text)
         if args.output:
-            replace_section(args.output, BEGIN, END, text, first=True)
+            write(args.output, saved["results"], saved["meta"], text)
         return
     if args.quick:
         args.pairs, args.filter_repeat = min(args.pairs, 2), 1
@@ -643,8 +648,26 @@ def main(argv: list[str] | None = None) -> None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
     if args.output:
-        replace_section(args.output, BEGIN, END, text, first=True)
+        write(args.output, results, meta, text)
     log(f"done in {meta['minutes']:.1f} min")
+
+
+def summary(results: dict, meta: dict) -> list[Row]:
+    """The rows of BENCHMARKS.md's summary table: one per row of this run's own table, keyed by its measure."""
+    rows = []
+    for measure, ours, anchor, ratio, target, met in summary_rows(results):
+        name = re.split(r" \(|;", measure, maxsplit=1)[0]
+        current = f"{ratio} ({ours} vs {anchor})" if anchor != "—" else f"{ours} ({ratio})"
+        rows.append(Row(key="compare:" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"), measure=measure,
+                        current=current, target=target, met=met.replace("**", ""), command=meta["command"],
+                        details="compare.md", measured=f"{meta['date'][:10]}, {meta['commit']}"))
+    return rows
+
+
+def write(output: Path, results: dict, meta: dict, text: str) -> None:
+    """This run's section into benchmarks/results/compare.md and its rows into the summary table of `output`."""
+    path = publish(output, "compare", BEGIN, END, text, summary(results, meta))
+    log(f"wrote {path} and the summary table of {output}")
 
 
 MAKE_ARGS = ["--output", "BENCHMARKS.md", "--json", ".bench/compare/results.json"]  # the Makefile's

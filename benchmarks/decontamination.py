@@ -2,6 +2,8 @@
 
     .venv/bin/python -m benchmarks.decontamination [--output BENCHMARKS.md]
 
+The figures go to benchmarks/results/decontamination.md and a row of BENCHMARKS.md's summary table.
+
 One process on one core (POLARS_MAX_THREADS=1 is set before Polars is imported). Input is read at run time from
 ../shared/data: the GSM8K test set (`evals/`) and the shared documents (extracted as the tests do).
 
@@ -31,7 +33,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from benchmarks.report import n, replace_section, table  # noqa: E402
+from benchmarks.report import n, table  # noqa: E402
+from benchmarks.summary import Row, publish  # noqa: E402
 from llm_assets.core.decontamination import EvalIndex, build_index, contamination, eval_texts  # noqa: E402
 from llm_assets_tests.corpus import SHARED_DATA, lightly_edited, planted, shared_documents  # noqa: E402
 
@@ -54,7 +57,7 @@ def flagged(index: EvalIndex, texts: list[str]) -> int:
     return int((contamination(index, pl.Series(texts, dtype=pl.String))["contaminated_ngrams"] >= 1).sum())
 
 
-def main() -> str:
+def main() -> tuple[str, list[Row]]:
     with open(GSM8K, "rb") as fh:
         items = list(eval_texts(fh, ("question", "answer"), GSM8K.name))
     t0 = cpu()
@@ -115,13 +118,20 @@ def main() -> str:
         "untouched words, which is where 13-gram matching stops by design (GPT-3's rule; lower `evals.ngram` to "
         "catch heavier edits at the cost of more false positives).",
     ])
-    return body
+    row = Row("decontamination:recall", "decontamination: recall on planted GSM8K items (whole / 1 word in 15 "
+              "replaced); false positives; block speed",
+              f"{recall[0][3]} / {recall[1][3]}; {false_pos} of {n(len(docs))} web docs, {false_manuals} of "
+              f"{n(len(manuals))} manuals; {n(len(docs) / block_s)} docs per CPU-s",
+              ".venv/bin/python -m benchmarks.decontamination", "decontamination.md")
+    return body, [row]
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", type=Path, default=Path(__file__).resolve().parents[1] / "BENCHMARKS.md")
+    parser.add_argument("--output", type=Path, default=Path(__file__).resolve().parents[1] / "BENCHMARKS.md",
+                        help="the summary whose row is replaced; the section goes to "
+                             "benchmarks/results/decontamination.md beside it")
     args = parser.parse_args()
-    result = main()
+    result, rows = main()
     print(result)
-    replace_section(args.output, BEGIN, END, result)
+    publish(args.output, "decontamination", BEGIN, END, result, rows)

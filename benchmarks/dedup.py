@@ -1,12 +1,13 @@
-"""`make bench-dedup`: the deduplication core (MinHash signatures, LSH clustering) per core, written to BENCHMARKS.md.
+"""`make bench-dedup`: the deduplication core (MinHash signatures, LSH clustering) per core.
 
     .venv/bin/python -m benchmarks.dedup [--output BENCHMARKS.md] [--json FILE] [--signatures 1000000]
 
-The section between `<!-- dedup:begin -->` and `<!-- dedup:end -->` of the output is replaced (appended when
-absent); the rest of the file is left alone. Each measurement runs in its own fresh subprocess (`--child NAME`,
-internal) whose environment sets POLARS_MAX_THREADS, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS to 1 before Polars or
-NumPy are imported: one core, and a peak RSS (`ru_maxrss`) of its own. Input is read at run time from
-../shared/data, never copied into the repository: a first child extracts the shared documents (`shared_documents()`,
+The section between `<!-- dedup:begin -->` and `<!-- dedup:end -->` of benchmarks/results/dedup.md (beside the
+output) is replaced, the rest of that file left alone, and so are the rows of the summary table in the output
+(BENCHMARKS.md). Each measurement runs in its own fresh subprocess (`--child NAME`, internal) whose environment
+sets POLARS_MAX_THREADS, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS to 1 before Polars or NumPy are imported: one
+core, and a peak RSS (`ru_maxrss`) of its own. Input is read at run time from ../shared/data, never copied into the
+repository: a first child extracts the shared documents (`shared_documents()`,
 trafilatura, as the tests do) into a temporary folder, which the others read.
 
 1. Signature speed: the shared documents with text, repeated so that a pass takes about 2 s or more. Ours:
@@ -44,7 +45,8 @@ from datetime import datetime, timezone
 from itertools import combinations
 from pathlib import Path
 
-from benchmarks.report import MIB, n, replace_section, table
+from benchmarks.report import MIB, n, table
+from benchmarks.summary import Row, publish, verdict
 from benchmarks.stages import Meter, maxrss_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -656,8 +658,31 @@ def render(r: dict) -> str:
     ])
 
 
-def write_section(path: Path, body: str) -> None:
-    replace_section(path, BEGIN, END, body)
+def summary(r: dict) -> list[Row]:
+    """The rows of BENCHMARKS.md's summary table."""
+    ours, ds, q, c = r["signatures-ours"], r["signatures-datasketch"], r["quality"], r["cluster"]
+    high, cmd = high_pairs(q), r["run"]["command"]
+    speed = docs_per_second(ours) / docs_per_second(ds)
+    found = sum(p["found"] for p in high) / max(1, len(high))
+    right = sum(p["planted"] or p["jaccard"] >= 0.7 for p in q["predicted"]) / max(1, len(q["predicted"]))
+
+    def row(key: str, measure: str, current: str, target: str, met: bool) -> Row:
+        return Row(f"dedup:{key}", measure, current, cmd, "dedup.md", target, verdict(met))
+
+    return [
+        row("signatures", "MinHash signatures vs datasketch (docs/s/core)",
+            f"{speed:.1f}× ({docs_per_second(ours):,.0f} vs {docs_per_second(ds):,.0f})", "≥ 10×", speed >= 10),
+        row("recall", "dedup recall, planted pairs of true Jaccard ≥ 0.8",
+            f"{recall(high)} ({sum(p['found'] for p in high)}/{len(high)})", "≥ 0.95", found >= 0.95),
+        row("precision", "dedup precision, predicted pairs that are duplicates",
+            f"{true_duplicates(q['predicted'])} of {len(q['predicted'])}", "≥ 0.99", right >= 0.99),
+        row("memory", f"`find_clusters` on {c['documents']:,} signatures, peak RSS",
+            f"{c['peak_rss'] / MIB:,.0f} MiB ({c['seconds']:.1f} s)", "≤ 2,048 MiB", c["peak_rss"] <= 2048 * MIB),
+    ]
+
+
+def write_section(path: Path, r: dict, body: str) -> None:
+    publish(path, "dedup", BEGIN, END, body, summary(r))
 
 
 # main ----------------------------------------------------------------------------------------------------------
@@ -666,7 +691,8 @@ def write_section(path: Path, body: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dedup", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md",
-                        help=f"the report whose {BEGIN} ... {END} section is replaced (default BENCHMARKS.md)")
+                        help="the summary whose rows are replaced (default BENCHMARKS.md); the section goes to "
+                             "benchmarks/results/dedup.md beside it")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
     parser.add_argument("--signatures", type=int, default=DEFAULT_SIGNATURES,
                         help=f"documents in the clustering memory test (default {DEFAULT_SIGNATURES:,})")
@@ -701,8 +727,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(results, indent=1))
     section = render(results)
     print(section)
-    write_section(args.output, section)
-    log(f"wrote the dedup section of {args.output}")
+    write_section(args.output, results, section)
+    log(f"wrote benchmarks/results/dedup.md and the summary table of {args.output}")
     return 0
 
 

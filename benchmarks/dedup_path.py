@@ -4,8 +4,8 @@ datatrove 0.10.1's four MinHash stages as FineWeb runs them, on the same documen
     .venv/bin/python -m benchmarks.dedup_path [--documents 100000] [--pairs 2] [--core 1] [--seed 27]
                                               [--output BENCHMARKS.md] [--json FILE]
 
-The section between `<!-- dedup-path:begin -->` and `<!-- dedup-path:end -->` of the output is replaced (appended
-when absent).
+The section between `<!-- dedup-path:begin -->` and `<!-- dedup-path:end -->` of benchmarks/results/dedup-path.md
+(beside the output) is replaced, and the row of the summary table in the output (BENCHMARKS.md).
 
 Input (`make_input`, deterministic in `--seed`): real text of ../shared/data (`$LLM_ASSETS_SHARED_DATA`): the
 16,216 distinct rows of `bench/seed003_input.jsonl.gz`, the paragraphs of WikiText-2's validation and test splits
@@ -56,7 +56,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.report import MIB, n, replace_section, table
+from benchmarks.report import MIB, n, table
+from benchmarks.summary import Row, publish, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRATCH = ROOT / ".bench" / "dedup-path"
@@ -324,6 +325,22 @@ def side_figures(rounds: list[dict], side: str, steps) -> dict:
                    "rss": max(r[side][step]["vm_hwm_bytes"] for r in rounds)} for step in steps}
 
 
+def summary(r: dict) -> list[Row]:
+    """The row of BENCHMARKS.md's summary table: the whole path against datatrove."""
+    docs = r["input"]["documents"]
+    ours = side_figures(r["rounds"], "ours", STEPS)
+    dt = side_figures(r["rounds"], "datatrove", DT_STEPS)
+    o_all = [sum(ours[s]["cpu"][k] for s in STEPS) for k in range(len(r["rounds"]))]
+    d_all = [sum(dt[s]["cpu"][k] for s in DT_STEPS) for k in range(len(r["rounds"]))]
+    ratios = sorted(d / o for d, o in zip(d_all, o_all))
+    median = statistics.median(ratios)
+    return [Row("dedup-path:whole",
+                "whole dedup path (signatures → clusters → removal) vs datatrove (docs per CPU-s)",
+                f"{'/'.join(f'{x:.1f}' for x in ratios)}× ({n(docs / statistics.median(o_all))} vs "
+                f"{n(docs / statistics.median(d_all))})", r["run"]["command"], "dedup-path.md", "≥ 10×",
+                verdict(median >= 10), f"{r['run']['date'][:10]}, {r['run'].get('git', '?')}")]
+
+
 def render(r: dict) -> str:
     docs = r["input"]["documents"]
     ours = side_figures(r["rounds"], "ours", STEPS)
@@ -459,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-data", type=Path,
                         default=Path(os.environ.get("LLM_ASSETS_SHARED_DATA", ROOT.parent / "shared" / "data")))
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md",
-                        help=f"the report whose {BEGIN} ... {END} section is replaced (default BENCHMARKS.md)")
+                        help="the summary whose row is replaced (default BENCHMARKS.md); the section goes to "
+                             "benchmarks/results/dedup-path.md beside it")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
     parser.add_argument("--from-json", type=Path, default=None, help="write the section from earlier results")
     parser.add_argument("--step", choices=STEPS, help=argparse.SUPPRESS)  # internal: one of our steps
@@ -488,8 +506,8 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(json.dumps(results, indent=1))
     section = render(results)
     print(section)
-    replace_section(args.output, BEGIN, END, section)
-    log(f"wrote the dedup-path section of {args.output}")
+    publish(args.output, "dedup-path", BEGIN, END, section, summary(results))
+    log(f"wrote benchmarks/results/dedup-path.md and the summary table of {args.output}")
     return 0
 
 

@@ -1,12 +1,13 @@
 """`make bench-dump-scale`: `duplicate_clusters`' work units on synthetic signatures of growing size, written to
-BENCHMARKS.md, beside datatrove 0.10.1's MinhashDedupBuckets + MinhashDedupCluster on the same signatures.
+benchmarks/results/dump-scale.md, beside datatrove 0.10.1's MinhashDedupBuckets + MinhashDedupCluster on the same
+signatures.
 
     .venv/bin/python -m benchmarks.dump_scale [--sizes 1000000,3000000] [--datatrove-size 1000000] [--workers 2]
                                               [--output BENCHMARKS.md] [--json FILE]
 
-The section between `<!-- dump-scale:begin -->` and `<!-- dump-scale:end -->` of the output is replaced (appended
-when absent). Per size, in fresh subprocesses whose environment sets POLARS_MAX_THREADS, OMP_NUM_THREADS and
-OPENBLAS_NUM_THREADS to 1:
+The section between `<!-- dump-scale:begin -->` and `<!-- dump-scale:end -->` of benchmarks/results/dump-scale.md
+(beside the output) is replaced, and the row of the summary table in the output (BENCHMARKS.md). Per size, in
+fresh subprocesses whose environment sets POLARS_MAX_THREADS, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS to 1:
 
 1. synthesize: `benchmarks.dedup.synthesize` (random hashes and MinHash values; 5% exact copies, 5% near copies
    of random originals, so planted clusters of 2 or more documents whose sizes are known) in groups of 4 parts of
@@ -51,7 +52,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.report import MIB, n, replace_section, table
+from benchmarks.report import MIB, n, table
+from benchmarks.summary import Row, publish, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- dump-scale:begin -->", "<!-- dump-scale:end -->"
@@ -438,6 +440,19 @@ def datatrove_runs(r: dict) -> list[dict]:
     return sorted([runs] if isinstance(runs, dict) else runs, key=lambda d: d["documents"])
 
 
+def summary(r: dict) -> list[Row]:
+    """The row of BENCHMARKS.md's summary table: the largest size measured."""
+    size, s = max(r["sizes"].items(), key=lambda kv: int(kv[0]))
+    c = s["cluster"]
+    cpu = sum(st["cpu"] for st in c["steps"].values())
+    run = r["runs"][-1]
+    return [Row("dump-scale:clusters", f"duplicate clusters as work units, {n(int(size))} documents (unit CPU per "
+                "document; largest unit's peak RSS; recall / precision of planted copies)",
+                f"{cpu / int(size) * 1e6:.1f} µs; {mib(c['unit_peak_rss'])} MiB; {c['recall']:.4f} / "
+                f"{c['precision']:.4f}", run["command"], "dump-scale.md", "≤ 2,048 MiB per unit",
+                verdict(c["unit_peak_rss"] <= 2048 * MIB), run["date"][:10])]
+
+
 def render(r: dict) -> str:
     sizes = r["sizes"]
     first = min(sizes, key=int)
@@ -683,7 +698,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also: this many earlier crawls, then one more clustered against them (default 0)")
     parser.add_argument("--history-size", type=int, default=1_000_000, help="documents of each of those crawls")
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md",
-                        help=f"the report whose {BEGIN} ... {END} section is replaced (default BENCHMARKS.md)")
+                        help="the summary whose row is replaced (default BENCHMARKS.md); the section goes to "
+                             "benchmarks/results/dump-scale.md beside it")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here (after each size)")
     parser.add_argument("--from-json", type=Path, nargs="+", default=None,
                         help="write the section from these results (earlier runs' --json) instead of measuring")
@@ -728,8 +744,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     section = render(results)
     print(section)
-    replace_section(args.output, BEGIN, END, section)
-    log(f"wrote the dump-scale section of {args.output}")
+    publish(args.output, "dump-scale", BEGIN, END, section, summary(results))
+    log(f"wrote benchmarks/results/dump-scale.md and the summary table of {args.output}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Ray against Dask distributed as the cluster engine (`make bench-engine-bakeoff`); the table goes into BENCHMARKS.md.
+"""Ray against Dask distributed as the cluster engine (`make bench-engine-bakeoff`); the table goes into
+benchmarks/results/engine-bakeoff.md and a row of BENCHMARKS.md's summary table.
 
     .venv/bin/python -m benchmarks.engine_bakeoff [--starts 10] [--no-write]
 
@@ -37,6 +38,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.report import table, write_hand_section
+from benchmarks.summary import Row, details_path, update_rows
 from benchmarks.scratch_env import scratch_venv
 from llm_assets.embedded_store import free_ports
 from llm_assets.local_cluster import LocalCluster
@@ -45,6 +47,7 @@ from llm_assets.settings import PROJECT_ROOT
 SCRATCH = PROJECT_ROOT / ".bench" / "engine-bakeoff"
 RAY_VERSION = "2.60.0"
 HEADING = "## Cluster engine: Ray or Dask distributed"
+BENCHMARKS = PROJECT_ROOT / "BENCHMARKS.md"
 COMMAND = ".venv/bin/python -m benchmarks.engine_bakeoff"  # `make bench-engine-bakeoff`
 START_TIMEOUT = 120.0
 WORKERS = 2
@@ -527,6 +530,13 @@ def verdict(tallies: list[Tally]) -> str:
     return "**Neither engine passes all four.**"
 
 
+def summary(tallies: list[Tally]) -> Row:
+    """The row of BENCHMARKS.md's summary table: which engine passes the four checks."""
+    checks = "; ".join(f"{LABELS[t.engine]}: {sum(passed(t).values())} of 4" for t in tallies)
+    return Row("engine-bakeoff:engine", "cluster engine: checks passed (every cold start, loopback only, a killed "
+               "worker survived, per-task overhead)", checks, "make bench-engine-bakeoff", "engine-bakeoff.md")
+
+
 def _short(error: str) -> str:
     """A failed start's message without the log line's timestamp and source position."""
     if " exited: " not in error:
@@ -540,7 +550,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--starts", type=int, default=10, help="cold starts per engine, idle and again under load")
     parser.add_argument("--engines", default=",".join(LABELS))
-    parser.add_argument("--no-write", action="store_true", help="print the section, do not write BENCHMARKS.md")
+    parser.add_argument("--no-write", action="store_true", 
+                        help="print the section, do not write benchmarks/results/engine-bakeoff.md")
     args = parser.parse_args()
     SCRATCH.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="run-", dir=SCRATCH))
@@ -557,7 +568,8 @@ def main() -> None:
                                                       "tallies": [asdict(x) for x in tallies]}, indent=2))
     print(section)
     if not args.no_write:
-        write_hand_section(HEADING, section)
+        write_hand_section(HEADING, section, details_path(BENCHMARKS, "engine-bakeoff"))
+        update_rows(BENCHMARKS, [summary(tallies)])
     shutil.rmtree(folder, ignore_errors=True)
 
 

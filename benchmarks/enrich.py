@@ -44,7 +44,8 @@ import time  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from benchmarks.report import n, replace_section, table  # noqa: E402
+from benchmarks.report import n, table  # noqa: E402
+from benchmarks.summary import Row, publish  # noqa: E402
 from benchmarks.stages import Meter, cpu_seconds, machine_busy_seconds, maxrss_bytes  # noqa: E402
 
 BEGIN, END = "<!-- enrich:begin -->", "<!-- enrich:end -->"
@@ -412,7 +413,14 @@ def main() -> None:
         args.json.write_text(json.dumps(r, indent=1))
     body = render(r)
     print(body)
-    replace_section(args.output, BEGIN, END, body)
+    publish(args.output, "enrich", BEGIN, END, body, summary(r))
+
+
+def summary(r: dict) -> list[Row]:
+    """The row of BENCHMARKS.md's summary table: `enrich_batch` on the manuals."""
+    x = next(x for x in r["parts"] if x["part"] == "all" and x["corpus"] == "manuals")
+    return [Row("enrich:all", "enrichment `enrich_batch` on seed manuals (docs per CPU-s; peak RSS)",
+                f"{n(_per_cpu(x), 1)}; {n(x['peak_rss_bytes'] / MIB)} MiB", "make bench-enrich", "enrich.md")]
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ documents unit calls it, without a time limit. The shared WARC pages are every 2
 yields from ../shared/data/warc; there, quality is agreement with the trafilatura path (the same shingle metric,
 the trafilatura path's text taken as the truth).
 
-``measure(extractors, sets)`` is the entry point for other benchmarks; ``--json FILE`` writes its result.
+``measure(extractors, sets)`` is the entry point for other benchmarks; ``--json FILE`` writes its result. The table
+goes below the notes of benchmarks/results/extraction-quality.md, each extractor's F1 to a row of BENCHMARKS.md's
+summary table (``--no-write``: printed only).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.summary import ROOT, Row, publish
 from llm_assets.core.extract import DEFAULT_EXTRACTOR, EXTRACTORS, extract_html
 
 SHARED_WARC = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "warc"
@@ -312,12 +315,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--extractors", default=",".join(EXTRACTORS),
                         help=f"comma-separated (default: all, {','.join(EXTRACTORS)})")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the result as JSON")
+    parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md",
+                        help="the summary whose rows are replaced (default BENCHMARKS.md); the table goes to "
+                             "benchmarks/results/extraction-quality.md beside it, below the notes there")
+    parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args(argv)
     result = measure(args.extractors.split(","), dict(configured_sets(args)))
     print(table(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    if not args.no_write:
+        command = " ".join([".venv/bin/python -m benchmarks.extraction_quality", *(sys.argv[1:] if argv is None
+                                                                                   else argv)])
+        body = (f"## The latest run\n\n`{command}`, {time.strftime('%Y-%m-%d', time.gmtime())}:\n\n{table(result)}")
+        publish(args.output, "extraction-quality", "<!-- extraction-quality-run:begin -->",
+                "<!-- extraction-quality-run:end -->", body, summary(result, command))
+
+
+def summary(result: dict, command: str) -> list[Row]:
+    """The rows of BENCHMARKS.md's summary table: each extractor's F1 on the sets with ground truth."""
+    truth = {name: d for name, d in result["sets"].items() if d["quality"] == "truth"}
+    names = " / ".join(truth)
+    return [Row(f"extraction-quality:{x}", f"main-text F1, `{x}`: {names}",
+                " / ".join(f"{d['extractors'][x]['f1']:.3f}" for d in truth.values()) + " ("
+                + " / ".join(f"{d['extractors'][x]['pages_per_cpu_s']:.1f}" for d in truth.values())
+                + " pages per CPU-s)", command, "extraction-quality.md")
+            for x in result["extractors"] if truth]
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""`make bench`: per-core throughput and peak RSS of each stage, written to BENCHMARKS.md.
+"""`make bench`: per-core throughput and peak RSS of each stage, written to benchmarks/results/stages.md and the
+summary table of BENCHMARKS.md.
 
     .venv/bin/python -m benchmarks.run [--repeat K] [--output BENCHMARKS.md] [--json results.json] [--skip-e2e]
 
@@ -217,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
                         help=f"how many times the shared WARC files are repeated in the corpus (default {DEFAULT_REPEAT})")
     parser.add_argument("--output", type=Path, default=PROJECT_ROOT / "BENCHMARKS.md",
-                        help="the report to write; its text above the generated marker is kept (default BENCHMARKS.md)")
+                        help="the summary whose rows are replaced (default BENCHMARKS.md); the report goes to "
+                             "benchmarks/results/stages.md beside it, its text above the generated marker kept")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
     parser.add_argument("--skip-e2e", action="store_true", help="core stages only (no SeaweedFS)")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the temporary folder (for debugging)")
@@ -232,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-    from benchmarks.report import render, write_report
+    from benchmarks.report import render, stage_rows, write_report
+    from benchmarks.summary import details_path, update_rows
 
     started = time.perf_counter()
     date = datetime.now(timezone.utc)
@@ -259,8 +262,10 @@ def main(argv: list[str] | None = None) -> int:
         command = "make bench" if argv is None and sys.argv[1:] == [] else \
             "python -m benchmarks.run " + " ".join(sys.argv[1:] if argv is None else argv)
         results["run"] = {"date": date.strftime("%Y-%m-%d %H:%M UTC"), "command": command}
-        write_report(args.output, render(results))
-        log(f"wrote {args.output} ({results['runtime_seconds']:.0f}s in all)")
+        details = details_path(args.output, "stages")
+        write_report(details, render(results))
+        update_rows(args.output, stage_rows(results))
+        log(f"wrote {details} and the summary table of {args.output} ({results['runtime_seconds']:.0f}s in all)")
         if args.json:
             args.json.write_text(json.dumps(results, indent=1))
         return 0

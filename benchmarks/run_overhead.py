@@ -17,7 +17,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from benchmarks.report import replace_section, table
+from benchmarks.report import table
+from benchmarks.summary import Row, publish
 from llm_assets.instance import get_instance
 
 BEGIN, END = "<!-- run-overhead:begin -->", "<!-- run-overhead:end -->"
@@ -57,7 +58,13 @@ def main() -> None:
         "every step.",
     ])
     print(body)
-    replace_section(args.output, BEGIN, END, body)
+    per_step = [(wall - work) / steps for wall, work, steps in
+                ((statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
+                  statistics.median(r[2] for r in runs)) for runs in by_job.values()) if steps]
+    current = f"{min(per_step):.2f}–{max(per_step):.2f} s per step" if per_step else "no successful runs"
+    publish(args.output, "run-overhead", BEGIN, END, body, [Row(
+        "run-overhead:per-step", "Dagster's cost per run step (median per job, s)", current,
+        "make bench-run-overhead", "run-overhead.md")])
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.report import MARKER
+from benchmarks.summary import Row, archive, details_path, ensure_details, update_rows, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -289,19 +289,43 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def write_section(section: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
-    """Replace this section of BENCHMARKS.md, up to the next heading or HTML comment (another section's marker,
-    such as `<!-- seed-paper:begin -->`, stays), or add it above `make bench`'s marker."""
-    text = path.read_text()
+def write_section(section: str, rows: list[Row], path: Path = ROOT / "BENCHMARKS.md") -> None:
+    """Replace this section of benchmarks/results/startup.md beside `path`, up to the next heading or HTML comment
+    (text below it stays), or add it; then these rows of the summary table in `path`."""
+    details = details_path(path, "startup")
+    ensure_details(details)
+    text = details.read_text()
     pattern = re.compile(re.escape(HEADING) + r".*?(?=\n## |\n<!-- |\Z)", re.DOTALL)
-    if pattern.search(text):
+    found = pattern.search(text)
+    if found:
         text = pattern.sub(lambda _: section.rstrip("\n") + "\n", text, count=1)
-    elif MARKER in text:
-        head, tail = text.split(MARKER, 1)
-        text = head.rstrip("\n") + "\n\n" + section + "\n\n" + MARKER + tail
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
+    details.write_text(text)
+    if found:
+        archive(details, found.group(0), section)
+    update_rows(path, rows)
+
+
+def summary(command: str, command_rows: list[str], run_rows: list[str]) -> list[Row]:
+    """The rows of BENCHMARKS.md's summary table, from the rendered rows of the section's two tables."""
+    def cells(row: str) -> list[str]:
+        return [c.strip() for c in row.strip().strip("|").split("|")]
+
+    out = []
+    for row in command_rows:
+        label, _, _, wall, cpu = cells(row)
+        if label.startswith("the code location built"):
+            out.append(Row("startup:code-location-built", "start-up: the code location built in a fresh process "
+                           "(`defs()`, with bytecode; wall s, CPU-s)", f"{wall} wall, {cpu} CPU-s", command,
+                           "startup.md", "≤ 3 s", verdict(wall != "–" and float(wall) <= 3.0)))
+    for row in run_rows:
+        job, _, _, first, cpu = cells(row)
+        if job == "`curation_job`":
+            out.append(Row("startup:run-worker-first-step", "start-up: a run worker's first step from launch "
+                           "(`curation_job`; s, worker CPU-s)", f"{first} s, {cpu} CPU-s", command, "startup.md",
+                           "≤ 3 s", verdict(float(first) <= 3.0)))
+    return out
 
 
 def render(args: argparse.Namespace, argv: list[str], loads: tuple[float, float], command_rows: list[str],
@@ -356,7 +380,9 @@ def main() -> None:
     parser.add_argument("--skip-commands", action="store_true")
     parser.add_argument("--no-cold", action="store_true", help="commands: only with compiled bytecode")
     parser.add_argument("--skip-runs", action="store_true")
-    parser.add_argument("--dry-run", action="store_true", help="print the section instead of writing BENCHMARKS.md")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the section instead of writing benchmarks/results/startup.md and the summary "
+                             "table of BENCHMARKS.md")
     args = parser.parse_args()
     load_before = load()
     command_rows = [] if args.skip_commands else commands(args.repeat, cold=not args.no_cold)
@@ -365,7 +391,8 @@ def main() -> None:
     if args.dry_run:
         print(section)
     else:
-        write_section(section)
+        write_section(section, summary(" ".join([".venv/bin/python -m benchmarks.startup", *sys.argv[1:]]),
+                                       command_rows, run_rows))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""How long a run takes to fail when its object store is gone; the figures go into BENCHMARKS.md (store outage).
+"""How long a run takes to fail when its object store is gone.
 
     .venv/bin/python -m benchmarks.store_outage [--units 8] [--nodes 3] [--budget 20] [--moved]
 
@@ -9,6 +9,9 @@ store is not gone but moved: another server (answering 403 InvalidAccessKeyId, a
 the key) took its S3 port, and the store started again on another one. The time is from the runner's start to the
 run's end. Run it with PYTHONPATH naming an older checkout to measure that one: the
 script only uses what both know (a StoreConfig without an outage clock there).
+
+The table of benchmarks/results/store-outage.md is assembled from several runs by hand; a stopped store's time to
+fail, with this checkout's code, replaces its row of BENCHMARKS.md's summary table.
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--budget", type=float, default=20.0)
     parser.add_argument("--moved", action="store_true", help="the store moved to another port instead of stopping")
+    parser.add_argument("--no-write", action="store_true", help="print only (a stopped store's time to fail goes to "
+                                                                 "its row of BENCHMARKS.md's summary table)")
     args = parser.parse_args()
 
     from llm_assets.core.dask_runner import DaskRunner
@@ -108,6 +113,13 @@ def main() -> None:
     print(f"{args.units} units, {args.nodes - 1} workers, budget {args.budget:.0f} s, "
           f"{'run-wide clock' if clock else 'budget per call'}, store {'moved' if args.moved else 'stopped'}: "
           f"ended after {seconds:.1f} s ({outcome})")
+    if clock and not args.moved and not args.no_write:  # this checkout's code: its row of the summary table
+        from benchmarks.summary import ROOT, Row, update_rows
+
+        update_rows(ROOT / "BENCHMARKS.md", [Row(
+            "store-outage:fail", f"store outage: time for a run to fail, {args.budget:g} s retry budget, "
+            f"{args.units} units on {args.nodes - 1} workers", f"{seconds:.1f} s ({outcome.split(':')[0]})",
+            " ".join([".venv/bin/python -m benchmarks.store_outage", *sys.argv[1:]]), "store-outage.md")])
     sys.exit(0)
 
 

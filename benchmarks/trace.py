@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import secrets
 import statistics
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -23,7 +24,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from benchmarks.report import n, replace_section, table
+from benchmarks.report import n, table
+from benchmarks.summary import Row, publish
 from llm_assets.core import documents
 from llm_assets.core.lake import Lake, StoreConfig, part_key
 from llm_assets.core.partition import PartitionOutput, commit, data_version
@@ -137,7 +139,11 @@ def main() -> None:
         table(["lookup", "seconds", "lake client requests", "Parquet parts read"], rows), "",
     ])
     print(body)
-    replace_section(args.output, BEGIN, END, body)
+    first, again = rows[0][1], rows[1][1]
+    publish(args.output, "trace", BEGIN, END, body, [Row(
+        "trace:one-url", f"trace one URL in {n(total * args.docs_per_part)} documents ({n(total)} parts; wall s)",
+        f"{again} s ({first} s the first time)", " ".join([".venv/bin/python -m benchmarks.trace", *sys.argv[1:]]),
+        "trace.md")])
 
 
 if __name__ == "__main__":

@@ -298,7 +298,7 @@ def name_masks(block: PIIMasker):
 
 def test_precision_and_recall_of_name_masks_on_the_hand_labelled_set():
     """60 real passages, 160 person and 144 location mentions labelled by hand (llm_assets_tests/pii_names.py):
-    the regular expressions mask none of them; the model masks most (figures in BENCHMARKS.md)."""
+    the regular expressions mask none of them; the model masks most (figures in benchmarks/results/pii-names.md)."""
     from llm_assets_tests.pii_names import score
 
     shared()

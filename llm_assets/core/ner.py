@@ -13,7 +13,7 @@ MAX_CHARS = 1_000_000  # spaCy's own limit per text; a longer text is read in pi
 def spacy_pipeline(model: str):
     """The pipeline with only what NER needs, loaded once per process: the ner component embeds its own token
     vectors, so the shared tok2vec (which fed the tagger and parser) goes too: the same entities, 1.3-1.6x faster
-    and half the memory on long documents (BENCHMARKS.md, Enrichment)."""
+    and half the memory on long documents (benchmarks/results/enrich.md)."""
     import importlib
 
     try:
