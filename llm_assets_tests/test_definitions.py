@@ -103,11 +103,14 @@ def test_the_definitions_declare_the_registry_code_versions():
 
 
 # Libraries only a step's work needs (extraction, filtering, models, statistics, charts, the Dask runner, the
-# embedded store's management): a process that builds the code location (every run worker, the code server, the CLI
-# commands that plan or launch runs) must not import them, or every run pays for them before it starts.
+# embedded store's management, the S3 client), and what only an instance or the monitoring daemon needs (Dagster's
+# SQL storage: SQLAlchemy, Alembic; psutil; dagster-aws, whose package imports both and boto3): a process that builds
+# the code location (every run worker, the code server, the CLI commands that plan or launch runs) must not import
+# them, or every run pays for them before it starts.
 NOT_AT_START_UP = [
-    "dask", "datasketch", "distributed", "duckdb", "fasttext", "ftfy", "lxml", "matplotlib", "pyarrow.parquet",
-    "resiliparse", "scipy", "sklearn", "spacy", "tldextract", "torch", "trafilatura", "warcio", "yake",
+    "alembic", "boto3", "dagster_aws", "dask", "datasketch", "distributed", "duckdb", "fasttext", "ftfy", "lxml",
+    "matplotlib", "psutil", "pyarrow.parquet", "resiliparse", "scipy", "sklearn", "spacy", "sqlalchemy",
+    "tldextract", "torch", "trafilatura", "warcio", "yake",
     "llm_assets.embedded_store", "llm_assets.local_cluster", "llm_assets.runners",
 ]
 
