@@ -45,6 +45,7 @@ COMMANDS = {
     "`llm-assets stale` (the demo's lake)": [CLI, "stale"],
 }
 JOBS = ("curation_job", "vacuum_job")
+PHASES = ("process up", "run started", "first step")  # a run worker's milestones, in the order it reaches them
 LOCATION = "llm_assets"
 HEADING = "## Process start-up"
 # The code before commit 8a6c7cb against the code after it, measured interleaved (A B A B) on the same busy machine,
@@ -236,7 +237,7 @@ class Deployment:
                     else "first step" if kind == dg.DagsterEventType.STEP_START else None)
             if name and name not in stamps:
                 stamps[name] = entry.timestamp
-        return {k: stamps[k] - stamps["launched"] for k in ("process up", "run started", "first step")}
+        return {k: stamps[k] - stamps["launched"] for k in PHASES}
 
     def close(self) -> None:
         if self.context is not None:
@@ -255,34 +256,42 @@ class Deployment:
         self.instance.dispose()
 
 
-def run_workers(runs: int) -> tuple[float, list[str]]:
-    """Median start-up phases of `runs` runs of each job, each in a fresh worker of one code server."""
+def worker_runs(runs: int, jobs: tuple[str, ...] = JOBS) -> tuple[float, list[dict]]:
+    """The code server's start (seconds until it serves) and, for `runs` runs of each job launched through it
+    (interleaved: every job sees the same machine), each run's start-up phases (seconds from the launch) and its
+    worker's CPU seconds at its first step."""
     with tempfile.TemporaryDirectory(prefix="llm-assets-startup-") as tmp:
         saved = dict(os.environ)
         deployment = Deployment(Path(tmp))
         os.environ.update(deployment.env)  # this process reads the same instance and store as the code server
         try:
             server_s = deployment.start_code_server()
-            rows = []
-            results: dict[str, list[tuple[dict[str, float], float | None]]] = {job: [] for job in JOBS}
+            results = []
             for _ in range(runs):
-                for job in JOBS:  # interleaved: both see the same machine
+                for job in jobs:
                     run_id = deployment.launch(job)
                     cpu = deployment.worker_cpu_at_first_step(run_id)
-                    results[job].append((deployment.phases(run_id), cpu))
-            for job in JOBS:
-                phases = {k: statistics.median(r[0][k] for r in results[job])
-                          for k in ("process up", "run started", "first step")}
-                cpus = [r[1] for r in results[job] if r[1] is not None]
-                cpu = f"{statistics.median(cpus):.2f}" if cpus else "–"
-                rows.append(f"| `{job}` | {phases['process up']:.2f} | {phases['run started']:.2f} | "
-                            f"{phases['first step']:.2f} | {cpu} |")
-                print(rows[-1], flush=True)
-            return server_s, rows
+                    results.append({"job": job, **deployment.phases(run_id), "worker_cpu_s": cpu})
+            return server_s, results
         finally:
             deployment.close()
             os.environ.clear()
             os.environ.update(saved)
+
+
+def run_workers(runs: int) -> tuple[float, list[str]]:
+    """Median start-up phases of `runs` runs of each job, each in a fresh worker of one code server."""
+    server_s, results = worker_runs(runs)
+    rows = []
+    for job in JOBS:
+        mine = [r for r in results if r["job"] == job]
+        phases = {k: statistics.median(r[k] for r in mine) for k in PHASES}
+        cpus = [r["worker_cpu_s"] for r in mine if r["worker_cpu_s"] is not None]
+        cpu = f"{statistics.median(cpus):.2f}" if cpus else "–"
+        rows.append(f"| `{job}` | {phases['process up']:.2f} | {phases['run started']:.2f} | "
+                    f"{phases['first step']:.2f} | {cpu} |")
+        print(rows[-1], flush=True)
+    return server_s, rows
 
 
 def load() -> float:
