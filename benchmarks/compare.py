@@ -30,8 +30,8 @@ anchor's CPU seconds per item over ours; the table gives min/median/max over the
    against 2 workers on both cores: wall-clock ratio (only meaningful on an otherwise idle machine).
 6. Start-up: a fresh process building the code location (`from llm_assets.definitions import defs; defs()`),
    wall seconds; and a run worker's start: seconds from a run's launch to its first step, for runs of
-   `curation_job` and `vacuum_job` launched through a `dagster api grpc` code server on a throwaway deployment
-   (`benchmarks.startup`), with the worker's CPU seconds at that step.
+   `curation_job` and `vacuum_job` launched through the code server (`dagster code-server start`) of a throwaway
+   deployment (`benchmarks.startup`), with the worker's CPU seconds at that step.
 """
 
 from __future__ import annotations
@@ -341,8 +341,8 @@ def local_scale_inputs(ctx: Context) -> dict[str, list[str]]:
 
 def compare_startup(ctx: Context) -> dict:
     """The code location built in a fresh process, and a run worker's start: seconds from a run's launch to its first
-    step, for runs launched through a `dagster api grpc` code server of the code location on a throwaway deployment
-    (benchmarks.startup: the worker is the process the code server spawns per run)."""
+    step, for runs launched through the code location's code server (`dagster code-server start`) on a throwaway
+    deployment (benchmarks.startup: the worker is the process the code server spawns per run)."""
     from benchmarks.startup import JOBS, worker_runs
 
     code = "from llm_assets.definitions import defs; defs()"
@@ -374,9 +374,9 @@ def profile_misses(ctx: Context, results: dict) -> None:
                 log(f"profiling {v} (missed {target:g}x)")
                 res.setdefault("profiles", {})[v] = run_side([*res["commands"][v], "--profile"], ctx.core)
     start = results.get("startup")
-    if start and "error" not in start and max(
-            statistics.median(r["wall_s"] for r in start["runs"]),
-            statistics.median([r["first step"] for r in start.get("worker", {}).get("runs", [])] or [0])) > TARGETS["startup"]:
+    firsts = [r["first step"] for r in (start or {}).get("worker", {}).get("runs", [])]
+    if start and "error" not in start and max(statistics.median(r["wall_s"] for r in start["runs"]),
+                                              statistics.median(firsts or [0])) > TARGETS["startup"]:
         log("profiling start-up (-X importtime)")
         start["imports"] = import_times()
 

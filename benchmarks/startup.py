@@ -8,7 +8,8 @@ unless the environment was installed with its bytecode (`uv sync --compile-bytec
 1. Commands: wall and CPU seconds (user + system of the whole process) of each command start to finish, interleaved
    runs, median of `--repeat`.
 2. A run worker, on a real deployment: a throwaway embedded store and Dagster instance (the project's dagster.yaml),
-   a `dagster api grpc` code server of `llm_assets.definitions`, and `--runs` runs of `curation_job` (in-process
+   the code server of `llm_assets.definitions` as the deployment starts it (`dagster code-server start`, which runs
+   `python -m dagster api grpc`), and `--runs` runs of `curation_job` (in-process
    executor, like every asset job) and of `vacuum_job` launched through it one after the other. The code server
    spawns a fresh worker process per run; the run's event log times what that worker did before its first step:
    RUN_STARTING (written as the launch is sent) → "Started process for run" (the worker is up: interpreter,
@@ -152,22 +153,27 @@ class Deployment:
         self.context = None
 
     def start_code_server(self) -> float:
+        """Start the code server as `make ui`, the demo and `deploy up` do (`dagster code-server start`, which runs
+        `python -m dagster api grpc` under it); seconds until it lists the code location's repositories."""
         from llm_assets.dagster_private import DagsterGrpcClient, WorkspaceFileTarget, WorkspaceProcessContext
+        from llm_assets.deploy import dagster_services
 
+        # Started as `dagster api grpc` from its script instead, each run's worker would import Dagster's CLI module
+        # again as the server's main (0.13 CPU-s more than the deployment's workers pay: a spawned child re-runs a
+        # main script, not a package's __main__).
+        (server,) = dagster_services(self.port, daemon=False)
         start = time.perf_counter()
         with open(self.root / "code_server.log", "ab") as log:
-            self.server = subprocess.Popen(
-                [str(BIN / "dagster"), "api", "grpc", "--host", "127.0.0.1", "--port", str(self.port),
-                 "--module-name", "llm_assets.definitions", "--working-directory", str(ROOT),
-                 "--location-name", LOCATION],
-                env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.server = subprocess.Popen(server.argv, env=self.env, cwd=server.cwd, stdout=log,
+                                           stderr=subprocess.STDOUT, start_new_session=True)
         client = DagsterGrpcClient(host="127.0.0.1", port=self.port)
 
         def serving():
             if self.server.poll() is not None:
                 raise RuntimeError(f"the code server exited; see {self.root / 'code_server.log'}")
             try:
-                return client.ping("up")
+                client.list_repositories()
+                return True
             except Exception:  # noqa: BLE001 - not serving yet
                 return False
 
@@ -342,11 +348,12 @@ def render(args: argparse.Namespace, argv: list[str], loads: tuple[float, float]
         section += [
             "",
             "A run worker on a real deployment (a throwaway embedded store and instance with the project's "
-            f"dagster.yaml; a `dagster api grpc` code server of the code location, serving after {server_s:.1f} s): "
+            f"dagster.yaml; the code location's code server started as the deployment starts it, `dagster "
+            f"code-server start`, serving after {server_s:.1f} s): "
             f"seconds from the launch (RUN_STARTING) to each milestone of the worker's start-up, median of "
             f"{args.runs} runs of each job, interleaved, each in a fresh worker process the code server spawns. "
-            "process up: \"Started process for run\" (interpreter, Dagster's CLI module that a spawned process "
-            "imports again as the server's main, the instance); run started: RUN_START (the code location imported "
+            "process up: \"Started process for run\" (interpreter, Dagster, the instance); run started: RUN_START "
+            "(the code location imported "
             "and built, the job resolved); first step: STEP_START (resources initialized). Worker CPU: the worker's "
             "user + system seconds as its first step starts (sampled every 20 ms).",
             "",
