@@ -61,22 +61,36 @@ EARLIER = (
     "from the UI and of asset backfills (`llm-assets backfill --stale`, the stale sensor), one process per step. "
     "On an idle machine the code before 8a6c7cb took 1.50 s wall for `import dagster` and 4.86 s for `defs()`."
 )
-# Where a worker's start-up goes, from `python -X importtime` and a script replaying the worker's steps in one process
-# (CPU seconds, median of 3, the same busy machine, 2026-11-26, after commit 8a6c7cb).
+# Issue 29's cuts, measured interleaved (A B A B) against the code before them on the same busy machine (load 8-12),
+# 2026-11-26; kept here so that the section this module writes keeps them next to its new figures.
+BEFORE_AFTER = (
+    "Before and after the object store resource stopped importing dagster-aws (commits c5aeb5a, 5edb28c: with psutil and "
+    "pyarrow.compute imported where used), interleaved on the same busy machine (load 8-12), 2026-11-26, CPU "
+    "seconds min/median/max: `defs()` in a fresh process pinned to one core 2.58/2.68/2.77 → 1.61/1.67/1.75 (6 pairs); "
+    "a run worker's CPU seconds at its first step (this benchmark, code server as the deployment starts it, 3 rounds "
+    "of 2 runs of each job, the per-round medians of each job) 2.01/2.10/2.25 → 1.86/1.94/2.02."
+)
+# Where a worker's start-up goes, from a script replaying the worker's steps in one process pinned to one core (CPU
+# seconds, median of 3, the same busy machine, 2026-11-26, after issue 29's cuts) and `python -X importtime`.
 WHERE = (
-    "Where a run worker's start-up goes (CPU seconds; `python -X importtime`, and a script replaying the worker's "
-    "steps in one process, median of 3): `import dagster` 1.6-2.1 (the spawned worker imports Dagster's CLI module "
-    "again, as its code server's main); the instance (SQLite run and event storage: SQLAlchemy, Alembic) 1.9-2.1; "
-    "the code location imported 1.5 (1.8 before) and built (`defs()`) 0.15; resources and the step's set-up about "
-    "0.1. Of the code location's import after Dagster: polars 0.65 and pyarrow with numpy 0.4 (module-level schemas "
-    "and settings classes of the core modules need them); `dagster_aws.s3`, for the object store resource's "
-    "S3Resource field (its package imports `dagster._core.test_utils`, hence Dagster's SQL storage, SQLAlchemy, "
-    "Alembic, Mako and Pygments, and boto3: about 1.2 s of a process that builds the code location without an "
-    "instance, less in a worker whose instance imported SQLAlchemy already); grpc through `dagster_private` 0.1-0.3; "
-    "the project's own modules about 0.45 (pydantic models, dataclasses, asset decorators). A step's libraries "
-    "(duckdb, boto3, pyarrow.parquet, warcio, lxml, the Dask runner and the embedded store's management, spaCy, "
-    "trafilatura, matplotlib...) are imported when a step uses them; `llm_assets_tests/test_definitions.py` checks "
-    "that building the code location imports none of them."
+    "Where a run worker's start-up goes (CPU seconds; a script replaying the worker's steps in one process pinned to "
+    "one core, median of 3, and `python -X importtime`): `import dagster` 0.64; the instance 0.69 (Dagster's SQL "
+    "storage: SQLAlchemy, Alembic with Mako and Pygments; structlog and rich through its daemon module); the code "
+    "location imported 0.48 and built (`defs()`) 0.07; resources and the step's set-up about 0.05. The first two, "
+    "1.33 of the worker's 1.9, are Dagster's own and paid by every run: the code server starts each run's worker with "
+    "multiprocessing's spawn (hard-coded in `dagster/_grpc/server.py`; no option of `dagster api grpc` or "
+    "`code-server start` changes it), and Dagster has no public run launcher that forks workers from a warm process. "
+    "A worker of a code server started from the `dagster` script (as this benchmark did before) also imports Dagster's "
+    "CLI module again as the server's main, 0.13 more; `dagster code-server start`, which `make ui`, the demo and "
+    "`deploy up` run, starts its server with `python -m dagster`, whose workers do not. Of the code location's import: "
+    "polars, pyarrow and numpy 0.24 (module-level schemas and dtypes of about 15 core modules; every step that reads "
+    "the lake imports them anyway), the project's own modules (pydantic settings, dataclasses, asset decorators) "
+    "about 0.25. Building the code location imports neither dagster-aws (the object store resource has its own S3 "
+    "endpoint fields; dagster_aws's package imports `dagster._core.test_utils`, hence Dagster's SQL storage, "
+    "SQLAlchemy, Alembic, Mako, Pygments, and boto3: about 0.9 CPU-s of a process that builds the code location "
+    "without an instance), nor psutil, pyarrow.compute or a step's libraries (duckdb, boto3, pyarrow.parquet, warcio, "
+    "lxml, the Dask runner and the embedded store's management, spaCy, trafilatura, matplotlib...): "
+    "`llm_assets_tests/test_definitions.py` checks it."
 )
 
 
@@ -361,7 +375,7 @@ def render(args: argparse.Namespace, argv: list[str], loads: tuple[float, float]
             "|---|---:|---:|---:|---:|",
             *run_rows,
         ]
-    section += ["", EARLIER, "", WHERE]
+    section += ["", BEFORE_AFTER, "", EARLIER, "", WHERE]
     return "\n".join(section)
 
 
