@@ -17,8 +17,9 @@ SENSOR_RETRY_BUDGET_S = 30.0
 
 
 # Not dagster-aws's S3Resource (whose field names these are): the lake makes its own boto3 client from them
-# (core/lake.py), and importing dagster_aws imports Dagster's SQL storage, SQLAlchemy, Alembic and boto3, about 0.6
-# CPU-s of every process that loads the code location (the code server, each run's worker, the CLI).
+# (core/lake.py), and importing dagster_aws imports Dagster's SQL storage, SQLAlchemy, Alembic and boto3: about 0.9
+# CPU-s of a process that builds the code location without an instance (the code server, CLI commands, tests),
+# and boto3 plus Dagster's test utilities in a run's worker, whose instance has the SQL storage loaded anyway.
 class S3Endpoint(dg.ConfigurableResource):
     """Where the store's S3 API answers, and its keys (unset: the embedded store's file, else boto3's usual chain)."""
 
