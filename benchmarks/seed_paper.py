@@ -222,7 +222,6 @@ def dagster_child(spec: dict) -> dict:
     pool runner): lake_job (raw_files, documents, image_text_pairs, filtered, signatures), crawl_job
     (duplicate_clusters), curated_job (deduplicated, tokenized); then the same export."""
     import dagster as dg
-    from dagster_aws.s3 import S3Resource
 
     from llm_assets.core.lake import Credentials, Lake, StoreConfig
     from llm_assets.core.partition import read_manifest
@@ -230,13 +229,13 @@ def dagster_child(spec: dict) -> dict:
     from llm_assets.jobs import crawl_job, curated_job, lake_job
     from llm_assets.core.units import stop_pool_server
     from llm_assets.partitions import crawl_shard_key
-    from resources import LakeIOManager, ObjectStore
+    from resources import LakeIOManager, ObjectStore, S3Endpoint
 
     config = StoreConfig(**spec["store"])
     lake, crawl, settings = Lake(config), spec["crawl"], seed_settings(spec["workers"])
     stages, timed = _stages()
     creds = Credentials.from_file(config.credentials_file or "")
-    store = ObjectStore(s3=S3Resource(endpoint_url=config.endpoint, region_name=config.region,
+    store = ObjectStore(s3=S3Endpoint(endpoint_url=config.endpoint, region_name=config.region,
                                       aws_access_key_id=creds.access_key, aws_secret_access_key=creds.secret_key),
                         bucket=config.bucket, credentials_file=config.credentials_file)
     # not crawl_stats: a report beside the path, and it fails on a crawl whose filter chain dropped nothing

@@ -15,13 +15,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
-from dagster_aws.s3 import S3Resource
 
 from llm_assets import environment
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.raw.sensor import build_raw_drop_sensor
 from llm_assets.settings import load_settings
-from resources import ObjectStore
+from resources import ObjectStore, S3Endpoint
 
 
 def main() -> None:
@@ -34,7 +33,7 @@ def main() -> None:
     cfg = StoreConfig(**{**base.__dict__, "bucket": f"bench-sensor-{secrets.token_hex(4)}"})
     lake = Lake(cfg)
     lake.s3.create_bucket(Bucket=cfg.bucket)
-    store = ObjectStore(s3=S3Resource(endpoint_url=cfg.endpoint, region_name=cfg.region,
+    store = ObjectStore(s3=S3Endpoint(endpoint_url=cfg.endpoint, region_name=cfg.region,
                                       aws_access_key_id=lake.credentials.access_key,
                                       aws_secret_access_key=lake.credentials.secret_key),
                         bucket=cfg.bucket)

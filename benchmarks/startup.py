@@ -8,7 +8,8 @@ unless the environment was installed with its bytecode (`uv sync --compile-bytec
 1. Commands: wall and CPU seconds (user + system of the whole process) of each command start to finish, interleaved
    runs, median of `--repeat`.
 2. A run worker, on a real deployment: a throwaway embedded store and Dagster instance (the project's dagster.yaml),
-   a `dagster api grpc` code server of `llm_assets.definitions`, and `--runs` runs of `curation_job` (in-process
+   the code server of `llm_assets.definitions` as the deployment starts it (`dagster code-server start`, which runs
+   `python -m dagster api grpc`), and `--runs` runs of `curation_job` (in-process
    executor, like every asset job) and of `vacuum_job` launched through it one after the other. The code server
    spawns a fresh worker process per run; the run's event log times what that worker did before its first step:
    RUN_STARTING (written as the launch is sent) → "Started process for run" (the worker is up: interpreter,
@@ -45,6 +46,7 @@ COMMANDS = {
     "`llm-assets stale` (the demo's lake)": [CLI, "stale"],
 }
 JOBS = ("curation_job", "vacuum_job")
+PHASES = ("process up", "run started", "first step")  # a run worker's milestones, in the order it reaches them
 LOCATION = "llm_assets"
 HEADING = "## Process start-up"
 # The code before commit 8a6c7cb against the code after it, measured interleaved (A B A B) on the same busy machine,
@@ -59,22 +61,36 @@ EARLIER = (
     "from the UI and of asset backfills (`llm-assets backfill --stale`, the stale sensor), one process per step. "
     "On an idle machine the code before 8a6c7cb took 1.50 s wall for `import dagster` and 4.86 s for `defs()`."
 )
-# Where a worker's start-up goes, from `python -X importtime` and a script replaying the worker's steps in one process
-# (CPU seconds, median of 3, the same busy machine, 2026-11-26, after commit 8a6c7cb).
+# Issue 29's cuts, measured interleaved (A B A B) against the code before them on the same busy machine (load 8-12),
+# 2026-11-26; kept here so that the section this module writes keeps them next to its new figures.
+BEFORE_AFTER = (
+    "Before and after the object store resource stopped importing dagster-aws (commits c5aeb5a, 5edb28c: with psutil and "
+    "pyarrow.compute imported where used), interleaved on the same busy machine (load 8-12), 2026-11-26, CPU "
+    "seconds min/median/max: `defs()` in a fresh process pinned to one core 2.58/2.68/2.77 → 1.61/1.67/1.75 (6 pairs); "
+    "a run worker's CPU seconds at its first step (this benchmark, code server as the deployment starts it, 3 rounds "
+    "of 2 runs of each job, the per-round medians of each job) 2.01/2.10/2.25 → 1.86/1.94/2.02."
+)
+# Where a worker's start-up goes, from a script replaying the worker's steps in one process pinned to one core (CPU
+# seconds, median of 3, the same busy machine, 2026-11-26, after issue 29's cuts) and `python -X importtime`.
 WHERE = (
-    "Where a run worker's start-up goes (CPU seconds; `python -X importtime`, and a script replaying the worker's "
-    "steps in one process, median of 3): `import dagster` 1.6-2.1 (the spawned worker imports Dagster's CLI module "
-    "again, as its code server's main); the instance (SQLite run and event storage: SQLAlchemy, Alembic) 1.9-2.1; "
-    "the code location imported 1.5 (1.8 before) and built (`defs()`) 0.15; resources and the step's set-up about "
-    "0.1. Of the code location's import after Dagster: polars 0.65 and pyarrow with numpy 0.4 (module-level schemas "
-    "and settings classes of the core modules need them); `dagster_aws.s3`, for the object store resource's "
-    "S3Resource field (its package imports `dagster._core.test_utils`, hence Dagster's SQL storage, SQLAlchemy, "
-    "Alembic, Mako and Pygments, and boto3: about 1.2 s of a process that builds the code location without an "
-    "instance, less in a worker whose instance imported SQLAlchemy already); grpc through `dagster_private` 0.1-0.3; "
-    "the project's own modules about 0.45 (pydantic models, dataclasses, asset decorators). A step's libraries "
-    "(duckdb, boto3, pyarrow.parquet, warcio, lxml, the Dask runner and the embedded store's management, spaCy, "
-    "trafilatura, matplotlib...) are imported when a step uses them; `llm_assets_tests/test_definitions.py` checks "
-    "that building the code location imports none of them."
+    "Where a run worker's start-up goes (CPU seconds; a script replaying the worker's steps in one process pinned to "
+    "one core, median of 3, and `python -X importtime`): `import dagster` 0.64; the instance 0.69 (Dagster's SQL "
+    "storage: SQLAlchemy, Alembic with Mako and Pygments; structlog and rich through its daemon module); the code "
+    "location imported 0.48 and built (`defs()`) 0.07; resources and the step's set-up about 0.05. The first two, "
+    "1.33 of the worker's 1.9, are Dagster's own and paid by every run: the code server starts each run's worker with "
+    "multiprocessing's spawn (hard-coded in `dagster/_grpc/server.py`; no option of `dagster api grpc` or "
+    "`code-server start` changes it), and Dagster has no public run launcher that forks workers from a warm process. "
+    "A worker of a code server started from the `dagster` script (as this benchmark did before) also imports Dagster's "
+    "CLI module again as the server's main, 0.13 more; `dagster code-server start`, which `make ui`, the demo and "
+    "`deploy up` run, starts its server with `python -m dagster`, whose workers do not. Of the code location's import: "
+    "polars, pyarrow and numpy 0.24 (module-level schemas and dtypes of about 15 core modules; every step that reads "
+    "the lake imports them anyway), the project's own modules (pydantic settings, dataclasses, asset decorators) "
+    "about 0.25. Building the code location imports neither dagster-aws (the object store resource has its own S3 "
+    "endpoint fields; dagster_aws's package imports `dagster._core.test_utils`, hence Dagster's SQL storage, "
+    "SQLAlchemy, Alembic, Mako, Pygments, and boto3: about 0.9 CPU-s of a process that builds the code location "
+    "without an instance), nor psutil, pyarrow.compute or a step's libraries (duckdb, boto3, pyarrow.parquet, warcio, "
+    "lxml, the Dask runner and the embedded store's management, spaCy, trafilatura, matplotlib...): "
+    "`llm_assets_tests/test_definitions.py` checks it."
 )
 
 
@@ -151,22 +167,27 @@ class Deployment:
         self.context = None
 
     def start_code_server(self) -> float:
+        """Start the code server as `make ui`, the demo and `deploy up` do (`dagster code-server start`, which runs
+        `python -m dagster api grpc` under it); seconds until it lists the code location's repositories."""
         from llm_assets.dagster_private import DagsterGrpcClient, WorkspaceFileTarget, WorkspaceProcessContext
+        from llm_assets.deploy import dagster_services
 
+        # Started as `dagster api grpc` from its script instead, each run's worker would import Dagster's CLI module
+        # again as the server's main (0.13 CPU-s more than the deployment's workers pay: a spawned child re-runs a
+        # main script, not a package's __main__).
+        (server,) = dagster_services(self.port, daemon=False)
         start = time.perf_counter()
         with open(self.root / "code_server.log", "ab") as log:
-            self.server = subprocess.Popen(
-                [str(BIN / "dagster"), "api", "grpc", "--host", "127.0.0.1", "--port", str(self.port),
-                 "--module-name", "llm_assets.definitions", "--working-directory", str(ROOT),
-                 "--location-name", LOCATION],
-                env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.server = subprocess.Popen(server.argv, env=self.env, cwd=server.cwd, stdout=log,
+                                           stderr=subprocess.STDOUT, start_new_session=True)
         client = DagsterGrpcClient(host="127.0.0.1", port=self.port)
 
         def serving():
             if self.server.poll() is not None:
                 raise RuntimeError(f"the code server exited; see {self.root / 'code_server.log'}")
             try:
-                return client.ping("up")
+                client.list_repositories()
+                return True
             except Exception:  # noqa: BLE001 - not serving yet
                 return False
 
@@ -236,7 +257,7 @@ class Deployment:
                     else "first step" if kind == dg.DagsterEventType.STEP_START else None)
             if name and name not in stamps:
                 stamps[name] = entry.timestamp
-        return {k: stamps[k] - stamps["launched"] for k in ("process up", "run started", "first step")}
+        return {k: stamps[k] - stamps["launched"] for k in PHASES}
 
     def close(self) -> None:
         if self.context is not None:
@@ -255,34 +276,42 @@ class Deployment:
         self.instance.dispose()
 
 
-def run_workers(runs: int) -> tuple[float, list[str]]:
-    """Median start-up phases of `runs` runs of each job, each in a fresh worker of one code server."""
+def worker_runs(runs: int, jobs: tuple[str, ...] = JOBS) -> tuple[float, list[dict]]:
+    """The code server's start (seconds until it serves) and, for `runs` runs of each job launched through it
+    (interleaved: every job sees the same machine), each run's start-up phases (seconds from the launch) and its
+    worker's CPU seconds at its first step."""
     with tempfile.TemporaryDirectory(prefix="llm-assets-startup-") as tmp:
         saved = dict(os.environ)
         deployment = Deployment(Path(tmp))
         os.environ.update(deployment.env)  # this process reads the same instance and store as the code server
         try:
             server_s = deployment.start_code_server()
-            rows = []
-            results: dict[str, list[tuple[dict[str, float], float | None]]] = {job: [] for job in JOBS}
+            results = []
             for _ in range(runs):
-                for job in JOBS:  # interleaved: both see the same machine
+                for job in jobs:
                     run_id = deployment.launch(job)
                     cpu = deployment.worker_cpu_at_first_step(run_id)
-                    results[job].append((deployment.phases(run_id), cpu))
-            for job in JOBS:
-                phases = {k: statistics.median(r[0][k] for r in results[job])
-                          for k in ("process up", "run started", "first step")}
-                cpus = [r[1] for r in results[job] if r[1] is not None]
-                cpu = f"{statistics.median(cpus):.2f}" if cpus else "–"
-                rows.append(f"| `{job}` | {phases['process up']:.2f} | {phases['run started']:.2f} | "
-                            f"{phases['first step']:.2f} | {cpu} |")
-                print(rows[-1], flush=True)
-            return server_s, rows
+                    results.append({"job": job, **deployment.phases(run_id), "worker_cpu_s": cpu})
+            return server_s, results
         finally:
             deployment.close()
             os.environ.clear()
             os.environ.update(saved)
+
+
+def run_workers(runs: int) -> tuple[float, list[str]]:
+    """Median start-up phases of `runs` runs of each job, each in a fresh worker of one code server."""
+    server_s, results = worker_runs(runs)
+    rows = []
+    for job in JOBS:
+        mine = [r for r in results if r["job"] == job]
+        phases = {k: statistics.median(r[k] for r in mine) for k in PHASES}
+        cpus = [r["worker_cpu_s"] for r in mine if r["worker_cpu_s"] is not None]
+        cpu = f"{statistics.median(cpus):.2f}" if cpus else "–"
+        rows.append(f"| `{job}` | {phases['process up']:.2f} | {phases['run started']:.2f} | "
+                    f"{phases['first step']:.2f} | {cpu} |")
+        print(rows[-1], flush=True)
+    return server_s, rows
 
 
 def load() -> float:
@@ -357,11 +386,12 @@ def render(args: argparse.Namespace, argv: list[str], loads: tuple[float, float]
         section += [
             "",
             "A run worker on a real deployment (a throwaway embedded store and instance with the project's "
-            f"dagster.yaml; a `dagster api grpc` code server of the code location, serving after {server_s:.1f} s): "
+            f"dagster.yaml; the code location's code server started as the deployment starts it, `dagster "
+            f"code-server start`, serving after {server_s:.1f} s): "
             f"seconds from the launch (RUN_STARTING) to each milestone of the worker's start-up, median of "
             f"{args.runs} runs of each job, interleaved, each in a fresh worker process the code server spawns. "
-            "process up: \"Started process for run\" (interpreter, Dagster's CLI module that a spawned process "
-            "imports again as the server's main, the instance); run started: RUN_START (the code location imported "
+            "process up: \"Started process for run\" (interpreter, Dagster, the instance); run started: RUN_START "
+            "(the code location imported "
             "and built, the job resolved); first step: STEP_START (resources initialized). Worker CPU: the worker's "
             "user + system seconds as its first step starts (sampled every 20 ms).",
             "",
@@ -369,7 +399,7 @@ def render(args: argparse.Namespace, argv: list[str], loads: tuple[float, float]
             "|---|---:|---:|---:|---:|",
             *run_rows,
         ]
-    section += ["", EARLIER, "", WHERE]
+    section += ["", BEFORE_AFTER, "", EARLIER, "", WHERE]
     return "\n".join(section)
 
 

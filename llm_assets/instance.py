@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import psutil
 
 from llm_assets.dagster_private import GRPC_INFO_TAG, USER_TAG, CheckRunHealthResult, WorkerStatus
 
@@ -172,6 +171,8 @@ def _runs_on_this_host(run: dg.DagsterRun) -> bool:
 
 
 def _alive(pid: int, reported_at: float) -> bool:
+    import psutil  # only the monitoring daemon asks; every process that loads the code location imports this module
+
     try:
         process = psutil.Process(pid)
         return process.create_time() <= reported_at + PID_REUSE_SLACK_S and process.status() != psutil.STATUS_ZOMBIE

@@ -271,12 +271,11 @@ def worker_main() -> None:
         answers.flush()
 
     import dagster as dg
-    from dagster_aws.s3 import S3Resource
 
     from llm_assets.definitions import build_defs
     from llm_assets.partitions import crawl_shard_key
     from llm_assets.settings import load_settings
-    from resources import LakeIOManager, ObjectStore
+    from resources import LakeIOManager, ObjectStore, S3Endpoint
 
     base = build_defs(load_settings())
     settings = load_settings().store
@@ -297,7 +296,7 @@ def worker_main() -> None:
     for line in sys.stdin:
         cmd = json.loads(line)
         store = ObjectStore(
-            s3=S3Resource(endpoint_url=cmd.get("endpoint") or os.environ["LLM_ASSETS_S3_ENDPOINT"],
+            s3=S3Endpoint(endpoint_url=cmd.get("endpoint") or os.environ["LLM_ASSETS_S3_ENDPOINT"],
                           region_name="us-east-1", aws_access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
                           aws_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY")),
             bucket=cmd["bucket"],

@@ -80,12 +80,11 @@ def store_env(monkeypatch, seaweed, tmp_path):
 
 def object_store_on(store_config: StoreConfig, seaweed: EmbeddedStore):
     """The Dagster object-store resource on the test server (credentials passed in, as EnvVar would)."""
-    from dagster_aws.s3 import S3Resource
 
-    from resources import ObjectStore
+    from resources import ObjectStore, S3Endpoint
 
     return ObjectStore(
-        s3=S3Resource(endpoint_url=store_config.endpoint, region_name=store_config.region,
+        s3=S3Endpoint(endpoint_url=store_config.endpoint, region_name=store_config.region,
                       aws_access_key_id=seaweed.access_key, aws_secret_access_key=seaweed.secret_key),
         bucket=store_config.bucket,
         credentials_file=store_config.credentials_file,

@@ -19,7 +19,6 @@ import cloudpickle
 import dagster as dg
 import psutil
 import pytest
-from dagster_aws.s3 import S3Resource
 
 import llm_assets_tests.cluster_units as cluster_units
 from llm_assets.core.dask_runner import DaskRunner
@@ -36,7 +35,7 @@ from llm_assets.settings import RunnerSettings, load_settings
 from llm_assets_tests.cluster_units import Probe
 from llm_assets_tests.conftest import shared
 from llm_assets_tests.test_stage_units import CC_2020, RUNNER_FILES, extract_unit, upload
-from resources import LakeIOManager, ObjectStore
+from resources import LakeIOManager, ObjectStore, S3Endpoint
 
 # Workers cannot import the test package: its unit functions travel with the task.
 cloudpickle.register_pickle_by_value(cluster_units)
@@ -102,7 +101,7 @@ def test_a_partition_on_the_cluster_equals_the_in_process_build(store_env, seawe
         lake.s3.create_bucket(Bucket=bucket)
         lake.put_file(key, warc)
         lake.put_file(english, shared("warc", "dolma__sample-0000.warc.gz"))
-        store = ObjectStore(s3=S3Resource(endpoint_url=seaweed.endpoint, region_name="us-east-1",
+        store = ObjectStore(s3=S3Endpoint(endpoint_url=seaweed.endpoint, region_name="us-east-1",
                                           aws_access_key_id=seaweed.access_key,
                                           aws_secret_access_key=seaweed.secret_key),
                             bucket=bucket, credentials_file=store_config.credentials_file)

@@ -222,15 +222,14 @@ def own_bucket(store_config, seaweed):
     """A bucket of its own: the eval sets dropped here change no other test's eval index."""
     import uuid
 
-    from dagster_aws.s3 import S3Resource
 
     from llm_assets.core.lake import Lake, StoreConfig
-    from resources import ObjectStore
+    from resources import ObjectStore, S3Endpoint
 
     cfg = StoreConfig(**{**store_config.__dict__, "bucket": f"evals-{uuid.uuid4().hex[:12]}"})
     lake = Lake(cfg)
     lake.s3.create_bucket(Bucket=cfg.bucket)
-    return lake, ObjectStore(s3=S3Resource(endpoint_url=cfg.endpoint, region_name=cfg.region,
+    return lake, ObjectStore(s3=S3Endpoint(endpoint_url=cfg.endpoint, region_name=cfg.region,
                                            aws_access_key_id=seaweed.access_key,
                                            aws_secret_access_key=seaweed.secret_key), bucket=cfg.bucket)
 

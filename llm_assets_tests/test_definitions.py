@@ -103,11 +103,14 @@ def test_the_definitions_declare_the_registry_code_versions():
 
 
 # Libraries only a step's work needs (extraction, filtering, models, statistics, charts, the Dask runner, the
-# embedded store's management): a process that builds the code location (every run worker, the code server, the CLI
-# commands that plan or launch runs) must not import them, or every run pays for them before it starts.
+# embedded store's management, the S3 client), and what only an instance or the monitoring daemon needs (Dagster's
+# SQL storage: SQLAlchemy, Alembic; psutil; dagster-aws, whose package imports both and boto3): a process that builds
+# the code location (every run worker, the code server, the CLI commands that plan or launch runs) must not import
+# them, or every run pays for them before it starts.
 NOT_AT_START_UP = [
-    "dask", "datasketch", "distributed", "duckdb", "fasttext", "ftfy", "lxml", "matplotlib", "pyarrow.parquet",
-    "resiliparse", "scipy", "sklearn", "spacy", "tldextract", "torch", "trafilatura", "warcio", "yake",
+    "alembic", "boto3", "dagster_aws", "dask", "datasketch", "distributed", "duckdb", "fasttext", "ftfy", "lxml",
+    "matplotlib", "psutil", "pyarrow.compute", "pyarrow.parquet", "resiliparse", "scipy", "sklearn", "spacy",
+    "sqlalchemy", "tldextract", "torch", "trafilatura", "warcio", "yake",
     "llm_assets.embedded_store", "llm_assets.local_cluster", "llm_assets.runners",
 ]
 
@@ -125,3 +128,26 @@ def test_every_job_runs_its_steps_in_the_run_process():
     # A process per step would start an interpreter and build the code location again before each step.
     assert {job.name: job.executor_def.name for job in defs.resolve_all_job_defs()} == {
         job.name: "in_process" for job in defs.resolve_all_job_defs()}
+
+
+def test_the_store_resource_holds_the_names_of_its_keys_and_a_run_gets_their_values(monkeypatch, tmp_path):
+    # Its own S3 endpoint resource, not dagster-aws's: the keys stay Dagster EnvVars (names in the run's config,
+    # values read by the run's process) and reach the lake client.
+    from llm_assets.core.lake import StoreSettings
+    from resources import ObjectStore, object_store_from_env
+
+    monkeypatch.setenv("LLM_ASSETS_HOME", str(tmp_path))
+    monkeypatch.setenv("LLM_ASSETS_S3_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "the-key-id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the-secret")
+    store = object_store_from_env(StoreSettings())
+    assert isinstance(store.s3.aws_secret_access_key, dg.EnvVar) and "the-secret" not in repr(store)
+    seen = {}
+
+    @dg.asset
+    def probe(store: ObjectStore) -> None:
+        lake = store.lake()
+        seen.update(endpoint=lake.config.endpoint, key=lake.credentials.access_key, secret=lake.credentials.secret_key)
+
+    assert dg.materialize([probe], resources={"store": store}).success
+    assert seen == {"endpoint": "http://127.0.0.1:9", "key": "the-key-id", "secret": "the-secret"}

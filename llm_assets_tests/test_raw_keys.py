@@ -10,7 +10,6 @@ import uuid
 
 import dagster as dg
 import pytest
-from dagster_aws.s3 import S3Resource
 
 from llm_assets import cli
 from llm_assets.core.inventory import RawScan, rejected_raw_keys, shard_of
@@ -22,7 +21,7 @@ from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
 from llm_assets.status import format_summary, lake_status
 from llm_assets_tests.conftest import built
-from resources import LakeIOManager, ObjectStore
+from resources import LakeIOManager, ObjectStore, S3Endpoint
 
 SHARDS = load_settings().shards
 CRAWL = "CC-KEYS"
@@ -36,7 +35,7 @@ def bucket(store_config):
     cfg = StoreConfig(**{**store_config.__dict__, "bucket": f"keys-{uuid.uuid4().hex[:12]}"})
     lake = Lake(cfg)
     lake.s3.create_bucket(Bucket=cfg.bucket)
-    store = ObjectStore(s3=S3Resource(endpoint_url=cfg.endpoint, region_name=cfg.region,
+    store = ObjectStore(s3=S3Endpoint(endpoint_url=cfg.endpoint, region_name=cfg.region,
                                       aws_access_key_id=lake.credentials.access_key,
                                       aws_secret_access_key=lake.credentials.secret_key),
                         bucket=cfg.bucket)

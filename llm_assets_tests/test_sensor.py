@@ -5,14 +5,13 @@ import uuid
 
 import dagster as dg
 import pytest
-from dagster_aws.s3 import S3Resource
 
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.definitions import build_defs
 from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG
 from llm_assets.settings import Settings, load_settings
-from resources import ObjectStore
+from resources import ObjectStore, S3Endpoint
 
 SHARDS = load_settings().shards
 
@@ -23,7 +22,7 @@ def bucket_store(store_config):
     cfg = StoreConfig(**{**store_config.__dict__, "bucket": f"sensor-{uuid.uuid4().hex[:12]}"})
     lake = Lake(cfg)
     lake.s3.create_bucket(Bucket=cfg.bucket)
-    resource = ObjectStore(s3=S3Resource(endpoint_url=cfg.endpoint, region_name=cfg.region,
+    resource = ObjectStore(s3=S3Endpoint(endpoint_url=cfg.endpoint, region_name=cfg.region,
                                          aws_access_key_id=lake.credentials.access_key,
                                       aws_secret_access_key=lake.credentials.secret_key),
                            bucket=cfg.bucket)

@@ -170,15 +170,14 @@ def foreign_s3():
 def test_a_live_client_follows_the_store_restarted_on_another_s3_port(own_store, foreign_s3, capfd):
     """The store stops; a foreign server takes its S3 port; `start` moves S3 elsewhere and says so. A lake client,
     an ObjectStore resource and pool workers all made for the old port find the new one in the ports file."""
-    from dagster_aws.s3 import S3Resource
 
-    from resources import ObjectStore
+    from resources import ObjectStore, S3Endpoint
 
     ports_file = own_store.state_dir / "ports.json"
     config = config_of(own_store, budget_s=600.0, ports_file=str(ports_file))
     lake = Lake(config)
     lake.put_bytes("raw/C/a.bin", b"before the move")
-    resource = ObjectStore(s3=S3Resource(endpoint_url=own_store.endpoint, region_name="us-east-1"),
+    resource = ObjectStore(s3=S3Endpoint(endpoint_url=own_store.endpoint, region_name="us-east-1"),
                            bucket=own_store.bucket, credentials_file=str(own_store.credentials_file),
                            ports_file=str(ports_file))
     old = own_store.ports["s3.port"]

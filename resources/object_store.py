@@ -1,4 +1,4 @@
-"""The object store as a Dagster resource: dagster-aws's S3 resource; the embedded store's secret is read from its file
+"""The object store as a Dagster resource: an S3 endpoint and bucket; the embedded store's secret is read from its file
 by each process, any other store's from the environment."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import dagster as dg
-from dagster_aws.s3 import S3Resource
 from pydantic import PrivateAttr
 
 from llm_assets import environment
@@ -17,10 +16,23 @@ from llm_assets.core.lake import Credentials, Lake, RetryPolicy, StoreConfig, St
 SENSOR_RETRY_BUDGET_S = 30.0
 
 
+# Not dagster-aws's S3Resource (whose field names these are): the lake makes its own boto3 client from them
+# (core/lake.py), and importing dagster_aws imports Dagster's SQL storage, SQLAlchemy, Alembic and boto3: about 0.9
+# CPU-s of a process that builds the code location without an instance (the code server, CLI commands, tests),
+# and boto3 plus Dagster's test utilities in a run's worker, whose instance has the SQL storage loaded anyway.
+class S3Endpoint(dg.ConfigurableResource):
+    """Where the store's S3 API answers, and its keys (unset: the embedded store's file, else boto3's usual chain)."""
+
+    endpoint_url: str | None = None
+    region_name: str | None = None
+    aws_access_key_id: str | None = None
+    aws_secret_access_key: str | None = None
+
+
 class ObjectStore(dg.ConfigurableResource):
     """The lake's bucket on any S3 API: the embedded SeaweedFS, MinIO or AWS S3."""
 
-    s3: S3Resource
+    s3: S3Endpoint
     bucket: str
     retry_budget_s: float = 300.0  # settings: store.retry_budget_s
     retry_base_s: float = 0.5
@@ -62,7 +74,7 @@ class ObjectStore(dg.ConfigurableResource):
             config = replace(config, retry=replace(config.retry, budget_s=retry_budget_s))
         key, secret = self.s3.aws_access_key_id, self.s3.aws_secret_access_key
         return Lake(config, Credentials(key, secret) if key and secret else None,
-                    credentials_source="the S3Resource's aws_access_key_id and aws_secret_access_key")
+                    credentials_source="the store resource's aws_access_key_id and aws_secret_access_key")
 
 
 def object_store_from_env(settings: StoreSettings) -> ObjectStore:
@@ -73,7 +85,7 @@ def object_store_from_env(settings: StoreSettings) -> ObjectStore:
     keys = {} if credentials_file else {"aws_access_key_id": dg.EnvVar("AWS_ACCESS_KEY_ID"),
                                         "aws_secret_access_key": dg.EnvVar("AWS_SECRET_ACCESS_KEY")}
     return ObjectStore(
-        s3=S3Resource(endpoint_url=environment.endpoint(), region_name=environment.region(), **keys),
+        s3=S3Endpoint(endpoint_url=environment.endpoint(), region_name=environment.region(), **keys),
         bucket=environment.bucket(),
         retry_budget_s=settings.retry_budget_s,
         retry_base_s=settings.retry_base_s,

@@ -33,7 +33,6 @@ from typing import Literal
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import yaml  # type: ignore[import-untyped]
 from pydantic import Field
 
@@ -251,6 +250,8 @@ class ShardUnit(WorkUnit):
 def document_tokens(lake: Lake, pieces: pl.DataFrame, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """The tokens of the documents the pieces (part, row, start_in_doc) come from, flat, and each piece's start in
     them. Each tokenized part is streamed a batch at a time, and only the rows needed are kept."""
+    import pyarrow.compute as pc  # not at the top: every process building the code location imports this module
+
     needed = pieces.select("part", "row").unique().sort("part", "row").with_row_index("slot")
     chunks: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
