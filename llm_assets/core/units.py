@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import multiprocessing
 import os
 import resource
@@ -188,16 +189,65 @@ class InProcessRunner:
 POOL_PRELOAD = ("numpy", "pyarrow", "pyarrow.parquet", "polars", "llm_assets.core.lake", "llm_assets.core.units")
 
 
-def _pool_context(fn: Callable) -> Any:
+@dataclass(frozen=True, order=True)
+class Warmup:
+    """A load the pool's fork server does before it forks workers, so that every worker starts with its result
+    instead of loading it again (a tokenizer: ~0.5 CPU-s a worker): `function` ("module:name", a cached loader)
+    called with `argument`. A unit names its own as its `warmup` attribute; a worker whose server did not make it
+    (another argument, a failure) loads what it needs itself, as without it."""
+
+    function: str
+    argument: str
+
+    def __call__(self) -> None:
+        import importlib
+
+        module, name = self.function.split(":")
+        getattr(importlib.import_module(module), name)(self.argument)
+
+
+WARMUP_ENV = "LLM_ASSETS_POOL_WARMUP"  # the warm-ups, read by `pool_server` in the fork server as it starts
+_served: tuple[Warmup, ...] = ()  # the running fork server's
+
+
+def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
     """Workers are forked from a fork server: a fresh single-threaded interpreter (safe when the caller is a
     threaded Dagster process, as spawn is) that has imported `POOL_PRELOAD` and the module of the first stage it
-    served, so a worker starts in milliseconds instead of importing the project again (~1.5-2 CPU-s a worker with
-    spawn, every stage). The server lives as long as this process and serves every later pool; `pool_server`,
-    imported first, makes it die with this process, and each worker dies with the server (`_init_worker`)."""
+    served, and made that stage's warm-ups, so a worker starts in milliseconds instead of importing the project
+    again (~1.5-2 CPU-s a worker with spawn, every stage). The server lives as long as this process and serves every
+    later pool, unless a pool needs warm-ups it did not make: then another server starts (once per stage and
+    process, against once per worker). `pool_server`, imported first, makes it die with this process, and each
+    worker dies with the server (`_init_worker`)."""
+    global _served
+    from multiprocessing import forkserver
+
     ctx = get_context("forkserver")
-    # no effect once the server runs
-    ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *POOL_PRELOAD, fn.__module__])
+    running = getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
+    if running and not set(warmups) <= set(_served):
+        stop_pool_server()
+        running = False
+    if not running:
+        ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *POOL_PRELOAD, fn.__module__])
+        previous = os.environ.get(WARMUP_ENV)
+        os.environ[WARMUP_ENV] = json.dumps([[w.function, w.argument] for w in warmups])
+        try:
+            forkserver.ensure_running()
+        finally:
+            if previous is None:
+                os.environ.pop(WARMUP_ENV, None)
+            else:
+                os.environ[WARMUP_ENV] = previous
+        _served = warmups
     return ctx
+
+
+def pool_warmups() -> None:
+    """In the fork server: make the warm-ups its starter asked for. One that fails is left to the workers."""
+    for function, argument in json.loads(os.environ.pop(WARMUP_ENV, "[]")):
+        try:
+            Warmup(function, argument)()
+        except Exception:  # noqa: BLE001 - the worker that needs it loads it and reports the error with its unit
+            pass
 
 
 PR_SET_PDEATHSIG = 1
@@ -268,7 +318,8 @@ class PoolRunner:
             ) -> list[UnitResult]:
         if len(units) <= 1 or self.workers == 1:
             return InProcessRunner().run(fn, units, on_done)
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=_pool_context(fn),
+        warmups = tuple(sorted({w for u in units if isinstance(w := getattr(u, "warmup", None), Warmup)}))
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=_pool_context(fn, warmups),
                                  initializer=_init_worker, initargs=(dict(os.environ),)) as pool:
             futures = [pool.submit(fn, u) for u in units]
             pending = set(futures)
