@@ -93,6 +93,8 @@ class UnitResult:
     bytes_in: int = 0
     bytes_out: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # of the process that ran it, every thread, while it ran
+    worker: int = 0  # the pid of that process
     peak_rss_bytes: int = 0
     errors: list[str] = field(default_factory=list)  # what was wrong with the input (quarantined, counted)
     columns: list[str] = field(default_factory=list)
@@ -140,7 +142,7 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
     short traceback: whether input damage was quarantined is the unit's business, never guessed here."""
 
     def wrapper(unit: U) -> UnitResult:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             result = fn(unit)
         except UnitFailed:
@@ -151,6 +153,7 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
                              infrastructure=is_infrastructure(e) and not auth_failure(e),
                              transient=is_transient(e)) from e
         result.seconds = time.perf_counter() - start
+        result.cpu_seconds, result.worker = time.process_time() - cpu, os.getpid()
         result.peak_rss_bytes = peak_rss_bytes()
         return result
 
@@ -288,15 +291,21 @@ def _init_worker(environ: dict[str, str]) -> None:
 def pool_cpu_seconds() -> float:
     """CPU seconds of the fork server and of the pool workers that ended, which `RUSAGE_CHILDREN` does not see:
     they are the server's children, not this process's. For benchmarks; 0 when no fork server runs."""
+    return sum(pool_cpu_breakdown())
+
+
+def pool_cpu_breakdown() -> tuple[float, float]:
+    """(the fork server's own CPU seconds, its workers' that ended): for benchmarks; zeros when no server runs."""
     from multiprocessing import forkserver
 
     pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return 0.0
+        return 0.0, 0.0
     # utime, stime, cutime, cstime: fields 14-17 of stat(5), 12-15 after the command name
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK") if pid else 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
 
 
 def stop_pool_server() -> None:
