@@ -45,7 +45,7 @@ from llm_assets.core.readers import (
     read_records,
 )
 from llm_assets.core.takedowns import write_id_index
-from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
+from llm_assets.core.units import UnitResult, Warmup, WorkUnit, timed_unit
 
 
 class DocumentsSettings(Section):
@@ -137,8 +137,29 @@ class ExtractUnit(WorkUnit):  # source: raw/<crawl>/<file>
     def effective_extractor(self) -> str:
         return self.extractor or self.settings.extractor
 
+    @property
+    def warmup(self) -> Warmup:
+        """The reader's and the extractor's libraries, imported and run once by the pool's fork server rather than
+        by each worker on its first page."""
+        return Warmup("llm_assets.core.documents:warm", self.effective_extractor)
+
     def takes(self, html_index: int) -> bool:
         return html_index % self.shares == self.share
+
+
+_WARM_PAGE = ("<html><head><title>t</title><meta charset='utf-8'></head><body><article><h1>t</h1>"
+              + "<p>A paragraph of a page, long enough to be kept as its main text by every extractor.</p>" * 8
+              + "</article></body></html>")
+
+
+def warm(extractor: str) -> None:
+    """Import what reading WARC files and extracting pages with `extractor` loads on first use."""
+    from warcio.archiveiterator import ArchiveIterator  # noqa: F401 - imported where used
+
+    from llm_assets.core.charset import decode_html
+
+    decode_html(_WARM_PAGE.encode(), "text/html")
+    extract_html(_WARM_PAGE, "http://example.com/", extractor=extractor)
 
 
 def shares_of(key: str, size: int) -> int:

@@ -54,6 +54,10 @@ def batch_encoder(path: str) -> Callable[[list[str]], list[list[int]]]:
     (BENCHMARKS.md), checked on probe texts when loaded. Otherwise, or if they ever disagree, `tokenizers`."""
     threads = 1 if os.environ.get("TOKENIZERS_PARALLELISM", "").lower() in ("false", "0") else \
         max(1, len(os.sched_getaffinity(0)))
+    return _batch_encoder(path, threads)
+
+
+def _batch_encoder(path: str, threads: int) -> Callable[[list[str]], list[list[int]]]:
     encoding = _checked_tiktoken(path)
     if encoding is None:
         return _with_tokenizers(load_tokenizer(path))
@@ -68,15 +72,16 @@ def warm(path: str) -> None:
     """Load the tokenizer at `path` and its encoder into this process's caches. The process pool's fork server
     does, so that its workers start with them (`units.Warmup`); it encodes nothing on more than one thread, so no
     thread pool is forked half-alive."""
+    load_tokenizer(path)
     _checked_tiktoken(path)
 
 
 def _with_tokenizers(tok: Tokenizer) -> Callable[[list[str]], list[list[int]]]:
-    def encode(texts: list[str]) -> list[list[int]]:
+    def with_tokenizers(texts: list[str]) -> list[list[int]]:
         # encode_batch_fast skips offsets and alignments: the same ids at about twice the speed of encode_batch
         return [e.ids for e in tok.encode_batch_fast(texts, add_special_tokens=False)]
 
-    return encode
+    return with_tokenizers
 
 
 @cache

@@ -230,9 +230,11 @@ def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
         stop_pool_server()
         running = False
     if not running:
-        ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *POOL_PRELOAD, fn.__module__])
+        modules = [*POOL_PRELOAD, fn.__module__]
+        ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *modules])
         previous = os.environ.get(WARMUP_ENV)
-        os.environ[WARMUP_ENV] = json.dumps([[w.function, w.argument] for w in warmups])
+        os.environ[WARMUP_ENV] = json.dumps({"modules": modules,
+                                             "warmups": [[w.function, w.argument] for w in warmups]})
         try:
             forkserver.ensure_running()
         finally:
@@ -245,12 +247,25 @@ def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
 
 
 def pool_warmups() -> None:
-    """In the fork server: make the warm-ups its starter asked for. One that fails is left to the workers."""
-    for function, argument in json.loads(os.environ.pop(WARMUP_ENV, "[]")):
+    """In the fork server, as it starts: import the modules and make the warm-ups its starter asked for (one that
+    fails is left to the workers), then move every object made so far out of the garbage collector's sight
+    (`gc.freeze`), so that a worker's collections do not write to, and so copy, the pages it shares with the
+    server."""
+    import gc
+    import importlib
+
+    spec = json.loads(os.environ.pop(WARMUP_ENV, "{}"))
+    for module in spec.get("modules", []):
+        try:
+            importlib.import_module(module)
+        except ImportError:  # as multiprocessing's own preload: the worker imports it and fails there
+            pass
+    for function, argument in spec.get("warmups", []):
         try:
             Warmup(function, argument)()
         except Exception:  # noqa: BLE001 - the worker that needs it loads it and reports the error with its unit
             pass
+    gc.freeze()
 
 
 PR_SET_PDEATHSIG = 1
