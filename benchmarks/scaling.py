@@ -45,7 +45,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from llm_assets.settings import PROJECT_ROOT
+# the core's, not llm_assets.settings: a pool worker started from `python -m benchmarks.scaling` runs this module
+# again as its main (multiprocessing does), and the settings would cost it ~0.25 CPU-s
+from llm_assets.core.config import PROJECT_ROOT
 
 WARC_DIR = PROJECT_ROOT.parent / "shared" / "data" / "warc"
 SEED_INPUT = PROJECT_ROOT.parent / "shared" / "data" / "bench" / "seed003_input.jsonl.gz"

@@ -209,6 +209,8 @@ class Warmup:
         getattr(importlib.import_module(module), name)(self.argument)
 
 
+# What every pool's server loads for its workers, whatever the stage: each unit opens the object store.
+POOL_WARMUPS = (Warmup("llm_assets.core.lake:warm_client", "s3"),)
 WARMUP_ENV = "LLM_ASSETS_POOL_WARMUP"  # the warm-ups, read by `pool_server` in the fork server as it starts
 _served: tuple[Warmup, ...] = ()  # the running fork server's
 
@@ -230,7 +232,12 @@ def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
         stop_pool_server()
         running = False
     if not running:
-        modules = [*POOL_PRELOAD, fn.__module__]
+        # A worker runs the caller's main module again when it was started with `python -m NAME` (multiprocessing
+        # does, as `__mp_main__`): imported here, what it imports is loaded once. Not a package's `__main__` (a
+        # CLI such as Dagster's), which workers skip.
+        main = getattr(sys.modules.get("__main__"), "__spec__", None)
+        modules = [*POOL_PRELOAD, fn.__module__,
+                   *([main.name] if main is not None and not main.name.endswith("__main__") else [])]
         ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *modules])
         previous = os.environ.get(WARMUP_ENV)
         os.environ[WARMUP_ENV] = json.dumps({"modules": modules,
@@ -342,7 +349,7 @@ class PoolRunner:
             ) -> list[UnitResult]:
         if len(units) <= 1 or self.workers == 1:
             return InProcessRunner().run(fn, units, on_done)
-        warmups = tuple(sorted({w for u in units if isinstance(w := getattr(u, "warmup", None), Warmup)}))
+        warmups = tuple(sorted({*POOL_WARMUPS, *(w for u in units if isinstance(w := getattr(u, "warmup", None), Warmup))}))
         with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=_pool_context(fn, warmups),
                                  initializer=_init_worker, initargs=(dict(os.environ),)) as pool:
             futures = [pool.submit(fn, u) for u in units]
