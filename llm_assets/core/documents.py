@@ -27,7 +27,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core.config import Section
-from llm_assets.core.errors import is_store_error
+from llm_assets.core.errors import SourceChanged, is_store_error
 from llm_assets.core.extract import ExtractionTimeout, extract_html, extractor_version
 from llm_assets.core.lake import Lake, PartWriter
 from llm_assets.core.readers import (
@@ -230,7 +230,10 @@ def share_records(open_at: Callable[[int], ByteStream], key: str, u: ExtractUnit
                                                                    reader_report)))
     if u.offset:
         _close(body)
+        version = getattr(body, "etag", None)
         body = open_at(u.offset)
+        if version is not None and getattr(body, "etag", version) != version:  # both reads must see one version
+            raise SourceChanged(f"{key} was replaced while it was being read")
     return _guarded(key, report, read_member_range(body if u.offset else _Prepend(head, body), u.offset,
                                                    u.offset + u.size, fmt, settings, report))
 
