@@ -27,7 +27,8 @@ anchor's CPU seconds per item over ours; the table gives min/median/max over the
    MinhashDedupSignature (its default config) on the same rows, for reference.
 5. Two workers: the documents work (read + extract per WARC file, each file a unit) and the tokenize path (GPT-2
    encode_batch_fast + Arrow, per Parquet part) through the project's PoolRunner, 1 worker pinned to one core
-   against 2 workers on both cores: wall-clock ratio (only meaningful on an otherwise idle machine).
+   against 2 workers on both cores: wall-clock ratio (only meaningful on an otherwise idle machine), and the CPU
+   seconds of 2 workers over 1 (what a second worker costs, meaningful under load too), split by process.
 6. Start-up: a fresh process building the code location (`from llm_assets.definitions import defs; defs()`),
    wall seconds.
 """
