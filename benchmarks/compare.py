@@ -30,7 +30,8 @@ anchor's CPU seconds per item over ours; the table gives min/median/max over the
    MinhashDedupSignature (its default config) on the same rows, for reference.
 5. Two workers: the documents work (read + extract per WARC file, each file a unit) and the tokenize path (GPT-2
    encode_batch_fast + Arrow, per Parquet part) through the project's PoolRunner, 1 worker pinned to one core
-   against 2 workers on both cores: wall-clock ratio (only meaningful on an otherwise idle machine).
+   against 2 workers on both cores: wall-clock ratio (only meaningful on an otherwise idle machine), and the CPU
+   seconds of 2 workers over 1 (what a second worker costs, meaningful under load too), split by process.
 6. Start-up: a fresh process building the code location (`from llm_assets.definitions import defs; defs()`),
    wall seconds; and a run worker's start: seconds from a run's launch to its first step, for runs of
    `curation_job` and `vacuum_job` launched through the code server (`dagster code-server start`) of a throwaway
@@ -317,7 +318,9 @@ def compare_scale(ctx: Context) -> dict:
                 got[str(w)] = normalise_scaling(run_side(cmd(stage, w), cpus, {"RAYON_NUM_THREADS": "1"}))
             rounds.append(got)
         result["stages"][stage] = {"rounds": rounds,
-                                   "ratios": [r["1"]["timed_wall_s"] / r["2"]["timed_wall_s"] for r in rounds]}
+                                   "ratios": [r["1"]["timed_wall_s"] / r["2"]["timed_wall_s"] for r in rounds],
+                                   # what the second worker costs in CPU (≈1.0: ~2× wall on an idle machine)
+                                   "cpu_ratios": [r["2"]["timed_cpu_s"] / r["1"]["timed_cpu_s"] for r in rounds]}
     return result
 
 
@@ -548,12 +551,21 @@ def detail(results: dict) -> list[str]:
         for stage, res in results["scale"]["stages"].items():
             for k, rnd in enumerate(res["rounds"]):
                 for w, s in rnd.items():
+                    by = s.get("cpu_by_process")
                     rows.append([stage, str(k + 1), w, f"{s['items']:,}", f"{s['timed_wall_s']:.2f}",
-                                 f"{s['timed_cpu_s']:.2f}", f"{s['whole_wall_s']:.2f}",
+                                 f"{s['timed_cpu_s']:.2f}",
+                                 f"{by['driver']:.2f} / {by['fork_server']:.2f} / {by['workers']:.2f}" if by else "—",
+                                 f"{s['unit_cpu_seconds']:.2f}" if "unit_cpu_seconds" in s else "—",
+                                 " / ".join(f"{p['busy_seconds']:.1f}" for p in s.get("per_worker", [])) or "—",
+                                 f"{s['whole_wall_s']:.2f}",
                                  f"{s['others_cpus']:.2f}" if s.get("others_cpus") is not None else "—",
                                  f"{s['two_worker_bound']:.2f}×" if s.get("two_worker_bound") else "—"])
-        out += [f"From {results['scale'].get('source', 'benchmarks.compare_ours scale')}.", "",
+        out += [f"From {results['scale'].get('source', 'benchmarks.compare_ours scale')}. CPU of 2 workers ÷ 1 "
+                "(what the second worker costs; ≈1.0 lets 2 workers reach ~2× on an idle machine): " + "; ".join(
+                    f"{stage} {mmm(res['cpu_ratios'], 2)}" for stage, res in results["scale"]["stages"].items()
+                    if res.get("cpu_ratios")) + ".", "",
                 table(["stage", "round", "workers", "items", "timed wall-s", "timed CPU-s (with workers)",
+                       "CPU-s: driver / fork server / workers", "CPU-s in units", "busy s per worker",
                        "process wall-s", "others (CPUs)", "bound the units allow"], rows), ""]
     if "startup" in results and "error" not in results["startup"]:
         s = results["startup"]

@@ -20,7 +20,12 @@ prints one JSON line:
   thread pool (all cores) with `--workers 2`, one thread (`TOKENIZERS_PARALLELISM=false`) with `--workers 1`.
 
 `unit_seconds`: each unit's seconds, longest first; `two_worker_bound`: the 1 -> 2 worker wall ratio the units
-allow at best (their total over the larger of the longest and half the total), for loaded machines.
+allow at best (their total over the larger of the longest and half the total), for loaded machines;
+`per_worker`: each worker process's units, busy (wall) and CPU seconds inside units, busiest first (how even the
+work was); `unit_cpu_seconds`: the units' CPU seconds, and `cpu_by_process`: this process (`driver`), the fork
+server's own (`fork_server`) and its workers' (`workers`) CPU seconds: the workers' beyond their units' is their
+start-up. The 2-worker run's `cpu_seconds` over the 1-worker run's is what a second worker costs in CPU: near 1.0,
+two workers can reach about 2x on an idle machine.
 `wall_seconds` and `cpu_seconds` cover the measured step only: `cpu_seconds` is this process's and every pool
 worker's (the fork server is stopped and reaped at the end, so its workers count), not the object store's
 (`store_cpu_seconds`). `others_cpus`: how many CPUs other processes kept busy meanwhile, on average: wall-clock
@@ -40,7 +45,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from llm_assets.settings import PROJECT_ROOT
+# the core's, not llm_assets.settings: a pool worker started from `python -m benchmarks.scaling` runs this module
+# again as its main (multiprocessing does), and the settings would cost it ~0.25 CPU-s
+from llm_assets.core.config import PROJECT_ROOT
 
 WARC_DIR = PROJECT_ROOT.parent / "shared" / "data" / "warc"
 SEED_INPUT = PROJECT_ROOT.parent / "shared" / "data" / "bench" / "seed003_input.jsonl.gz"
@@ -55,30 +62,52 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + pool_cpu_seconds()
 
 
+def _own_cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
 def measured(fn, store_pid: int | None = None) -> tuple[object, dict]:
-    """Run `fn()`: its value and wall, CPU (this process and its pool workers), the store's CPU and others' load."""
+    """Run `fn()`: its value and wall, CPU (this process and its pool workers), the store's CPU and others' load,
+    and where the CPU went: this process (`driver`), the pool's fork server itself (`fork_server`: a fresh
+    interpreter, its preload and warm-ups), its workers (`workers`), and of that the units themselves (`units`)."""
     from benchmarks.stages import machine_busy_seconds, process_cpu_seconds
-    from llm_assets.core.units import stop_pool_server
+    from llm_assets.core.units import pool_cpu_breakdown, stop_pool_server
 
     stop_pool_server()  # a server started before (unmeasured steps) would hide its workers' CPU until reaped
     store0, busy0, cpu0, t0 = process_cpu_seconds(store_pid), machine_busy_seconds(), _cpu(), time.perf_counter()
+    own0 = _own_cpu()
     value = fn()
     wall = time.perf_counter() - t0
+    server, workers = pool_cpu_breakdown()  # the workers ended with their pool, and their server reaped them
+    driver = _own_cpu() - own0
     stop_pool_server()
     cpu = _cpu() - cpu0
     store = process_cpu_seconds(store_pid) - store0
     others = max(0.0, machine_busy_seconds() - busy0 - cpu - store) / wall if wall else 0.0
     return value, {"wall_seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "store_cpu_seconds": round(store, 3),
-                   "others_cpus": round(others, 2)}
+                   "others_cpus": round(others, 2),
+                   "cpu_by_process": {"driver": round(driver, 2), "fork_server": round(server, 2),
+                                      "workers": round(workers, 2)}}
 
 
 def balance(results) -> dict:
     """The units' own seconds, longest first, and the 1 -> 2 worker ratio they allow at best: the total over the
-    larger of the longest unit and half the total (a bound that the machine's load does not move much)."""
+    larger of the longest unit and half the total (a bound that the machine's load does not move much); the units'
+    CPU seconds; and per worker process its units, busy (wall) and CPU seconds, busiest first."""
     seconds = sorted((r.seconds for r in results), reverse=True)
     total = sum(seconds)
+    workers: dict[int, dict] = {}
+    for r in results:
+        w = workers.setdefault(r.worker, {"units": 0, "busy_seconds": 0.0, "cpu_seconds": 0.0})
+        w["units"] += 1
+        w["busy_seconds"] += r.seconds
+        w["cpu_seconds"] += r.cpu_seconds
     return {"unit_seconds": [round(x, 2) for x in seconds],
-            "two_worker_bound": round(total / max(seconds[0], total / 2), 2) if seconds else None}
+            "two_worker_bound": round(total / max(seconds[0], total / 2), 2) if seconds else None,
+            "unit_cpu_seconds": round(sum(r.cpu_seconds for r in results), 2),
+            "per_worker": [{k: round(v, 2) if isinstance(v, float) else v for k, v in w.items()}
+                           for w in sorted(workers.values(), key=lambda w: -w["busy_seconds"])]}
 
 
 def _drop(lake, crawl: str, paths: list[Path]) -> list[tuple[str, int, str]]:

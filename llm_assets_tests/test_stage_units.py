@@ -146,12 +146,13 @@ def test_documents_provenance(chain, lake):
 
 
 def test_a_warc_split_into_shares_gives_the_files_documents_and_accounting_once(store_config, lake, crawl):
-    """Three shares of one WARC, each reading the whole file: together the same documents, drops and quarantined
-    records as the file in one unit, every document in exactly one share, each share's rows balanced."""
+    """Three shares of one WARC, each reading its byte range by a ranged GET: together the same documents, drops and
+    quarantined records as the file in one unit, every document in exactly one share, each share's rows balanced."""
     key, size, etag = upload(lake, crawl, CC_2020)
     whole = extract_documents(extract_unit(store_config, crawl, key, size, etag, tag="whole", rejected=True))
     unit = extract_unit(store_config, crawl, key, size, etag, rejected=True)
     shares = [extract_documents(replace(unit, share=i, shares=3, unit=f"{unit.unit[:-1]}{i}",
+                                        offset=size * i // 3, size=size * (i + 1) // 3 - size * i // 3,
                                         part=unit.part.replace(unit.unit, f"{unit.unit[:-1]}{i}"),
                                         rejected_part=unit.rejected_part.replace(unit.unit, f"{unit.unit[:-1]}{i}")))
               for i in range(3)]
@@ -164,6 +165,8 @@ def test_a_warc_split_into_shares_gives_the_files_documents_and_accounting_once(
             dropped[reason] = dropped.get(reason, 0) + k
     assert dropped == whole.dropped
     assert _rows(lake, shares).equals(_rows(lake, [whole]))
+    offsets = [lake.scan([r.part]).collect()["record_offset"].to_list() for r in shares]
+    assert all(max(a) < min(b) for a, b in zip(offsets, offsets[1:]))  # byte ranges: in file order
     rejected = [r.rejected_part for r in shares]
     assert lake.scan(rejected).collect().sort("record_offset").equals(
         lake.scan([whole.rejected_part]).collect().sort("record_offset"))
@@ -178,6 +181,7 @@ def test_only_large_warc_and_arc_files_are_split_and_their_units_do_not_depend_o
     size = 3 * SHARE_BYTES - 7
     units = extract_units(None, DocumentsSettings(), "C", "0000", "raw/C/a.warc.gz", size, "e", "v", "trafilatura")
     assert [(u.share, u.shares) for u in units] == [(0, 3), (1, 3), (2, 3)]
+    assert [u.offset for u in units] == [0, units[0].size, units[0].size + units[1].size]
     assert sum(u.size for u in units) == size and len({u.unit for u in units}) == len({u.part for u in units}) == 3
     assert units == extract_units(None, DocumentsSettings(), "C", "0000", "raw/C/a.warc.gz", size, "e", "v",
                                   "trafilatura")

@@ -5,14 +5,18 @@ records, and writes one part. Bad records are quarantined under `rejected/` with
 responses set aside for what they hold (`non_2xx`, `non_html`, `no_text`), with their URL and doc id: the rejected
 part is indexed like the documents part, so `why URL` finds a page that never became a document.
 
-Extraction costs ~40x the reading, so a large WARC or ARC file is split into shares (`extract_units`): each share's
-unit reads the whole file but extracts only its share of the HTML records, and the partition's workers extract one
-file together. The shares are a function of the file's name and size alone, never of the number of workers.
+A large WARC or ARC file is split into shares (`extract_units`), so that the partition's workers extract one file
+together: each share is a byte range of the file, and its unit reads the records of the gzip members that start in
+that range, fetched from the store by a ranged GET that starts at the range (`readers.read_member_range`): no share
+decompresses another's bytes. That needs the file to be gzip per record (`readers.member_layout`, checked on its
+first member); any other file (one gzip stream, zstd, uncompressed) is read whole by every share, which extracts
+every n-th HTML record. The shares are a function of the file's name and size alone, never of the number of workers.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Literal
@@ -23,20 +27,25 @@ import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core.config import Section
-from llm_assets.core.errors import is_store_error
+from llm_assets.core.errors import SourceChanged, is_store_error
 from llm_assets.core.extract import ExtractionTimeout, extract_html, extractor_version
 from llm_assets.core.lake import Lake, PartWriter
 from llm_assets.core.readers import (
     ReaderSettings,
+    CHUNK,
+    LOOKAHEAD,
+    ByteStream,
     ReadReport,
     SourceRecord,
     UnreadableFile,
     is_parquet,
+    member_layout,
+    read_member_range,
     read_parquet,
     read_records,
 )
 from llm_assets.core.takedowns import write_id_index
-from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
+from llm_assets.core.units import UnitResult, Warmup, WorkUnit, timed_unit
 
 
 class DocumentsSettings(Section):
@@ -56,8 +65,9 @@ class DocumentsSettings(Section):
 
 
 # 3: CPU-time extraction limit; JSON, JSON Lines and Parquet records capped. 4: records set aside for their content
-# (no text, not HTML, an error status) kept in the rejected part by URL and doc id, and indexed.
-STAGE_VERSION = "4"
+# (no text, not HTML, an error status) kept in the rejected part by URL and doc id, and indexed. 5: a gzip-per-record
+# WARC/ARC's shares are byte ranges (a share's part holds other records than before).
+STAGE_VERSION = "5"
 BATCH_ROWS = 256
 
 SCHEMA = pa.schema(
@@ -100,8 +110,8 @@ def doc_id(source_key: str, record_id: str, offset: int, skip: int = 0) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
-# A WARC or ARC file gets one share per SHARE_BYTES (compressed), at most MAX_SHARES: every share reads the whole
-# file (~2% of the extraction's CPU each), so a huge file is not split further.
+# A WARC or ARC file gets one share per SHARE_BYTES (compressed), at most MAX_SHARES: a file that is not gzip per
+# record is read whole by every share (~2% of the extraction's CPU each), so a huge file is not split further.
 SHARE_BYTES = 512 * 1024
 MAX_SHARES = 8
 _SPLIT_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz", ".warc.zst")
@@ -115,17 +125,41 @@ class ExtractUnit(WorkUnit):  # source: raw/<crawl>/<file>
     part: str
     rejected_part: str = ""
     extractor: str = ""  # a run's override of settings.extractor
-    # This unit extracts the HTML records i (in file order) with i % shares == share. Share 0 also keeps the
-    # records that need no extraction and accounts for everything the reader passed over or quarantined.
+    # This unit reads the records of the gzip members that start in the byte range [offset, offset + size) of the
+    # file. A file that cannot be read from a member on: the HTML records i (in file order) with
+    # i % shares == share; share 0 also keeps the records that need no extraction and accounts for everything the
+    # reader passed over or quarantined.
     share: int = 0
     shares: int = 1
+    offset: int = 0
 
     @property
     def effective_extractor(self) -> str:
         return self.extractor or self.settings.extractor
 
+    @property
+    def warmup(self) -> Warmup:
+        """The reader's and the extractor's libraries, imported and run once by the pool's fork server rather than
+        by each worker on its first page."""
+        return Warmup("llm_assets.core.documents:warm", self.effective_extractor)
+
     def takes(self, html_index: int) -> bool:
         return html_index % self.shares == self.share
+
+
+_WARM_PAGE = ("<html><head><title>t</title><meta charset='utf-8'></head><body><article><h1>t</h1>"
+              + "<p>A paragraph of a page, long enough to be kept as its main text by every extractor.</p>" * 8
+              + "</article></body></html>")
+
+
+def warm(extractor: str) -> None:
+    """Import what reading WARC files and extracting pages with `extractor` loads on first use."""
+    from warcio.archiveiterator import ArchiveIterator  # noqa: F401 - imported where used
+
+    from llm_assets.core.charset import decode_html
+
+    decode_html(_WARM_PAGE.encode(), "text/html")
+    extract_html(_WARM_PAGE, "http://example.com/", extractor=extractor)
 
 
 def shares_of(key: str, size: int) -> int:
@@ -148,8 +182,9 @@ def extract_units(store, settings: DocumentsSettings, crawl: str, shard: str, ke
     units = []
     for share in range(n):
         unit = unit_id("documents", code, extractor, key, etag, *([f"share {share}/{n}"] if n > 1 else []))
+        start = size * share // n
         units.append(ExtractUnit(store=store, settings=settings, crawl=crawl, source=key,
-                                 size=size * (share + 1) // n - size * share // n, unit=unit,
+                                 size=size * (share + 1) // n - start, offset=start, unit=unit,
                                  part=part_key("documents", crawl, shard, unit),
                                  rejected_part=part_key("documents", crawl, shard, unit, zone="rejected"),
                                  extractor=extractor, share=share, shares=n))
@@ -164,7 +199,7 @@ def reader_settings(s: DocumentsSettings) -> ReaderSettings:
 def iter_source(lake: Lake, key: str, settings: ReaderSettings, report: ReadReport):
     """Records of one raw object, streamed (Parquet with random access instead). A file that is no known format
     is quarantined as `unreadable_file` and named in `report.errors`; it yields nothing."""
-    try:
+    def records():
         body = lake.open(key)
         head = body.read(4)
         if is_parquet(head):
@@ -173,6 +208,53 @@ def iter_source(lake: Lake, key: str, settings: ReaderSettings, report: ReadRepo
                 yield from read_parquet(f, settings, report)
             return
         yield from read_records(_Prepend(head, body), key, settings, report)
+
+    return _guarded(key, report, records())
+
+
+def share_records(open_at: Callable[[int], ByteStream], key: str, u: ExtractUnit, settings: ReaderSettings,
+                  report: ReadReport):
+    """The records share `u` of a split WARC/ARC file turns into documents, its problems counted into `report`.
+    `open_at(offset)`: the file's bytes from `offset` on (a ranged GET). A gzip-per-record file: the members that
+    start in the share's byte range, every record of them. Any other: the whole file is read, and the share takes
+    its part of the HTML records (`_share`); only share 0 counts what the reader passed over."""
+    body = open_at(0)
+    head = _read_up_to(body, CHUNK)  # a gzip-per-record file's first member (warcinfo) is small
+    fmt = member_layout(head, whole=len(head) < CHUNK)
+    if fmt is None and len(head) == CHUNK:
+        head += _read_up_to(body, LOOKAHEAD - CHUNK)
+        fmt = member_layout(head, whole=len(head) < LOOKAHEAD)
+    if fmt is None:
+        reader_report = report if u.share == 0 else ReadReport(keep_set_aside=False)
+        return _share(u, _guarded(key, reader_report, read_records(_Prepend(head, body), key, settings,
+                                                                   reader_report)))
+    if u.offset:
+        _close(body)
+        version = getattr(body, "etag", None)
+        body = open_at(u.offset)
+        if version is not None and getattr(body, "etag", version) != version:  # both reads must see one version
+            raise SourceChanged(f"{key} was replaced while it was being read")
+    return _guarded(key, report, read_member_range(body if u.offset else _Prepend(head, body), u.offset,
+                                                   u.offset + u.size, fmt, settings, report))
+
+
+def _read_up_to(body: ByteStream, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n and (chunk := body.read(n - got)):
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _close(body: ByteStream) -> None:
+    if (close := getattr(body, "close", None)) is not None:
+        close()
+
+
+def _guarded(key: str, report: ReadReport, records):
+    """`records`, with the failures of a file's bytes quarantined (store errors raised)."""
+    try:
+        yield from records
     except UnreadableFile as e:
         report.quarantine("unreadable_file", 0, detail=str(e))
         report.errors.append(f"{key}: unreadable: {e}")
@@ -298,13 +380,14 @@ def _share(u: ExtractUnit, records):
 def extract_documents(u: ExtractUnit) -> UnitResult:
     lake = Lake(u.store)
     report = ReadReport()
-    reader_report = report if u.share == 0 else ReadReport(keep_set_aside=False)
     rows: list[dict] = []
     ids: dict[str, list[str]] = {"doc_id": [], "url": [], "domain": []}
     aside = _SetAside(u)
     with lake.part_writer(u.part, SCHEMA) as out, aside.writer(lake):
-        records = iter_source(lake, u.source, reader_settings(u.settings), reader_report)
-        for rec in records if u.shares == 1 else _share(u, records):
+        settings = reader_settings(u.settings)
+        records = iter_source(lake, u.source, settings, report) if u.shares == 1 else \
+            share_records(lambda offset: lake.open(u.source, offset), u.source, u, settings, report)
+        for rec in records:
             if (row := _document(u, rec, report)) is not None:
                 rows.append(row)
                 for column, values in ids.items():

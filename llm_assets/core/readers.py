@@ -116,8 +116,8 @@ class ByteStream(Protocol):
 class _Source:
     """The compressed byte stream with its position and a push-back buffer."""
 
-    def __init__(self, raw: ByteStream):
-        self.raw, self.pos, self.buf = raw, 0, b""
+    def __init__(self, raw: ByteStream, pos: int = 0):
+        self.raw, self.pos, self.buf = raw, pos, b""
 
     def read(self, n: int) -> bytes:
         data, self.buf = self.buf[:n], self.buf[n:]
@@ -300,16 +300,18 @@ def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: _Member 
                            content_type=content_type, charset=charset, html=html, payload_bytes=len(payload))
 
 
-def _read_warc_gzip(src: _Source, fmt: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
-    """gzip-per-record (resynchronizing at the next member after damage) or one gzip member for the file."""
+def _read_warc_gzip(src: _Source, fmt: str, settings: ReaderSettings, report: ReadReport,
+                    end: int | None = None) -> Iterator[SourceRecord]:
+    """gzip-per-record (resynchronizing at the next member after damage) or one gzip member for the file; with
+    `end`, only the members that start before it."""
     damaged = False  # the bytes after a damaged member are part of its damage, not counted again
-    while src.peek(len(GZIP_MAGIC)):
+    while (end is None or src.pos < end) and src.peek(len(GZIP_MAGIC)):
         if src.peek(len(GZIP_MAGIC)) != GZIP_MAGIC:
             start = src.pos
             found = _scan_to_next_member(src)
             if not damaged:
                 report.quarantine("corrupt_record", start, detail=f"{src.pos - start} bytes that are no gzip member")
-            if not found:
+            if not found or (end is not None and src.pos >= end):
                 return
         damaged = False
         member = _Member(src)
@@ -331,6 +333,78 @@ def _read_warc_gzip(src: _Source, fmt: str, settings: ReaderSettings, report: Re
             except DamagedMember:
                 pass
             damaged = True
+
+
+# ------------------------------------------------------------------------------------- byte ranges of a file
+
+# The first line of an ARC record: URL, IP address, 14-digit date, content type, length.
+_ARC_RECORD = re.compile(rb"\S+ \S+ \d{14} \S+ \d+\r?\n")
+
+
+def member_layout(head: bytes, whole: bool) -> str | None:
+    """'warc' or 'arc' when a file whose first bytes are `head` (`whole`: the whole file) is a gzip per record
+    WARC/ARC, the Common Crawl convention: its first gzip member holds exactly one record and ends within `head`,
+    another member or the end of the file right behind it. Such a file can be read from any member on.
+    None for anything else (one gzip stream, zstd, uncompressed, another format): it is read from its start."""
+    if not head.startswith(GZIP_MAGIC):
+        return None
+    d = zlib.decompressobj(31)
+    try:
+        first = d.decompress(head, 4 * LOOKAHEAD)
+    except zlib.error:
+        return None
+    if not d.eof or not (d.unused_data.startswith(GZIP_MAGIC) or whole and not d.unused_data):
+        return None
+    fmt = sniff_format(first[:4096])
+    if fmt not in ("warc", "arc"):
+        return None
+    from warcio.archiveiterator import ArchiveIterator
+
+    try:
+        records = sum(1 for _ in ArchiveIterator(io.BytesIO(first), arc2warc=True, check_digests=False))
+    except Exception:  # noqa: BLE001 - a first record warcio cannot parse: read the file from its start
+        return None
+    return fmt if records == 1 else None
+
+
+def _begins_record(data: bytes, fmt: str) -> bool:
+    """Whether `data` starts a gzip member whose first decompressed bytes open a WARC (or ARC) record."""
+    try:
+        head = zlib.decompressobj(31).decompress(data, 512)
+    except zlib.error:
+        return False
+    return head.startswith(b"WARC/") if fmt == "warc" else _ARC_RECORD.match(head) is not None
+
+
+def _seek_member(src: _Source, end: int, fmt: str) -> bool:
+    """Advance to the first gzip member at or after the current position and before `end` that begins a record;
+    False when there is none. Only the range's own bytes are scanned (and what a candidate's check decompresses)."""
+    while src.pos < end:
+        data = src.peek(CHUNK)
+        i = data.find(GZIP_MAGIC)
+        if i < 0:
+            if len(data) < CHUNK:
+                return False
+            src.read(len(data) - len(GZIP_MAGIC) + 1)  # a header split across two chunks is found next time
+            continue
+        src.read(i)
+        if src.pos < end and _begins_record(src.peek(CHUNK), fmt):
+            return True
+        src.read(1)
+    return False
+
+
+def read_member_range(raw: ByteStream, start: int, end: int, fmt: str, settings: ReaderSettings,
+                      report: ReadReport) -> Iterator[SourceRecord]:
+    """The records of the gzip members of a gzip-per-record WARC/ARC (`member_layout`) that start in
+    [start, end): `raw` streams the file from byte `start`. Reading starts at the first member at or after `start`
+    that begins a record and ends with the last member that starts before `end`, so that ranges that tile a file
+    read each of its records exactly once and no range decompresses another's members. Offsets are the file's.
+    Damage inside the range is quarantined as when the whole file is read."""
+    src = _Source(raw, start)
+    if start > 0 and not _seek_member(src, end, fmt):
+        return
+    yield from _read_warc_gzip(src, fmt, settings, report, end)
 
 
 def _read_warc_plain(stream: BinaryIO, fmt: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:

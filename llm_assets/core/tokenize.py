@@ -57,22 +57,44 @@ def batch_encoder(path: str) -> Callable[[list[str]], list[list[int]]]:
     return _batch_encoder(path, threads)
 
 
-@cache
 def _batch_encoder(path: str, threads: int) -> Callable[[list[str]], list[list[int]]]:
-    tok = load_tokenizer(path)
-
-    def with_tokenizers(texts: list[str]) -> list[list[int]]:
-        # encode_batch_fast skips offsets and alignments: the same ids at about twice the speed of encode_batch
-        return [e.ids for e in tok.encode_batch_fast(texts, add_special_tokens=False)]
-
-    encoding = _tiktoken_encoding(Path(path))
-    if encoding is None or encoding.encode_ordinary_batch(list(_PROBES)) != with_tokenizers(list(_PROBES)):
-        return with_tokenizers
+    encoding = _checked_tiktoken(path)
+    if encoding is None:
+        return _with_tokenizers(load_tokenizer(path))
 
     def with_tiktoken(texts: list[str]) -> list[list[int]]:
         return encoding.encode_ordinary_batch(texts, num_threads=threads)
 
     return with_tiktoken
+
+
+def warm(path: str) -> None:
+    """Load the tokenizer at `path` and its encoder into this process's caches. The process pool's fork server
+    does, so that its workers start with them (`units.Warmup`); it encodes nothing on more than one thread, so no
+    thread pool is forked half-alive."""
+    load_tokenizer(path)
+    _checked_tiktoken(path)
+
+
+def _with_tokenizers(tok: Tokenizer) -> Callable[[list[str]], list[list[int]]]:
+    def with_tokenizers(texts: list[str]) -> list[list[int]]:
+        # encode_batch_fast skips offsets and alignments: the same ids at about twice the speed of encode_batch
+        return [e.ids for e in tok.encode_batch_fast(texts, add_special_tokens=False)]
+
+    return with_tokenizers
+
+
+@cache
+def _checked_tiktoken(path: str):
+    """tiktoken's Encoding of the tokenizer at `path` if it gives the tokenizer's ids on the probe texts, else None.
+    Cached per path, whatever the threads an encoder later uses."""
+    encoding = _tiktoken_encoding(Path(path))
+    if encoding is None:
+        return None
+    probes = list(_PROBES)
+    # the tokenizer's own encoder on one probe at a time: its batch call would start its thread pool
+    reference = [load_tokenizer(path).encode(text, add_special_tokens=False).ids for text in probes]
+    return encoding if encoding.encode_ordinary_batch(probes, num_threads=1) == reference else None
 
 
 def _tiktoken_encoding(folder: Path):

@@ -23,7 +23,7 @@ from pydantic import Field
 from llm_assets.core.config import PROJECT_ROOT, Section
 from llm_assets.core.lake import Lake, ReadCount
 from llm_assets.core.tokenize import batch_encoder, load_tokenizer
-from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
+from llm_assets.core.units import DropCounter, UnitResult, Warmup, WorkUnit, timed_unit
 from llm_assets.core.versions import digest
 
 
@@ -143,6 +143,11 @@ class TokenizeUnit(WorkUnit):  # source: the upstream deduplicated part
     settings: TokenizedSettings
     part: str
     rejected_part: str = ""  # where documents under min_tokens go; "" writes none (they are still counted)
+
+    @property
+    def warmup(self) -> Warmup:
+        """The tokenizer, loaded once by the pool's fork server rather than by each worker."""
+        return Warmup("llm_assets.core.tokenize:warm", str(self.settings.resolved_path()))
 
 
 @timed_unit

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import multiprocessing
 import os
 import resource
@@ -92,6 +93,8 @@ class UnitResult:
     bytes_in: int = 0
     bytes_out: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # of the process that ran it, every thread, while it ran
+    worker: int = 0  # the pid of that process
     peak_rss_bytes: int = 0
     errors: list[str] = field(default_factory=list)  # what was wrong with the input (quarantined, counted)
     columns: list[str] = field(default_factory=list)
@@ -139,7 +142,7 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
     short traceback: whether input damage was quarantined is the unit's business, never guessed here."""
 
     def wrapper(unit: U) -> UnitResult:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             result = fn(unit)
         except UnitFailed:
@@ -150,6 +153,7 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
                              infrastructure=is_infrastructure(e) and not auth_failure(e),
                              transient=is_transient(e)) from e
         result.seconds = time.perf_counter() - start
+        result.cpu_seconds, result.worker = time.process_time() - cpu, os.getpid()
         result.peak_rss_bytes = peak_rss_bytes()
         return result
 
@@ -188,16 +192,87 @@ class InProcessRunner:
 POOL_PRELOAD = ("numpy", "pyarrow", "pyarrow.parquet", "polars", "llm_assets.core.lake", "llm_assets.core.units")
 
 
-def _pool_context(fn: Callable) -> Any:
+@dataclass(frozen=True, order=True)
+class Warmup:
+    """A load the pool's fork server does before it forks workers, so that every worker starts with its result
+    instead of loading it again (a tokenizer: ~0.5 CPU-s a worker): `function` ("module:name", a cached loader)
+    called with `argument`. A unit names its own as its `warmup` attribute; a worker whose server did not make it
+    (another argument, a failure) loads what it needs itself, as without it."""
+
+    function: str
+    argument: str
+
+    def __call__(self) -> None:
+        import importlib
+
+        module, name = self.function.split(":")
+        getattr(importlib.import_module(module), name)(self.argument)
+
+
+# What every pool's server loads for its workers, whatever the stage: each unit opens the object store.
+POOL_WARMUPS = (Warmup("llm_assets.core.lake:warm_client", "s3"),)
+WARMUP_ENV = "LLM_ASSETS_POOL_WARMUP"  # the warm-ups, read by `pool_server` in the fork server as it starts
+_served: tuple[Warmup, ...] = ()  # the running fork server's
+
+
+def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
     """Workers are forked from a fork server: a fresh single-threaded interpreter (safe when the caller is a
     threaded Dagster process, as spawn is) that has imported `POOL_PRELOAD` and the module of the first stage it
-    served, so a worker starts in milliseconds instead of importing the project again (~1.5-2 CPU-s a worker with
-    spawn, every stage). The server lives as long as this process and serves every later pool; `pool_server`,
-    imported first, makes it die with this process, and each worker dies with the server (`_init_worker`)."""
+    served, and made that stage's warm-ups, so a worker starts in milliseconds instead of importing the project
+    again (~1.5-2 CPU-s a worker with spawn, every stage). The server lives as long as this process and serves every
+    later pool, unless a pool needs warm-ups it did not make: then another server starts (once per stage and
+    process, against once per worker). `pool_server`, imported first, makes it die with this process, and each
+    worker dies with the server (`_init_worker`)."""
+    global _served
+    from multiprocessing import forkserver
+
     ctx = get_context("forkserver")
-    # no effect once the server runs
-    ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *POOL_PRELOAD, fn.__module__])
+    running = getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
+    if running and not set(warmups) <= set(_served):
+        stop_pool_server()
+        running = False
+    if not running:
+        # A worker runs the caller's main module again when it was started with `python -m NAME` (multiprocessing
+        # does, as `__mp_main__`): imported here, what it imports is loaded once. Not a package's `__main__` (a
+        # CLI such as Dagster's), which workers skip.
+        main = getattr(sys.modules.get("__main__"), "__spec__", None)
+        modules = [*POOL_PRELOAD, fn.__module__,
+                   *([main.name] if main is not None and not main.name.endswith("__main__") else [])]
+        ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *modules])
+        previous = os.environ.get(WARMUP_ENV)
+        os.environ[WARMUP_ENV] = json.dumps({"modules": modules,
+                                             "warmups": [[w.function, w.argument] for w in warmups]})
+        try:
+            forkserver.ensure_running()
+        finally:
+            if previous is None:
+                os.environ.pop(WARMUP_ENV, None)
+            else:
+                os.environ[WARMUP_ENV] = previous
+        _served = warmups
     return ctx
+
+
+def pool_warmups() -> None:
+    """In the fork server, as it starts: import the modules and make the warm-ups its starter asked for (one that
+    fails is left to the workers), then move every object made so far out of the garbage collector's sight
+    (`gc.freeze`), so that a worker's collections do not write to, and so copy, the pages it shares with the
+    server."""
+    import gc
+    import importlib
+
+    spec = json.loads(os.environ.pop(WARMUP_ENV, "{}"))
+    for module in spec.get("modules", []):
+        try:
+            importlib.import_module(module)
+        except ImportError:  # as multiprocessing's own preload: the worker imports it and fails there
+            pass
+    for function, argument in spec.get("warmups", []):
+        try:
+            Warmup(function, argument)()
+        except Exception:  # noqa: BLE001 - the worker that needs it loads it and reports the error with its unit
+            pass
+    gc.freeze()
 
 
 PR_SET_PDEATHSIG = 1
@@ -238,15 +313,21 @@ def _init_worker(environ: dict[str, str]) -> None:
 def pool_cpu_seconds() -> float:
     """CPU seconds of the fork server and of the pool workers that ended, which `RUSAGE_CHILDREN` does not see:
     they are the server's children, not this process's. For benchmarks; 0 when no fork server runs."""
+    return sum(pool_cpu_breakdown())
+
+
+def pool_cpu_breakdown() -> tuple[float, float]:
+    """(the fork server's own CPU seconds, its workers' that ended): for benchmarks; zeros when no server runs."""
     from multiprocessing import forkserver
 
     pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return 0.0
+        return 0.0, 0.0
     # utime, stime, cutime, cstime: fields 14-17 of stat(5), 12-15 after the command name
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK") if pid else 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
 
 
 def stop_pool_server() -> None:
@@ -268,7 +349,8 @@ class PoolRunner:
             ) -> list[UnitResult]:
         if len(units) <= 1 or self.workers == 1:
             return InProcessRunner().run(fn, units, on_done)
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=_pool_context(fn),
+        warmups = tuple(sorted({*POOL_WARMUPS, *(w for u in units if isinstance(w := getattr(u, "warmup", None), Warmup))}))
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=_pool_context(fn, warmups),
                                  initializer=_init_worker, initargs=(dict(os.environ),)) as pool:
             futures = [pool.submit(fn, u) for u in units]
             pending = set(futures)
