@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import os
 import re
@@ -53,7 +54,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llm_assets.core.extract import DEFAULT_EXTRACTOR, EXTRACTORS, extract_html
+from llm_assets.core.documents import DocumentsSettings
+from llm_assets.core.extract import EXTRACTORS, ROUTED, Router, Routing, host_of, extract_html
 
 SHARED_WARC = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "warc"
 
@@ -244,40 +246,168 @@ def score(pages: list[Page], texts: list[str], reference: list[str] | None = Non
 # --- runs --------------------------------------------------------------------------------------------------------
 
 
-def run(pages: list[Page], extractors: list[str]) -> tuple[dict[str, list[str]], dict[str, float]]:
-    """Each extractor's text per page (empty when it finds none) and CPU seconds over the set, extractors
-    interleaved page by page."""
+def run(pages: list[Page], extractors: list[str]) -> tuple[dict[str, list[str]], dict[str, list[float]]]:
+    """Each extractor's text per page (empty when it finds none) and CPU seconds per page, extractors interleaved
+    page by page. "routed" is the documents stage's routed path with the default `Routing`, the set taken as one
+    work unit (`extract.Router`); its routing reasons per page are in `ROUTE_LOG`."""
     for name in extractors:  # imports and lazily compiled patterns outside the timed calls
-        extract_html("<html><body><p>" + "Warm words here. " * 40 + "</p></body></html>", None, extractor=name)
+        if name != ROUTED:
+            extract_html("<html><body><p>" + "Warm words here. " * 40 + "</p></body></html>", None, extractor=name)
+    router = Router(Routing())
+    ROUTE_LOG.clear()
     texts: dict[str, list[str]] = {name: [] for name in extractors}
-    cpu = dict.fromkeys(extractors, 0.0)
+    cpu: dict[str, list[float]] = {name: [] for name in extractors}
     for page in pages:
         for name in extractors:
             start = time.process_time()
-            result = extract_html(page.html, page.url, extractor=name)
-            cpu[name] += time.process_time() - start
+            if name == ROUTED:
+                routed = router.extract(page.html, page.url, timeout_s=30.0)
+                result = routed.result
+                ROUTE_LOG.append(routed.reason)
+            else:
+                result = extract_html(page.html, page.url, extractor=name)
+            cpu[name].append(time.process_time() - start)
             texts[name].append(result.text if result is not None else "")
     return texts, cpu
 
 
-def measure(extractors: list[str], sets: dict[str, Path], reference: str = DEFAULT_EXTRACTOR) -> dict:
+ROUTE_LOG: list[str | None] = []
+
+
+def measure(extractors: list[str], sets: dict[str, Path], reference: str = "trafilatura", sweep: bool = False) -> dict:
     """Per set and extractor: f1, precision, recall, pages, CPU seconds, pages per CPU-second and the speed-up
     over `reference`. Sets are named as in LOADERS ("warc": a directory of WARC files); on "warc", quality is
-    agreement with `reference`, which is then run too."""
+    agreement with `reference`, which is then run too. With "routed" among the extractors: the pages it routed
+    to the fast extractor per reason, and their token F1 against `reference`'s text of the same pages.
+    `sweep`: also the routing thresholds simulated from per-page costs (`routing_sweep`)."""
     result: dict = {"extractors": list(extractors), "reference": reference, "sets": {}}
+    per_page: dict[str, tuple[list[Page], dict[str, list[str]], dict[str, list[float]]]] = {}
     for set_name, path in sets.items():
         pages = LOADERS[set_name](Path(path))
-        names = list(dict.fromkeys([reference, *extractors]))
-        texts, cpu = run(pages, names)
+        names = list(dict.fromkeys([reference, *extractors, *(["resiliparse"] if sweep else [])]))
+        texts, per_page_cpu = run(pages, names)
+        cpu = {name: sum(values) for name, values in per_page_cpu.items()}
+        per_page[set_name] = (pages, texts, per_page_cpu)
         rows = {}
         for name in names:
             quality = score(pages, texts[name], texts[reference] if set_name == "warc" else None)
             rows[name] = {**quality, "pages": len(pages), "pages_with_text": sum(1 for t in texts[name] if t),
                           "cpu_s": cpu[name], "pages_per_cpu_s": len(pages) / cpu[name] if cpu[name] else 0.0,
                           "speedup": cpu[reference] / cpu[name] if cpu[name] else 0.0}
+            if name == ROUTED:
+                away = [i for i, why in enumerate(ROUTE_LOG) if why]
+                rows[name]["routed_away"] = dict(Counter(ROUTE_LOG[i] for i in away))
+                rows[name]["routed_share"] = len(away) / len(pages) if pages else 0.0
+                rows[name]["routed_token_f1"] = mean_token_f1([texts[reference][i] for i in away],
+                                                              [texts[name][i] for i in away])
         result["sets"][set_name] = {"path": str(path), "quality": "agreement" if set_name == "warc" else "truth",
                                     "extractors": rows}
+    if sweep:
+        result["sweep"] = routing_sweep(per_page, reference)
     return result
+
+
+# --- routing thresholds ------------------------------------------------------------------------------------------
+
+
+def token_f1(reference: str, text: str) -> float:
+    """F1 of the bags of word tokens of `text` against `reference` (1.0 when both are empty)."""
+    ref, got = Counter(_TOKEN.findall(reference or "")), Counter(_TOKEN.findall(text or ""))
+    common = sum((ref & got).values())
+    if not ref and not got:
+        return 1.0
+    return 2 * common / (sum(ref.values()) + sum(got.values()))
+
+
+def mean_token_f1(references: list[str], texts: list[str]) -> float | None:
+    scores = [token_f1(r, t) for r, t in zip(references, texts, strict=True)]
+    return statistics.mean(scores) if scores else None
+
+
+SWEEP_CHARS: tuple[int | None, ...] = (None, 100_000, 200_000, 300_000, 500_000)
+SWEEP_TAGS: tuple[int | None, ...] = (None, 2_000, 5_000, 10_000, 20_000)
+SWEEP_BUDGETS: tuple[float | None, ...] = (None, 0.1, 0.25, 0.5, 1.0)
+SWEEP_HOSTS: tuple[int | None, ...] = (None, 1, 2)
+
+
+def _routes(pages: list[Page], cpu: list[float], routing: Routing) -> list[str | None]:
+    """Why each page would go to the fast extractor under `routing`, from the primary's measured cost per page (a
+    page costing more than the budget goes over it), in set order as one unit."""
+    router = Router(routing)
+    reasons: list[str | None] = []
+    for page, cost in zip(pages, cpu, strict=True):
+        html = page.html[:DocumentsSettings().max_html_chars]
+        host = host_of(page.url)
+        reason = router.route(html, host)
+        if reason is None and routing.budget_s is not None and cost > routing.budget_s:
+            reason = "budget"
+            if host:
+                router.overruns[host] += 1
+        reasons.append(reason)
+    return reasons
+
+
+def routing_sweep(per_page: dict[str, tuple[list[Page], dict[str, list[str]], dict[str, list[float]]]],
+                  primary: str) -> list[dict]:
+    """Every combination of SWEEP_* thresholds, simulated from the per-page texts and CPU seconds of the primary
+    and the fast extractor: a page routed away costs the fast extractor's time (plus the budget when the budget
+    routed it), and gets the fast extractor's text. F1 per set (agreement with the primary on "warc"), CPU
+    seconds, share routed away and the token F1 of the routed pages against the primary's text."""
+    pre: dict[str, tuple[list, list]] = {}  # per page, the (primary, fast) quality terms
+    for set_name, (pages, texts, _) in per_page.items():
+        both = (texts[primary], texts["resiliparse"])
+        if set_name == "warc":
+            pre[set_name] = ([shingle_counts(texts[primary][i], t[i]) for i in range(len(pages))] for t in both)
+        elif pages and pages[0].truth is None:
+            pre[set_name] = ([_snippets(p, t[i]) for i, p in enumerate(pages)] for t in both)
+        else:
+            pre[set_name] = ([shingle_counts(p.truth or "", t[i]) for i, p in enumerate(pages)] for t in both)
+        pre[set_name] = tuple(list(x) for x in pre[set_name])
+    rows = []
+    for chars, tags, budget, hosts in itertools.product(SWEEP_CHARS, SWEEP_TAGS, SWEEP_BUDGETS, SWEEP_HOSTS):
+        if hosts is not None and budget is None:
+            continue
+        routing = Routing(primary=primary, max_chars=chars, max_tags=tags, budget_s=budget, host_overruns=hosts)
+        row: dict = {"max_chars": chars, "max_tags": tags, "budget_s": budget, "host_overruns": hosts, "sets": {}}
+        for set_name, (pages, texts, cpu) in per_page.items():
+            reasons = _routes(pages, cpu[primary], routing)
+            prim, fast = pre[set_name]
+            terms = [fast[i] if why else prim[i] for i, why in enumerate(reasons)]
+            cost = sum(cpu["resiliparse"][i] + (budget or 0.0 if why == "budget" else 0.0) if why else cpu[primary][i]
+                       for i, why in enumerate(reasons))
+            f1 = _snippet_f1(terms) if set_name == "trafilatura" else shingle_scores(terms)["f1"]
+            away = [i for i, why in enumerate(reasons) if why]
+            row["sets"][set_name] = {
+                "f1": f1, "cpu_s": cost, "speedup": sum(cpu[primary]) / cost if cost else 0.0,
+                "routed_share": len(away) / len(pages) if pages else 0.0,
+                "routed_away": dict(Counter(reasons[i] for i in away)),
+                "routed_token_f1": mean_token_f1([texts[primary][i] for i in away],
+                                                 [texts["resiliparse"][i] for i in away]),
+            }
+        rows.append(row)
+    return rows
+
+
+def _snippets(page: Page, text: str) -> tuple[int, int, int]:
+    found = _norm(text)
+    hits = sum(1 for s in page.with_ if _norm(s) in found)
+    return hits, sum(1 for s in page.without if _norm(s) in found), len(page.with_) - hits
+
+
+def _snippet_f1(terms: list) -> float:
+    tp, fp, fn = (sum(t[k] for t in terms) for k in range(3))
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+def best_routing(sweep: list[dict], reference_f1: dict[str, float], tolerance: float = 0.005,
+                 by: str = "warc") -> dict | None:
+    """The fastest row (CPU on the `by` set, then on all) whose F1 on every public set is within `tolerance` of
+    the primary's."""
+    ok = [row for row in sweep
+          if all(row["sets"][s]["f1"] >= f1 - tolerance for s, f1 in reference_f1.items() if s in row["sets"])]
+    key = (lambda row: (row["sets"][by]["cpu_s"] if by in row["sets"] else 0.0,
+                        sum(d["cpu_s"] for d in row["sets"].values())))
+    return min(ok, key=key) if ok else None
 
 
 def configured_sets(args: argparse.Namespace) -> Iterator[tuple[str, Path]]:
@@ -293,14 +423,54 @@ def configured_sets(args: argparse.Namespace) -> Iterator[tuple[str, Path]]:
 
 
 def table(result: dict) -> str:
-    lines = ["| set | extractor | F1 | precision | recall | pages with text | pages per CPU-s | speed-up |",
-             "|---|---|--:|--:|--:|--:|--:|--:|"]
+    lines = ["| set | extractor | F1 | precision | recall | pages with text | pages per CPU-s | speed-up | routed away "
+             "(why) | routed pages' token F1 vs trafilatura |", "|---|---|--:|--:|--:|--:|--:|--:|---|--:|"]
     for set_name, data in result["sets"].items():
         label = f"{set_name} (agreement)" if data["quality"] == "agreement" else set_name
         for name, row in data["extractors"].items():
             lines.append(f"| {label} | {name} | {row['f1']:.3f} | {row['precision']:.3f} | {row['recall']:.3f} | "
                          f"{row['pages_with_text']} of {row['pages']} | {row['pages_per_cpu_s']:.1f} | "
-                         f"{row['speedup']:.2f}x |")
+                         f"{row['speedup']:.2f}x | {_routed_cells(row)} |")
+    if result.get("sweep"):
+        lines += ["", sweep_table(result)]
+    return "\n".join(lines)
+
+
+def _routed_cells(row: dict) -> str:
+    if "routed_share" not in row:
+        return " |"
+    why = ", ".join(f"{k} {n}" for k, n in sorted(row["routed_away"].items())) or "none"
+    f1 = row.get("routed_token_f1")
+    return f"{row['routed_share']:.1%} ({why}) | {'–' if f1 is None else f'{f1:.3f}'}"
+
+
+def reference_f1(result: dict) -> dict[str, float]:
+    """The primary extractor's F1 on each public set (ground truth)."""
+    return {s: d["extractors"][result["reference"]]["f1"] for s, d in result["sets"].items()
+            if d["quality"] == "truth"}
+
+
+def sweep_table(result: dict, top: int = 15) -> str:
+    """The sweep's settings within 0.005 F1 of the primary on every public set, fastest on the WARC pages first
+    (`top` of them), and the chosen one marked."""
+    ref = reference_f1(result)
+    sets = list(result["sets"])
+    ok = [row for row in result["sweep"]
+          if all(row["sets"][s]["f1"] >= f1 - 0.005 for s, f1 in ref.items())]
+    ok.sort(key=lambda row: (row["sets"].get("warc", {}).get("cpu_s", 0.0), sum(d["cpu_s"] for d in row["sets"].values())))
+    head = "| max_chars | max_tags | budget_s | host_overruns | " + " | ".join(
+        f"{s} F1 (Δ) / speed-up / routed" for s in sets) + " |"
+    lines = [f"Routing sweep: {len(ok)} of {len(result['sweep'])} settings keep F1 within 0.005 of "
+             f"{result['reference']} on every public set; the fastest on the WARC pages:", "", head,
+             "|" + "--:|" * (4 + len(sets))]
+    for row in ok[:top]:
+        cells = []
+        for s in sets:
+            d = row["sets"][s]
+            delta = d["f1"] - ref[s] if s in ref else d["f1"] - 1.0
+            cells.append(f"{d['f1']:.3f} ({delta:+.3f}) / {d['speedup']:.2f}x / {d['routed_share']:.1%}")
+        lines.append(f"| {row['max_chars']} | {row['max_tags']} | {row['budget_s']} | {row['host_overruns']} | "
+                     + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -309,11 +479,13 @@ def main(argv: list[str] | None = None) -> None:
     for name, (env, url, commit) in SOURCES.items():
         parser.add_argument(f"--{name}", metavar="DIR", help=f"checkout of {url} (default: ${env})")
     parser.add_argument("--warc-dir", type=Path, default=SHARED_WARC, help=f"WARC files (default {SHARED_WARC})")
-    parser.add_argument("--extractors", default=",".join(EXTRACTORS),
-                        help=f"comma-separated (default: all, {','.join(EXTRACTORS)})")
+    every = (ROUTED, *EXTRACTORS)
+    parser.add_argument("--extractors", default=",".join(every),
+                        help=f"comma-separated (default: all, {','.join(every)})")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the routing thresholds' sweep")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the result as JSON")
     args = parser.parse_args(argv)
-    result = measure(args.extractors.split(","), dict(configured_sets(args)))
+    result = measure(args.extractors.split(","), dict(configured_sets(args)), sweep=not args.no_sweep)
     print(table(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
