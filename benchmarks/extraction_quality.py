@@ -246,15 +246,16 @@ def score(pages: list[Page], texts: list[str], reference: list[str] | None = Non
 # --- runs --------------------------------------------------------------------------------------------------------
 
 
-def run(pages: list[Page], extractors: list[str]) -> tuple[dict[str, list[str]], dict[str, list[float]]]:
+def run(pages: list[Page], extractors: list[str]
+        ) -> tuple[dict[str, list[str]], dict[str, list[float]], list[str | None]]:
     """Each extractor's text per page (empty when it finds none) and CPU seconds per page, extractors interleaved
-    page by page. "routed" is the documents stage's routed path with the default `Routing`, the set taken as one
-    work unit (`extract.Router`); its routing reasons per page are in `ROUTE_LOG`."""
+    page by page, and why "routed" sent each page to the fast extractor (None: it did not). "routed" is the
+    documents stage's routed path with the default `Routing`, the set taken as one work unit (`extract.Router`)."""
     for name in extractors:  # imports and lazily compiled patterns outside the timed calls
         if name != ROUTED:
             extract_html("<html><body><p>" + "Warm words here. " * 40 + "</p></body></html>", None, extractor=name)
     router = Router(Routing())
-    ROUTE_LOG.clear()
+    routes: list[str | None] = []
     texts: dict[str, list[str]] = {name: [] for name in extractors}
     cpu: dict[str, list[float]] = {name: [] for name in extractors}
     for page in pages:
@@ -263,15 +264,12 @@ def run(pages: list[Page], extractors: list[str]) -> tuple[dict[str, list[str]],
             if name == ROUTED:
                 routed = router.extract(page.html, page.url, timeout_s=30.0)
                 result = routed.result
-                ROUTE_LOG.append(routed.reason)
+                routes.append(routed.reason)
             else:
                 result = extract_html(page.html, page.url, extractor=name)
             cpu[name].append(time.process_time() - start)
             texts[name].append(result.text if result is not None else "")
-    return texts, cpu
-
-
-ROUTE_LOG: list[str | None] = []
+    return texts, cpu, routes
 
 
 def measure(extractors: list[str], sets: dict[str, Path], reference: str = "trafilatura", sweep: bool = False) -> dict:
@@ -285,7 +283,7 @@ def measure(extractors: list[str], sets: dict[str, Path], reference: str = "traf
     for set_name, path in sets.items():
         pages = LOADERS[set_name](Path(path))
         names = list(dict.fromkeys([reference, *extractors, *(["resiliparse"] if sweep else [])]))
-        texts, per_page_cpu = run(pages, names)
+        texts, per_page_cpu, routes = run(pages, names)
         cpu = {name: sum(values) for name, values in per_page_cpu.items()}
         per_page[set_name] = (pages, texts, per_page_cpu)
         rows = {}
@@ -295,8 +293,8 @@ def measure(extractors: list[str], sets: dict[str, Path], reference: str = "traf
                           "cpu_s": cpu[name], "pages_per_cpu_s": len(pages) / cpu[name] if cpu[name] else 0.0,
                           "speedup": cpu[reference] / cpu[name] if cpu[name] else 0.0}
             if name == ROUTED:
-                away = [i for i, why in enumerate(ROUTE_LOG) if why]
-                rows[name]["routed_away"] = dict(Counter(ROUTE_LOG[i] for i in away))
+                away = [i for i, why in enumerate(routes) if why]
+                rows[name]["routed_away"] = dict(Counter(routes[i] for i in away))
                 rows[name]["routed_share"] = len(away) / len(pages) if pages else 0.0
                 rows[name]["routed_token_f1"] = mean_token_f1([texts[reference][i] for i in away],
                                                               [texts[name][i] for i in away])
@@ -353,16 +351,16 @@ def routing_sweep(per_page: dict[str, tuple[list[Page], dict[str, list[str]], di
     and the fast extractor: a page routed away costs the fast extractor's time (plus the budget when the budget
     routed it), and gets the fast extractor's text. F1 per set (agreement with the primary on "warc"), CPU
     seconds, share routed away and the token F1 of the routed pages against the primary's text."""
-    pre: dict[str, tuple[list, list]] = {}  # per page, the (primary, fast) quality terms
-    for set_name, (pages, texts, _) in per_page.items():
-        both = (texts[primary], texts["resiliparse"])
+    def terms(set_name: str, pages: list[Page], reference: list[str], texts: list[str]) -> list:
+        """Per page, what the set's score sums (shingle counts, or snippet counts on trafilatura's set)."""
         if set_name == "warc":
-            pre[set_name] = ([shingle_counts(texts[primary][i], t[i]) for i in range(len(pages))] for t in both)
-        elif pages and pages[0].truth is None:
-            pre[set_name] = ([_snippets(p, t[i]) for i, p in enumerate(pages)] for t in both)
-        else:
-            pre[set_name] = ([shingle_counts(p.truth or "", t[i]) for i, p in enumerate(pages)] for t in both)
-        pre[set_name] = tuple(list(x) for x in pre[set_name])
+            return [shingle_counts(ref, text) for ref, text in zip(reference, texts, strict=True)]
+        if pages and pages[0].truth is None:
+            return [_snippets(page, text) for page, text in zip(pages, texts, strict=True)]
+        return [shingle_counts(page.truth or "", text) for page, text in zip(pages, texts, strict=True)]
+
+    pre = {set_name: tuple(terms(set_name, pages, texts[primary], texts[name]) for name in (primary, "resiliparse"))
+           for set_name, (pages, texts, _) in per_page.items()}
     rows = []
     for chars, tags, budget, hosts in itertools.product(SWEEP_CHARS, SWEEP_TAGS, SWEEP_BUDGETS, SWEEP_HOSTS):
         if hosts is not None and budget is None:
@@ -375,7 +373,8 @@ def routing_sweep(per_page: dict[str, tuple[list[Page], dict[str, list[str]], di
             terms = [fast[i] if why else prim[i] for i, why in enumerate(reasons)]
             cost = sum(cpu["resiliparse"][i] + (budget or 0.0 if why == "budget" else 0.0) if why else cpu[primary][i]
                        for i, why in enumerate(reasons))
-            f1 = _snippet_f1(terms) if set_name == "trafilatura" else shingle_scores(terms)["f1"]
+            snippets = set_name != "warc" and bool(pages) and pages[0].truth is None
+            f1 = _snippet_f1(terms) if snippets else shingle_scores(terms)["f1"]
             away = [i for i, why in enumerate(reasons) if why]
             row["sets"][set_name] = {
                 "f1": f1, "cpu_s": cost, "speedup": sum(cpu[primary]) / cost if cost else 0.0,
