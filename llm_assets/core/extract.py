@@ -178,14 +178,16 @@ class Routing(Section):
 
     The defaults were chosen by `make bench-extraction-quality`'s sweep (max_chars none/100k/200k/300k/500k x
     max_tags none/2k/5k/10k/20k x budget none/0.1/0.25/0.5/1 s x host_overruns none/1/2, simulated from each page's
-    measured trafilatura and resiliparse text and CPU): the fastest on the shared WARC pages whose main-text F1 stays
-    within 0.005 of pure trafilatura on each public set (scrapinghub 0.964 -> 0.964, readability 0.931 -> 0.930,
-    trafilatura's set 0.922 -> 0.922) and whose agreement with trafilatura on the shared WARC pages stays high
-    (0.987): trafilatura's CPU on those pages / 3.0, 7 % of them routed away. The tag count alone catches the
-    expensive pages; the size rule only lost F1 on news pages (scrapinghub) for little more speed. The host rule is
-    off: on a single-host crawl (the archive.org WARC) one overrun sent 58 % of its pages to resiliparse (agreement
-    0.88) for a speed the public sets, one host per page, cannot judge. The budget is a safety net for pages the
-    tag count misses, far enough above most pages' cost (0.05 CPU-s typical) that load rarely decides it."""
+    measured trafilatura and resiliparse text and CPU; `extraction_quality.best_routing` picks): of the settings
+    whose main-text F1 stays within 0.005 of pure trafilatura on each public set and whose agreement with it on
+    the shared WARC pages stays >= 0.98, those within 2 % of the fastest on the WARC pages, then the best F1, the
+    largest budget, the fewest rules. Measured: scrapinghub 0.964 -> 0.964, readability 0.931 -> 0.930,
+    trafilatura's set 0.922 -> 0.922; on the shared WARC pages trafilatura's CPU / 3.0, 7 % of pages routed away
+    (agreement 0.987). The tag count alone catches the expensive pages, exactly, whatever the load; the budget
+    (1 s: no sweep setting told 0.25 s from 1 s, and the larger one leaves fewer pages to CPU time, which varies
+    with load) bounds what a page it misses can cost. The size rule lost F1 on news pages for nothing more; the
+    host rule is off: on a single-host crawl (the archive.org WARC) one overrun sent 58 % of its pages to
+    resiliparse (agreement 0.88), which the public sets, one page per host, cannot judge."""
 
     primary: Literal["trafilatura", "trafilatura_fast"] = "trafilatura"
     fast: Literal["resiliparse"] = "resiliparse"
@@ -196,7 +198,7 @@ class Routing(Section):
     # CPU seconds `primary` may spend on a page; past them `fast` extracts it instead (reason `budget`). CPU time
     # is steadier than wall time but not exact (up to ~2x with the other core busy): keep it far from most pages'
     # cost so the size and tag rules, which are exact, decide the expensive pages.
-    budget_s: float | None = Field(default=0.25, gt=0)
+    budget_s: float | None = Field(default=1.0, gt=0)
     # after this many budget overruns of a host in one work unit, its later pages go straight to `fast` (`host`)
     host_overruns: int | None = Field(default=None, ge=1)
 
