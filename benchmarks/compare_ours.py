@@ -65,15 +65,12 @@ def profile(fn, top: int = 15) -> list[dict]:
 
 def warm_extractor(extractor: str) -> None:
     """The extractor's imports and lazily built state, before the timed block (the anchor warms up alike)."""
-    from llm_assets.core.extract import extract_html
-
-    from llm_assets.core.extract import ROUTED
+    from llm_assets.core.extract import ROUTED, warm_up
     from llm_assets.settings import DocumentsSettings
 
     routing = DocumentsSettings().routing
     for name in (routing.primary, routing.fast) if extractor == ROUTED else (extractor,):
-        extract_html("<html><body><article><p>" + "Warm words here. " * 40 + "</p></article></body></html>",
-                     "https://example.org/warm", extractor=name)
+        warm_up(name)
 
 
 def extract_rows(files: list[str], extractor: str, counts: dict) -> list[dict]:

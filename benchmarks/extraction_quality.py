@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llm_assets.core.documents import DocumentsSettings
-from llm_assets.core.extract import EXTRACTORS, ROUTED, Router, Routing, host_of, extract_html
+from llm_assets.core.extract import EXTRACTORS, ROUTED, Router, Routing, extract_html, host_of, warm_up
 
 SHARED_WARC = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "warc"
 
@@ -257,9 +257,8 @@ def run(pages: list[Page], extractors: list[str]
     """Each extractor's text per page (empty when it finds none) and CPU seconds per page, extractors interleaved
     page by page, and why "routed" sent each page to the fast extractor (None: it did not). "routed" is the
     documents stage's routed path with the default `Routing`, the set taken as one work unit (`extract.Router`)."""
-    for name in extractors:  # imports and lazily compiled patterns outside the timed calls
-        if name != ROUTED:
-            extract_html("<html><body><p>" + "Warm words here. " * 40 + "</p></body></html>", None, extractor=name)
+    for name in {*extractors, "trafilatura", "resiliparse"} - {ROUTED}:  # imports, lazy state: not timed
+        warm_up(name)
     router = Router(Routing())
     routes: list[str | None] = []
     texts: dict[str, list[str]] = {name: [] for name in extractors}

@@ -141,7 +141,7 @@ def extract_html(
     try:
         if timeout_s is None:
             return _EXTRACT[extractor](html, url or None)
-        _warmed_up(extractor)  # the limit is the page's: not the process's first import of the extractor
+        warm_up(extractor)  # the limit is the page's: not the process's first import of the extractor
         return _CPULimit(timeout_s).call(_EXTRACT[extractor], html, url or None)
     except ExtractionTimeout:
         raise
@@ -153,12 +153,19 @@ def extract_html(
 
 
 @functools.cache
-def _warmed_up(extractor: str) -> None:
+def warm_up(extractor: str) -> None:
     """Import the extractor and run it once on a small page, outside any CPU limit: a process's first extraction
     pays for imports and lazily compiled patterns (0.1 CPU-s and more), which would otherwise count against the
-    first page's limit, and make whether that page times out depend on how loaded the machine is."""
+    first page's limit, and make whether that page times out (or, routed, goes over its budget) depend on how
+    loaded the machine is. For trafilatura this includes justext's stop words of every language, which it builds
+    the first time a page falls back on justext (~0.4 CPU-s, once per process)."""
     page = "<html><head><title>t</title></head><body><article><p>" + "Warm words here. " * 40 + "</p></article></body></html>"
     _EXTRACT[extractor](page, "https://example.org/warm-up")
+    if _PACKAGE[extractor] == "trafilatura":
+        from trafilatura import external
+
+        if external.JT_STOPLIST is None:
+            external.jt_stoplist_init()
 
 
 # --- routed extraction ---------------------------------------------------------------------------------------
