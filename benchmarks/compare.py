@@ -548,11 +548,11 @@ def extraction_detail(res: dict) -> list[str]:
     first = res["rounds"][0]
     for v in res["variants"]:
         s = first[v]
-        routed = "; ".join(", ".join(f"{k.split('/', 1)[1]} {n:,}" for k, n in sorted(s.items()) if k.startswith(p))
-                           for p in ("extracted_by/", "routed/") if any(k.startswith(p) for k in s))
+        by = {label: ", ".join(f"{k.split('/', 1)[1]} {n:,}" for k, n in sorted(s.items()) if k.startswith(prefix))
+              for prefix, label in (("extracted_by/", "pages per extractor"), ("routed/", "routed away"))}
+        routed = "; ".join(f"{label}: {counts}" for label, counts in by.items() if counts)
         out.append(f"{v.split(':', 1)[1]}: {s['items']:,} HTML pages, {s['docs_out']:,} documents, "
-                   f"{s.get('timeouts', 0)} over the settings' per-page limit"
-                   + (f" (pages per extractor; routed away per reason: {routed})." if routed else "."))
+                   f"{s.get('timeouts', 0)} over the settings' per-page limit" + (f" ({routed})." if routed else "."))
     q = res.get("quality", {})
     if "error" in q:
         out.append(f"Quality: {q['error']}.")
