@@ -211,11 +211,12 @@ def ratios(result: dict, variant: str, items_from: str = "ours") -> dict:
 
 
 def compare_extract(ctx: Context) -> dict:
-    from llm_assets.core.extract import EXTRACTORS
+    from llm_assets.core.extract import EXTRACTORS, ROUTED
 
-    ours = {f"extract:{x}": ctx.ours("extract", "--extractor", x, "--files", *ctx.files) for x in EXTRACTORS}
+    names = [ROUTED, *EXTRACTORS]  # routed: the documents stage's default
+    ours = {f"extract:{x}": ctx.ours("extract", "--extractor", x, "--files", *ctx.files) for x in names}
     result = pairs(ctx, ctx.anchor_cmd("extract", "--corpus", str(ctx.corpus)), ours, "WARC -> documents")
-    result["quality"] = extraction_quality(ctx, list(EXTRACTORS))
+    result["quality"] = extraction_quality(ctx, names)
     return result
 
 
@@ -591,8 +592,11 @@ def extraction_detail(res: dict) -> list[str]:
     first = res["rounds"][0]
     for v in res["variants"]:
         s = first[v]
+        by = {label: ", ".join(f"{k.split('/', 1)[1]} {n:,}" for k, n in sorted(s.items()) if k.startswith(prefix))
+              for prefix, label in (("extracted_by/", "pages per extractor"), ("routed/", "routed away"))}
+        routed = "; ".join(f"{label}: {counts}" for label, counts in by.items() if counts)
         out.append(f"{v.split(':', 1)[1]}: {s['items']:,} HTML pages, {s['docs_out']:,} documents, "
-                   f"{s.get('timeouts', 0)} over the settings' per-page limit.")
+                   f"{s.get('timeouts', 0)} over the settings' per-page limit" + (f" ({routed})." if routed else "."))
     q = res.get("quality", {})
     if "error" in q:
         out.append(f"Quality: {q['error']}.")
@@ -600,12 +604,15 @@ def extraction_detail(res: dict) -> list[str]:
         rows = []
         for set_name, d in q["sets"].items():
             for name, row in d["extractors"].items():
+                away = (f"{row['routed_share']:.1%}, token F1 {row['routed_token_f1']:.3f}"
+                        if row.get("routed_token_f1") is not None else "—")
                 rows.append([set_name + (" (agreement with trafilatura)" if d["quality"] == "agreement" else ""),
                              name, f"{row['f1']:.3f}", f"{row['precision']:.3f}", f"{row['recall']:.3f}",
-                             f"{row['pages_per_cpu_s']:.1f}"])
+                             f"{row['pages_per_cpu_s']:.1f}", away])
         out += ["", "Quality (benchmarks.extraction_quality.measure; the project's trafilatura path stands in for "
-                "the anchor's, an older trafilatura with the same settings):", "",
-                table(["set", "extractor", "F1", "precision", "recall", "pages per CPU-s"], rows)]
+                "the anchor's, an older trafilatura with the same settings; routed: the pages it sent to resiliparse "
+                "and their text's token F1 against trafilatura's):", "",
+                table(["set", "extractor", "F1", "precision", "recall", "pages per CPU-s", "routed away"], rows)]
     return [*out, ""]
 
 

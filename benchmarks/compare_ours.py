@@ -65,16 +65,18 @@ def profile(fn, top: int = 15) -> list[dict]:
 
 def warm_extractor(extractor: str) -> None:
     """The extractor's imports and lazily built state, before the timed block (the anchor warms up alike)."""
-    from llm_assets.core.extract import extract_html
+    from llm_assets.core.extract import ROUTED, warm_up
+    from llm_assets.settings import DocumentsSettings
 
-    extract_html("<html><body><article><p>" + "Warm words here. " * 40 + "</p></article></body></html>",
-                 "https://example.org/warm", extractor=extractor)
+    routing = DocumentsSettings().routing
+    for name in (routing.primary, routing.fast) if extractor == ROUTED else (extractor,):
+        warm_up(name)
 
 
 def extract_rows(files: list[str], extractor: str, counts: dict) -> list[dict]:
-    """What extract_documents does per record (rows reduced to what the filters read)."""
-    from llm_assets.core.documents import reader_settings
-    from llm_assets.core.extract import ExtractionTimeout, extract_html
+    """What extract_documents does per record (rows reduced to what the filters read), each file as one unit."""
+    from llm_assets.core.documents import EXTRACTED_BY, ROUTED_FOR, PageExtractor, reader_settings
+    from llm_assets.core.extract import ExtractionTimeout
     from llm_assets.core.readers import ReadReport, read_records
     from llm_assets.settings import DocumentsSettings
 
@@ -83,20 +85,23 @@ def extract_rows(files: list[str], extractor: str, counts: dict) -> list[dict]:
     report = ReadReport()
     rows = []
     for n, path in enumerate(files):
+        extract = PageExtractor(settings, extractor)
         with open(path, "rb") as f:
             for rec in read_records(f, Path(path).name, reader, report):
                 if rec.html is None:
                     continue
                 counts["pages"] = counts.get("pages", 0) + 1
                 try:
-                    got = extract_html(rec.html, rec.url, extractor=extractor, timeout_s=settings.extract_timeout_s,
-                                       max_chars=settings.max_html_chars)
+                    got = extract(rec.html, rec.url).result
                 except ExtractionTimeout:
                     counts["timeouts"] = counts.get("timeouts", 0) + 1
                     continue
                 if got is None or len(got.text) < settings.min_text_chars:
                     continue
                 rows.append({"doc_id": f"{n}/{rec.offset}", "url": rec.url, "text": got.text})
+        for key, value in extract.counts.items():  # pages per extractor, routed per reason
+            if key.startswith((EXTRACTED_BY, ROUTED_FOR)):
+                counts[key] = counts.get(key, 0) + value
     counts["records_dropped"] = sum(report.drops.values())
     return rows
 

@@ -35,6 +35,12 @@ documents unit calls it, without a time limit. The shared WARC pages are every 2
 yields from ../shared/data/warc; there, quality is agreement with the trafilatura path (the same shingle metric,
 the trafilatura path's text taken as the truth).
 
+``routed`` is the documents stage's default (``extract.Router`` with the default ``Routing``, each set one work
+unit): beside its F1 and speed, the share of pages it sent to resiliparse, why, and those pages' token F1 (bags of
+words) against trafilatura's text of the same pages. The sweep (``--no-sweep`` skips it) simulates every routing
+setting of ``SWEEP_*`` from each page's measured trafilatura and resiliparse text and CPU, and marks the one
+``best_routing`` picks: the defaults of ``Routing`` come from it.
+
 ``measure(extractors, sets)`` is the entry point for other benchmarks; ``--json FILE`` writes its result. The table
 goes below the notes of benchmarks/results/extraction-quality.md, each extractor's F1 to a row of BENCHMARKS.md's
 summary table (``--no-write``: printed only).
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import os
 import re
@@ -56,7 +63,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.summary import ROOT, Row, publish
-from llm_assets.core.extract import DEFAULT_EXTRACTOR, EXTRACTORS, extract_html
+from llm_assets.core.documents import DocumentsSettings
+from llm_assets.core.extract import EXTRACTORS, ROUTED, Router, Routing, extract_html, host_of, warm_up
 
 SHARED_WARC = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "warc"
 
@@ -247,40 +255,191 @@ def score(pages: list[Page], texts: list[str], reference: list[str] | None = Non
 # --- runs --------------------------------------------------------------------------------------------------------
 
 
-def run(pages: list[Page], extractors: list[str]) -> tuple[dict[str, list[str]], dict[str, float]]:
-    """Each extractor's text per page (empty when it finds none) and CPU seconds over the set, extractors
-    interleaved page by page."""
-    for name in extractors:  # imports and lazily compiled patterns outside the timed calls
-        extract_html("<html><body><p>" + "Warm words here. " * 40 + "</p></body></html>", None, extractor=name)
+def run(pages: list[Page], extractors: list[str]
+        ) -> tuple[dict[str, list[str]], dict[str, list[float]], list[str | None]]:
+    """Each extractor's text per page (empty when it finds none) and CPU seconds per page, extractors interleaved
+    page by page, and why "routed" sent each page to the fast extractor (None: it did not). "routed" is the
+    documents stage's routed path with the default `Routing`, the set taken as one work unit (`extract.Router`)."""
+    for name in {*extractors, "trafilatura", "resiliparse"} - {ROUTED}:  # imports, lazy state: not timed
+        warm_up(name)
+    router = Router(Routing())
+    routes: list[str | None] = []
     texts: dict[str, list[str]] = {name: [] for name in extractors}
-    cpu = dict.fromkeys(extractors, 0.0)
+    cpu: dict[str, list[float]] = {name: [] for name in extractors}
     for page in pages:
         for name in extractors:
             start = time.process_time()
-            result = extract_html(page.html, page.url, extractor=name)
-            cpu[name] += time.process_time() - start
+            if name == ROUTED:
+                routed = router.extract(page.html, page.url, timeout_s=30.0)
+                result = routed.result
+                routes.append(routed.reason)
+            else:
+                result = extract_html(page.html, page.url, extractor=name)
+            cpu[name].append(time.process_time() - start)
             texts[name].append(result.text if result is not None else "")
-    return texts, cpu
+    return texts, cpu, routes
 
 
-def measure(extractors: list[str], sets: dict[str, Path], reference: str = DEFAULT_EXTRACTOR) -> dict:
+def measure(extractors: list[str], sets: dict[str, Path], reference: str = "trafilatura", sweep: bool = False) -> dict:
     """Per set and extractor: f1, precision, recall, pages, CPU seconds, pages per CPU-second and the speed-up
     over `reference`. Sets are named as in LOADERS ("warc": a directory of WARC files); on "warc", quality is
-    agreement with `reference`, which is then run too."""
+    agreement with `reference`, which is then run too. With "routed" among the extractors: the pages it routed
+    to the fast extractor per reason, and their token F1 against `reference`'s text of the same pages.
+    `sweep`: also the routing thresholds simulated from per-page costs (`routing_sweep`)."""
     result: dict = {"extractors": list(extractors), "reference": reference, "sets": {}}
+    per_page: dict[str, tuple[list[Page], dict[str, list[str]], dict[str, list[float]]]] = {}
     for set_name, path in sets.items():
         pages = LOADERS[set_name](Path(path))
-        names = list(dict.fromkeys([reference, *extractors]))
-        texts, cpu = run(pages, names)
+        names = list(dict.fromkeys([reference, *extractors, *(["resiliparse"] if sweep else [])]))
+        texts, per_page_cpu, routes = run(pages, names)
+        cpu = {name: sum(values) for name, values in per_page_cpu.items()}
+        per_page[set_name] = (pages, texts, per_page_cpu)
         rows = {}
         for name in names:
             quality = score(pages, texts[name], texts[reference] if set_name == "warc" else None)
             rows[name] = {**quality, "pages": len(pages), "pages_with_text": sum(1 for t in texts[name] if t),
                           "cpu_s": cpu[name], "pages_per_cpu_s": len(pages) / cpu[name] if cpu[name] else 0.0,
                           "speedup": cpu[reference] / cpu[name] if cpu[name] else 0.0}
+            if name == ROUTED:
+                away = [i for i, why in enumerate(routes) if why]
+                rows[name]["routed_away"] = dict(Counter(routes[i] for i in away))
+                rows[name]["routed_share"] = len(away) / len(pages) if pages else 0.0
+                rows[name]["routed_token_f1"] = mean_token_f1([texts[reference][i] for i in away],
+                                                              [texts[name][i] for i in away])
         result["sets"][set_name] = {"path": str(path), "quality": "agreement" if set_name == "warc" else "truth",
                                     "extractors": rows}
+    if sweep:
+        result["sweep"] = routing_sweep(per_page, reference)
     return result
+
+
+# --- routing thresholds ------------------------------------------------------------------------------------------
+
+
+def token_f1(reference: str, text: str) -> float:
+    """F1 of the bags of word tokens of `text` against `reference` (1.0 when both are empty)."""
+    ref, got = Counter(_TOKEN.findall(reference or "")), Counter(_TOKEN.findall(text or ""))
+    common = sum((ref & got).values())
+    if not ref and not got:
+        return 1.0
+    return 2 * common / (sum(ref.values()) + sum(got.values()))
+
+
+def mean_token_f1(references: list[str], texts: list[str]) -> float | None:
+    scores = [token_f1(r, t) for r, t in zip(references, texts, strict=True)]
+    return statistics.mean(scores) if scores else None
+
+
+SWEEP_CHARS: tuple[int | None, ...] = (None, 100_000, 200_000, 300_000, 500_000)
+SWEEP_TAGS: tuple[int | None, ...] = (None, 2_000, 5_000, 10_000, 20_000)
+SWEEP_BUDGETS: tuple[float | None, ...] = (None, 0.1, 0.25, 0.5, 1.0)
+SWEEP_HOSTS: tuple[int | None, ...] = (None, 1, 2)
+
+
+def _routes(pages: list[Page], cpu: list[float], routing: Routing) -> list[str | None]:
+    """Why each page would go to the fast extractor under `routing`, from the primary's measured cost per page (a
+    page costing more than the budget goes over it), in set order as one unit."""
+    router = Router(routing)
+    reasons: list[str | None] = []
+    for page, cost in zip(pages, cpu, strict=True):
+        html = page.html[:DocumentsSettings().max_html_chars]
+        host = host_of(page.url)
+        reason = router.route(html, host)
+        if reason is None and routing.budget_s is not None and cost > routing.budget_s:
+            reason = "budget"
+            if host:
+                router.overruns[host] += 1
+        reasons.append(reason)
+    return reasons
+
+
+def routing_sweep(per_page: dict[str, tuple[list[Page], dict[str, list[str]], dict[str, list[float]]]],
+                  primary: str) -> list[dict]:
+    """Every combination of SWEEP_* thresholds, simulated from the per-page texts and CPU seconds of the primary
+    and the fast extractor: a page routed away costs the fast extractor's time (plus the budget when the budget
+    routed it), and gets the fast extractor's text. F1 per set (agreement with the primary on "warc"), CPU
+    seconds, share routed away and the token F1 of the routed pages against the primary's text."""
+    def terms(set_name: str, pages: list[Page], reference: list[str], texts: list[str]) -> list:
+        """Per page, what the set's score sums (shingle counts, or snippet counts on trafilatura's set)."""
+        if set_name == "warc":
+            return [shingle_counts(ref, text) for ref, text in zip(reference, texts, strict=True)]
+        if pages and pages[0].truth is None:
+            return [_snippets(page, text) for page, text in zip(pages, texts, strict=True)]
+        return [shingle_counts(page.truth or "", text) for page, text in zip(pages, texts, strict=True)]
+
+    pre = {set_name: tuple(terms(set_name, pages, texts[primary], texts[name]) for name in (primary, "resiliparse"))
+           for set_name, (pages, texts, _) in per_page.items()}
+    rows = []
+    for chars, tags, budget, hosts in itertools.product(SWEEP_CHARS, SWEEP_TAGS, SWEEP_BUDGETS, SWEEP_HOSTS):
+        if hosts is not None and budget is None:
+            continue
+        routing = Routing(primary=primary, max_chars=chars, max_tags=tags, budget_s=budget, host_overruns=hosts)
+        row: dict = {"max_chars": chars, "max_tags": tags, "budget_s": budget, "host_overruns": hosts, "sets": {}}
+        for set_name, (pages, texts, cpu) in per_page.items():
+            reasons = _routes(pages, cpu[primary], routing)
+            prim, fast = pre[set_name]
+            terms = [fast[i] if why else prim[i] for i, why in enumerate(reasons)]
+            cost = sum(cpu["resiliparse"][i] + (budget or 0.0 if why == "budget" else 0.0) if why else cpu[primary][i]
+                       for i, why in enumerate(reasons))
+            snippets = set_name != "warc" and bool(pages) and pages[0].truth is None
+            f1 = _snippet_f1(terms) if snippets else shingle_scores(terms)["f1"]
+            away = [i for i, why in enumerate(reasons) if why]
+            row["sets"][set_name] = {
+                "f1": f1, "cpu_s": cost, "speedup": sum(cpu[primary]) / cost if cost else 0.0,
+                "routed_share": len(away) / len(pages) if pages else 0.0,
+                "routed_away": dict(Counter(reasons[i] for i in away)),
+                "routed_token_f1": mean_token_f1([texts[primary][i] for i in away],
+                                                 [texts["resiliparse"][i] for i in away]),
+            }
+        rows.append(row)
+    return rows
+
+
+def _snippets(page: Page, text: str) -> tuple[int, int, int]:
+    found = _norm(text)
+    hits = sum(1 for s in page.with_ if _norm(s) in found)
+    return hits, sum(1 for s in page.without if _norm(s) in found), len(page.with_) - hits
+
+
+def _snippet_f1(terms: list) -> float:
+    tp, fp, fn = (sum(t[k] for t in terms) for k in range(3))
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+# Agreement with the primary on the shared WARC pages a setting must keep: the public sets hold one page per host,
+# so they cannot judge the host rule, which on a one-host crawl sends most pages away after one overrun.
+MIN_WARC_AGREEMENT = 0.98
+# Settings within this share of the fastest one's CPU count as equally fast; of those, the one of best F1 on the
+# public sets wins, then the largest budget (CPU time varies with load: a larger budget leaves fewer pages to it,
+# and a budget at all bounds what a page the other rules miss can cost), then the fewest rules.
+SPEED_TIE = 0.02
+
+
+def acceptable(row: dict, reference_f1: dict[str, float], tolerance: float = 0.005) -> bool:
+    """F1 within `tolerance` of the primary's on every public set, and agreement on the WARC pages kept."""
+    sets = row["sets"]
+    return (all(sets[s]["f1"] >= f1 - tolerance for s, f1 in reference_f1.items() if s in sets)
+            and sets.get("warc", {}).get("f1", 1.0) >= MIN_WARC_AGREEMENT)
+
+
+def _cpu(row: dict, by: str) -> tuple[float, float]:
+    return (row["sets"][by]["cpu_s"] if by in row["sets"] else 0.0, sum(d["cpu_s"] for d in row["sets"].values()))
+
+
+def best_routing(sweep: list[dict], reference_f1: dict[str, float], by: str = "warc") -> dict | None:
+    """Of the acceptable rows within SPEED_TIE of the fastest on the `by` set: the best worst-set F1 difference
+    with the primary, then the largest budget, then the fewest rules."""
+    ok = sorted((row for row in sweep if acceptable(row, reference_f1)), key=lambda row: _cpu(row, by))
+    if not ok:
+        return None
+    tied = [row for row in ok if _cpu(row, by)[0] <= _cpu(ok[0], by)[0] * (1 + SPEED_TIE)]
+
+    def merit(row: dict) -> tuple:
+        worst = min((row["sets"][s]["f1"] - f1 for s, f1 in reference_f1.items() if s in row["sets"]), default=0.0)
+        rules = sum(row[k] is not None for k in ("max_chars", "max_tags", "budget_s", "host_overruns"))
+        return round(worst, 3), row["budget_s"] is not None, row["budget_s"] or 0.0, -rules
+
+    return max(tied, key=merit)
 
 
 def configured_sets(args: argparse.Namespace) -> Iterator[tuple[str, Path]]:
@@ -296,14 +455,55 @@ def configured_sets(args: argparse.Namespace) -> Iterator[tuple[str, Path]]:
 
 
 def table(result: dict) -> str:
-    lines = ["| set | extractor | F1 | precision | recall | pages with text | pages per CPU-s | speed-up |",
-             "|---|---|--:|--:|--:|--:|--:|--:|"]
+    lines = ["| set | extractor | F1 | precision | recall | pages with text | pages per CPU-s | speed-up | routed away "
+             "(why) | routed pages' token F1 vs trafilatura |", "|---|---|--:|--:|--:|--:|--:|--:|---|--:|"]
     for set_name, data in result["sets"].items():
         label = f"{set_name} (agreement)" if data["quality"] == "agreement" else set_name
         for name, row in data["extractors"].items():
             lines.append(f"| {label} | {name} | {row['f1']:.3f} | {row['precision']:.3f} | {row['recall']:.3f} | "
                          f"{row['pages_with_text']} of {row['pages']} | {row['pages_per_cpu_s']:.1f} | "
-                         f"{row['speedup']:.2f}x |")
+                         f"{row['speedup']:.2f}x | {_routed_cells(row)} |")
+    if result.get("sweep"):
+        lines += ["", sweep_table(result)]
+    return "\n".join(lines)
+
+
+def _routed_cells(row: dict) -> str:
+    if "routed_share" not in row:
+        return " |"
+    why = ", ".join(f"{k} {n}" for k, n in sorted(row["routed_away"].items())) or "none"
+    f1 = row.get("routed_token_f1")
+    return f"{row['routed_share']:.1%} ({why}) | {'–' if f1 is None else f'{f1:.3f}'}"
+
+
+def reference_f1(result: dict) -> dict[str, float]:
+    """The primary extractor's F1 on each public set (ground truth)."""
+    return {s: d["extractors"][result["reference"]]["f1"] for s, d in result["sets"].items()
+            if d["quality"] == "truth"}
+
+
+def sweep_table(result: dict, top: int = 15) -> str:
+    """The acceptable settings of the sweep, fastest on the WARC pages first (`top` of them), the chosen one
+    marked."""
+    ref = reference_f1(result)
+    sets = list(result["sets"])
+    ok = sorted((row for row in result["sweep"] if acceptable(row, ref)), key=lambda row: _cpu(row, "warc"))
+    best = best_routing(result["sweep"], ref)
+    head = "| max_chars | max_tags | budget_s | host_overruns | " + " | ".join(
+        f"{s} F1 (Δ) / speed-up / routed" for s in sets) + " |"
+    lines = [f"Routing sweep: {len(ok)} of {len(result['sweep'])} settings keep F1 within 0.005 of "
+             f"{result['reference']} on every public set and agreement ≥ {MIN_WARC_AGREEMENT} on the WARC pages; "
+             f"the fastest on the WARC pages (**chosen**: within {SPEED_TIE:.0%} of the fastest, the best F1, "
+             "then the largest budget, then the fewest rules):", "", head, "|" + "--:|" * (4 + len(sets))]
+    for row in ok[:top]:
+        mark = "**" if row is best else ""
+        cells = []
+        for s in sets:
+            d = row["sets"][s]
+            delta = d["f1"] - ref[s] if s in ref else d["f1"] - 1.0
+            cells.append(f"{d['f1']:.3f} ({delta:+.3f}) / {d['speedup']:.2f}x / {d['routed_share']:.1%}")
+        lines.append(f"| {mark}{row['max_chars']} | {row['max_tags']} | {row['budget_s']} | {row['host_overruns']}{mark} | "
+                     + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -312,15 +512,17 @@ def main(argv: list[str] | None = None) -> None:
     for name, (env, url, commit) in SOURCES.items():
         parser.add_argument(f"--{name}", metavar="DIR", help=f"checkout of {url} (default: ${env})")
     parser.add_argument("--warc-dir", type=Path, default=SHARED_WARC, help=f"WARC files (default {SHARED_WARC})")
-    parser.add_argument("--extractors", default=",".join(EXTRACTORS),
-                        help=f"comma-separated (default: all, {','.join(EXTRACTORS)})")
+    every = (ROUTED, *EXTRACTORS)
+    parser.add_argument("--extractors", default=",".join(every),
+                        help=f"comma-separated (default: all, {','.join(every)})")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the routing thresholds' sweep")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the result as JSON")
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md",
                         help="the summary whose rows are replaced (default BENCHMARKS.md); the table goes to "
                              "benchmarks/results/extraction-quality.md beside it, below the notes there")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args(argv)
-    result = measure(args.extractors.split(","), dict(configured_sets(args)))
+    result = measure(args.extractors.split(","), dict(configured_sets(args)), sweep=not args.no_sweep)
     print(table(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -159,13 +159,13 @@ def stage_extract(workdir: Path) -> dict:
     import pyarrow.parquet as pq
 
     from llm_assets.core import documents
-    from llm_assets.core.extract import ExtractionTimeout, extract_html, extractor_version
+    from llm_assets.core.extract import ExtractionTimeout
     from llm_assets.core.readers import ReadReport, read_records
     from llm_assets.settings import DocumentsSettings
 
     settings = DocumentsSettings()
     reader = documents.reader_settings(settings)
-    extractor, version = settings.extractor, extractor_version(settings.extractor)
+    extractor = settings.extractor
     corpus = load_json(workdir / "corpus.json")
     files = [Path(f["path"]) for f in corpus["files"]]
     rss_before = maxrss_bytes()
@@ -183,6 +183,7 @@ def stage_extract(workdir: Path) -> dict:
             for path in files:
                 gz_bytes += path.stat().st_size
                 source = f"raw/BENCH/rep{rep:02d}/{path.name}"
+                extract = documents.PageExtractor(settings, extractor)  # a file is a unit (routing's host history)
                 with open(path, "rb") as f:
                     it = read_records(f, source, reader, report)
                     t0 = time.perf_counter()
@@ -193,10 +194,8 @@ def stage_extract(workdir: Path) -> dict:
                             t0 = time.perf_counter()
                             continue
                         try:
-                            extracted = extract_html(rec.html, rec.url, extractor=extractor,
-                                                     timeout_s=settings.extract_timeout_s,
-                                                     max_chars=settings.max_html_chars)
-                            timeout = False
+                            routed = extract(rec.html, rec.url)
+                            extracted, version, timeout = routed.result, routed.label, False
                         except ExtractionTimeout:
                             extracted, timeout = None, True
                         t0 = time.perf_counter()
@@ -231,7 +230,7 @@ def stage_extract(workdir: Path) -> dict:
     slow.sort(reverse=True)
     return {
         "files": len(files) * corpus["repeat"], "html_pages": pages, "docs_out": len(rows),
-        "dropped": dict(report.drops), "quarantined": len(report.quarantined), "extractor": version,
+        "dropped": dict(report.drops), "quarantined": len(report.quarantined), "extractor": extractor,
         "timeout_s": settings.extract_timeout_s, "max_html_chars": settings.max_html_chars,
         "timeouts": len(timed_out), "timed_out_pages": sorted(set(timed_out)),
         "gz_bytes": gz_bytes, "html_bytes": html_bytes, "text_chars": sum(len(r["text"]) for r in rows),

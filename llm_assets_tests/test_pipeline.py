@@ -118,6 +118,9 @@ def test_every_stage_is_materialized_with_its_report(materialized):
     # crawl: 22 HTML pages
     assert docs["rows_in"] > 50 and docs["rows_out"] == 15 + 22
     assert docs["dropped_by_reason"]["not_response"] >= 34 and docs["dropped_by_reason"]["no_text"] >= 1
+    # routed extraction: one page of the 2020 excerpt has more than 5,000 tags
+    assert docs["pages_by_extractor"] == {"resiliparse": 1, "trafilatura": 16 + 22 - 1}
+    assert docs["pages_routed_by_reason"] == {"tags": 1}
     # 13 pages of the 2020 excerpt are not English; the quality rules drop more; some academic pages pass
     assert 0 < filt["rows_out"] < filt["rows_in"] == 37
     assert filt["dropped_by_reason"]["language/language"] >= 13

@@ -139,7 +139,7 @@ def test_documents_provenance(chain, lake):
         assert (row["source_key"], row["crawl"]) == (chain.source, chain.crawl)
         assert row["domain"] == urlsplit(rec.url).hostname.lower()
         assert row["doc_id"] == documents.doc_id(chain.source, rec.record_id, rec.offset)
-        assert row["text"] and row["extractor"].startswith("trafilatura ")
+        assert row["text"] and row["extractor"].startswith(("trafilatura ", "resiliparse "))  # routed: either
     assert df["doc_id"].n_unique() == df.height
     assert df["record_offset"].to_list() == sorted(df["record_offset"].to_list())
     assert {"01spb.ru", "0900-hovenier.nl", "06.live-radsport.ch", "037426.cn"} <= set(df["domain"])

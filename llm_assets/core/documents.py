@@ -16,6 +16,7 @@ every n-th HTML record. The shares are a function of the file's name and size al
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from pydantic import Field
 
 from llm_assets.core.config import Section
 from llm_assets.core.errors import SourceChanged, is_store_error
-from llm_assets.core.extract import ExtractionTimeout, extract_html, extractor_version
+from llm_assets.core.extract import ROUTED, ExtractionTimeout, Routed, Router, Routing, extract_html
 from llm_assets.core.lake import Lake, PartWriter
 from llm_assets.core.readers import (
     ReaderSettings,
@@ -49,7 +50,10 @@ from llm_assets.core.units import UnitResult, Warmup, WorkUnit, timed_unit
 
 
 class DocumentsSettings(Section):
-    extractor: Literal["trafilatura", "resiliparse", "trafilatura_fast"] = "trafilatura"
+    # routed: `routing.primary` (trafilatura, FineWeb's settings) for most pages, `routing.fast` (resiliparse) for
+    # the few that would cost most of its time; or one extractor for every page.
+    extractor: Literal["routed", "trafilatura", "resiliparse", "trafilatura_fast"] = "routed"
+    routing: Routing = Routing()
     # A larger record is quarantined (oversized) unread: an HTML or WET payload, a JSON line or array element, a
     # Parquet text.
     max_payload_bytes: int = Field(default=5_000_000, gt=0)
@@ -66,7 +70,8 @@ class DocumentsSettings(Section):
 
 # 3: CPU-time extraction limit; JSON, JSON Lines and Parquet records capped. 4: records set aside for their content
 # (no text, not HTML, an error status) kept in the rejected part by URL and doc id, and indexed. 5: a gzip-per-record
-# WARC/ARC's shares are byte ranges (a share's part holds other records than before).
+# WARC/ARC's shares are byte ranges (a share's part holds other records than before); routed extraction, the
+# `extractor` column names the extractor that made each document and why it was routed to it.
 STAGE_VERSION = "5"
 BATCH_ROWS = 256
 
@@ -321,26 +326,53 @@ class _Prepend:
         return self.body.read(n) if n >= 0 else self.body.read()
 
 
-def _document(u: ExtractUnit, rec: SourceRecord, report: ReadReport) -> dict | None:
+# UnitResult.counts keys: HTML pages per extractor that made them, and pages routed to the fast one per reason
+EXTRACTED_BY = "extracted_by/"
+ROUTED_FOR = "routed/"
+
+
+class PageExtractor:
+    """One unit's HTML extraction: the unit's extractor for every page, or routing (`extract.Router`: a host's
+    overruns count within the unit), with the pages each extractor made and those routed per reason counted."""
+
+    def __init__(self, settings: DocumentsSettings, extractor: str):
+        self.settings, self.extractor = settings, extractor
+        self.router = Router(settings.routing) if extractor == ROUTED else None
+        self.counts: Counter[str] = Counter()
+
+    def __call__(self, html: str, url: str | None) -> Routed:
+        """Raises ExtractionTimeout when the page passes `extract_timeout_s` (routed: with the fast extractor)."""
+        s = self.settings
+        if self.router is not None:
+            routed = self.router.extract(html, url, timeout_s=s.extract_timeout_s, max_chars=s.max_html_chars)
+        else:
+            routed = Routed(extract_html(html, url, extractor=self.extractor, timeout_s=s.extract_timeout_s,
+                                         max_chars=s.max_html_chars), self.extractor)
+        self.counts[EXTRACTED_BY + routed.extractor] += 1
+        if routed.reason:
+            self.counts[ROUTED_FOR + routed.reason] += 1
+        return routed
+
+
+def _document(u: ExtractUnit, rec: SourceRecord, report: ReadReport, extract: PageExtractor) -> dict | None:
     s = u.settings
     title = date = None
     text = rec.text
     extractor = rec.fmt  # text a WET, JSON or Parquet source already holds
     if rec.html is not None:
-        extractor = extractor_version(u.effective_extractor)
         try:
-            extracted = extract_html(rec.html, rec.url, extractor=u.effective_extractor,
-                                     timeout_s=s.extract_timeout_s, max_chars=s.max_html_chars)
+            routed = extract(rec.html, rec.url)
         except ExtractionTimeout:
             report.quarantine("extraction_timeout", rec.offset, rec.skip, rec.url,
                               f"over {s.extract_timeout_s} CPU seconds")
             return None
-        if extracted is not None:
-            text, title, date = extracted.text, extracted.title, extracted.date
+        extractor = routed.label
+        if routed.result is not None:
+            text, title, date = routed.result.text, routed.result.title, routed.result.date
     if not text or len(text) < s.min_text_chars:
         report.set_aside("no_text", rec.offset, rec.skip, rec.url, rec.record_id,
                          f"{len(text)} characters of text, fewer than min_text_chars {s.min_text_chars}" if text
-                         else f"no main text ({u.effective_extractor if rec.html is not None else rec.fmt})")
+                         else f"no main text ({extractor})")
         return None
     return {
         "doc_id": doc_id(u.source, rec.record_id, rec.offset, rec.skip),
@@ -383,12 +415,13 @@ def extract_documents(u: ExtractUnit) -> UnitResult:
     rows: list[dict] = []
     ids: dict[str, list[str]] = {"doc_id": [], "url": [], "domain": []}
     aside = _SetAside(u)
+    extract = PageExtractor(u.settings, u.effective_extractor)
     with lake.part_writer(u.part, SCHEMA) as out, aside.writer(lake):
         settings = reader_settings(u.settings)
         records = iter_source(lake, u.source, settings, report) if u.shares == 1 else \
             share_records(lambda offset: lake.open(u.source, offset), u.source, u, settings, report)
         for rec in records:
-            if (row := _document(u, rec, report)) is not None:
+            if (row := _document(u, rec, report, extract)) is not None:
                 rows.append(row)
                 for column, values in ids.items():
                     values.append(row[column])
@@ -416,4 +449,5 @@ def extract_documents(u: ExtractUnit) -> UnitResult:
         bytes_out=out.bytes,
         errors=errors,
         columns=SCHEMA.names,
+        counts=dict(extract.counts),
     )

@@ -56,12 +56,16 @@ import re
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.metadata import version
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+from pydantic import Field
+
+from llm_assets.core.config import Section
 from llm_assets.core.errors import is_store_error
 
 if TYPE_CHECKING:
@@ -137,7 +141,7 @@ def extract_html(
     try:
         if timeout_s is None:
             return _EXTRACT[extractor](html, url or None)
-        _warmed_up(extractor)  # the limit is the page's: not the process's first import of the extractor
+        warm_up(extractor)  # the limit is the page's: not the process's first import of the extractor
         return _CPULimit(timeout_s).call(_EXTRACT[extractor], html, url or None)
     except ExtractionTimeout:
         raise
@@ -149,12 +153,129 @@ def extract_html(
 
 
 @functools.cache
-def _warmed_up(extractor: str) -> None:
+def warm_up(extractor: str) -> None:
     """Import the extractor and run it once on a small page, outside any CPU limit: a process's first extraction
     pays for imports and lazily compiled patterns (0.1 CPU-s and more), which would otherwise count against the
-    first page's limit, and make whether that page times out depend on how loaded the machine is."""
+    first page's limit, and make whether that page times out (or, routed, goes over its budget) depend on how
+    loaded the machine is. For trafilatura this includes justext's stop words of every language, which it builds
+    the first time a page falls back on justext (~0.4 CPU-s, once per process)."""
     page = "<html><head><title>t</title></head><body><article><p>" + "Warm words here. " * 40 + "</p></article></body></html>"
     _EXTRACT[extractor](page, "https://example.org/warm-up")
+    if _PACKAGE[extractor] == "trafilatura":
+        from trafilatura import external
+
+        if external.JT_STOPLIST is None:
+            external.jt_stoplist_init()
+
+
+# --- routed extraction ---------------------------------------------------------------------------------------
+
+# The setting that routes each page to `Routing.primary` or `Routing.fast` (the documents stage's default).
+ROUTED = "routed"
+# Why a page went to the fast extractor: its HTML was too long, it had too many tags, its host had gone over budget
+# earlier in the unit, or the primary extractor used up its CPU budget on it.
+ROUTE_REASONS = ("size", "tags", "host", "budget")
+
+
+class Routing(Section):
+    """Which extractor makes each page's document under `extractor: routed`: `primary` (trafilatura with FineWeb's
+    settings), unless what is known before extracting says the page is one of the few that cost most of its time,
+    or it uses up `budget_s` CPU seconds, in which case `fast` extracts it (every page gets extracted; none is
+    dropped for its cost, as datatrove's 1 s kill drops them). `null` turns a rule off.
+
+    The defaults were chosen by `make bench-extraction-quality`'s sweep (max_chars none/100k/200k/300k/500k x
+    max_tags none/2k/5k/10k/20k x budget none/0.1/0.25/0.5/1 s x host_overruns none/1/2, simulated from each page's
+    measured trafilatura and resiliparse text and CPU; `extraction_quality.best_routing` picks): of the settings
+    whose main-text F1 stays within 0.005 of pure trafilatura on each public set and whose agreement with it on
+    the shared WARC pages stays >= 0.98, those within 2 % of the fastest on the WARC pages, then the best F1, the
+    largest budget, the fewest rules. Measured: scrapinghub 0.964 -> 0.964, readability 0.931 -> 0.930,
+    trafilatura's set 0.922 -> 0.922; on the shared WARC pages trafilatura's CPU / 3.0, 7 % of pages routed away
+    (agreement 0.987). The tag count alone catches the expensive pages, exactly, whatever the load; the budget
+    (1 s: no sweep setting told 0.25 s from 1 s, and the larger one leaves fewer pages to CPU time, which varies
+    with load) bounds what a page it misses can cost. The size rule lost F1 on news pages for nothing more; the
+    host rule is off: on a single-host crawl (the archive.org WARC) one overrun sent 58 % of its pages to
+    resiliparse (agreement 0.88), which the public sets, one page per host, cannot judge."""
+
+    primary: Literal["trafilatura", "trafilatura_fast"] = "trafilatura"
+    fast: Literal["resiliparse"] = "resiliparse"
+    # HTML longer than this many characters (after `max_html_chars`) goes to `fast` (reason `size`)
+    max_chars: int | None = Field(default=None, gt=0)
+    # HTML with more tags than this (counted as `<`, a C-speed count) goes to `fast` (reason `tags`)
+    max_tags: int | None = Field(default=5_000, gt=0)
+    # CPU seconds `primary` may spend on a page; past them `fast` extracts it instead (reason `budget`). CPU time
+    # is steadier than wall time but not exact (up to ~2x with the other core busy): keep it far from most pages'
+    # cost so the size and tag rules, which are exact, decide the expensive pages.
+    budget_s: float | None = Field(default=1.0, gt=0)
+    # after this many budget overruns of a host in one work unit, its later pages go straight to `fast` (`host`)
+    host_overruns: int | None = Field(default=None, ge=1)
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A page's extraction under routing: the result, the extractor that made it and, when that is the fast one,
+    why (one of ROUTE_REASONS)."""
+
+    result: Extracted | None
+    extractor: str
+    reason: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What the documents' `extractor` column says, e.g. "trafilatura 2.3.1" or "resiliparse 2.0.0 (routed:
+        budget)"."""
+        made_by = extractor_version(self.extractor)
+        return f"{made_by} (routed: {self.reason})" if self.reason else made_by
+
+
+class Router:
+    """Routes the pages of one work unit (see `Routing`); it remembers the hosts whose pages went over budget, so
+    the same unit gives the same routing whatever the runner."""
+
+    def __init__(self, routing: Routing) -> None:
+        self.routing = routing
+        self.overruns: Counter[str] = Counter()
+
+    def route(self, html: str, host: str) -> str | None:
+        """Why the page goes to the fast extractor without trying the primary one, or None."""
+        r = self.routing
+        if r.max_chars is not None and len(html) > r.max_chars:
+            return "size"
+        if r.max_tags is not None and html.count("<") > r.max_tags:
+            return "tags"
+        if r.host_overruns is not None and host and self.overruns[host] >= r.host_overruns:
+            return "host"
+        return None
+
+    def extract(self, html: str, url: str | None, timeout_s: float | None = None,
+                max_chars: int | None = None) -> Routed:
+        """Like `extract_html`, routed. `timeout_s` is the page's outer limit: the primary extractor gets at most
+        `budget_s` of it, the fast one all of it, and ExtractionTimeout is raised only when the fast extractor
+        goes over it too."""
+        if isinstance(html, (bytes, bytearray)):
+            html = bytes(html).decode("utf-8", errors="replace")
+        if max_chars is not None and len(html) > max_chars:
+            html = html[:max_chars]
+        r = self.routing
+        host = host_of(url)
+        reason = self.route(html, host)
+        if reason is None:
+            budget = min(x for x in (r.budget_s, timeout_s) if x is not None) if (r.budget_s or timeout_s) else None
+            try:
+                return Routed(extract_html(html, url, r.primary, timeout_s=budget), r.primary)
+            except ExtractionTimeout:
+                reason = "budget"
+                if host:
+                    self.overruns[host] += 1
+        return Routed(extract_html(html, url, r.fast, timeout_s=timeout_s), r.fast, reason)
+
+
+def host_of(url: str | None) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        return (urlsplit(url).hostname or "").lower() if url else ""
+    except ValueError:
+        return ""
 
 
 # --- trafilatura -----------------------------------------------------------------------------------------------

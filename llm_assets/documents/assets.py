@@ -2,8 +2,8 @@ from typing import Literal
 
 import dagster as dg
 
-from llm_assets.core.documents import SCHEMA, extract_documents, extract_units
-from llm_assets.core.partition import LakeInput
+from llm_assets.core.documents import EXTRACTED_BY, ROUTED_FOR, SCHEMA, extract_documents, extract_units
+from llm_assets.core.partition import LakeInput, PartitionOutput
 from llm_assets.documents.spec import SPEC
 from llm_assets.settings import Settings
 from llm_assets.stage import partition_of, run_stage, stage_asset
@@ -14,7 +14,15 @@ class DocumentsConfig(dg.Config):
     """Per-run choice of extractor; empty means the settings file's. The choice is part of every work unit's
     id, so a run with another extractor writes other parts rather than passing them off as the default's."""
 
-    extractor: Literal["", "trafilatura", "resiliparse", "trafilatura_fast"] = ""
+    extractor: Literal["", "routed", "trafilatura", "resiliparse", "trafilatura_fast"] = ""
+
+
+def extraction_report(out: PartitionOutput) -> dict:
+    """HTML pages per extractor that made them, and the pages routed to the fast extractor per reason."""
+    counts = out.counts()
+    by = {k.removeprefix(EXTRACTED_BY): n for k, n in sorted(counts.items()) if k.startswith(EXTRACTED_BY)}
+    routed = {k.removeprefix(ROUTED_FOR): n for k, n in sorted(counts.items()) if k.startswith(ROUTED_FOR)}
+    return {"pages_by_extractor": dg.MetadataValue.json(by), "pages_routed_by_reason": dg.MetadataValue.json(routed)}
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -26,10 +34,13 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         """Documents from the shard's raw files, whatever their format (sniffed from the bytes: WARC/ARC with gzip
         per record, whole-file gzip or none, WET, JSON Lines / JSON in gzip or zstd, Parquet, loose HTML).
 
-        HTML responses (2xx, HTML by header and by sniffing) get their main text extracted (trafilatura with
-        FineWeb's settings by default, or resiliparse), with title and date; charsets come from the HTTP header,
-        then `<meta>`, then detection. Each document keeps its provenance: doc_id, URL, domain, crawl, source key,
-        record offset, WARC-Record-ID, fetch time, content type, charset, extractor and version.
+        HTML responses (2xx, HTML by header and by sniffing) get their main text extracted, with title and date:
+        by default trafilatura with FineWeb's settings, except the pages that would cost most of its time (very
+        long HTML, many tags, a host over budget before, or over its CPU budget), which resiliparse extracts (the
+        `routing` settings); charsets come from the HTTP header, then `<meta>`, then detection. Each document keeps
+        its provenance: doc_id, URL, domain, crawl, source key, record offset, WARC-Record-ID, fetch time, content
+        type, charset, extractor and version (and why it was routed: `resiliparse 2.0.0 (routed: budget)`).
+        Metadata: `pages_by_extractor`, `pages_routed_by_reason`.
 
         Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); those skipped for
         their content (non_2xx, non_html, no_text) are kept under `rejected/documents/` with URL and doc id, indexed,
@@ -45,6 +56,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             units.extend(extract_units(store.config(), settings.documents, crawl, shard, key, size, etag, code,
                                        extractor))
         yield from run_stage(context, extract_documents, units, code, SCHEMA.names, settings.runner,
-                             {"extractor": extractor}, inputs={"raw_files": raw_files.data_version})
+                             {"extractor": extractor}, report=extraction_report,
+                             inputs={"raw_files": raw_files.data_version})
 
     return [documents]
