@@ -206,6 +206,7 @@ class _TimedBlock:
     def __init__(self, block, seconds: dict[str, float]):
         self.block, self.seconds = block, seconds
         self.name, self.enabled, self.rewrites_text = block.name, block.enabled, block.rewrites_text
+        self.reads_extracted_text = block.reads_extracted_text
 
     def apply(self, df):
         t0 = time.process_time()
