@@ -245,7 +245,10 @@ def _top_ngram_chars(flat: _FlatWords, grams: _Grams, n: int) -> np.ndarray:
             first += flat.length[starts + k]
         out[flat.doc[starts]] = first + n - 1
     if len(grams.g):
-        _, index, count = np.unique(grams.g, return_index=True, return_counts=True)
+        # per distinct n-gram: its first occurrence and its count (a hash group-by, not a sort)
+        groups = (pl.DataFrame({"g": pl.Series(grams.g, dtype=pl.UInt64)}).with_row_index("i")
+                  .group_by("g").agg(pl.col("i").first(), pl.len()))
+        index, count = groups["i"].to_numpy(), groups["len"].to_numpy().astype(np.int64)
         pos, doc, chars = grams.pos[index], flat.doc[grams.pos[index]], grams.chars[index]
         order = np.lexsort((pos, -count, doc))  # per document: the highest count, then the first seen
         best = order[np.r_[True, doc[order][1:] != doc[order][:-1]]]

@@ -128,16 +128,18 @@ def words_column(texts: pl.Series) -> pl.Series:
 def _split_distinct(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
     """The words of distinct whitespace-free chunks, with the index of the chunk each comes from; a chunk's words
     are consecutive and in order."""
-    texts = chunks.to_list()
-    # one word: no infix, edge mark or clitic can occur in letters and digits
-    plain = np.fromiter((c.isalnum() for c in texts), dtype=bool, count=len(texts))
+    # one word: no infix, edge mark or clitic can occur in letters and digits (str.isalnum, which for ASCII is
+    # [A-Za-z0-9]: only the chunks with other characters are asked in Python)
+    plain = chunks.str.contains(r"^[A-Za-z0-9]+$").to_numpy()
+    other = np.flatnonzero(chunks.str.contains(r"[^\x00-\x7f]").to_numpy())
+    plain[other] = [c.isalnum() for c in chunks.gather(other).to_list()]
     # the few chunks with astral characters apart: the full pattern is slower
     astral = chunks.str.contains(r"[^\x00-\x{ffff}]").to_numpy()
     owners, words = [np.flatnonzero(plain)], [chunks.filter(pl.Series(plain))]
     for with_astral in (False, True):
         rows = np.flatnonzero(~plain & (astral == with_astral))
         if len(rows):
-            found, local = _split_joined([texts[i] for i in rows], with_astral)
+            found, local = _split_joined(chunks.gather(rows).to_list(), with_astral)
             owners.append(rows[local])
             words.append(found)
     return np.concatenate(owners), pl.concat(words)
