@@ -176,6 +176,34 @@ class _Grams:
     chars: np.ndarray
 
 
+@dataclass(frozen=True)
+class _Runs:
+    """Equal values of an array side by side: the order that sorts it, and the length of each run of equal values
+    in that order. NumPy sorts uint64 several times faster than a hash table finds duplicates."""
+
+    order: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> _Runs:
+        order = np.argsort(values)
+        ordered = values[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(values) else np.zeros(0, np.int64)
+        return cls(order, np.diff(np.r_[starts, len(values)]))
+
+    def repeated(self) -> np.ndarray:
+        """Per value: whether it occurs more than once."""
+        out = np.empty(len(self.order), dtype=bool)
+        out[self.order] = np.repeat(self.lengths > 1, self.lengths)
+        return out
+
+    def firsts(self) -> np.ndarray:
+        """Per distinct value: the index of its first occurrence."""
+        if not len(self.order):
+            return self.order
+        return np.minimum.reduceat(self.order, np.cumsum(self.lengths) - self.lengths)
+
+
 _MULTIPLIER = np.uint64(0x100000001B3)  # wrapping multiply-add: an order-sensitive combination of the word hashes
 _DOC_MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -221,7 +249,7 @@ def _repeated_ngrams(flat: _FlatWords, ns: set[int], needed: np.ndarray) -> Iter
         g = g * _MULTIPLIER + flat.h[pos + k]
         chars += flat.length[pos + k]
     while True:
-        repeated = pl.Series(g, dtype=pl.UInt64).is_duplicated().to_numpy()
+        repeated = _Runs.of(g).repeated()
         pos, g, chars = pos[repeated], g[repeated], chars[repeated]
         if n in ns:
             yield n, _Grams(pos, g, chars)
@@ -245,10 +273,8 @@ def _top_ngram_chars(flat: _FlatWords, grams: _Grams, n: int) -> np.ndarray:
             first += flat.length[starts + k]
         out[flat.doc[starts]] = first + n - 1
     if len(grams.g):
-        # per distinct n-gram: its first occurrence and its count (a hash group-by, not a sort)
-        groups = (pl.DataFrame({"g": pl.Series(grams.g, dtype=pl.UInt64)}).with_row_index("i")
-                  .group_by("g").agg(pl.col("i").first(), pl.len()))
-        index, count = groups["i"].to_numpy(), groups["len"].to_numpy().astype(np.int64)
+        runs = _Runs.of(grams.g)  # per distinct n-gram: its first occurrence and its count
+        index, count = runs.firsts(), runs.lengths
         pos, doc, chars = grams.pos[index], flat.doc[grams.pos[index]], grams.chars[index]
         order = np.lexsort((pos, -count, doc))  # per document: the highest count, then the first seen
         best = order[np.r_[True, doc[order][1:] != doc[order][:-1]]]
@@ -261,7 +287,8 @@ def _duplicate_ngram_chars(flat: _FlatWords, grams: _Grams, n: int,
     """Characters covered by repeated n-grams, scanning left to right and jumping over each repeat (so overlapping
     repeats are not counted twice). Every occurrence of an n-gram after its first is an upper bound; the scan, in
     Python, runs only for the documents `exact_for(bound)` selects, the others keep the bound."""
-    repeat = ~pl.Series(grams.g, dtype=pl.UInt64).is_first_distinct().to_numpy()
+    repeat = np.ones(len(grams.g), dtype=bool)
+    repeat[_Runs.of(grams.g).firsts()] = False
     doc = flat.doc[grams.pos]
     out = np.bincount(doc[repeat], weights=grams.chars[repeat], minlength=flat.docs).astype(np.float64)
     for d in np.flatnonzero(exact_for(out)):
