@@ -148,14 +148,16 @@ def duplicates(df: pl.DataFrame, parts: pl.Expr) -> tuple[pl.Series, pl.Series, 
 
 @dataclass(frozen=True)
 class _FlatWords:
-    """The words of a batch end to end, hashed once for every n: document index, 64-bit hash, characters, and how
-    many words are left in the document from each one (itself included)."""
+    """The words of a batch end to end, hashed once for every n: document index, 64-bit hash, characters, how many
+    words are left in the document from each one (itself included), and the characters of the words before each
+    one (`cum[p + n] - cum[p]`: the characters of the n words from p)."""
 
     docs: int
     doc: np.ndarray
     h: np.ndarray
     length: np.ndarray
     left: np.ndarray
+    cum: np.ndarray
 
     @classmethod
     def of(cls, ws: pl.Series) -> _FlatWords:
@@ -163,17 +165,19 @@ class _FlatWords:
         flat = ws.explode().drop_nulls()  # an empty list explodes to a null
         doc = np.repeat(np.arange(len(ws), dtype=np.int64), counts)
         left = np.cumsum(counts)[doc] - np.arange(len(doc), dtype=np.int64)
-        return cls(len(ws), doc, flat.hash(seed=0).to_numpy(), flat.str.len_chars().cast(pl.Int64).to_numpy(), left)
+        length = flat.str.len_chars().cast(pl.Int64).to_numpy()
+        return cls(len(ws), doc, flat.hash(seed=0).to_numpy(), length, left, np.r_[0, np.cumsum(length)])
 
 
 @dataclass(frozen=True)
 class _Grams:
     """The n-grams that occur more than once in their document, in text order: start word, 64-bit id (the document
-    mixed in), characters (words only)."""
+    mixed in), characters (words only), and their runs of equal ids."""
 
     pos: np.ndarray
     g: np.ndarray
     chars: np.ndarray
+    runs: _Runs
 
 
 @dataclass(frozen=True)
@@ -191,10 +195,19 @@ class _Runs:
         starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(values) else np.zeros(0, np.int64)
         return cls(order, np.diff(np.r_[starts, len(values)]))
 
-    def repeated(self) -> np.ndarray:
-        """Per value: whether it occurs more than once."""
+    def repeated(self) -> tuple[np.ndarray, _Runs]:
+        """Per value, whether it occurs more than once; and the runs of those values alone, indexed among them (the
+        sort of the values is the sort of any subset)."""
+        twice = self.lengths > 1
+        in_order = np.repeat(twice, self.lengths)
         out = np.empty(len(self.order), dtype=bool)
-        out[self.order] = np.repeat(self.lengths > 1, self.lengths)
+        out[self.order] = in_order
+        return out, _Runs((np.cumsum(out) - 1)[self.order[in_order]], self.lengths[twice])
+
+    def ids(self) -> np.ndarray:
+        """Per value: the index of its run, the same for equal values (small integers instead of 64-bit ones)."""
+        out = np.empty(len(self.order), dtype=np.int64)
+        out[self.order] = np.repeat(np.arange(len(self.lengths)), self.lengths)
         return out
 
     def firsts(self) -> np.ndarray:
@@ -244,22 +257,21 @@ def _repeated_ngrams(flat: _FlatWords, ns: set[int], needed: np.ndarray) -> Iter
     n = min(ns)
     pos = np.flatnonzero(flat.left >= n)
     g = flat.h[pos] + flat.doc[pos].astype(np.uint64) * _DOC_MIX
-    chars = flat.length[pos].copy()
     for k in range(1, n):
         g = g * _MULTIPLIER + flat.h[pos + k]
-        chars += flat.length[pos + k]
     while True:
-        repeated = _Runs.of(g).repeated()
-        pos, g, chars = pos[repeated], g[repeated], chars[repeated]
+        repeated, runs = _Runs.of(g).repeated()
+        pos, g = pos[repeated], g[repeated]
         if n in ns:
-            yield n, _Grams(pos, g, chars)
+            yield n, _Grams(pos, g, flat.cum[pos + n] - flat.cum[pos], runs)
         if n == max(ns):
             return
         n += 1
-        more = (flat.left[pos] >= n) & needed[flat.doc[pos]]
-        pos, g, chars = pos[more], g[more], chars[more]
+        more = flat.left[pos] >= n
+        if not needed.all():
+            more &= needed[flat.doc[pos]]
+        pos, g = pos[more], g[more]
         g = g * _MULTIPLIER + flat.h[pos + n - 1]
-        chars = chars + flat.length[pos + n - 1]
 
 
 def _top_ngram_chars(flat: _FlatWords, grams: _Grams, n: int) -> np.ndarray:
@@ -273,8 +285,7 @@ def _top_ngram_chars(flat: _FlatWords, grams: _Grams, n: int) -> np.ndarray:
             first += flat.length[starts + k]
         out[flat.doc[starts]] = first + n - 1
     if len(grams.g):
-        runs = _Runs.of(grams.g)  # per distinct n-gram: its first occurrence and its count
-        index, count = runs.firsts(), runs.lengths
+        index, count = grams.runs.firsts(), grams.runs.lengths  # per distinct n-gram: first occurrence, count
         pos, doc, chars = grams.pos[index], flat.doc[grams.pos[index]], grams.chars[index]
         order = np.lexsort((pos, -count, doc))  # per document: the highest count, then the first seen
         best = order[np.r_[True, doc[order][1:] != doc[order][:-1]]]
@@ -288,21 +299,23 @@ def _duplicate_ngram_chars(flat: _FlatWords, grams: _Grams, n: int,
     repeats are not counted twice). Every occurrence of an n-gram after its first is an upper bound; the scan, in
     Python, runs only for the documents `exact_for(bound)` selects, the others keep the bound."""
     repeat = np.ones(len(grams.g), dtype=bool)
-    repeat[_Runs.of(grams.g).firsts()] = False
+    repeat[grams.runs.firsts()] = False
     doc = flat.doc[grams.pos]
     out = np.bincount(doc[repeat], weights=grams.chars[repeat], minlength=flat.docs).astype(np.float64)
-    for d in np.flatnonzero(exact_for(out)):
+    exact = np.flatnonzero(exact_for(out))
+    ids = grams.runs.ids() if len(exact) else grams.g
+    seen = bytearray(len(grams.runs.lengths))  # by n-gram id, which tells documents apart
+    for d in exact:
         lo, hi = np.searchsorted(doc, [d, d + 1])
-        seen: set[int] = set()
         next_free = -1
         total = 0
-        for pos, g, chars in zip(grams.pos[lo:hi].tolist(), grams.g[lo:hi].tolist(), grams.chars[lo:hi].tolist()):
+        for pos, g, chars in zip(grams.pos[lo:hi].tolist(), ids[lo:hi].tolist(), grams.chars[lo:hi].tolist()):
             if pos < next_free:
                 continue
-            if g in seen:
+            if seen[g]:
                 total += chars
                 next_free = pos + n
             else:
-                seen.add(g)
+                seen[g] = 1
         out[d] = total
     return out
