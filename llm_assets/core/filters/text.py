@@ -103,6 +103,7 @@ def _has_astral(text: str) -> bool:
 
 # Python's whitespace (str.split, `re`'s \s) as a Rust class: Unicode White_Space plus the separators \x1c-\x1f.
 CHUNK = r"[^\s\x1c-\x1f]+"
+_ONE_WORD = r"^(?:[A-Za-z0-9]+|[0-9]+(?:[:.,][0-9]+)+[A-Za-z]*)$"  # ASCII chunks the pattern keeps whole
 _SEPARATOR = "\x00"  # between chunks split in one call; a chunk that holds it is split alone
 
 
@@ -129,8 +130,9 @@ def _split_distinct(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
     """The words of distinct whitespace-free chunks, with the index of the chunk each comes from; a chunk's words
     are consecutive and in order."""
     # one word: no infix, edge mark or clitic can occur in letters and digits (str.isalnum, which for ASCII is
-    # [A-Za-z0-9]: only the chunks with other characters are asked in Python)
-    plain = chunks.str.contains(r"^[A-Za-z0-9]+$").to_numpy()
+    # [A-Za-z0-9]: only the chunks with other characters are asked in Python), nor in a number with inner
+    # punctuation and a unit ("12:30pm", "1,000", "3.5")
+    plain = chunks.str.contains(_ONE_WORD).to_numpy()
     other = np.flatnonzero(chunks.str.contains(r"[^\x00-\x7f]").to_numpy())
     plain[other] = [c.isalnum() for c in chunks.gather(other).to_list()]
     # the few chunks with astral characters apart: the full pattern is slower
