@@ -122,6 +122,9 @@ def apply_filters(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame,
         df, reason = f.apply(df)
         if f.rewrites_text:
             df = df.drop(WORDS, strict=False)
+        if reason.null_count() == df.height:  # nothing dropped: no copy of the frame's columns
+            df = df.drop(DETAIL, strict=False)
+            continue
         df = df.with_columns(reason.alias("reason"))
         out = df.filter(pl.col("reason").is_not_null())
         if out.height:
