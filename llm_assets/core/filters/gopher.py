@@ -171,50 +171,17 @@ class _FlatWords:
 
 @dataclass(frozen=True)
 class _Grams:
-    """The n-grams that occur more than once in their document, in text order: start word, 64-bit id (the document
-    mixed in), characters (words only), and their runs of equal ids."""
+    """The n-grams that occur more than once in their document, grouped by n-gram (NumPy sorts uint64 several times
+    faster than a hash table finds duplicates): start word and 64-bit id (the document mixed in) of each occurrence,
+    and the number of occurrences of each n-gram, group after group."""
 
     pos: np.ndarray
     g: np.ndarray
-    chars: np.ndarray
-    runs: _Runs
-
-
-@dataclass(frozen=True)
-class _Runs:
-    """Equal values of an array side by side: the order that sorts it, and the length of each run of equal values
-    in that order. NumPy sorts uint64 several times faster than a hash table finds duplicates."""
-
-    order: np.ndarray
-    lengths: np.ndarray
-
-    @classmethod
-    def of(cls, values: np.ndarray) -> _Runs:
-        order = np.argsort(values)
-        ordered = values[order]
-        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(values) else np.zeros(0, np.int64)
-        return cls(order, np.diff(np.r_[starts, len(values)]))
-
-    def repeated(self) -> tuple[np.ndarray, _Runs]:
-        """Per value, whether it occurs more than once; and the runs of those values alone, indexed among them (the
-        sort of the values is the sort of any subset)."""
-        twice = self.lengths > 1
-        in_order = np.repeat(twice, self.lengths)
-        out = np.empty(len(self.order), dtype=bool)
-        out[self.order] = in_order
-        return out, _Runs((np.cumsum(out) - 1)[self.order[in_order]], self.lengths[twice])
-
-    def ids(self) -> np.ndarray:
-        """Per value: the index of its run, the same for equal values (small integers instead of 64-bit ones)."""
-        out = np.empty(len(self.order), dtype=np.int64)
-        out[self.order] = np.repeat(np.arange(len(self.lengths)), self.lengths)
-        return out
+    counts: np.ndarray
 
     def firsts(self) -> np.ndarray:
-        """Per distinct value: the index of its first occurrence."""
-        if not len(self.order):
-            return self.order
-        return np.minimum.reduceat(self.order, np.cumsum(self.lengths) - self.lengths)
+        """Per n-gram: the word where it first occurs."""
+        return np.minimum.reduceat(self.pos, np.cumsum(self.counts) - self.counts) if len(self.pos) else self.pos
 
 
 _MULTIPLIER = np.uint64(0x100000001B3)  # wrapping multiply-add: an order-sensitive combination of the word hashes
@@ -260,10 +227,14 @@ def _repeated_ngrams(flat: _FlatWords, ns: set[int], needed: np.ndarray) -> Iter
     for k in range(1, n):
         g = g * _MULTIPLIER + flat.h[pos + k]
     while True:
-        repeated, runs = _Runs.of(g).repeated()
+        order = np.argsort(g)
+        g, pos = g[order], pos[order]
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, dtype=np.int64)
+        counts = np.diff(np.r_[starts, len(g)])
+        repeated = np.repeat(counts > 1, counts)
         pos, g = pos[repeated], g[repeated]
         if n in ns:
-            yield n, _Grams(pos, g, flat.cum[pos + n] - flat.cum[pos], runs)
+            yield n, _Grams(pos, g, counts[counts > 1])
         if n == max(ns):
             return
         n += 1
@@ -280,13 +251,10 @@ def _top_ngram_chars(flat: _FlatWords, grams: _Grams, n: int) -> np.ndarray:
     out = np.zeros(flat.docs)
     starts = np.flatnonzero((flat.left >= n) & np.r_[True, flat.doc[1:] != flat.doc[:-1]])
     if len(starts):
-        first = flat.length[starts].copy()
-        for k in range(1, n):
-            first += flat.length[starts + k]
-        out[flat.doc[starts]] = first + n - 1
+        out[flat.doc[starts]] = flat.cum[starts + n] - flat.cum[starts] + n - 1
     if len(grams.g):
-        index, count = grams.runs.firsts(), grams.runs.lengths  # per distinct n-gram: first occurrence, count
-        pos, doc, chars = grams.pos[index], flat.doc[grams.pos[index]], grams.chars[index]
+        pos, count = grams.firsts(), grams.counts
+        doc, chars = flat.doc[pos], flat.cum[pos + n] - flat.cum[pos]
         order = np.lexsort((pos, -count, doc))  # per document: the highest count, then the first seen
         best = order[np.r_[True, doc[order][1:] != doc[order][:-1]]]
         out[doc[best]] = count[best] * (chars[best] + n - 1)
@@ -298,22 +266,27 @@ def _duplicate_ngram_chars(flat: _FlatWords, grams: _Grams, n: int,
     """Characters covered by repeated n-grams, scanning left to right and jumping over each repeat (so overlapping
     repeats are not counted twice). Every occurrence of an n-gram after its first is an upper bound; the scan, in
     Python, runs only for the documents `exact_for(bound)` selects, the others keep the bound."""
-    repeat = np.ones(len(grams.g), dtype=bool)
-    repeat[grams.runs.firsts()] = False
-    doc = flat.doc[grams.pos]
-    out = np.bincount(doc[repeat], weights=grams.chars[repeat], minlength=flat.docs).astype(np.float64)
+    first = grams.firsts()
+    chars = flat.cum[first + n] - flat.cum[first]  # the same for every occurrence of an n-gram
+    out = np.bincount(flat.doc[first], weights=(grams.counts - 1) * chars, minlength=flat.docs).astype(np.float64)
     exact = np.flatnonzero(exact_for(out))
-    ids = grams.runs.ids() if len(exact) else grams.g
-    seen = bytearray(len(grams.runs.lengths))  # by n-gram id, which tells documents apart
+    if not len(exact):
+        return out
+    doc = flat.doc[grams.pos]
+    scanned = np.flatnonzero(np.isin(doc, exact))
+    scanned = scanned[np.argsort(grams.pos[scanned])]  # in text order, document after document
+    ids = np.repeat(np.arange(len(grams.counts)), grams.counts)[scanned]  # small integers for the n-grams
+    seen, chars_of = bytearray(len(grams.counts)), chars.tolist()
+    positions, doc = grams.pos[scanned], doc[scanned]
     for d in exact:
         lo, hi = np.searchsorted(doc, [d, d + 1])
         next_free = -1
         total = 0
-        for pos, g, chars in zip(grams.pos[lo:hi].tolist(), ids[lo:hi].tolist(), grams.chars[lo:hi].tolist()):
+        for pos, g in zip(positions[lo:hi].tolist(), ids[lo:hi].tolist()):
             if pos < next_free:
                 continue
             if seen[g]:
-                total += chars
+                total += chars_of[g]
                 next_free = pos + n
             else:
                 seen[g] = 1
