@@ -63,7 +63,8 @@ def test_a_column_splits_as_each_text_alone():
     emoji (astral characters), the separator it joins chunks with, Python-only whitespace and empty texts."""
     texts = ["don't stop. U.S. 3.5 e.g. :) well-known", "emoji 😀 ok, 😀!", "a \x00 b. c\x00d", "\x1c a\x1fb\u3000c",
              "", "   ", "don't stop. again 💡(x)", "ⅷ² Ⅻ ①… 中文，字。",
-             "at 12:30pm, 10:33:31 or 9:05AM. 1,000 3.5kg 2024.01.02 4:3:ab 12:30. 1,5,"]
+             "at 12:30pm, 10:33:31 or 9:05AM. 1,000 3.5kg 2024.01.02 4:3:ab 12:30. 1,5,",
+             "word, it) yes! no? a; (a) don, Md, cont'd, x,y ;) 9)"]
     assert words_column(pl.Series(texts)).to_list() == [_word_pattern().findall(t) for t in texts]
     assert [words(t) for t in texts] == [_word_pattern().findall(t) for t in texts]
 

@@ -104,6 +104,7 @@ def _has_astral(text: str) -> bool:
 # Python's whitespace (str.split, `re`'s \s) as a Rust class: Unicode White_Space plus the separators \x1c-\x1f.
 CHUNK = r"[^\s\x1c-\x1f]+"
 _ONE_WORD = r"^(?:[A-Za-z0-9]+|[0-9]+(?:[:.,][0-9]+)+[A-Za-z]*)$"  # ASCII chunks the pattern keeps whole
+_WORD_AND_MARK = r"^[A-Za-z0-9]+[,;!?)]$"  # ASCII chunks the pattern splits in two, before the mark
 _SEPARATOR = "\x00"  # between chunks split in one call; a chunk that holds it is split alone
 
 
@@ -135,11 +136,17 @@ def _split_distinct(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
     plain = chunks.str.contains(_ONE_WORD).to_numpy()
     other = np.flatnonzero(chunks.str.contains(r"[^\x00-\x7f]").to_numpy())
     plain[other] = [c.isalnum() for c in chunks.gather(other).to_list()]
+    # two words: ASCII letters and digits, then a closing mark ("word," "it)")
+    marked = chunks.str.contains(_WORD_AND_MARK).to_numpy() & ~plain
+    ends = chunks.filter(pl.Series(marked))
     # the few chunks with astral characters apart: the full pattern is slower
     astral = chunks.str.contains(r"[^\x00-\x{ffff}]").to_numpy()
-    owners, words = [np.flatnonzero(plain)], [chunks.filter(pl.Series(plain))]
+    owners = [np.flatnonzero(plain), np.repeat(np.flatnonzero(marked), 2)]
+    words = [chunks.filter(pl.Series(plain)),
+             pl.DataFrame({"w": ends.str.head(-1), "m": ends.str.tail(1)}).select(pl.concat_list("w", "m"))
+             .to_series().explode()]
     for with_astral in (False, True):
-        rows = np.flatnonzero(~plain & (astral == with_astral))
+        rows = np.flatnonzero(~plain & ~marked & (astral == with_astral))
         if len(rows):
             found, local = _split_joined(chunks.gather(rows).to_list(), with_astral)
             owners.append(rows[local])
