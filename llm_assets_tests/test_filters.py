@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 
 import polars as pl
 import pytest
@@ -61,7 +62,9 @@ def test_a_column_splits_as_each_text_alone():
     """words_column splits distinct chunks in one call: the words are those of the whole pattern on each text, with
     emoji (astral characters), the separator it joins chunks with, Python-only whitespace and empty texts."""
     texts = ["don't stop. U.S. 3.5 e.g. :) well-known", "emoji 😀 ok, 😀!", "a \x00 b. c\x00d", "\x1c a\x1fb\u3000c",
-             "", "   ", "don't stop. again 💡(x)", "ⅷ² Ⅻ ①… 中文，字。"]
+             "", "   ", "don't stop. again 💡(x)", "ⅷ² Ⅻ ①… 中文，字。",
+             "at 12:30pm, 10:33:31 or 9:05AM. 1,000 3.5kg 2024.01.02 4:3:ab 12:30. 1,5,",
+             "word, it) yes! no? a; (a) don, Md, cont'd, x,y ;) 9)"]
     assert words_column(pl.Series(texts)).to_list() == [_word_pattern().findall(t) for t in texts]
     assert [words(t) for t in texts] == [_word_pattern().findall(t) for t in texts]
 
@@ -416,3 +419,52 @@ def test_chain_on_the_real_documents():
     assert set(rejected.filter(pl.col("filter") == "language")["language"]) >= {"zh", "de", "ru"}
     assert {"gopher_quality", "gopher_repetition", "language", "fineweb_quality"} <= set(rejected["filter"])
     assert (kept["n_words"] >= 50).all()  # Gopher's minimum, and C4's cleanup only removes lines
+
+
+def _top_ngram_chars(ws: list[str], n: int) -> int:
+    """Gopher's top n-gram measure, written out as the reference does it: the characters of the most frequent n-gram
+    (joined by spaces; the first seen on a tie) times its count."""
+    grams = [" ".join(ws[i:i + n]) for i in range(len(ws) - n + 1)]
+    if not grams:
+        return 0
+    gram, count = Counter(grams).most_common(1)[0]
+    return len(gram) * count
+
+
+def _duplicate_ngram_chars(ws: list[str], n: int) -> int:
+    """Gopher's duplicated n-gram measure, written out: scan left to right, and where an n-gram was seen before count
+    its characters and jump over it."""
+    seen: set[tuple[str, ...]] = set()
+    total, i = 0, 0
+    while i < len(ws) - n + 1:
+        gram = tuple(ws[i:i + n])
+        if gram in seen:
+            total += sum(map(len, gram))
+            i += n
+        else:
+            seen.add(gram)
+            i += 1
+    return total
+
+
+@pytest.mark.corpus
+def test_batch_word_split_and_ngram_measures_equal_the_per_document_definitions():
+    """The batch paths (distinct chunks split once, n-grams hashed and sorted in NumPy with early exits) give, on every
+    real document, the words of the pattern run on that document alone and the n-gram measures of the rules'
+    per-document definitions."""
+    shared("warc")
+    from llm_assets.core.filters.gopher import _FlatWords, _ngram_chars
+    from llm_assets_tests.corpus import shared_documents
+
+    texts = shared_documents()["text"]
+    column = words_column(texts)
+    per_doc = [words(t) for t in texts.to_list()]
+    assert column.to_list() == per_doc
+    flat = _FlatWords.of(column)
+    chars = texts.str.len_chars().cast(pl.Float64).to_numpy()
+    for n in range(2, 11):
+        # a threshold no document exceeds keeps every document in; a negative one scans every document exactly
+        top = _ngram_chars(flat, chars, ((n, 2.0),), ())[f"top_{n}_gram_frac"]
+        dup = _ngram_chars(flat, chars, (), ((n, -1.0),))[f"dup_{n}_gram_frac"]
+        assert top.tolist() == [_top_ngram_chars(ws, n) for ws in per_doc], n
+        assert dup.tolist() == [_duplicate_ngram_chars(ws, n) for ws in per_doc], n

@@ -95,17 +95,24 @@ def details_of(stats: pl.DataFrame, reasons: pl.Series, *rules: Rule) -> pl.Seri
     out = pl.repeat(None, len(reasons), dtype=pl.String, eager=True).alias(DETAIL)
     if not rules or not dropped.any():
         return out
-    names = [f"_measured_{i}" for i in range(len(rules))]
-    rows = stats.filter(dropped).with_columns(
-        (pl.lit(None) if r.measured is None else r.measured).alias(name) for r, name in zip(rules, names))
-    rows = rows.with_columns(pl.col(name).cast(pl.Float64).round_sig_figs(SIGNIFICANT_DIGITS)
-                             for name in names if rows.schema[name].is_float())
-    expr: Then | ChainedThen | None = None
-    for r, name in zip(rules, names):
-        encoded = pl.struct(pl.col(name).alias("measured"), pl.lit(r.threshold).alias("threshold")).struct.json_encode()
-        expr = (pl.when(r.condition) if expr is None else expr.when(r.condition)).then(encoded)
-    assert expr is not None
-    return out.scatter(dropped.arg_true(), rows.with_columns(expr.otherwise(None).alias(DETAIL))[DETAIL])
+    rows = stats.filter(dropped)
+    # which rule each dropped row failed first: only those rules are measured and formatted (most batches meet one
+    # or two of a block's rules)
+    first: Then | ChainedThen | None = None
+    for i, r in enumerate(rules):
+        first = (pl.when(r.condition) if first is None else first.when(r.condition)).then(pl.lit(i, pl.Int32))
+    assert first is not None
+    failed = rows.select(first.otherwise(None).alias("rule"))["rule"]
+    detail = pl.repeat(None, rows.height, dtype=pl.String, eager=True).alias(DETAIL)
+    for i in failed.unique().drop_nulls().sort().to_list():
+        r = rules[i]
+        at = (failed == i).fill_null(False)
+        measured = rows.filter(at).select((pl.lit(None) if r.measured is None else r.measured).alias("measured"))
+        if measured.schema["measured"].is_float():
+            measured = measured.select(pl.col("measured").cast(pl.Float64).round_sig_figs(SIGNIFICANT_DIGITS))
+        encoded = measured.select(pl.struct("measured", pl.lit(r.threshold).alias("threshold")).struct.json_encode())
+        detail = detail.scatter(at.arg_true(), encoded.to_series())
+    return out.scatter(dropped.arg_true(), detail)
 
 
 def apply_filters(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -122,6 +129,9 @@ def apply_filters(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame,
         df, reason = f.apply(df)
         if f.rewrites_text:
             df = df.drop(WORDS, strict=False)
+        if reason.null_count() == df.height:  # nothing dropped: no copy of the frame's columns
+            df = df.drop(DETAIL, strict=False)
+            continue
         df = df.with_columns(reason.alias("reason"))
         out = df.filter(pl.col("reason").is_not_null())
         if out.height:

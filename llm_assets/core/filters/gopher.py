@@ -148,14 +148,16 @@ def duplicates(df: pl.DataFrame, parts: pl.Expr) -> tuple[pl.Series, pl.Series, 
 
 @dataclass(frozen=True)
 class _FlatWords:
-    """The words of a batch end to end, hashed once for every n: document index, 64-bit hash, characters, and how
-    many words are left in the document from each one (itself included)."""
+    """The words of a batch end to end, hashed once for every n: document index, 64-bit hash, characters, how many
+    words are left in the document from each one (itself included), and the characters of the words before each
+    one (`cum[p + n] - cum[p]`: the characters of the n words from p)."""
 
     docs: int
     doc: np.ndarray
     h: np.ndarray
     length: np.ndarray
     left: np.ndarray
+    cum: np.ndarray
 
     @classmethod
     def of(cls, ws: pl.Series) -> _FlatWords:
@@ -163,17 +165,23 @@ class _FlatWords:
         flat = ws.explode().drop_nulls()  # an empty list explodes to a null
         doc = np.repeat(np.arange(len(ws), dtype=np.int64), counts)
         left = np.cumsum(counts)[doc] - np.arange(len(doc), dtype=np.int64)
-        return cls(len(ws), doc, flat.hash(seed=0).to_numpy(), flat.str.len_chars().cast(pl.Int64).to_numpy(), left)
+        length = flat.str.len_chars().cast(pl.Int64).to_numpy()
+        return cls(len(ws), doc, flat.hash(seed=0).to_numpy(), length, left, np.r_[0, np.cumsum(length)])
 
 
 @dataclass(frozen=True)
 class _Grams:
-    """The n-grams that occur more than once in their document, in text order: start word, 64-bit id (the document
-    mixed in), characters (words only)."""
+    """The n-grams that occur more than once in their document, grouped by n-gram (NumPy sorts uint64 several times
+    faster than a hash table finds duplicates): start word and 64-bit id (the document mixed in) of each occurrence,
+    and the number of occurrences of each n-gram, group after group."""
 
     pos: np.ndarray
     g: np.ndarray
-    chars: np.ndarray
+    counts: np.ndarray
+
+    def firsts(self) -> np.ndarray:
+        """Per n-gram: the word where it first occurs."""
+        return np.minimum.reduceat(self.pos, np.cumsum(self.counts) - self.counts) if len(self.pos) else self.pos
 
 
 _MULTIPLIER = np.uint64(0x100000001B3)  # wrapping multiply-add: an order-sensitive combination of the word hashes
@@ -216,22 +224,25 @@ def _repeated_ngrams(flat: _FlatWords, ns: set[int], needed: np.ndarray) -> Iter
     n = min(ns)
     pos = np.flatnonzero(flat.left >= n)
     g = flat.h[pos] + flat.doc[pos].astype(np.uint64) * _DOC_MIX
-    chars = flat.length[pos].copy()
     for k in range(1, n):
         g = g * _MULTIPLIER + flat.h[pos + k]
-        chars += flat.length[pos + k]
     while True:
-        repeated = pl.Series(g, dtype=pl.UInt64).is_duplicated().to_numpy()
-        pos, g, chars = pos[repeated], g[repeated], chars[repeated]
+        order = np.argsort(g)
+        g, pos = g[order], pos[order]
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, dtype=np.int64)
+        counts = np.diff(np.r_[starts, len(g)])
+        repeated = np.repeat(counts > 1, counts)
+        pos, g = pos[repeated], g[repeated]
         if n in ns:
-            yield n, _Grams(pos, g, chars)
+            yield n, _Grams(pos, g, counts[counts > 1])
         if n == max(ns):
             return
         n += 1
-        more = (flat.left[pos] >= n) & needed[flat.doc[pos]]
-        pos, g, chars = pos[more], g[more], chars[more]
+        more = flat.left[pos] >= n
+        if not needed.all():
+            more &= needed[flat.doc[pos]]
+        pos, g = pos[more], g[more]
         g = g * _MULTIPLIER + flat.h[pos + n - 1]
-        chars = chars + flat.length[pos + n - 1]
 
 
 def _top_ngram_chars(flat: _FlatWords, grams: _Grams, n: int) -> np.ndarray:
@@ -240,13 +251,10 @@ def _top_ngram_chars(flat: _FlatWords, grams: _Grams, n: int) -> np.ndarray:
     out = np.zeros(flat.docs)
     starts = np.flatnonzero((flat.left >= n) & np.r_[True, flat.doc[1:] != flat.doc[:-1]])
     if len(starts):
-        first = flat.length[starts].copy()
-        for k in range(1, n):
-            first += flat.length[starts + k]
-        out[flat.doc[starts]] = first + n - 1
+        out[flat.doc[starts]] = flat.cum[starts + n] - flat.cum[starts] + n - 1
     if len(grams.g):
-        _, index, count = np.unique(grams.g, return_index=True, return_counts=True)
-        pos, doc, chars = grams.pos[index], flat.doc[grams.pos[index]], grams.chars[index]
+        pos, count = grams.firsts(), grams.counts
+        doc, chars = flat.doc[pos], flat.cum[pos + n] - flat.cum[pos]
         order = np.lexsort((pos, -count, doc))  # per document: the highest count, then the first seen
         best = order[np.r_[True, doc[order][1:] != doc[order][:-1]]]
         out[doc[best]] = count[best] * (chars[best] + n - 1)
@@ -258,21 +266,29 @@ def _duplicate_ngram_chars(flat: _FlatWords, grams: _Grams, n: int,
     """Characters covered by repeated n-grams, scanning left to right and jumping over each repeat (so overlapping
     repeats are not counted twice). Every occurrence of an n-gram after its first is an upper bound; the scan, in
     Python, runs only for the documents `exact_for(bound)` selects, the others keep the bound."""
-    repeat = ~pl.Series(grams.g, dtype=pl.UInt64).is_first_distinct().to_numpy()
+    first = grams.firsts()
+    chars = flat.cum[first + n] - flat.cum[first]  # the same for every occurrence of an n-gram
+    out = np.bincount(flat.doc[first], weights=(grams.counts - 1) * chars, minlength=flat.docs).astype(np.float64)
+    exact = np.flatnonzero(exact_for(out))
+    if not len(exact):
+        return out
     doc = flat.doc[grams.pos]
-    out = np.bincount(doc[repeat], weights=grams.chars[repeat], minlength=flat.docs).astype(np.float64)
-    for d in np.flatnonzero(exact_for(out)):
+    scanned = np.flatnonzero(np.isin(doc, exact))
+    scanned = scanned[np.argsort(grams.pos[scanned])]  # in text order, document after document
+    ids = np.repeat(np.arange(len(grams.counts)), grams.counts)[scanned]  # small integers for the n-grams
+    seen, chars_of = bytearray(len(grams.counts)), chars.tolist()
+    positions, doc = grams.pos[scanned], doc[scanned]
+    for d in exact:
         lo, hi = np.searchsorted(doc, [d, d + 1])
-        seen: set[int] = set()
         next_free = -1
         total = 0
-        for pos, g, chars in zip(grams.pos[lo:hi].tolist(), grams.g[lo:hi].tolist(), grams.chars[lo:hi].tolist()):
+        for pos, g in zip(positions[lo:hi].tolist(), ids[lo:hi].tolist()):
             if pos < next_free:
                 continue
-            if g in seen:
-                total += chars
+            if seen[g]:
+                total += chars_of[g]
                 next_free = pos + n
             else:
-                seen.add(g)
+                seen[g] = 1
         out[d] = total
     return out

@@ -103,6 +103,8 @@ def _has_astral(text: str) -> bool:
 
 # Python's whitespace (str.split, `re`'s \s) as a Rust class: Unicode White_Space plus the separators \x1c-\x1f.
 CHUNK = r"[^\s\x1c-\x1f]+"
+_ONE_WORD = r"^(?:[A-Za-z0-9]+|[0-9]+(?:[:.,][0-9]+)+[A-Za-z]*)$"  # ASCII chunks the pattern keeps whole
+_WORD_AND_MARK = r"^[A-Za-z0-9]+[,;!?)]$"  # ASCII chunks the pattern splits in two, before the mark
 _SEPARATOR = "\x00"  # between chunks split in one call; a chunk that holds it is split alone
 
 
@@ -128,16 +130,25 @@ def words_column(texts: pl.Series) -> pl.Series:
 def _split_distinct(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
     """The words of distinct whitespace-free chunks, with the index of the chunk each comes from; a chunk's words
     are consecutive and in order."""
-    texts = chunks.to_list()
-    # one word: no infix, edge mark or clitic can occur in letters and digits
-    plain = np.fromiter((c.isalnum() for c in texts), dtype=bool, count=len(texts))
+    # one word: no infix, edge mark or clitic can occur in letters and digits (str.isalnum, which for ASCII is
+    # [A-Za-z0-9]: only the chunks with other characters are asked in Python), nor in a number with inner
+    # punctuation and a unit ("12:30pm", "1,000", "3.5")
+    plain = chunks.str.contains(_ONE_WORD).to_numpy()
+    other = np.flatnonzero(chunks.str.contains(r"[^\x00-\x7f]").to_numpy())
+    plain[other] = [c.isalnum() for c in chunks.gather(other).to_list()]
+    # two words: ASCII letters and digits, then a closing mark ("word," "it)")
+    marked = chunks.str.contains(_WORD_AND_MARK).to_numpy() & ~plain
+    ends = chunks.filter(pl.Series(marked))
     # the few chunks with astral characters apart: the full pattern is slower
     astral = chunks.str.contains(r"[^\x00-\x{ffff}]").to_numpy()
-    owners, words = [np.flatnonzero(plain)], [chunks.filter(pl.Series(plain))]
+    owners = [np.flatnonzero(plain), np.repeat(np.flatnonzero(marked), 2)]
+    words = [chunks.filter(pl.Series(plain)),
+             pl.DataFrame({"w": ends.str.head(-1), "m": ends.str.tail(1)}).select(pl.concat_list("w", "m"))
+             .to_series().explode()]
     for with_astral in (False, True):
-        rows = np.flatnonzero(~plain & (astral == with_astral))
+        rows = np.flatnonzero(~plain & ~marked & (astral == with_astral))
         if len(rows):
-            found, local = _split_joined([texts[i] for i in rows], with_astral)
+            found, local = _split_joined(chunks.gather(rows).to_list(), with_astral)
             owners.append(rows[local])
             words.append(found)
     return np.concatenate(owners), pl.concat(words)
