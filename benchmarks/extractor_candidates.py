@@ -659,6 +659,7 @@ def main(argv: list[str] | None = None) -> None:
         text = render(result, result["meta"])
         print(text)
         if args.output:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
             args.output.write_text(text, encoding="utf-8")
         return
     wanted = [BY_NAME[n] for n in args.only.split(",")] if args.only else [c for c in CANDIDATES if not c.skip]
