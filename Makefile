@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -153,6 +153,13 @@ bench-dedup-path: $(VENV)/.synced
 # says where to get them), agreement with trafilatura on the shared WARC pages, pages per CPU-second.
 bench-extraction-quality: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.extraction_quality --json .bench/extraction_quality.json
+
+# Extractors that are not dependencies (trafipy, rs-trafilatura, magic-html, a selectolax heuristic, justext,
+# readability-lxml, goose3, newspaper4k, boilerpy3, inscriptis, html-text) beside ours, on the same sets and metric as
+# bench-extraction-quality, one core, interleaved. Installed into .bench/extractors/ (uv, on a Python >= 3.12 when the
+# machine has one) on first use; the tables go to benchmarks/results/extractors.md.
+bench-extractors: $(VENV)/.synced
+	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.extractor_candidates --output benchmarks/results/extractors.md --json .bench/extractors/results.json
 
 # A real Dask cluster on 127.0.0.1 (a scheduler and NODES-1 workers), and the demo with every unit on it. Its
 # workers read the embedded store's credentials from $(STATE)/store/credentials.env, the file every unit names.
