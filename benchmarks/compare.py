@@ -73,7 +73,8 @@ ANCHOR_VERSIONS = ("datatrove", "trafilatura", "lxml", "warcio", "fasttext-numpy
                    "tldextract", "numpy")
 OURS_VERSIONS = ("trafilatura", "resiliparse", "polars", "pyarrow", "fasttext-numpy2", "tokenizers", "datasketch")
 QUALITY_TOLERANCE = 0.005  # "equal quality": F1 at most this much below the trafilatura path, on every set
-TARGETS = {"extract": 5.0, "filters": 10.0, "minhash": 10.0, "scale": 1.8, "startup": 3.0}
+# extraction: this milestone's 2x at equal quality, on the way to the compass goal of 5x
+TARGETS = {"extract": 2.0, "filters": 10.0, "minhash": 10.0, "scale": 1.8, "startup": 3.0}
 
 
 def log(msg: str) -> None:
@@ -445,7 +446,7 @@ def summary_rows(all_results: dict) -> list[list[str]]:
             if met == "yes" and not equal:
                 met = "speed yes; quality " + ("not measured" if not f1 else "**lower**")
             rows.append([f"WARC → documents, {x} (pages per CPU-s){_f1_note(f1)}", rate(r["ours_rate"]),
-                         rate(r["anchor_rate"]), mmm(r["ratios"]), "≥ 5× at equal quality", met])
+                         rate(r["anchor_rate"]), mmm(r["ratios"]), "≥ 2× at equal quality (compass: 5×)", met])
     if "fineweb" in results:
         r = ratios(results["fineweb"], "fineweb")
         rows.append(["WARC → filtered documents, FineWeb's pipeline (pages per CPU-s)", rate(r["ours_rate"]),
