@@ -93,7 +93,13 @@ def render_instance(values: dict[str, Any]) -> dict[str, Any]:
     coordinator = daemon["runCoordinator"]
     assert coordinator["type"] == "CustomRunCoordinator", coordinator["type"]
     custom = coordinator["config"]["customRunCoordinator"]
-    assert values["computeLogManager"]["type"] == "NoOpComputeLogManager"
+    logs = values["computeLogManager"]
+    assert logs["type"] == "S3ComputeLogManager", logs["type"]  # helpers/instance/_compute-log-manager.tpl
+    s3_logs = dict(logs["config"]["s3ComputeLogManager"])
+    known_logs = {"bucket": "bucket", "localDir": "local_dir", "prefix": "prefix", "useSsl": "use_ssl",
+                  "verify": "verify", "verifyCertPath": "verify_cert_path", "endpointUrl": "endpoint_url",
+                  "skipEmptyFiles": "skip_empty_files"}
+    assert set(s3_logs) <= set(known_logs), f"render_instance does not know {set(s3_logs) - set(known_logs)}"
     monitoring = daemon["runMonitoring"]
     instance: dict[str, Any] = {
         "scheduler": {"module": "dagster._core.scheduler", "class": "DagsterDaemonScheduler"},
@@ -104,8 +110,8 @@ def render_instance(values: dict[str, Any]) -> dict[str, Any]:
         "event_log_storage": {"module": "dagster_postgres.event_log", "class": "PostgresEventLogStorage",
                               "config": postgres},
         "run_coordinator": {"module": custom["module"], "class": custom["class"], "config": custom["config"]},
-        "compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
-                         "class": "NoOpComputeLogManager"},
+        "compute_logs": {"module": "dagster_aws.s3.compute_log_manager", "class": "S3ComputeLogManager",
+                         "config": {known_logs[k]: v for k, v in s3_logs.items() if v}},
         "telemetry": {"enabled": values["telemetry"]["enabled"]},
     }
     if monitoring["enabled"]:
@@ -453,3 +459,17 @@ def test_the_other_manifests_are_kubernetes_objects():
         k8s_snake_case_dict(model, doc)
         with pytest.raises(Exception, match="Unexpected keys"):
             k8s_snake_case_dict(model, {**doc, "spec": {**doc["spec"], "podSelectr": {}}})
+
+
+def test_the_runs_logs_go_to_the_lakes_bucket_where_the_webserver_reads_them():
+    """dagster-aws's S3ComputeLogManager: written by the run pods (which get the user deployment's environment:
+    the chart's includeConfigInLaunchedRuns, on unless turned off), read by the webserver with a key of its own; both get the
+    bucket and endpoint's ConfigMap (names only: no value is in the file)."""
+    values = _values()
+    logs = render_instance(values)["compute_logs"]["config"]
+    assert logs["bucket"] == {"env": "LLM_ASSETS_BUCKET"} and logs["endpoint_url"] == {"env": "LLM_ASSETS_S3_ENDPOINT"}
+    (code,) = values["dagster-user-deployments"]["deployments"]
+    assert code.get("includeConfigInLaunchedRuns", {"enabled": True})["enabled"]
+    assert {"name": "llm-assets-env"} in code["envConfigMaps"] and {"name": "llm-assets-s3"} in code["envSecrets"]
+    web = values["dagsterWebserver"]  # a read-only key for the logs' prefix, never the lake's
+    assert {"name": "llm-assets-env"} in web["envConfigMaps"] and web["envSecrets"] == [{"name": "llm-assets-logs-s3"}]
