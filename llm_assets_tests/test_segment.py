@@ -194,3 +194,26 @@ def test_segmenters_load_offline(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path)})
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_c4_counts_the_words_of_a_chinese_line_with_the_segmenter():
+    """C4 drops lines of fewer than 3 words: with whitespace-separated words, every line of a Chinese page is one
+    "word", and the whole page went."""
+    from llm_assets.core.filters.c4 import C4Quality
+
+    page = "\n".join(p for p in _paragraphs("cmn_hans")[5:25] if p.endswith("。"))
+    assert page.count("\n") >= 5
+    block = C4Quality(filter_no_terminal_punct=False)  # C4's terminal punctuation is ASCII; FineWeb turns it off
+    assert block.apply(pl.DataFrame({"text": [page], "language": ["zh"]}))[0]["text"][0] == page
+    assert block.apply(pl.DataFrame({"text": [page]}))[0]["text"][0] == ""  # before
+
+
+def test_the_filter_pool_warms_the_segmenters_of_the_kept_languages():
+    from llm_assets.core.filtered import FilteredSettings, FilterUnit
+    from llm_assets.core.filters.language import LanguageFilter
+
+    settings = FilteredSettings()
+    keeping = settings.replaced("language", LanguageFilter(languages=("en", "de", "zh", "ja")))
+    unit = FilterUnit(store=None, settings=keeping, source="s", unit="u", part="p", rejected_part="r")  # type: ignore[arg-type]
+    assert unit.warmup.function == "llm_assets.core.segment:warm" and unit.warmup.argument == "jieba,sudachi"
+    assert segment.segmenters_for("all") == "jieba,kiwi,newmm,sudachi"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Callable
+from typing import Callable, Iterable
 
 import polars as pl
 
@@ -84,7 +84,9 @@ def _kiwi() -> Callable[[str], list[str]]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        kiwi = Kiwi(model_type="sbg")
+        # the skip-bigram model, datatrove's: every word equal on the UDHR, where the default (knlm) model, 2.4x
+        # cheaper, agrees on 0.996 (benchmarks/segmenters.py); one thread, as the rest of a worker
+        kiwi = Kiwi(model_type="sbg", num_workers=1)
     # A morpheme's span in the text, as datatrove takes it (a contracted ending such as 날 = 나 + ㄹ covers the
     # same characters twice).
     return lambda text: [text[t.start:t.end] for t in kiwi.tokenize(text)]
@@ -110,6 +112,12 @@ def _graphemes() -> Callable[[str], list[str]]:
 _LOADERS = {"jieba": _jieba, "sudachi": _sudachi, "kiwi": _kiwi, "newmm": _newmm, "graphemes": _graphemes}
 
 
+def segmenters_for(languages: Iterable[str] | str) -> str:
+    """The dedicated segmenters a chain that keeps `languages` (or "all") may run, as `warm` takes them."""
+    names = set(DEDICATED.values()) if languages == "all" else {DEDICATED[x] for x in languages if x in DEDICATED}
+    return ",".join(sorted(names))
+
+
 def warm(segmenters: str) -> None:
     """Loads the named segmenters ("jieba,sudachi,kiwi,newmm"): a pool's warm-up (`units.Warmup`)."""
     for name in filter(None, segmenters.split(",")):
@@ -126,7 +134,9 @@ def _byte_chunks(text: str, limit: int) -> list[str]:
     """`text` cut into pieces of at most `limit` UTF-8 bytes, at line ends where there are some."""
     if len(text) * 4 <= limit or len(text.encode()) <= limit:
         return [text]
-    pieces, current, size = [], [], 0
+    pieces: list[str] = []
+    current: list[str] = []
+    size = 0
     for line in text.splitlines(keepends=True):
         n = len(line.encode())
         if size + n > limit and current:
@@ -178,7 +188,7 @@ def _script_segmenters(texts: pl.Series) -> pl.Series:
 
 def _put(words: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
     """`words` with the rows at `rows` replaced by `values` (Polars scatters no list column)."""
-    frame = pl.DataFrame({"row": pl.int_range(len(words), eager=True, dtype=rows.dtype), "w": words})
+    frame = pl.DataFrame({"row": pl.Series(range(len(words)), dtype=rows.dtype), "w": words})
     return (pl.concat([frame.filter(~pl.col("row").is_in(rows.implode())), pl.DataFrame({"row": rows, "w": values})])
             .sort("row")["w"].alias(words.name))
 
