@@ -149,6 +149,12 @@ def test_a_mixed_frame_is_split_per_language_in_its_order():
     counts = segment.word_counts(df["text"], df["language"]).to_list()
     # a segmenter's words without punctuation (Korean's particle 은 is one of Kiwi's), else whitespace runs
     assert counts == [6, 4, 3, 2, 2, 1]
+    # no rows, or no language known: nothing to split by a segmenter
+    empty = pl.DataFrame({"text": [], "language": []}, schema={"text": pl.String, "language": pl.String})
+    assert with_words(empty)["_words"].to_list() == [] and segment.word_counts(empty["text"], empty["language"]).len() == 0
+    unknown = pl.DataFrame({"text": ["don't"], "language": [None]})
+    assert with_words(unknown)["_words"].to_list() == [["do", "n't"]]
+    assert segment.word_counts(unknown["text"], unknown["language"]).to_list() == [1]
 
 
 def test_near_duplicate_chinese_pages_are_caught():

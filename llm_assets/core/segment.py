@@ -174,9 +174,15 @@ def _elide(words: pl.Series, pattern: str) -> pl.Series:
 
 def _script_segmenters(texts: pl.Series) -> pl.Series:
     """Per text, the segmenter of its dominant script when that script is written without spaces, else null."""
+    out = pl.Series([None] * len(texts), dtype=pl.String)
+    candidates = texts.str.contains(f"[{_UNSPACED}]").fill_null(False)  # stops at the first: cheap on most texts
+    if not candidates.any():
+        return out
+    if not candidates.all():
+        where = candidates.arg_true()
+        return out.scatter(where, _script_segmenters(texts.gather(where)))
     letters = texts.str.count_matches(r"\p{L}").fill_null(0)
     unspaced = texts.str.count_matches(f"[{_UNSPACED}]").fill_null(0)
-    out = pl.Series([None] * len(texts), dtype=pl.String)
     if not (2 * unspaced > letters).any():
         return out
     for chars, name in reversed(_SCRIPT_SEGMENTERS):  # the first listed wins: applied last
@@ -220,9 +226,10 @@ def words_by_language(texts: pl.Series, languages: pl.Series | None) -> pl.Serie
     frame's order."""
     if languages is None:
         return words_column(texts)
+    languages = languages.cast(pl.String)
     groups = languages.unique(maintain_order=True).to_list()
-    if len(groups) == 1:
-        return words_column(texts, groups[0])
+    if len(groups) <= 1:
+        return words_column(texts, groups[0] if groups else None)
     parts = []
     for language in groups:
         rows = (languages.is_null() if language is None else languages == language).fill_null(False).arg_true()
@@ -233,9 +240,10 @@ def words_by_language(texts: pl.Series, languages: pl.Series | None) -> pl.Serie
 def segmented(texts: pl.Series, languages: pl.Series | None) -> pl.Series:
     """Per text, whether a segmenter splits it (its language is written without spaces, or its dominant script
     is) rather than the pattern: there, whitespace-separated runs are not words."""
-    out = pl.Series([False] * len(texts))
+    out = pl.Series([False] * len(texts), dtype=pl.Boolean)
     if languages is None:
         return out
+    languages = languages.cast(pl.String)
     for language in languages.drop_nulls().unique().to_list():
         rows = (languages == language).fill_null(False)
         if segmenter_of(language) == "script":
@@ -252,7 +260,7 @@ def word_counts(texts: pl.Series, languages: pl.Series | None = None) -> pl.Seri
     (`segmented`), where they are the segmenter's words that are not only punctuation."""
     counts = texts.str.count_matches(r"\S+").fill_null(0)
     rows = segmented(texts, languages).arg_true()
-    if len(rows) and languages is not None:
+    if len(rows) and languages is not None:  # (not None when a row is segmented: for mypy)
         words = words_by_language(texts.gather(rows), languages.gather(rows))
         counts = counts.scatter(rows, words.list.eval(pl.element().str.contains(_SYMBOL_WORD).not_()).list.sum()
                                 .cast(counts.dtype))
