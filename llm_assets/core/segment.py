@@ -192,6 +192,12 @@ def _script_segmenters(texts: pl.Series) -> pl.Series:
     return out
 
 
+def _spaced(texts: pl.Series, language: str | None) -> pl.Series:
+    from llm_assets.core.filters.text import spaced_words_column
+
+    return spaced_words_column(texts, clitics=language in (None, "en"))  # English contractions only in English
+
+
 def _put(words: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
     """`words` with the rows at `rows` replaced by `values` (Polars scatters no list column)."""
     frame = pl.DataFrame({"row": pl.Series(range(len(words)), dtype=rows.dtype), "w": words})
@@ -201,21 +207,18 @@ def _put(words: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
 
 def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
     """The words of each text in `language` (a language identifier's label), as a List[String] series."""
-    from llm_assets.core.filters.text import spaced_words_column
-
     family = segmenter_of(language)
     if family != "spaced" and family != "script":
         return _dedicated(texts, family).alias(texts.name)
     by_script = _script_segmenters(texts) if family == "script" else pl.Series([None] * len(texts), dtype=pl.String)
-    spaced = by_script.is_null()
-    if spaced.all():
-        words = spaced_words_column(texts, clitics=language in (None, "en"))
+    if by_script.is_null().all():
+        words = _spaced(texts, language)
     else:
         words = pl.Series([[]] * len(texts), dtype=pl.List(pl.String))
         for name in by_script.unique().to_list():
             rows = (by_script.is_null() if name is None else by_script == name).fill_null(False).arg_true()
             words = _put(words, rows, _dedicated(texts.gather(rows), name) if name is not None
-                         else spaced_words_column(texts.gather(rows), clitics=language in (None, "en")))
+                         else _spaced(texts.gather(rows), language))
     if language in _ELISION:
         words = _elide(words, _ELISION[language])
     return words.alias(texts.name)
