@@ -40,9 +40,11 @@ UDHR = {
     # measured 0.9979: "1948." and "تعسفاً." keep their period in spaCy's Arabic (its suffix rule does not split a
     # period after a digit followed by nothing else, nor after the tanwin alef), which ours splits
     "ar": ("arb", "arb_Arab", 0.997),
-    # measured 0.9912: IndicNLP's trivial tokenizer splits every hyphen and dash ("स्त्री-पुरुषों", "लिए—उसे"),
-    # spaCy's rules, which ours follow, keep a hyphen between letters
-    "hi": ("hin", "hin_Deva", 0.99),
+    # IndicNLP's punctuation rules, as datatrove runs them
+    "hi": ("hin", "hin_Deva", 1.0),
+    "bn": ("ben", "ben_Beng", 1.0),
+    "ta": ("tam", "tam_Taml", 1.0),
+    "ur": ("urd", "urd_Arab", 1.0),
 }
 
 
