@@ -59,7 +59,8 @@ class Result:
         return min(self.cpu_s)
 
     def summary(self) -> dict:
-        return asdict(self) | {"cpu_s_per_mb": [c / self.mb for c in self.cpu_s], "words_per_cpu_s": self.words / self.best}
+        return asdict(self) | {"cpu_s_per_mb": [c / self.mb for c in self.cpu_s],
+                               "words_per_cpu_s": self.words / self.best}
 
 
 def paragraphs(name: str) -> list[str]:

@@ -153,7 +153,8 @@ def test_a_mixed_frame_is_split_per_language_in_its_order():
     assert counts == [6, 4, 3, 2, 2, 1]
     # no rows, or no language known: nothing to split by a segmenter
     empty = pl.DataFrame({"text": [], "language": []}, schema={"text": pl.String, "language": pl.String})
-    assert with_words(empty)["_words"].to_list() == [] and segment.word_counts(empty["text"], empty["language"]).len() == 0
+    assert with_words(empty)["_words"].to_list() == []
+    assert segment.word_counts(empty["text"], empty["language"]).len() == 0
     unknown = pl.DataFrame({"text": ["don't"], "language": [None]})
     assert with_words(unknown)["_words"].to_list() == [["do", "n't"]]
     assert segment.word_counts(unknown["text"], unknown["language"]).to_list() == [1]
@@ -222,7 +223,8 @@ def test_the_filter_pool_warms_the_segmenters_of_the_kept_languages():
 
     settings = FilteredSettings()
     keeping = settings.replaced("language", LanguageFilter(languages=("en", "de", "zh", "ja")))
-    unit = FilterUnit(store=None, settings=keeping, source="s", unit="u", part="p", rejected_part="r")  # type: ignore[arg-type]
+    unit = FilterUnit(store=None, settings=keeping, source="s", unit="u",  # type: ignore[arg-type]
+                      part="p", rejected_part="r")
     assert unit.warmup.function == "llm_assets.core.segment:warm" and unit.warmup.argument == "jieba,sudachi"
     assert segment.segmenters_for("all") == "jieba,kiwi,newmm,sudachi"
 

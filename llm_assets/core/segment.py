@@ -5,11 +5,11 @@ apply to them), with the language's own rules where they matter: English contrac
 articles split off in French, Italian and Catalan ("l'|homme"). Chinese, Japanese, Korean and Thai have
 segmenters of their own, the ones FineWeb-2's tokenizers run (measured against them in
 `llm_assets_tests/test_segment.py`, costs in `benchmarks/segmenters.py`): jieba, Sudachi (core dictionary, split
-mode A), Kiwi (skip-bigram model) and PyThaiNLP's newmm; the languages of India and Pakistan (Hindi, Bengali, Tamil,
-Urdu, ...) IndicNLP's punctuation rules, reproduced here. Any other language whose text is mostly in a script written without
-spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan: Cantonese, Wu, Lao labelled pages, a page the identifier
-labels `und`) is split by its script: Han by jieba, kana by Sudachi, Thai by newmm, the others into grapheme
-clusters. Text without a language (None) keeps the English rules.
+mode A), Kiwi (skip-bigram model) and PyThaiNLP's newmm; the languages of India and Pakistan (Hindi, Bengali,
+Tamil, Urdu, ...) IndicNLP's punctuation rules, reproduced here. Any other language whose text is mostly in a script
+written without spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan: Cantonese, Wu, Lao labelled pages, a page the
+identifier labels `und`) is split by its script: Han by jieba, kana by Sudachi, Thai by newmm, the others into
+grapheme clusters. Text without a language (None) keeps the English rules.
 
 Segmenters load on first use, once per process (a pool's fork server loads them before forking: `warm`), and every
 package ships its dictionary: nothing is downloaded at run time.
