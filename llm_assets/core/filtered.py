@@ -32,7 +32,7 @@ from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matche
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 from llm_assets.core.versions import digest
 
-STAGE_VERSION = "5"  # 5: decontamination also matches the text as extracted (`contamination.text` says which)
+STAGE_VERSION = "6"  # 6: each language through its own thresholds (the language table), `und` for unknown scripts
 BATCH_ROWS = 1024
 
 ADDED = [
