@@ -127,6 +127,12 @@ class FilteredSettings(Section):
         """These settings with every block of that kind replaced."""
         return self.model_copy(update={"chain": tuple(block if b.name == name else b for b in self.chain)})
 
+    def __eq__(self, other: object) -> bool:
+        # the values, not the chains cached per language
+        return type(other) is type(self) and self.__dict__ == cast(FilteredSettings, other).__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # `overrides` is a dict
+
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> FilteredSettings:
         copy = super().model_copy(update=update, deep=deep)
         copy._chains = {}  # the chains of the copy's own values
