@@ -78,12 +78,15 @@ def test_asset_specs_snapshot():
 
 
 def test_code_version_follows_settings():
-    from llm_assets.core.filters import LanguageFilter
+    """A threshold of the chain changes the filtered stage's code version (what applies per language does not: see
+    test_languages)."""
+    from llm_assets.core.filters import GopherQuality
     from llm_assets.pipeline import code_versions
     from llm_assets.settings import FilteredSettings, Settings
 
     default = code_versions(Settings())
-    stricter = code_versions(Settings(filtered=FilteredSettings.default_with(language=LanguageFilter(threshold=0.8))))
+    stricter = code_versions(Settings(filtered=FilteredSettings.default_with(
+        gopher_quality=GopherQuality(min_doc_words=80))))
     *blocks, last = FilteredSettings().chain  # decontaminate stays last
     reordered = code_versions(Settings(filtered=FilteredSettings(chain=(*reversed(blocks), last))))
     assert default == code_versions(Settings())
@@ -92,6 +95,9 @@ def test_code_version_follows_settings():
     assert {k for k in default if default[k] != stricter[k]} == {"filtered"}
     gated = code_versions(Settings(gates={"max_language_shift": 0.5}))
     assert {k for k in default if default[k] != gated[k]} == {"filtered"}
+    # one language's thresholds: hashed per partition over the languages it holds, not in the code version
+    german = FilteredSettings(overrides={"de": {"gopher_quality.min_stop_words": 3}})
+    assert code_versions(Settings(filtered=german)) == default
 
 
 def test_the_definitions_declare_the_registry_code_versions():
