@@ -102,7 +102,7 @@ def _cause(planner: Planner, built: Manifest, name: str) -> str | None:
     settings = planner.settings.filtered
     changed = [language for language in languages_held(built.counts())
                if built.inputs.get(LANGUAGE_INPUT + language) != settings.language_fingerprint(language)]
-    return f"{LANGUAGES} ({', '.join(changed)})"
+    return f"{LANGUAGES} ({', '.join(changed)})" if changed else None
 
 
 def _evals(planner: Planner, built: Manifest | None, docs: Manifest, min_matches: int) -> str:
