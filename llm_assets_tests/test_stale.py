@@ -262,9 +262,8 @@ def multilingual(store_env, object_store, instance, crawl, tmp_path, monkeypatch
             lake.put_bytes(f"raw/{crawl}/{name_in_shard(crawl, shard, code, '.jsonl')}", udhr_jsonl(code))
     instance.add_dynamic_partitions("crawl", [crawl])
     defs = lake_defs(object_store, load_settings())
-    for shard in LANGUAGE_FILES:
-        run(defs, "lake_job", crawl_shard_key(crawl, shard), instance)
-    return lake, settings_file
+    meta = {shard: run(defs, "lake_job", crawl_shard_key(crawl, shard), instance)["filtered"] for shard in LANGUAGE_FILES}
+    return lake, settings_file, meta
 
 
 def roots(planned: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
@@ -274,35 +273,35 @@ def roots(planned: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
             if not cause.endswith("is rebuilt)") and k[0] not in ("duplicate_clusters", "crawl_stats")}
 
 
-def test_a_partition_records_the_languages_it_held_and_their_thresholds(multilingual, crawl):
+def test_a_threshold_change_for_one_language_plans_only_the_partitions_that_hold_it(
+        multilingual, instance, crawl, object_store):
     from llm_assets.core.filtered import language_funnels, languages_held, languages_version
     from llm_assets.core.partition import read_manifest
     from llm_assets.filtered.spec import LANGUAGE_INPUT, LANGUAGES_INPUT
+    from llm_assets.stale import LANGUAGES
+    from llm_assets_tests.conftest import png_size
+    from llm_assets_tests.test_dedup import lake_defs
 
-    lake, _ = multilingual
+    lake, settings_file, meta = multilingual
+    # each partition records the languages it held, with their funnels (its units' counts) and thresholds
     settings = load_settings().filtered
     for shard, held in (("0000", ["de", "en"]), ("0001", ["en", "fr"])):
         built = read_manifest(lake, "filtered", crawl, shard)
         assert languages_held(built.counts()) == held
+        assert sorted(languages_held(u.counts) for u in built.units) == [[language] for language in held]  # per file
         assert built.inputs[LANGUAGES_INPUT] == languages_version(settings, held)
         assert {k: v for k, v in built.inputs.items() if k.startswith(LANGUAGE_INPUT)} == {
             LANGUAGE_INPUT + language: settings.language_fingerprint(language) for language in held}
-        funnels = {f.language: f for f in language_funnels(built.counts())}
-        assert {language for language in funnels if language != "?"} == set(held)
-        for f in funnels.values():  # each language's funnel adds up: in = kept + dropped by each block
+        funnels = language_funnels(built.counts())
+        assert {f.language for f in funnels} - {"?"} == set(held)
+        for f in funnels:  # each language's funnel adds up: in = kept + dropped by each block
             assert f.documents == f.kept + sum(f.dropped.values()) > 0
-        assert sum(f.documents for f in funnels.values()) == built.rows_in
-        assert sum(f.kept for f in funnels.values()) == built.rows
-        # one unit per raw file, each holding its own language
-        assert sorted(languages_held(u.counts) for u in built.units) == [[language] for language in held]
-
-
-def test_a_threshold_change_for_one_language_plans_only_the_partitions_that_hold_it(
-        multilingual, instance, crawl, object_store):
-    from llm_assets.stale import LANGUAGES
-    from llm_assets_tests.test_dedup import lake_defs
-
-    lake, settings_file = multilingual
+        assert sum(f.documents for f in funnels) == built.rows_in and sum(f.kept for f in funnels) == built.rows
+        # the UI shows them: a table of language x documents in / kept / dropped by block, and its chart
+        rows = {r.data["language"]: r.data for r in meta[shard]["language_funnel"].records}
+        assert {language: (r["documents"], r["kept"]) for language, r in rows.items() if language in held} == {
+            f.language: (f.documents, f.kept) for f in funnels if f.language in held}
+        assert png_size(meta[shard]["language_funnel_chart"])[0] == 720
     assert roots(plan(instance, lake, crawl)) == {}
 
     # German only: shard 0000 holds German, shard 0001 does not
