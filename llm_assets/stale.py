@@ -97,8 +97,8 @@ class Planner:
         return (asset, partition) in self.planned
 
     def cause_is(self, spec: StageSpec, partition: str) -> bool:
-        """Whether the partition is planned for what its observed source carries (new raw data, or an input that
-        is not a lake asset)."""
+        """Whether the partition is planned for what its observed source carries (new raw data, an input that is
+        not a lake asset, or the thresholds of the languages it held)."""
         cause = self.planned.get((spec.name, partition), "")
         return cause == RAW or cause.startswith(LANGUAGES) or (
             cause.startswith(UPSTREAM) and "rebuilt" not in cause and not any(f"({i})" in cause for i in spec.inputs))
