@@ -296,10 +296,10 @@ class FilterUnit(WorkUnit):  # source: the upstream documents part
     part: str
     rejected_part: str
     takedowns: tuple[TakedownRequest, ...] = ()  # the requests that may name a document of the part
-    # What the unit's output depends on before its languages are known. Given, the result is named
-    # `unit_id(base, <languages_version of the languages it held, by `declared`>)`, so that a committed unit is reused only
-    # while its own languages' thresholds are unchanged; empty: the result is named `unit`. `declared`: the settings
-    # as the deployment declares them (`settings` also holds this machine's paths to the model and the eval index).
+    # What the unit's output depends on before its languages are known. Given, the result is named by `base` and the
+    # `languages_version` of the languages it held (under `declared`), so that a committed unit is reused only while
+    # its own languages' thresholds are unchanged; empty: the result is named `unit`. `declared`: the settings as the
+    # deployment declares them (`settings` also holds this machine's paths to the model and the eval index).
     base: str = ""
     declared: FilteredSettings | None = None
 
@@ -329,8 +329,9 @@ def filter_documents(u: FilterUnit) -> UnitResult:
             for language, n in kept.group_by("language").len().iter_rows():  # the quality gate's language mix
                 key = LANGUAGE_COUNT + (language or NO_LANGUAGE)
                 counts[key] = counts.get(key, 0) + n
+    fingerprint = (u.declared or u.settings).language_fingerprint
     return UnitResult(
-        unit=unit_id(u.base, languages_version((u.declared or u.settings).language_fingerprint, languages_held(counts))) if u.base else u.unit,
+        unit=unit_id(u.base, languages_version(fingerprint, languages_held(counts))) if u.base else u.unit,
         source=u.source,
         part=u.part,
         rejected_part=u.rejected_part,

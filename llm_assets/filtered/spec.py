@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,7 +90,7 @@ LANGUAGES_INPUT = "languages"  # the manifest's input: `languages_version` of th
 LANGUAGE_INPUT = "language:"  # + language: that language's fingerprint, which names it in the cause
 
 
-def language_inputs(settings: FilteredSettings, counts: dict[str, int]) -> dict[str, str]:
+def language_inputs(settings: FilteredSettings, counts: Mapping[str, int]) -> dict[str, str]:
     """What a built partition records of its languages (from its units' counts): the version of their thresholds,
     which the planner compares, and each one's fingerprint, which says which changed."""
     held = languages_held(counts)
