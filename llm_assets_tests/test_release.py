@@ -124,10 +124,14 @@ def test_a_release_holds_every_token_once_in_shuffled_sequences_with_provenance(
         assert any(data[i].tobytes() != stream[i * 256:(i + 1) * 256].tobytes() for i in range(len(data)))
     text = pl.read_parquet(tmp_path / "text" / f"{crawl}.parquet")  # what Hugging Face datasets reads
     assert text.height == len(docs) and {"doc_id", "url", "text"} <= set(text.columns)
-    for chart in ("tokens_by_crawl_chart", "tokens_by_language_chart", "positions_chart"):
+    for chart in ("tokens_by_crawl_chart", "tokens_by_language_chart", "language_mix_chart", "positions_chart"):
         assert png_size(meta[chart])[0] == 720
     card = (tmp_path / "README.md").read_text()
     assert "## Size" in card and "dedup rate" in card and crawl in card
+    mix = manifest["mixture"]["languages"]  # every language as it comes: the mix, and each language's funnel
+    assert sum(r["tokens"] for r in mix.values()) == c["tokens_in"] and "## Language mix" in card
+    assert all(f"| {lang} | {r['documents']:,} | {r['tokens']:,} |" in card for lang, r in mix.items())
+    assert "## Funnel per language" in card and {r.data["language"] for r in meta["language_mix"].records} == set(mix)
     _, front, body = card.split("---\n", 2)  # Hugging Face's YAML header
     header = yaml.safe_load(front)
     assert header["language"] and header["size_categories"] == ["n<1K"] and header["license"] == "other"

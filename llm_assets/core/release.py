@@ -749,7 +749,7 @@ def dataset_card(manifest: dict, facts: dict) -> str:
         for lang, f in facts["language_funnel"].items():
             r = released.get(lang, {})
             lines.append(f"| {lang} | {f.get('filtered', 0):,} | {f.get('deduplicated', 0):,} | "
-                         f"{f.get('tokenized', 0):,} | {r.get('documents', 0):,} | {r.get('tokens', 0):,} |")
+                         f"{r.get('available_documents', 0):,} | {r.get('documents', 0):,} | {r.get('tokens', 0):,} |")
         lines.append("")
     if facts.get("funnel"):
         lines += ["## Funnel", "", "| crawl | raw records | extracted | filtered | deduplicated | dedup rate |",
