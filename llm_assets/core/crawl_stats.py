@@ -185,11 +185,11 @@ def finish(stats: PartialStats, block_order: list[str]) -> CrawlStats:
     for lang in names:  # in: its documents; then each block's drops in chain order; out: kept
         dropped = sorted(((b, r, n) for (lg, b, r), n in stats.language_drops.items() if lg == lang),
                          key=lambda d: (order.get(d[0], len(order)), -d[2], d[1] or ""))
-        remaining = stats.kept_languages[lang] + stats.dropped_languages[lang]
-        rows.append((lang, "in", "", "", remaining, remaining))
+        left = stats.kept_languages[lang] + stats.dropped_languages[lang]
+        rows.append((lang, "in", "", "", left, left))
         for b, r, n in dropped:
-            remaining -= n
-            rows.append((lang, "dropped", b, r or "", n, remaining))
+            left -= n
+            rows.append((lang, "dropped", b, r or "", n, left))
         rows.append((lang, "out", "", "", stats.kept_languages[lang], stats.kept_languages[lang]))
     language_funnel = pl.DataFrame(rows, schema=LANGUAGE_FUNNEL, orient="row")
     lengths = pl.DataFrame({

@@ -154,10 +154,10 @@ def list_documents(lake: Lake, parts: list[tuple[str, str, str]], languages: Seq
     bytes a document, whatever its tokens. `languages`: only those (filtered as each part is read)."""
     frames, available = [], Counter[tuple[str | None, str]]()
     for crawl, shard, part in parts:
-        frame = lake.scan([part])
-        if "language" not in frame.collect_schema().names():  # a part tokenized before documents kept theirs
-            frame = frame.with_columns(language=pl.lit(None, pl.String))
-        frame = frame.select("doc_id", "url", "n_tokens", "language").with_row_index("row").collect()
+        scan = lake.scan([part])
+        if "language" not in scan.collect_schema().names():  # a part tokenized before documents kept theirs
+            scan = scan.with_columns(language=pl.lit(None, pl.String))
+        frame = scan.select("doc_id", "url", "n_tokens", "language").with_row_index("row").collect()
         for lang, n, t in frame.group_by("language").agg(pl.len(), pl.col("n_tokens").cast(pl.Int64).sum()).iter_rows():
             available[(lang, "documents")] += n
             available[(lang, "tokens")] += t
@@ -227,7 +227,7 @@ def mix_record(frame: pl.DataFrame, targets: dict, available: dict[str | None, t
     languages = {}
     for lang in sorted(set(got) | set(targets), key=lambda k: (-got.get(k, (0, 0))[1], str(k))):
         n, t = got.get(lang, (0, 0))
-        row = {"documents": n, "tokens": t, "share": round(t / all_tokens, 6) if all_tokens else 0.0,
+        row: dict[str, object] = {"documents": n, "tokens": t, "share": round(t / all_tokens, 6) if all_tokens else 0.0,
                "available_documents": available.get(lang, (0, 0))[0], "available_tokens": available.get(lang, (0, 0))[1]}
         if lang in targets:
             share = targets[lang]

@@ -179,7 +179,7 @@ def tokenize_documents(u: TokenizeUnit) -> UnitResult:
             rows_in += batch.num_rows
             kept, dropped = tokenize_batch(batch, ids, eos, vocab_size, u.settings.min_tokens)
             out.write(kept)
-            for language, n, tokens in pl.from_arrow(kept.select(["language", "n_tokens"])).group_by("language") \
+            for language, n, tokens in pl.DataFrame(kept.select(["language", "n_tokens"])).group_by("language") \
                     .agg(pl.len(), pl.col("n_tokens").cast(pl.Int64).sum()).iter_rows():
                 languages[DOCUMENTS_COUNT + (language or "")] += n
                 languages[TOKENS_COUNT + (language or "")] += tokens
