@@ -132,6 +132,11 @@ def test_a_release_holds_every_token_once_in_shuffled_sequences_with_provenance(
     assert sum(r["tokens"] for r in mix.values()) == c["tokens_in"] and "## Language mix" in card
     assert all(f"| {lang} | {r['documents']:,} | {r['tokens']:,} |" in card for lang, r in mix.items())
     assert "## Funnel per language" in card and {r.data["language"] for r in meta["language_mix"].records} == set(mix)
+    through = {r.data["language"]: r.data for r in meta["language_funnel"].records}
+    for lang, r in mix.items():  # documents per language through the stages, the release's last
+        f = through[lang]
+        assert f["filtered"] >= f["deduplicated"] >= f["tokenized"] == f["released"] == r["documents"] > 0
+        assert f["released_tokens"] == r["tokens"]
     _, front, body = card.split("---\n", 2)  # Hugging Face's YAML header
     header = yaml.safe_load(front)
     assert header["language"] and header["size_categories"] == ["n<1K"] and header["license"] == "other"

@@ -745,11 +745,13 @@ def dataset_card(manifest: dict, facts: dict) -> str:
                   "filters), and in this release.", "",
                   "| language | filtered (kept) | deduplicated | tokenized | released | released tokens |",
                   "|---|---:|---:|---:|---:|---:|"]
-        released = (manifest.get("mixture") or {}).get("languages", {})
+        mixture = manifest.get("mixture") or {}
+        released, left_out = mixture.get("languages", {}), mixture.get("left_out", {})
         for lang, f in facts["language_funnel"].items():
             r = released.get(lang, {})
+            tokenized = r.get("available_documents", left_out.get(lang, {}).get("documents", 0))
             lines.append(f"| {lang} | {f.get('filtered', 0):,} | {f.get('deduplicated', 0):,} | "
-                         f"{r.get('available_documents', 0):,} | {r.get('documents', 0):,} | {r.get('tokens', 0):,} |")
+                         f"{tokenized:,} | {r.get('documents', 0):,} | {r.get('tokens', 0):,} |")
         lines.append("")
     if facts.get("funnel"):
         lines += ["## Funnel", "", "| crawl | raw records | extracted | filtered | deduplicated | dedup rate |",

@@ -9,7 +9,7 @@ from llm_assets.core.partition import LakeInput, Manifest, committed
 from llm_assets.core.filtered import TAKEDOWN_COUNT
 from llm_assets.core.gates import LANGUAGE_COUNT
 from llm_assets.metadata import table
-from llm_assets.core.release import STAGE_VERSION, build_release, latest_release, mark_superseded, point_latest
+from llm_assets.core.release import NO_LANGUAGE, STAGE_VERSION, build_release, latest_release, mark_superseded, point_latest
 from llm_assets.core.tokenize import load_tokenizer, resolve_tokenizer
 from llm_assets.core.units import peak_rss_bytes
 from llm_assets.pipeline import code_versions
@@ -54,10 +54,11 @@ def _card_facts(lake, settings: Settings, crawls: list[str], shards: list[str]) 
         for u in m.units:
             for key, n in u.counts.items():
                 if key.startswith(LANGUAGE_COUNT):
-                    row = language_funnel.setdefault(key.removeprefix(LANGUAGE_COUNT), {})
+                    lang = key.removeprefix(LANGUAGE_COUNT)
+                    row = language_funnel.setdefault(NO_LANGUAGE if lang == "?" else lang, {})
                     row["filtered"] = row.get("filtered", 0) + n
     for lang, n in languages:
-        language_funnel.setdefault(lang or "?", {})["deduplicated"] = n
+        language_funnel.setdefault(lang or NO_LANGUAGE, {})["deduplicated"] = n
     filters = [(b.name, b.model_dump(mode="json", exclude={"block", "enabled", "index_path", "model_path"}))
                for b in settings.filtered.blocks()]
     # the targets of the takedown requests that removed documents from the filtered partitions of the crawls
@@ -104,6 +105,22 @@ def mixture_table(mixture: dict) -> pl.DataFrame:
     return pl.DataFrame(rows, orient="row", schema={
         "language": pl.String, "documents": pl.Int64, "tokens": pl.Int64, "share": pl.Float64,
         "target_tokens": pl.Int64, "target_weight": pl.Float64, "available_tokens": pl.Int64})
+
+
+def language_funnel_table(funnel: dict[str, dict[str, int]], mixture: dict) -> pl.DataFrame:
+    """Documents per language through the stages: kept by the filters, deduplicated, tokenized, released."""
+    released, left_out = mixture.get("languages", {}), mixture.get("left_out", {})
+    names = list(funnel) + [lang for lang in released if lang not in funnel]
+    return pl.DataFrame({
+        "language": names,
+        "filtered": [funnel.get(lang, {}).get("filtered", 0) for lang in names],
+        "deduplicated": [funnel.get(lang, {}).get("deduplicated", 0) for lang in names],
+        "tokenized": [released.get(lang, {}).get("available_documents", left_out.get(lang, {}).get("documents", 0))
+                      for lang in names],
+        "released": [released.get(lang, {}).get("documents", 0) for lang in names],
+        "released_tokens": [released.get(lang, {}).get("tokens", 0) for lang in names],
+    }, schema={"language": pl.String, "filtered": pl.Int64, "deduplicated": pl.Int64, "tokenized": pl.Int64,
+               "released": pl.Int64, "released_tokens": pl.Int64})
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -189,6 +206,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 "unit_peak_rss_mib": round(max((u.peak_rss_bytes for u in built.units), default=0) / 2**20, 1),
                 "dataset_card": dg.MetadataValue.md(built.card),
                 "language_mix": table(mixture_table(built.manifest.get("mixture", {}))),
+                "language_funnel": table(language_funnel_table(facts["language_funnel"],
+                                                               built.manifest.get("mixture", {}))),
                 **_charts(lake, partitions, built.manifest.get("mixture", {}).get("languages", {}), counts),
             },
             data_version=dg.DataVersion(built.version),
