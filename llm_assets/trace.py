@@ -181,7 +181,7 @@ def applied_thresholds(settings: Settings, block: str, language: str | None) -> 
     filtered = settings.filtered
     config = filtered.block(block)
     chain = config.model_dump(mode="json", exclude=EXCLUDE) if config is not None else {}
-    if not language or not hasattr(filtered, "threshold_sources"):
+    if not language:
         return chain, dict.fromkeys(chain, CHAIN)
     values = {k: v for k, v in filtered.applied_thresholds(language).get(block, chain).items() if k not in EXCLUDE}
     differs = filtered.threshold_sources(language).get(block, {})  # fields not the chain's: fineweb2 or override
@@ -189,9 +189,9 @@ def applied_thresholds(settings: Settings, block: str, language: str | None) -> 
 
 
 def _threshold_text(values: dict, sources: dict[str, str]) -> str:
-    """min_doc_words=50 (chain), stop_words=[15 words] (fineweb2): long lists counted, not printed."""
+    """min_doc_words=50 (chain), stop_words=[15 values] (fineweb2): long lists counted, not printed."""
     def shown(v) -> str:
-        return f"[{len(v)} words]" if isinstance(v, list) and len(v) > 6 else json.dumps(v, ensure_ascii=False)
+        return f"[{len(v)} values]" if isinstance(v, list) and len(v) > 6 else json.dumps(v, ensure_ascii=False)
 
     return ", ".join(f"{k}={shown(v)} ({sources.get(k, CHAIN)})" for k, v in values.items())
 
@@ -253,8 +253,8 @@ def why(t: Trace, settings: Settings) -> str:
             whose = f" for {stop['language']}" if stop.get("language") else ""
             line += (f"\n  {stop['filter']} thresholds{whose}: "
                      f"{_threshold_text(stop['thresholds'], stop['threshold_sources'])}")
-        if "scores" in stop:
-            line += f"\n  scores: {json.dumps(stop['scores'], default=str)}"
+        if scores := {k: v for k, v in stop.get("scores", {}).items() if k not in LANGUAGE}:  # language: above
+            line += f"\n  scores: {json.dumps(scores, default=str)}"
         lines.append(line)
     return "\n".join(lines)
 
