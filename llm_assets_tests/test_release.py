@@ -192,9 +192,12 @@ def test_show_release_prints_decoded_sequences_with_their_documents(
     assert [r["position"] for r in rows] == [0, 1]
     for row in rows:
         assert row["n_tokens"] == 512 and len(row["text"]) > 100
-        assert row["documents"] and all(d["crawl"] == crawl and d["url"].startswith("http")
+        assert row["documents"] and all(d["crawl"] == crawl and d["url"].startswith("http") and d["language"]
                                         for d in row["documents"])
         assert sum(d["length"] for d in row["documents"]) <= 512
+    assert cli.main(["show", "release", "--limit", "1"]) == 0  # for people: each document with its language
+    first = rows[0]["documents"][0]
+    assert f"{first['url']} ({first['language']})" in capsys.readouterr().out
 
 
 def test_the_loader_streams_the_release_from_the_store(curated, monkeypatch, object_store, instance, crawl,
