@@ -105,6 +105,20 @@ class _Shapes:
         return "\n".join(_head(line, self.rng.choice((4, 10, 20))) + mark if self.rng.random() < share else line
                          for line in self.window(self.rng.choice((4, 8, 16))))
 
+    def dotted(self) -> str:
+        """Ellipses inside the lines ("und... so... weiter..."): the ellipsis-per-word rule."""
+        every = self.rng.choice((1, 2, 4, 8, 16))
+        mark = self.rng.choice(("...", "…"))
+        units = _units("\n".join(self.window(self.rng.choice((1, 3, 6)))))
+        return "".join(u.rstrip() + mark + u[len(u.rstrip()):] if i % every == every - 1 else u
+                       for i, u in enumerate(units))
+
+    def glued(self) -> str:
+        """Lines with their spaces taken out (slugs, hashtags, tables pasted without separators): long words."""
+        share = self.rng.choice((0.1, 0.3, 0.6, 1.0))
+        return "\n".join(line.replace(" ", "") if self.rng.random() < share else line
+                         for line in self.window(self.rng.choice((1, 3, 6, 12))))
+
     def broken_lines(self) -> str:
         """Prose re-wrapped every few pieces, as lists and menus are: newlines per word on both sides of the rule."""
         width = self.rng.choice((1, 2, 3, 4, 6, 8, 12, 20))
@@ -139,7 +153,7 @@ class _Shapes:
 SHAPES: dict[str, Callable[[_Shapes], str]] = {
     "prose": _Shapes.prose, "paragraphs": _Shapes.paragraphs, "repeated_lines": _Shapes.repeated_lines,
     "repeated_phrase": _Shapes.repeated_phrase, "bullets": _Shapes.bullets, "headings": _Shapes.headings,
-    "ellipses": _Shapes.ellipses, "broken_lines": _Shapes.broken_lines, "without_stop_words": _Shapes.without_stop_words,
+    "ellipses": _Shapes.ellipses, "dotted": _Shapes.dotted, "glued": _Shapes.glued, "broken_lines": _Shapes.broken_lines, "without_stop_words": _Shapes.without_stop_words,
     "figures": _Shapes.figures, "hashtags": _Shapes.hashtags, "fragment": _Shapes.fragment,
 }
 
