@@ -27,15 +27,18 @@ LANGUAGES: dict[str, tuple[str, ...]] = {
     "pl": ("pol",), "tr": ("tur",), "sv": ("swe",), "vi": ("vie",),
 }
 DOCS_PER_LANGUAGE = 200
+# UDHR translations in scripts no lid.176 language is written in (ISO 15924 -> file)
+UNKNOWN_SCRIPTS = {"Cher": "chr", "Vaii": "vai", "Tfng": "tzm_tfng", "Mong": "khk_mong", "Yiii": "iii"}
 
 _SPACED = re.compile(r"\S+\s*")
 
 
 @cache
 def paragraphs(code: str) -> tuple[str, ...]:
-    """The non-blank lines of the language's UDHR texts, stripped."""
+    """The non-blank lines of the language's UDHR texts (a lid.176 label of LANGUAGES, or a UDHR file name),
+    stripped."""
     with zipfile.ZipFile(UDHR) as z:
-        texts = [z.read(f"udhr2/{name}.txt").decode("utf-8") for name in LANGUAGES[code]]
+        texts = [z.read(f"udhr2/{name}.txt").decode("utf-8") for name in LANGUAGES.get(code, (code,))]
     return tuple(line.strip() for text in texts for line in text.splitlines() if line.strip())
 
 
@@ -167,6 +170,15 @@ def udhr_documents(code: str, stop_words: tuple[str, ...] = (), n: int = DOCS_PE
         name = names[i % len(names)]
         rows.append({"doc_id": f"udhr/{code}/{i}-{name}", "shape": name, "text": SHAPES[name](shapes)})
     return pl.DataFrame(rows, schema={"doc_id": pl.String, "shape": pl.String, "text": pl.String})
+
+
+def unknown_script_documents(per_script: int = 8) -> pl.DataFrame:
+    """doc_id (`udhr/<file>/<i>`), script, text: prose in the scripts of UNKNOWN_SCRIPTS."""
+    rows = []
+    for script, name in UNKNOWN_SCRIPTS.items():
+        shapes = _Shapes(paragraphs(name), (), random.Random(f"udhr/{name}"))
+        rows += [{"doc_id": f"udhr/{name}/{i}", "script": script, "text": shapes.prose()} for i in range(per_script)]
+    return pl.DataFrame(rows, schema={"doc_id": pl.String, "script": pl.String, "text": pl.String})
 
 
 def crawl_documents(languages: set[str]) -> Iterator[tuple[str, str, str]]:
