@@ -28,17 +28,18 @@ from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
 from llm_assets.core.gates import LANGUAGE_COUNT
 from llm_assets.core.languages import language_table
 from llm_assets.core.lake import Lake, ReadCount
+from llm_assets.core.segment import word_counts
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 from llm_assets.core.versions import digest
 
-STAGE_VERSION = "5"  # 5: decontamination also matches the text as extracted (`contamination.text` says which)
+STAGE_VERSION = "6"  # 6: words split per language (core/segment): word counts, densities and n_words change
 BATCH_ROWS = 1024
 
 ADDED = [
     ("language", pa.string()),
     ("language_score", pa.float32()),
-    ("n_words", pa.int32()),  # whitespace-separated words of the final text
+    ("n_words", pa.int32()),  # words of the final text: whitespace-separated, or a segmenter's (core/segment)
     ("pii", pa.struct([(t, pa.uint32()) for t in PII_TYPES])),
     ("profanity_density", pa.float32()),
     ("domain_density", pa.float32()),
@@ -227,7 +228,8 @@ def filter_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[
     requests name are removed first, then the chain runs on the rest."""
     df, removed = remove_takedowns(df, takedowns)
     kept, rejected = apply_filters(df, settings.blocks())
-    kept = kept.with_columns(n_words=pl.col("text").str.count_matches(r"\S+"))
+    languages = kept["language"] if "language" in kept.columns else None
+    kept = kept.with_columns(n_words=word_counts(kept["text"], languages))
     rejected = pl.concat([conform(removed, REJECTED_SCHEMA), conform(rejected, REJECTED_SCHEMA)])
     return conform(kept, SCHEMA), rejected
 
