@@ -227,7 +227,7 @@ def filter_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[
     """-> (kept, rejected) for one batch of documents, both in the stage's schemas: the documents the takedown
     requests name are removed first, then the chain runs on the rest."""
     df, removed = remove_takedowns(df, takedowns)
-    kept, rejected = apply_filters(df, settings.blocks())
+    kept, rejected = apply_filters(df, settings.blocks(), settings.chain_for)
     languages = kept["language"] if "language" in kept.columns else None
     kept = kept.with_columns(n_words=word_counts(kept["text"], languages))
     rejected = pl.concat([conform(removed, REJECTED_SCHEMA), conform(rejected, REJECTED_SCHEMA)])
