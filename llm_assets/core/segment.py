@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
+import string
 from typing import Callable
 
 import polars as pl
@@ -26,14 +28,21 @@ import polars as pl
 # and with it the filters package) loads when a text needs it.
 _SYMBOL_WORD = r"^[\p{P}\p{S}\p{Cc}]+$"  # filters.text.SYMBOL_WORD: a word of punctuation or symbols only
 
-# The segmenter of each language written without spaces (lid.176 labels).
-DEDICATED = {"zh": "jieba", "ja": "sudachi", "ko": "kiwi", "th": "newmm"}
+# The segmenter of each language written without spaces (lid.176 labels), and of the languages datatrove splits
+# with IndicNLP's trivial tokenizer (Brahmic scripts; Urdu's variant for the Arabic-script languages it assigns it).
+DEDICATED = {"zh": "jieba", "ja": "sudachi", "ko": "kiwi", "th": "newmm"} | {
+    lang: "indic" for lang in ("as", "bn", "gu", "hi", "kn", "ml", "mr", "ne", "or", "pa", "sa", "si", "ta", "te")
+} | {lang: "urdu" for lang in ("ur", "ps", "sd")}
 # Languages whose spaCy tokenizer splits elided articles and prepositions off the next word.
 _ELISION = {
     "fr": r"(?i)^((?:qu|jusqu|lorsqu|puisqu|quoiqu|presqu|[cdjlmnst])['’])(\w.*)$",
     "it": r"(?i)^(\w+['’])(\w.*)$",
     "ca": r"(?i)^((?:[dlmnst])['’])(\w.*)$",
 }
+# Languages whose spaCy tokenizer takes a word's final periods off one at a time ("tak..." -> "tak", ".", ".", "."),
+# where the others keep an ellipsis whole.
+_FINAL_PERIODS = {"pl"}
+_PERIODS_AFTER_WORD = re.compile(r"(?<=[^\s.])\.{2,}(?=[)\]\"'»”]*(?:\s|$))")
 _UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
 # A dominant script without spaces and what splits it; the first that holds more than half a text's letters wins
 # (kana with Han: Japanese writes both, so any kana sends a Han text to Sudachi).
@@ -97,6 +106,33 @@ def _newmm() -> Callable[[str], list[str]]:
     return lambda text: word_tokenize(text, engine="newmm-safe", keep_whitespace=False)
 
 
+def _trivial(marks: str, numbers: bool) -> Callable[[str], list[str]]:
+    """IndicNLP's trivial tokenizer: every ASCII punctuation mark and the script's own marks (danda, ...) a word of
+    its own, then a split at spaces only (a newline inside a line's last and the next line's first word does not
+    separate them), and, for the Brahmic scripts, numbers such as "1 . 5" joined again."""
+    punctuation = re.compile(f"([{re.escape(string.punctuation + marks)}])")
+    spaces, number = re.compile("[ ]+"), re.compile(r"([0-9]+ [,.:/] )+[0-9]+")
+
+    def split(text: str) -> list[str]:
+        s = spaces.sub(" ", punctuation.sub(r" \1 ", text.replace("\t", " "))).strip(" ")
+        if numbers:
+            # (IndicNLP leaves a number at the very start of the text split)
+            s = number.sub(lambda m: m.group(0).replace(" ", "") if m.start() else m.group(0), s)
+        return s.split(" ")
+
+    return split
+
+
+@functools.cache
+def _indic() -> Callable[[str], list[str]]:
+    return _trivial("\u0964\u0965\uAAF1\uAAF0\uABEB\uABEC\uABED\uABEE\uABEF\u1C7E\u1C7F", numbers=True)
+
+
+@functools.cache
+def _urdu() -> Callable[[str], list[str]]:
+    return _trivial("\u0609\u060A\u060C\u061E\u066A\u066B\u066C\u066D\u06D4", numbers=False)
+
+
 @functools.cache
 def _graphemes() -> Callable[[str], list[str]]:
     import regex
@@ -107,7 +143,8 @@ def _graphemes() -> Callable[[str], list[str]]:
     return cluster.findall
 
 
-_LOADERS = {"jieba": _jieba, "sudachi": _sudachi, "kiwi": _kiwi, "newmm": _newmm, "graphemes": _graphemes}
+_LOADERS = {"jieba": _jieba, "sudachi": _sudachi, "kiwi": _kiwi, "newmm": _newmm, "indic": _indic, "urdu": _urdu,
+            "graphemes": _graphemes}
 
 
 def warm(segmenters: str) -> None:
@@ -190,6 +227,10 @@ def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
     family = segmenter_of(language)
     if family != "spaced" and family != "script":
         return _dedicated(texts, family).alias(texts.name)
+    if language in _FINAL_PERIODS and texts.str.contains("..", literal=True).any():
+        spaced = [t if t is None else _PERIODS_AFTER_WORD.sub(lambda m: f" {' '.join(m.group(0))} ", t)
+                  for t in texts.to_list()]
+        texts = pl.Series(texts.name, spaced, pl.String)
     by_script = _script_segmenters(texts) if family == "script" else pl.Series([None] * len(texts), dtype=pl.String)
     spaced = by_script.is_null()
     if spaced.all():
