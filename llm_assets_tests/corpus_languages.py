@@ -139,13 +139,16 @@ class _Shapes:
     def figures(self) -> str:
         lines = self.window(self.rng.choice((2, 4, 8)))
         for _ in range(self.rng.choice((1, 3, 6, 12, 30))):
-            row = " ".join(str(self.rng.randrange(10 ** self.rng.randrange(1, 6))) for _ in range(self.rng.randrange(1, 8)))
-            lines.insert(self.rng.randrange(len(lines) + 1), self.rng.choice((row, f"{row} %", f"({row})", f"{row} — €")))
+            row = " ".join(str(self.rng.randrange(10 ** self.rng.randrange(1, 6)))
+                           for _ in range(self.rng.randrange(1, 8)))
+            lines.insert(self.rng.randrange(len(lines) + 1),
+                         self.rng.choice((row, f"{row} %", f"({row})", f"{row} — €")))
         return "\n".join(lines)
 
     def hashtags(self) -> str:
         lines = self.window(self.rng.choice((1, 3, 6)))
-        tags = " ".join("#" + _head(self.rng.choice(self.long), 1).strip(",.;:") for _ in range(self.rng.choice((1, 4, 10, 30))))
+        tags = " ".join("#" + _head(self.rng.choice(self.long), 1).strip(",.;:")
+                        for _ in range(self.rng.choice((1, 4, 10, 30))))
         lines.insert(self.rng.randrange(len(lines) + 1), tags)
         return "\n".join(lines)
 
@@ -156,7 +159,8 @@ class _Shapes:
 SHAPES: dict[str, Callable[[_Shapes], str]] = {
     "prose": _Shapes.prose, "paragraphs": _Shapes.paragraphs, "repeated_lines": _Shapes.repeated_lines,
     "repeated_phrase": _Shapes.repeated_phrase, "bullets": _Shapes.bullets, "headings": _Shapes.headings,
-    "ellipses": _Shapes.ellipses, "dotted": _Shapes.dotted, "glued": _Shapes.glued, "broken_lines": _Shapes.broken_lines, "without_stop_words": _Shapes.without_stop_words,
+    "ellipses": _Shapes.ellipses, "dotted": _Shapes.dotted, "glued": _Shapes.glued,
+    "broken_lines": _Shapes.broken_lines, "without_stop_words": _Shapes.without_stop_words,
     "figures": _Shapes.figures, "hashtags": _Shapes.hashtags, "fragment": _Shapes.fragment,
 }
 
