@@ -233,9 +233,9 @@ def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
     if family != "spaced" and family != "script":
         return _dedicated(texts, family).alias(texts.name)
     if language in _FINAL_PERIODS and texts.str.contains("..", literal=True).any():
-        spaced = [t if t is None else _PERIODS_AFTER_WORD.sub(lambda m: f" {' '.join(m.group(0))} ", t)
-                  for t in texts.to_list()]
-        texts = pl.Series(texts.name, spaced, pl.String)
+        periods = [t if t is None else _PERIODS_AFTER_WORD.sub(lambda m: f" {' '.join(m.group(0))} ", t)
+                   for t in texts.to_list()]
+        texts = pl.Series(texts.name, periods, pl.String)
     hidden = language in _JOINED_HYPHENS and texts.str.contains(r"\p{L}-\p{L}").any()
     if hidden:  # twice: "a-b-c" overlaps
         for _ in range(2):
