@@ -24,6 +24,7 @@ import pytest
 
 from llm_assets.core.filtered import FilteredSettings
 from llm_assets.core.filters import LanguageFilter
+from llm_assets.core.filters.text import with_words
 from llm_assets.core.languages import UNKNOWN, language_table
 from llm_assets_tests import datatrove_oracle as oracle
 from llm_assets_tests.conftest import shared
@@ -90,7 +91,8 @@ def decide(corpus: dict[str, pl.DataFrame]) -> dict[str, dict[str, tuple[list[st
         blocks = {b.name: b for b in settings.chain_for(language)}
         theirs = oracle.fineweb2(language_table()[language].fineweb2, blocks["gopher_repetition"],
                                  blocks["fineweb_quality"], blocks["gopher_quality"], docs)
-        framed = docs.with_columns(language=pl.lit(language))
+        # split once and shared by the three blocks, as the chain shares it
+        framed = with_words(docs.with_columns(language=pl.lit(language)))
         out[language] = {name: (blocks[name].apply(framed)[1].to_list(), theirs[name]) for name in BLOCKS}
     return out
 

@@ -40,9 +40,11 @@ UDHR = {
     # measured 0.9979: "1948." and "تعسفاً." keep their period in spaCy's Arabic (its suffix rule does not split a
     # period after a digit followed by nothing else, nor after the tanwin alef), which ours splits
     "ar": ("arb", "arb_Arab", 0.997),
-    # measured 0.9912: IndicNLP's trivial tokenizer splits every hyphen and dash ("स्त्री-पुरुषों", "लिए—उसे"),
-    # spaCy's rules, which ours follow, keep a hyphen between letters
-    "hi": ("hin", "hin_Deva", 0.99),
+    # IndicNLP's punctuation rules, as datatrove runs them
+    "hi": ("hin", "hin_Deva", 1.0),
+    "bn": ("ben", "ben_Beng", 1.0),
+    "ta": ("tam", "tam_Taml", 1.0),
+    "ur": ("urd", "urd_Arab", 1.0),
 }
 
 
@@ -149,6 +151,13 @@ def test_a_mixed_frame_is_split_per_language_in_its_order():
     counts = segment.word_counts(df["text"], df["language"]).to_list()
     # a segmenter's words without punctuation (Korean's particle 은 is one of Kiwi's), else whitespace runs
     assert counts == [6, 4, 3, 2, 2, 1]
+    # no rows, or no language known: nothing to split by a segmenter
+    empty = pl.DataFrame({"text": [], "language": []}, schema={"text": pl.String, "language": pl.String})
+    assert with_words(empty)["_words"].to_list() == []
+    assert segment.word_counts(empty["text"], empty["language"]).len() == 0
+    unknown = pl.DataFrame({"text": ["don't"], "language": [None]})
+    assert with_words(unknown)["_words"].to_list() == [["do", "n't"]]
+    assert segment.word_counts(unknown["text"], unknown["language"]).to_list() == [1]
 
 
 def test_near_duplicate_chinese_pages_are_caught():
@@ -194,3 +203,42 @@ def test_segmenters_load_offline(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path)})
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_c4_counts_the_words_of_a_chinese_line_with_the_segmenter():
+    """C4 drops lines of fewer than 3 words: with whitespace-separated words, every line of a Chinese page is one
+    "word", and the whole page went."""
+    from llm_assets.core.filters.c4 import C4Quality
+
+    page = "\n".join(p for p in _paragraphs("cmn_hans")[5:25] if p.endswith("。"))
+    assert page.count("\n") >= 5
+    block = C4Quality(filter_no_terminal_punct=False)  # C4's terminal punctuation is ASCII; FineWeb turns it off
+    assert block.apply(pl.DataFrame({"text": [page], "language": ["zh"]}))[0]["text"][0] == page
+    assert block.apply(pl.DataFrame({"text": [page]}))[0]["text"][0] == ""  # before
+
+
+def test_the_filter_pool_warms_the_segmenters_of_the_kept_languages():
+    from llm_assets.core.filtered import FilteredSettings, FilterUnit
+    from llm_assets.core.filters.language import LanguageFilter
+
+    settings = FilteredSettings()
+    keeping = settings.replaced("language", LanguageFilter(languages=("en", "de", "zh", "ja")))
+    unit = FilterUnit(store=None, settings=keeping, source="s", unit="u",  # type: ignore[arg-type]
+                      part="p", rejected_part="r")
+    assert unit.warmup.function == "llm_assets.core.segment:warm" and unit.warmup.argument == "jieba,sudachi"
+    assert segment.segmenters_for("all") == "jieba,kiwi,newmm,sudachi"
+
+
+def test_the_segmenter_benchmark_measures_both_sides_and_publishes_its_rows(tmp_path):
+    from benchmarks.segmenters import measure, write
+
+    results = measure("th", 2, 1) + measure("de", 2, 1)
+    assert {(r.language, r.segmenter) for r in results} == {("th", "ours"), ("th", "datatrove"), ("de", "ours"),
+                                                            ("de", "datatrove")}
+    assert all(r.agreement == 1.0 and r.words > 0 and r.cpu_s[0] > 0 for r in results)
+    output = tmp_path / "BENCHMARKS.md"
+    output.write_text("<!-- summary:begin -->\n<!-- summary:end -->\n")
+    write(output, results, "a test")
+    summary = output.read_text()
+    assert "Word segmentation, Thai (newmm)" in summary and "Word segmentation, spaced languages" in summary
+    assert "| th (Thai (newmm)) | ours | 1.0000 |" in (tmp_path / "benchmarks/results/segmenters.md").read_text()

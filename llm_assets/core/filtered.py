@@ -28,9 +28,9 @@ from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
 from llm_assets.core.gates import LANGUAGE_COUNT
 from llm_assets.core.languages import language_table
 from llm_assets.core.lake import Lake, ReadCount
-from llm_assets.core.segment import word_counts
+from llm_assets.core.segment import segmenters_for, word_counts
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
-from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
+from llm_assets.core.units import DropCounter, UnitResult, Warmup, WorkUnit, timed_unit
 from llm_assets.core.versions import digest
 
 STAGE_VERSION = "6"  # 6: words split per language (core/segment): word counts, densities and n_words change
@@ -287,6 +287,16 @@ class FilterUnit(WorkUnit):  # source: the upstream documents part
     part: str
     rejected_part: str
     takedowns: tuple[TakedownRequest, ...] = ()  # the requests that may name a document of the part
+
+    @property
+    def warmup(self) -> Warmup:
+        """The word segmenters of the languages the chain keeps (Sudachi's and Kiwi's dictionaries: ~1 CPU-s
+        each), loaded once by the pool's fork server rather than by each worker on its first page in them."""
+        block = self.settings.block("language")
+        languages = getattr(block, "languages", ()) if block is not None and block.enabled else ()
+        if getattr(block, "multilingual", False):
+            languages = "all"
+        return Warmup("llm_assets.core.segment:warm", segmenters_for(languages))
 
 
 @timed_unit

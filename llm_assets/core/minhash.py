@@ -42,8 +42,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 def words(texts: pl.Series, languages: pl.Series | None = None) -> pl.Series:
     """The simplified words of each text (in `languages`, lid.176 labels, when given): a list column."""
-    rows = segmented(texts, languages).arg_true() if languages is not None else []
-    if len(rows) and languages is not None:
+    if languages is not None and len(rows := segmented(texts, languages).arg_true()):
         split = words_by_language(texts.gather(rows), languages.gather(rows)).list.join(" ")
         texts = texts.scatter(rows, split)
     return texts.str.to_lowercase().str.extract_all(_WORD)

@@ -5,10 +5,11 @@ apply to them), with the language's own rules where they matter: English contrac
 articles split off in French, Italian and Catalan ("l'|homme"). Chinese, Japanese, Korean and Thai have
 segmenters of their own, the ones FineWeb-2's tokenizers run (measured against them in
 `llm_assets_tests/test_segment.py`, costs in `benchmarks/segmenters.py`): jieba, Sudachi (core dictionary, split
-mode A), Kiwi (skip-bigram model) and PyThaiNLP's newmm. Any other language whose text is mostly in a script written without
-spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan: Cantonese, Wu, Lao labelled pages, a page the identifier
-labels `und`) is split by its script: Han by jieba, kana by Sudachi, Thai by newmm, the others into grapheme
-clusters. Text without a language (None) keeps the English rules.
+mode A), Kiwi (skip-bigram model) and PyThaiNLP's newmm; the languages of India and Pakistan (Hindi, Bengali,
+Tamil, Urdu, ...) IndicNLP's punctuation rules, reproduced here. Any other language whose text is mostly in a script
+written without spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan: Cantonese, Wu, Lao labelled pages, a page the
+identifier labels `und`) is split by its script: Han by jieba, kana by Sudachi, Thai by newmm, the others into
+grapheme clusters. Text without a language (None) keeps the English rules.
 
 Segmenters load on first use, once per process (a pool's fork server loads them before forking: `warm`), and every
 package ships its dictionary: nothing is downloaded at run time.
@@ -19,8 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import string
-from typing import Callable
+from typing import Callable, Iterable
 
 import polars as pl
 
@@ -28,11 +28,11 @@ import polars as pl
 # and with it the filters package) loads when a text needs it.
 _SYMBOL_WORD = r"^[\p{P}\p{S}\p{Cc}]+$"  # filters.text.SYMBOL_WORD: a word of punctuation or symbols only
 
-# The segmenter of each language written without spaces (lid.176 labels), and of the languages datatrove splits
-# with IndicNLP's trivial tokenizer (Brahmic scripts; Urdu's variant for the Arabic-script languages it assigns it).
+# The segmenter of each language written without spaces (lid.176 labels), and of the languages FineWeb-2 splits with
+# IndicNLP's punctuation rules (Brahmic scripts; Urdu, Pashto and Sindhi with Urdu's marks).
 DEDICATED = {"zh": "jieba", "ja": "sudachi", "ko": "kiwi", "th": "newmm"} | {
-    lang: "indic" for lang in ("as", "bn", "gu", "hi", "kn", "ml", "mr", "ne", "or", "pa", "sa", "si", "ta", "te")
-} | {lang: "urdu" for lang in ("ur", "ps", "sd")}
+    code: "indic" for code in ("as", "bn", "gu", "hi", "kn", "ml", "mr", "ne", "or", "pa", "sa", "si", "ta", "te")
+} | {code: "urdu" for code in ("ur", "ps", "sd")}
 # Languages whose spaCy tokenizer splits elided articles and prepositions off the next word.
 _ELISION = {
     "fr": r"(?i)^((?:qu|jusqu|lorsqu|puisqu|quoiqu|presqu|[cdjlmnst])['’])(\w.*)$",
@@ -98,7 +98,9 @@ def _kiwi() -> Callable[[str], list[str]]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        kiwi = Kiwi(model_type="sbg")
+        # the skip-bigram model, datatrove's: every word equal on the UDHR, where the default (knlm) model, 2.4x
+        # cheaper, agrees on 0.996 (benchmarks/segmenters.py); one thread, as the rest of a worker
+        kiwi = Kiwi(model_type="sbg", num_workers=1)
     # A morpheme's span in the text, as datatrove takes it (a contracted ending such as 날 = 나 + ㄹ covers the
     # same characters twice).
     return lambda text: [text[t.start:t.end] for t in kiwi.tokenize(text)]
@@ -111,33 +113,6 @@ def _newmm() -> Callable[[str], list[str]]:
     return lambda text: word_tokenize(text, engine="newmm-safe", keep_whitespace=False)
 
 
-def _trivial(marks: str, numbers: bool) -> Callable[[str], list[str]]:
-    """IndicNLP's trivial tokenizer: every ASCII punctuation mark and the script's own marks (danda, ...) a word of
-    its own, then a split at spaces only (a newline inside a line's last and the next line's first word does not
-    separate them), and, for the Brahmic scripts, numbers such as "1 . 5" joined again."""
-    punctuation = re.compile(f"([{re.escape(string.punctuation + marks)}])")
-    spaces, number = re.compile("[ ]+"), re.compile(r"([0-9]+ [,.:/] )+[0-9]+")
-
-    def split(text: str) -> list[str]:
-        s = spaces.sub(" ", punctuation.sub(r" \1 ", text.replace("\t", " "))).strip(" ")
-        if numbers:
-            # (IndicNLP leaves a number at the very start of the text split)
-            s = number.sub(lambda m: m.group(0).replace(" ", "") if m.start() else m.group(0), s)
-        return s.split(" ")
-
-    return split
-
-
-@functools.cache
-def _indic() -> Callable[[str], list[str]]:
-    return _trivial("\u0964\u0965\uAAF1\uAAF0\uABEB\uABEC\uABED\uABEE\uABEF\u1C7E\u1C7F", numbers=True)
-
-
-@functools.cache
-def _urdu() -> Callable[[str], list[str]]:
-    return _trivial("\u0609\u060A\u060C\u061E\u066A\u066B\u066C\u066D\u06D4", numbers=False)
-
-
 @functools.cache
 def _graphemes() -> Callable[[str], list[str]]:
     import regex
@@ -148,8 +123,38 @@ def _graphemes() -> Callable[[str], list[str]]:
     return cluster.findall
 
 
-_LOADERS = {"jieba": _jieba, "sudachi": _sudachi, "kiwi": _kiwi, "newmm": _newmm, "indic": _indic, "urdu": _urdu,
-            "graphemes": _graphemes}
+def _punctuation_split(marks: str) -> Callable[[str], list[str]]:
+    """IndicNLP's trivial tokenizer (datatrove's for these languages): every ASCII punctuation mark and the
+    script's own marks are words of their own, except inside numbers ("1,000", "12:30"); words are separated by
+    spaces only, so, as there, words on either side of a newline stay one word."""
+    import re
+    import string
+
+    mark = re.compile(f"([{re.escape(string.punctuation)}{marks}])")
+    spaces = re.compile(" +")
+    number = re.compile(r"(?:[0-9]+ [,.:/] )+[0-9]+") if marks != _URDU_MARKS else None
+
+    def split(text: str) -> list[str]:
+        s = spaces.sub(" ", mark.sub(r" \1 ", text.replace("\t", " "))).strip(" ")
+        if number is not None:
+            # (IndicNLP leaves a number that starts the text split)
+            s = number.sub(lambda m: m.group(0).replace(" ", "") if m.start() else m.group(0), s)
+        return s.split(" ")
+
+    return split
+
+
+_INDIC_MARKS = "\u0964\u0965\uaaf1\uaaf0\uabeb\uabec\uabed\uabee\uabef\u1c7e\u1c7f"  # dandas and others
+_URDU_MARKS = "\u0609\u060a\u060c\u061e\u066a\u066b\u066c\u066d\u06d4"
+_LOADERS = {"jieba": _jieba, "sudachi": _sudachi, "kiwi": _kiwi, "newmm": _newmm, "graphemes": _graphemes,
+            "indic": functools.cache(lambda: _punctuation_split(_INDIC_MARKS)),
+            "urdu": functools.cache(lambda: _punctuation_split(_URDU_MARKS))}
+
+
+def segmenters_for(languages: Iterable[str] | str) -> str:
+    """The dedicated segmenters a chain that keeps `languages` (or "all") may run, as `warm` takes them."""
+    names = set(DEDICATED.values()) if languages == "all" else {DEDICATED[x] for x in languages if x in DEDICATED}
+    return ",".join(sorted(names - {"indic", "urdu"}))  # (these two load nothing)
 
 
 def warm(segmenters: str) -> None:
@@ -168,7 +173,9 @@ def _byte_chunks(text: str, limit: int) -> list[str]:
     """`text` cut into pieces of at most `limit` UTF-8 bytes, at line ends where there are some."""
     if len(text) * 4 <= limit or len(text.encode()) <= limit:
         return [text]
-    pieces, current, size = [], [], 0
+    pieces: list[str] = []
+    current: list[str] = []
+    size = 0
     for line in text.splitlines(keepends=True):
         n = len(line.encode())
         if size + n > limit and current:
@@ -206,9 +213,15 @@ def _elide(words: pl.Series, pattern: str) -> pl.Series:
 
 def _script_segmenters(texts: pl.Series) -> pl.Series:
     """Per text, the segmenter of its dominant script when that script is written without spaces, else null."""
+    out = pl.Series([None] * len(texts), dtype=pl.String)
+    candidates = texts.str.contains(f"[{_UNSPACED}]").fill_null(False)  # stops at the first: cheap on most texts
+    if not candidates.any():
+        return out
+    if not candidates.all():
+        where = candidates.arg_true()
+        return out.scatter(where, _script_segmenters(texts.gather(where)))
     letters = texts.str.count_matches(r"\p{L}").fill_null(0)
     unspaced = texts.str.count_matches(f"[{_UNSPACED}]").fill_null(0)
-    out = pl.Series([None] * len(texts), dtype=pl.String)
     if not (2 * unspaced > letters).any():
         return out
     for chars, name in reversed(_SCRIPT_SEGMENTERS):  # the first listed wins: applied last
@@ -218,17 +231,21 @@ def _script_segmenters(texts: pl.Series) -> pl.Series:
     return out
 
 
+def _spaced(texts: pl.Series, language: str | None) -> pl.Series:
+    from llm_assets.core.filters.text import spaced_words_column
+
+    return spaced_words_column(texts, clitics=language in (None, "en"))  # English contractions only in English
+
+
 def _put(words: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
     """`words` with the rows at `rows` replaced by `values` (Polars scatters no list column)."""
-    frame = pl.DataFrame({"row": pl.int_range(len(words), eager=True, dtype=rows.dtype), "w": words})
+    frame = pl.DataFrame({"row": pl.Series(range(len(words)), dtype=rows.dtype), "w": words})
     return (pl.concat([frame.filter(~pl.col("row").is_in(rows.implode())), pl.DataFrame({"row": rows, "w": values})])
             .sort("row")["w"].alias(words.name))
 
 
 def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
     """The words of each text in `language` (a language identifier's label), as a List[String] series."""
-    from llm_assets.core.filters.text import spaced_words_column
-
     family = segmenter_of(language)
     if family != "spaced" and family != "script":
         return _dedicated(texts, family).alias(texts.name)
@@ -241,15 +258,14 @@ def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
         for _ in range(2):
             texts = texts.str.replace_all(r"(\p{L})-(\p{L})", f"${{1}}{_HIDDEN_HYPHEN}${{2}}")
     by_script = _script_segmenters(texts) if family == "script" else pl.Series([None] * len(texts), dtype=pl.String)
-    spaced = by_script.is_null()
-    if spaced.all():
-        words = spaced_words_column(texts, clitics=language in (None, "en"))
+    if by_script.is_null().all():
+        words = _spaced(texts, language)
     else:
         words = pl.Series([[]] * len(texts), dtype=pl.List(pl.String))
         for name in by_script.unique().to_list():
             rows = (by_script.is_null() if name is None else by_script == name).fill_null(False).arg_true()
             words = _put(words, rows, _dedicated(texts.gather(rows), name) if name is not None
-                         else spaced_words_column(texts.gather(rows), clitics=language in (None, "en")))
+                         else _spaced(texts.gather(rows), language))
     if language in _ELISION:
         words = _elide(words, _ELISION[language])
     if hidden:
@@ -262,9 +278,10 @@ def words_by_language(texts: pl.Series, languages: pl.Series | None) -> pl.Serie
     frame's order."""
     if languages is None:
         return words_column(texts)
+    languages = languages.cast(pl.String)
     groups = languages.unique(maintain_order=True).to_list()
-    if len(groups) == 1:
-        return words_column(texts, groups[0])
+    if len(groups) <= 1:
+        return words_column(texts, groups[0] if groups else None)
     parts = []
     for language in groups:
         rows = (languages.is_null() if language is None else languages == language).fill_null(False).arg_true()
@@ -275,9 +292,10 @@ def words_by_language(texts: pl.Series, languages: pl.Series | None) -> pl.Serie
 def segmented(texts: pl.Series, languages: pl.Series | None) -> pl.Series:
     """Per text, whether a segmenter splits it (its language is written without spaces, or its dominant script
     is) rather than the pattern: there, whitespace-separated runs are not words."""
-    out = pl.Series([False] * len(texts))
+    out = pl.Series([False] * len(texts), dtype=pl.Boolean)
     if languages is None:
         return out
+    languages = languages.cast(pl.String)
     for language in languages.drop_nulls().unique().to_list():
         rows = (languages == language).fill_null(False)
         if segmenter_of(language) == "script":
@@ -294,7 +312,7 @@ def word_counts(texts: pl.Series, languages: pl.Series | None = None) -> pl.Seri
     (`segmented`), where they are the segmenter's words that are not only punctuation."""
     counts = texts.str.count_matches(r"\S+").fill_null(0)
     rows = segmented(texts, languages).arg_true()
-    if len(rows) and languages is not None:
+    if len(rows) and languages is not None:  # (not None when a row is segmented: for mypy)
         words = words_by_language(texts.gather(rows), languages.gather(rows))
         counts = counts.scatter(rows, words.list.eval(pl.element().str.contains(_SYMBOL_WORD).not_()).list.sum()
                                 .cast(counts.dtype))
