@@ -33,8 +33,7 @@ from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matche
 from llm_assets.core.units import DropCounter, UnitResult, Warmup, WorkUnit, timed_unit
 from llm_assets.core.versions import digest
 
-STAGE_VERSION = "6"  # 6: each language through its own thresholds and its own word segmentation, `und` for unknown
-# scripts
+STAGE_VERSION = "6"  # 6: each language with its own thresholds and word segmentation; `und` for unknown scripts
 BATCH_ROWS = 1024
 
 ADDED = [
