@@ -142,6 +142,7 @@ def fineweb2(language_script: str, repetition, quality, gopher, df) -> dict[str,
     constants written out, the per-language values taken from our blocks), with `language=language_script` (the
     word tokenizer datatrove assigns to that language): block name -> reason per document. Each document goes
     through the three blocks in turn, so datatrove's own cache of the last words split serves all three."""
+    from datatrove.data import Document
     from datatrove.pipeline.filters import FineWebQualityFilter, GopherQualityFilter, GopherRepetitionFilter
 
     blocks = {
@@ -157,8 +158,6 @@ def fineweb2(language_script: str, repetition, quality, gopher, df) -> dict[str,
             min_avg_word_length=gopher.min_avg_word_length, stop_words=list(gopher.stop_words),
             max_non_alpha_words_ratio=gopher.min_alpha_words_ratio, min_stop_words=2),
     }
-    from datatrove.data import Document
-
     out: dict[str, list[str | None]] = {name: [] for name in blocks}
     for text in df["text"]:
         for name, block in blocks.items():
