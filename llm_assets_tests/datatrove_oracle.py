@@ -135,3 +135,57 @@ def c4_badwords(cfg, df, words_path):
         return [None if r is None else "badwords" for r in _run(block, df)]
     finally:
         c4.cached_asset_path_or_download = original
+
+
+def fineweb2(language_script: str, repetition, quality, gopher, df) -> dict[str, list[str | None]]:
+    """datatrove's three FineWeb-2 blocks for one language, constructed as `fineweb-2-pipeline.py` does (its
+    constants written out, the per-language values taken from our blocks), with `language=language_script` (the
+    word tokenizer datatrove assigns to that language): block name -> reason per document. Each document goes
+    through the three blocks in turn, so datatrove's own cache of the last words split serves all three."""
+    from datatrove.data import Document
+    from datatrove.pipeline.filters import FineWebQualityFilter, GopherQualityFilter, GopherRepetitionFilter
+
+    blocks = {
+        "gopher_repetition": GopherRepetitionFilter(
+            language=language_script, dup_para_frac=0, dup_line_char_frac=0, dup_para_char_frac=0,
+            dup_line_frac=repetition.dup_line_frac, top_n_grams=[list(t) for t in repetition.top_n_grams],
+            dup_n_grams=[list(t) for t in repetition.dup_n_grams]),
+        "fineweb_quality": FineWebQualityFilter(
+            language=language_script, short_line_thr=999, char_duplicates_ratio=0.1,
+            line_punct_thr=quality.line_punct_thr, new_line_ratio=quality.new_line_ratio),
+        "gopher_quality": GopherQualityFilter(
+            language=language_script, max_avg_word_length=gopher.max_avg_word_length,
+            min_avg_word_length=gopher.min_avg_word_length, stop_words=list(gopher.stop_words),
+            max_non_alpha_words_ratio=gopher.min_alpha_words_ratio, min_stop_words=2),
+    }
+    out: dict[str, list[str | None]] = {name: [] for name in blocks}
+    for text in df["text"]:
+        for name, block in blocks.items():
+            result = block.filter(Document(text=text, id="x"))
+            out[name].append(None if result is True else result[1])
+    return out
+
+
+def language_labels(df) -> list[tuple[str, float]]:
+    """datatrove's lid.176 label and score per document (`LanguageFilter(label_only=True)`, as FineWeb-2 labels
+    before it keeps a language above its own `language_score`)."""
+    from datatrove.data import Document
+    from datatrove.pipeline.filters import LanguageFilter
+
+    import datatrove.pipeline.base as base
+
+    from llm_assets.core.filters.language import language_model
+
+    check = base.check_required_dependencies
+    base.check_required_dependencies = lambda name, deps: check(name, [d for d in deps if d[0:1] != ("fasttext",)])
+    try:
+        block = LanguageFilter(label_only=True)
+    finally:
+        base.check_required_dependencies = check
+    block.model._model = language_model()
+    out = []
+    for text in df["text"]:
+        doc = Document(text=text, id="x")
+        block.filter(doc)
+        out.append((doc.metadata["language"], doc.metadata["language_score"]))
+    return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from typing import Callable, Iterable
 
 import polars as pl
@@ -38,6 +39,15 @@ _ELISION = {
     "it": r"(?i)^(\w+['’])(\w.*)$",
     "ca": r"(?i)^((?:[dlmnst])['’])(\w.*)$",
 }
+# Languages whose spaCy tokenizer takes a word's final periods off one at a time ("tak..." -> "tak", ".", ".", "."),
+# where the others keep an ellipsis whole.
+_FINAL_PERIODS = {"pl"}
+_PERIODS_AFTER_WORD = re.compile(r"(?<=[^\s.])\.{2,}(?=[)\]\"'»”]*(?:\s|$))")
+# Languages whose spaCy tokenizer keeps a hyphen between letters inside the word ("Kategorie-Übersicht",
+# "niet-zelfbesturend"), where the others split it off as English does. The pattern splits there, so such a hyphen
+# is hidden behind a private-use character while the text is split, and put back in the words.
+_JOINED_HYPHENS = {"de", "nl", "sv", "es", "pt", "el"}
+_HIDDEN_HYPHEN = "\ue000"
 _UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
 # A dominant script without spaces and what splits it; the first that holds more than half a text's letters wins
 # (kana with Han: Japanese writes both, so any kana sends a Han text to Sudachi).
@@ -239,6 +249,14 @@ def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
     family = segmenter_of(language)
     if family != "spaced" and family != "script":
         return _dedicated(texts, family).alias(texts.name)
+    if language in _FINAL_PERIODS and texts.str.contains("..", literal=True).any():
+        periods = [t if t is None else _PERIODS_AFTER_WORD.sub(lambda m: f" {' '.join(m.group(0))} ", t)
+                   for t in texts.to_list()]
+        texts = pl.Series(texts.name, periods, pl.String)
+    hidden = language in _JOINED_HYPHENS and texts.str.contains(r"\p{L}-\p{L}").any()
+    if hidden:  # twice: "a-b-c" overlaps
+        for _ in range(2):
+            texts = texts.str.replace_all(r"(\p{L})-(\p{L})", f"${{1}}{_HIDDEN_HYPHEN}${{2}}")
     by_script = _script_segmenters(texts) if family == "script" else pl.Series([None] * len(texts), dtype=pl.String)
     if by_script.is_null().all():
         words = _spaced(texts, language)
@@ -250,6 +268,8 @@ def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
                          else _spaced(texts.gather(rows), language))
     if language in _ELISION:
         words = _elide(words, _ELISION[language])
+    if hidden:
+        words = words.list.eval(pl.element().str.replace_all(_HIDDEN_HYPHEN, "-", literal=True))
     return words.alias(texts.name)
 
 
