@@ -177,11 +177,14 @@ def test_language_filter_on_an_empty_frame():
 
 
 
-def test_multilingual_mode_keeps_every_language_with_its_label():
+def test_all_languages_keeps_every_language_with_its_label():
+    """`languages: all` keeps every language at its own threshold; `multilingual: true` is its earlier spelling."""
     src = pl.DataFrame({"text": [ENGLISH, FRENCH, GERMAN, "zzzz qqqq"]})
-    df, r = LanguageFilter(multilingual=True).apply(src)
+    df, r = LanguageFilter(languages="all").apply(src)
     assert df["language"].to_list()[:3] == ["en", "fr", "de"]
     assert r.to_list()[:3] == [None, None, None]
+    assert LanguageFilter(multilingual=True) == LanguageFilter(languages="all")
+    assert LanguageFilter(multilingual=False) == LanguageFilter()
 
 
 # Gopher quality
@@ -339,13 +342,13 @@ def test_c4_and_fineweb_details():
 
 def test_language_details_name_the_language_or_the_score():
     assert details(LanguageFilter(), [ENGLISH, FRENCH]) == [None, {"measured": "fr", "threshold": "language not en"}]
-    # below one half every label is scored: the best score of a wanted language is the measure
-    german = details(LanguageFilter(languages=("en", "fr"), threshold=0.5), [GERMAN])[0]
-    assert german["threshold"] == "score of en/fr < 0.5" and german["measured"] < 0.5
+    # only the top label counts (FineWeb-2's rule), whatever the threshold
+    german = details(LanguageFilter(languages=("en", "fr"), threshold=0.3), [GERMAN])[0]
+    assert german == {"measured": "de", "threshold": "language not en/fr"}
     score = LanguageFilter().apply(pl.DataFrame({"text": [ENGLISH]}))[0]["language_score"][0]
     strict = details(LanguageFilter(threshold=1.0), [ENGLISH])[0]
-    assert strict == {"measured": pytest.approx(score, rel=1e-3), "threshold": "score of en < 1"}
-    assert details(LanguageFilter(multilingual=True, threshold=1.0), [ENGLISH])[0]["threshold"] == "language_score < 1"
+    assert strict == {"measured": pytest.approx(score, rel=1e-3), "threshold": "language_score < 1"}
+    assert details(LanguageFilter(languages="all", threshold=1.0), [ENGLISH])[0]["threshold"] == "language_score < 1"
 
 
 def test_url_and_word_list_details_name_what_matched():
@@ -410,7 +413,7 @@ def test_chain_on_the_real_documents():
     from llm_assets_tests.corpus import shared_documents
 
     docs = shared_documents().with_columns(domain=pl.lit(""))
-    kept, rejected = filter_batch(docs, FilteredSettings())
+    kept, rejected = filter_batch(docs, FilteredSettings.default_with(language={"languages": ("en",)}))  # FineWeb's
     assert kept.height + rejected.height == docs.height
     assert 20 <= kept.height < docs.height
     assert (kept["language"] == "en").all() and (kept["language_score"] >= 0.65).all()

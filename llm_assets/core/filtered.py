@@ -8,24 +8,29 @@ filter rule, the value the block measured and the threshold it failed, `{"measur
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import cast
+from typing import Any, Literal, cast
 
 import polars as pl
 import pyarrow as pa
-from pydantic import model_validator
+from pydantic import PrivateAttr, ValidationError, model_validator
 
 from llm_assets.core import documents, quality_model
 from llm_assets.core.config import Section
 from llm_assets.core.decontamination import EvalSetSettings, eval_index
 from llm_assets.core.filters import DEFAULT_CHAIN, Block, ChainBlock, Decontaminate, QualityModelFilter, apply_filters
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
+from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
 from llm_assets.core.gates import LANGUAGE_COUNT
+from llm_assets.core.languages import language_table
 from llm_assets.core.lake import Lake, ReadCount
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
 from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
+from llm_assets.core.versions import digest
 
 STAGE_VERSION = "5"  # 5: decontamination also matches the text as extracted (`contamination.text` says which)
 BATCH_ROWS = 1024
@@ -52,9 +57,16 @@ TAKEDOWN_COUNT = "takedown:"  # a unit's counts: documents removed per request t
 class FilteredSettings(Section):
     """The filter chain: blocks in the order they run, each named by `block` with its thresholds (the published
     defaults where omitted). A deployment may reorder, repeat or drop blocks; `enabled: false` keeps a block listed
-    but skips it. Unknown blocks and keys are errors."""
+    but skips it. Unknown blocks and keys are errors.
+
+    Per language, the blocks from `language` on take their values from the chain, then from the language's row of
+    the language table (`fineweb2`: FineWeb-2's thresholds for that language; `none`: the chain's for every
+    language), then from `overrides` ({language: {"block.field": value}}): `chain_for`."""
 
     chain: tuple[ChainBlock, ...] = DEFAULT_CHAIN
+    language_table: Literal["fineweb2", "none"] = "fineweb2"
+    overrides: dict[str, dict[str, Any]] = {}
+    _chains: dict[str, list[Block]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _decontaminate_last(self) -> FilteredSettings:
@@ -63,6 +75,36 @@ class FilteredSettings(Section):
             raise ValueError("decontaminate must be the last enabled block of filtered.chain: it checks the documents "
                              "the curated data holds, so a new eval set rebuilds only the partitions it changes")
         return self
+
+    @model_validator(mode="after")
+    def _overrides_valid(self) -> FilteredSettings:
+        per_language = self._per_language()
+        for language, keys in self.overrides.items():
+            if language not in language_table():
+                raise ValueError(f"filtered.overrides: unknown language {language!r} (not a lid.176 label)")
+            for key in keys:
+                block, _, field = key.partition(".")
+                if block not in per_language:
+                    where = ("is not in the chain" if self.block(block) is None else
+                             "runs before the language block, on documents of every language")
+                    raise ValueError(f"filtered.overrides.{language}: block {block!r} of {key!r} {where}")
+                if field in ("", "block") or field not in type(self._named(block)).model_fields:
+                    raise ValueError(f"filtered.overrides.{language}: {block} has no field {field!r} ({key!r})")
+            try:
+                self.chain_for(language)
+            except ValidationError as e:
+                raise ValueError(f"filtered.overrides.{language}: {e}") from e
+        return self
+
+    def _named(self, name: str) -> Block:
+        block = self.block(name)
+        assert block is not None
+        return block
+
+    def _per_language(self) -> set[str]:
+        """The names of the blocks that run per language: the language block and those after it."""
+        names = [b.name for b in self.chain]
+        return set(names[names.index("language"):]) if "language" in names else set()
 
     @classmethod
     def default_with(cls, **blocks: Block | dict) -> FilteredSettings:
@@ -84,6 +126,81 @@ class FilteredSettings(Section):
     def replaced(self, name: str, block: Block) -> FilteredSettings:
         """These settings with every block of that kind replaced."""
         return self.model_copy(update={"chain": tuple(block if b.name == name else b for b in self.chain)})
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> FilteredSettings:
+        copy = super().model_copy(update=update, deep=deep)
+        copy._chains = {}  # the chains of the copy's own values
+        return copy
+
+    def chain_for(self, language: str) -> list[Block]:
+        """The enabled blocks a document in `language` (a lid.176 label, or `und`) goes through, with the values
+        that apply to it: the chain's, replaced by the table's row, replaced by the overrides. The language block's
+        `threshold` comes out resolved: the chain's when it sets one, else the table's, else 0.65."""
+        chain = self._chains.get(language)
+        if chain is None:
+            chain = self._chains[language] = [b for b in self._resolved(language) if b.enabled]
+        return chain
+
+    def _updates(self, language: str) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """(the table row's values, the overrides) for the language, by block name."""
+        row = language_table().get(language) if self.language_table == "fineweb2" else None
+        table = {block: dict(fields) for block, fields in row.overrides.items()} if row else {}
+        mine: dict[str, dict[str, Any]] = {}
+        for key, value in self.overrides.get(language, {}).items():
+            block, _, field = key.partition(".")
+            mine.setdefault(block, {})[field] = value
+        language_block = self.block("language")
+        if isinstance(language_block, LanguageFilter) and language_block.threshold is not None:
+            table.get("language", {}).pop("threshold", None)  # the chain's threshold is every language's
+        return table, mine
+
+    def _resolved(self, language: str) -> list[Block]:
+        table, mine = self._updates(language)
+        per_language = self._per_language()
+        out: list[Block] = []
+        for b in self.chain:
+            if b.name in per_language:
+                update = {**table.get(b.name, {}), **mine.get(b.name, {})}
+                if isinstance(b, LanguageFilter) and b.threshold is None and update.get("threshold") is None:
+                    update["threshold"] = DEFAULT_THRESHOLD
+                if update:
+                    b = type(b).model_validate({**b.model_dump(), **update})
+            out.append(b)
+        return out
+
+    def keeps(self, language: str) -> bool:
+        """Whether the language block keeps documents in that language (at their threshold); True without one."""
+        block = self.block("language")
+        return not isinstance(block, LanguageFilter) or not block.enabled or block.keeps(language)
+
+    def applied_thresholds(self, language: str) -> dict[str, dict[str, Any]]:
+        """What `why`, `trace` and `show` print: per enabled block (by name), its values for a document in that
+        language (JSON values)."""
+        return {b.name: b.model_dump(mode="json", exclude={"block", "enabled"}) for b in self.chain_for(language)}
+
+    def threshold_sources(self, language: str) -> dict[str, dict[str, str]]:
+        """Per block, the fields whose value for that language is not the chain's: "fineweb2" (the table's row) or
+        "override" (the settings')."""
+        table, mine = self._updates(language)
+        out: dict[str, dict[str, str]] = {}
+        for source, updates in (("fineweb2", table), ("override", mine)):
+            for block, fields in updates.items():
+                out.setdefault(block, {}).update(dict.fromkeys(fields, source))
+        return out
+
+    def fingerprint(self) -> str:
+        """The chain, without what applies per language (the table, the overrides, the language block's keep list
+        and threshold): `language_fingerprint` hashes those for each language a partition holds."""
+        chain = [b.model_dump(mode="json", exclude={"languages", "threshold"} if b.name == "language" else None)
+                 for b in self.chain]
+        return digest(json.dumps(chain, sort_keys=True))
+
+    def language_fingerprint(self, language: str) -> str:
+        """A hash of how documents in that language are filtered: kept or not, and every value of the blocks they
+        go through."""
+        chain = [b.model_dump(mode="json", exclude={"languages"} if b.name == "language" else None)
+                 for b in self.chain_for(language)]
+        return digest(json.dumps({"keeps": self.keeps(language), "chain": chain}, sort_keys=True))
 
 
 def _index(chain, name: str) -> int:

@@ -88,10 +88,11 @@ class GopherRepetition(Block):
 
     name = "gopher_repetition"
     block: Literal["gopher_repetition"] = "gopher_repetition"  # how the chain names it
-    dup_line_frac: float = 0.3
-    dup_para_frac: float = 0.3
-    dup_line_char_frac: float = 0.2
-    dup_para_char_frac: float = 0.2
+    # None: the rule is off (FineWeb-2 turns the paragraph rules and dup_line_char_frac off)
+    dup_line_frac: float | None = 0.3
+    dup_para_frac: float | None = 0.3
+    dup_line_char_frac: float | None = 0.2
+    dup_para_char_frac: float | None = 0.2
     top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.2), (3, 0.18), (4, 0.16))
     dup_n_grams: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
 
@@ -105,13 +106,11 @@ class GopherRepetition(Block):
             "dup_para_frac": paragraphs[0] / paragraphs[2], "dup_para_char_frac": paragraphs[1] / chars,
             "dup_line_frac": lines[0] / lines[2], "dup_line_char_frac": lines[1] / chars,
         })
-        rules = [
-            drop_if(pl.col("chars"), "==", 0, "empty"),
-            drop_if(pl.col("dup_para_frac"), ">", self.dup_para_frac, "dup_para_frac"),
-            drop_if(pl.col("dup_para_char_frac"), ">", self.dup_para_char_frac, "dup_para_char_frac"),
-            drop_if(pl.col("dup_line_frac"), ">", self.dup_line_frac, "dup_line_frac"),
-            drop_if(pl.col("dup_line_char_frac"), ">", self.dup_line_char_frac, "dup_line_char_frac"),
-        ]
+        rules = [drop_if(pl.col("chars"), "==", 0, "empty")]
+        rules += [drop_if(pl.col(name), ">", limit, name) for name, limit in (
+            ("dup_para_frac", self.dup_para_frac), ("dup_para_char_frac", self.dup_para_char_frac),
+            ("dup_line_frac", self.dup_line_frac), ("dup_line_char_frac", self.dup_line_char_frac),
+        ) if limit is not None]
         early = reasons_of(stats, first_reason(*rules))
         # n-grams only for the documents still in
         todo = np.flatnonzero(early.is_null().to_numpy())

@@ -1,16 +1,23 @@
-"""Language identification with fastText's lid.176 (Joulin et al. 2016), as FineWeb does: English with a score of at
-least 0.65 by default; a multilingual mode keeps every language, labelled."""
+"""Language identification with fastText's lid.176 (Joulin et al. 2016), as FineWeb does, with FineWeb-2's rule per
+language: a document is kept when its top label is a kept language and scores at least that language's threshold."""
 
 from __future__ import annotations
 
 import importlib.resources
+from collections.abc import Callable
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
-from llm_assets.core.filters.base import Block, Rule, details_of, number, verdict
+from llm_assets.core.filters.base import Block, Rule, details_of, number
+from llm_assets.core.languages import UNKNOWN, language_table
+from llm_assets.core.languages.scripts import unknown_scripts
+
+DEFAULT_THRESHOLD = 0.65  # FineWeb's, for English; and for a language FineWeb-2 has no config for
+# the default chain's keep list: the languages of most web text that FineWeb-2 has thresholds for, and English
+DEFAULT_LANGUAGES = ("en", "de", "fr", "es", "it", "nl", "pt", "ru", "zh", "ja")
 
 
 @cache
@@ -22,39 +29,91 @@ def language_model():
     return fasttext.load_model(str(path))
 
 
+def table_threshold(language: str) -> float | None:
+    """FineWeb-2's minimum score for the language (its `language_score`), None where it has no config."""
+    row = language_table().get(language)
+    return row.overrides.get("language", {}).get("threshold") if row else None
+
+
 class LanguageFilter(Block):
     """Adds `language` (the top lid.176 label) and `language_score` to every document, kept or not. Keeps a document
-    when one of `languages` scores at least `threshold`; with `multilingual`, when its top language does, whatever
-    it is. Reason: `language`."""
+    when its language is one of `languages` (or any, with `all`) and scores at least the language's threshold:
+    `threshold` for every language, or, when null, each language's own (FineWeb-2's `language_score`;
+    0.65, FineWeb's, for a language it has no config for). A document whose letters are mostly in a script no
+    lid.176 language is written in is `und` (no score), not guessed. Reasons: unknown_script, language."""
 
     name = "language"
     block: Literal["language"] = "language"  # how the chain names it
-    languages: tuple[str, ...] = ("en",)
-    threshold: float = Field(default=0.65, ge=0.0, le=1.0)
-    multilingual: bool = False
+    languages: tuple[str, ...] | Literal["all"] = ("en",)
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _multilingual(cls, data: Any) -> Any:
+        """`multilingual: true`, the earlier spelling of `languages: all`."""
+        if isinstance(data, dict) and "multilingual" in data:
+            data = dict(data)
+            if data.pop("multilingual"):
+                data["languages"] = "all"
+        return data
+
+    @field_validator("languages")
+    @classmethod
+    def _known(cls, languages: tuple[str, ...] | str) -> tuple[str, ...] | str:
+        unknown = [lang for lang in languages if lang not in language_table()] if languages != "all" else []
+        if unknown:
+            raise ValueError(f"unknown language {', '.join(map(repr, unknown))}: not a lid.176 label "
+                             "(`llm_assets/core/languages/fineweb2.json` lists them)")
+        return languages
+
+    def keeps(self, language: str) -> bool:
+        return self.languages == "all" or language in self.languages
+
+    def threshold_for(self, language: str) -> float:
+        """The minimum score of a document in that language, with no settings' overrides."""
+        if self.threshold is not None:
+            return self.threshold
+        table = table_threshold(language)
+        return DEFAULT_THRESHOLD if table is None else table
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-        # fastText refuses newlines. Above one half only the top label can reach the threshold, so one label is
-        # enough; below, a keep-list language that is not on top may still pass, so all scores are needed.
-        k = 1 if self.threshold > 0.5 or self.multilingual else -1
-        labels, scores = language_model().predict(df["text"].str.replace_all("\n", " ", literal=True).to_list(), k=k)
-        top = pl.Series("language", [lab[0].removeprefix("__label__") if len(lab) else "" for lab in labels],
-                        pl.String)
-        top_score = pl.Series("language_score", [float(s[0]) if len(s) else 0.0 for s in scores], pl.Float32)
-        df = df.with_columns(top, top_score)
-        if self.multilingual:
-            reasons, detail = verdict(df, Rule(~(pl.col("language_score") >= self.threshold), "language",
-                                               pl.col("language_score"), f"language_score < {number(self.threshold)}"))
-            return df.with_columns(detail), reasons
-        wanted = {f"__label__{lang}" for lang in self.languages}
-        # the best score of a wanted language, compared as fastText gives it (float32), as the reference does
-        best = [max((s for lab, s in zip(labs, ss) if lab in wanted), default=None) for labs, ss in zip(labels, scores)]
-        reasons = pl.Series("reason", [None if b is not None and b >= self.threshold else "language" for b in best],
-                            pl.String)
-        stats = pl.DataFrame({"language": top, "score": pl.Series(best, dtype=pl.Float32)})
-        listed = "/".join(self.languages)
-        rules = [Rule(pl.lit(True), "language", pl.col("score"), f"score of {listed} < {number(self.threshold)}")]
-        if k == 1:  # only the top label is known: another language on top is the measure
-            rules.insert(0, Rule(~pl.col("language").is_in(list(self.languages)), "language", pl.col("language"),
-                                 f"language not {listed}"))
+        return self.judge(df, self.threshold_for)
+
+    def judge(self, df: pl.DataFrame, threshold_of: Callable[[str], float]) -> tuple[pl.DataFrame, pl.Series]:
+        """`apply`, with the threshold of each language from `threshold_of` (the settings' resolution)."""
+        script = unknown_scripts(df["text"])
+        known = script.is_null()
+        # fastText refuses newlines; only the top label matters
+        texts = df["text"].filter(known).str.replace_all("\n", " ", literal=True).to_list()
+        labels, scores = language_model().predict(texts, k=1) if texts else ([], [])
+        found = iter(zip(labels, scores))
+        languages: list[str] = []
+        values: list[float | None] = []
+        for is_known in known.to_list():
+            if not is_known:
+                languages.append(UNKNOWN)
+                values.append(None)
+                continue
+            lab, s = next(found)
+            languages.append(lab[0].removeprefix("__label__") if len(lab) else "")
+            values.append(float(s[0]) if len(s) else 0.0)
+        limits = {lang: threshold_of(lang) for lang in set(languages)}
+        # compared as fastText gives the score (before the float32 column), as the reference does
+        reasons = pl.Series("reason", [
+            "unknown_script" if lang == UNKNOWN else
+            None if self.keeps(lang) and s is not None and s >= limits[lang] else "language"
+            for lang, s in zip(languages, values)
+        ], pl.String)
+        df = df.with_columns(pl.Series("language", languages, pl.String),
+                             pl.Series("language_score", values, pl.Float32))
+        stats = pl.DataFrame({"language": languages, "score": pl.Series(values, dtype=pl.Float64), "script": script,
+                              "limit": [limits[lang] for lang in languages]})
+        score = pl.col("score").alias("language_score")
+        rules = [Rule(pl.col("script").is_not_null(), "unknown_script", pl.col("script"),
+                      "a script lid.176 knows")]
+        if self.languages != "all":
+            rules.append(Rule(~pl.col("language").is_in(list(self.languages)), "language", pl.col("language"),
+                              f"language not {'/'.join(self.languages)}"))
+        rules += [Rule((pl.col("limit") == limit) & ~(pl.col("score") >= limit), "language", score,
+                       f"language_score < {number(limit)}") for limit in sorted(set(limits.values()))]
         return df.with_columns(details_of(stats, reasons, *rules)), reasons
