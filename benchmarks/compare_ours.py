@@ -139,7 +139,8 @@ def chain(shared_only: bool) -> list:
     from llm_assets.core.filters import language_model
     from llm_assets.settings import FilteredSettings
 
-    blocks = FilteredSettings().blocks()
+    # FineWeb's chain, English only, as the datatrove blocks it is compared with run it
+    blocks = FilteredSettings.default_with(language={"languages": ("en",)}).blocks()
     if shared_only:
         blocks = [b for b in blocks if b.name in SHARED_RULES]
     language_model()  # fastText lid.176, loaded once per process

@@ -378,6 +378,7 @@ class _TimedFilter:
     def __init__(self, f, seconds: dict[str, float]):
         self.f, self.seconds = f, seconds
         self.name, self.enabled, self.rewrites_text = f.name, f.enabled, f.rewrites_text
+        self.reads_extracted_text = f.reads_extracted_text
 
     def apply(self, df):
         t0 = time.perf_counter()
@@ -424,13 +425,15 @@ def stage_filter(workdir: Path) -> dict:
     text_bytes = int(sum(b["text"].str.len_bytes().sum() for b in batches))
     rss_before = maxrss_bytes()
     with Meter() as load:
-        filters = FilteredSettings().blocks()
+        # FineWeb's chain keeping English, as datatrove's blocks below run it
+        settings = FilteredSettings.default_with(language={"languages": ("en",)})
+        filters = settings.blocks()
         language_model()  # fastText lid.176 load, cached for the process
     kept_parts, dropped_parts, passes = [], [], []
     while not _enough(passes):
         with Meter() as m:
             for df in batches:
-                kept, dropped = apply_filters(df, filters)
+                kept, dropped = apply_filters(df, filters, settings.chain_for)  # as the stage runs it
                 if not passes:  # the first pass also produces the outputs
                     kept_parts.append(kept)
                     dropped_parts.append(dropped)
@@ -454,7 +457,7 @@ def stage_filter(workdir: Path) -> dict:
         "text_bytes": text_bytes, "batch_rows": filtered.BATCH_ROWS, **_summarise_passes(passes),
         "load_seconds": load.wall,
         "per_filter_seconds": {k: statistics.median(p.get(k, 0.0) for p in per_filter) for k in per_filter[0]},
-        "datatrove_seconds": _datatrove_seconds(batches, FilteredSettings()),
+        "datatrove_seconds": _datatrove_seconds(batches, settings),
         "polars_threads": pl.thread_pool_size(), "rss_before_bytes": rss_before, "peak_rss_bytes": peak,
     }
 

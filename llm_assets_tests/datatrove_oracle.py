@@ -86,12 +86,22 @@ def language(cfg, df):
     # Its dependency check wants the distribution "fasttext-numpy2-wheel"; ours is "fasttext-numpy2", same module.
     check = base.check_required_dependencies
     base.check_required_dependencies = lambda name, deps: check(name, [d for d in deps if d[0:1] != ("fasttext",)])
+    if cfg.languages == "all" and cfg.threshold is None:
+        raise NotImplementedError("datatrove's block has one threshold for every language")
+    # datatrove's block has one threshold: one block per threshold of the listed languages, a document kept by any
+    by_threshold: dict[float, list[str]] = {}
+    for lang in ([] if cfg.languages == "all" else cfg.languages):
+        by_threshold.setdefault(cfg.threshold_for(lang), []).append(lang)
     try:
-        block = LanguageFilter(languages=list(cfg.languages), language_threshold=cfg.threshold)
+        blocks = [LanguageFilter(languages=langs, language_threshold=t) for t, langs in by_threshold.items()] or [
+            LanguageFilter(languages=None, language_threshold=cfg.threshold)]
     finally:
         base.check_required_dependencies = check
-    block.model._model = language_model()  # the same lid.176 (the .ftz build), no download
-    return [None if r is None else "language" for r in _run(block, df)]
+    verdicts = []
+    for block in blocks:
+        block.model._model = language_model()  # the same lid.176 (the .ftz build), no download
+        verdicts.append(_run(block, df))
+    return [None if any(v[i] is None for v in verdicts) else "language" for i in range(df.height)]
 
 
 def url(cfg, df):

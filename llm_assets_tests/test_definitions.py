@@ -78,12 +78,15 @@ def test_asset_specs_snapshot():
 
 
 def test_code_version_follows_settings():
-    from llm_assets.core.filters import LanguageFilter
+    """A threshold of the chain changes the filtered stage's code version (what applies per language does not: see
+    test_languages)."""
+    from llm_assets.core.filters import GopherQuality
     from llm_assets.pipeline import code_versions
     from llm_assets.settings import FilteredSettings, Settings
 
     default = code_versions(Settings())
-    stricter = code_versions(Settings(filtered=FilteredSettings.default_with(language=LanguageFilter(threshold=0.8))))
+    stricter = code_versions(Settings(filtered=FilteredSettings.default_with(
+        gopher_quality=GopherQuality(min_doc_words=80))))
     *blocks, last = FilteredSettings().chain  # decontaminate stays last
     reordered = code_versions(Settings(filtered=FilteredSettings(chain=(*reversed(blocks), last))))
     assert default == code_versions(Settings())

@@ -4,6 +4,7 @@ import pickle
 
 import pytest
 
+from llm_assets.core.filters import DEFAULT_LANGUAGES
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.settings import DEFAULT_SETTINGS, Settings
 
@@ -11,7 +12,7 @@ from llm_assets.settings import DEFAULT_SETTINGS, Settings
 def test_default_settings_file_is_valid():
     s = Settings.from_file(DEFAULT_SETTINGS)
     language = s.filtered.block("language")
-    assert language.languages == ("en",) and language.threshold == 0.65
+    assert language.languages == DEFAULT_LANGUAGES and language.threshold is None  # each language's own
     assert s.filtered == type(s.filtered)()  # the file lists the published defaults, nothing else
     assert s.quality_classifier == type(s.quality_classifier)()
     assert s.dedup == type(s.dedup)() and s.release == type(s.release)()

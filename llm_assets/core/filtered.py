@@ -226,7 +226,7 @@ def filter_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[
     """-> (kept, rejected) for one batch of documents, both in the stage's schemas: the documents the takedown
     requests name are removed first, then the chain runs on the rest."""
     df, removed = remove_takedowns(df, takedowns)
-    kept, rejected = apply_filters(df, settings.blocks())
+    kept, rejected = apply_filters(df, settings.blocks(), settings.chain_for)
     kept = kept.with_columns(n_words=pl.col("text").str.count_matches(r"\S+"))
     rejected = pl.concat([conform(removed, REJECTED_SCHEMA), conform(rejected, REJECTED_SCHEMA)])
     return conform(kept, SCHEMA), rejected

@@ -11,7 +11,8 @@ A block never loops over rows in Python where a Polars expression will do.
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict
@@ -115,28 +116,83 @@ def details_of(stats: pl.DataFrame, reasons: pl.Series, *rules: Rule) -> pl.Seri
     return out.scatter(dropped.arg_true(), detail)
 
 
-def apply_filters(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def apply_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[str], list[Block]] | None = None
+                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Run the enabled blocks in order, each on what the previous ones kept.
+
+    With `chain_for` (language -> its blocks, `FilteredSettings.chain_for`), the blocks before the language block
+    run on the whole batch, the language block with each language's threshold, and the blocks after it per group of
+    languages whose blocks are the same, on that group's rows only (they carry `language`); rows come back in their
+    order.
 
     -> (kept, dropped), where dropped carries `filter` (the block's name), `reason` (its code) and `detail` (what the
     block measured and the threshold it failed, or the block's own record, e.g. decontamination's match)."""
-    dropped = []
-    if any(f.enabled and f.reads_extracted_text for f in filters):
-        df = df.with_columns(pl.col("text").alias(EXTRACTED))  # shares the text's buffers: no copy
+    filters = [f for f in filters if f.enabled]
+    at = next((i for i, f in enumerate(filters) if f.name == "language"), None) if chain_for else None
+    if chain_for is None or at is None:
+        if any(f.reads_extracted_text for f in filters):
+            df = df.with_columns(pl.col("text").alias(EXTRACTED))  # shares the text's buffers: no copy
+        df, dropped = _run(df, filters)
+        return _finish(df, dropped)
+    # a language's blocks may read the extracted text where the chain's do not (an override enables one)
+    df = df.with_columns(pl.col("text").alias(EXTRACTED)).with_row_index(ROW)
+    df, dropped = _run(df, filters[:at])
+    language = filters[at]
+
+    def threshold_of(code: str) -> float:
+        block = next(b for b in chain_for(code) if b.name == "language")
+        return cast(Any, block).threshold
+
+    if df.height:
+        df, reason = cast(Any, language).judge(df, threshold_of)
+        df = _dropping(df, language, reason, dropped)
+    groups: list[tuple[list[Block], list[str]]] = []
+    for code in df["language"].unique().sort().to_list() if df.height else []:
+        chain = chain_for(code)
+        rest = chain[next(i for i, b in enumerate(chain) if b.name == "language") + 1:]
+        group = next((g for g in groups if g[0] == rest), None)
+        if group is None:
+            groups.append((rest, [code]))
+        else:
+            group[1].append(code)
+    kept = []
+    for blocks, codes in groups:
+        rows = df if len(groups) == 1 else df.filter(pl.col("language").is_in(codes))
+        rows, out = _run(rows, blocks)
+        kept.append(rows)
+        dropped += out
+    df = pl.concat(kept, how="diagonal_relaxed").sort(ROW) if len(kept) > 1 else kept[0] if kept else df
+    kept_df, dropped_df = _finish(df, dropped)
+    return kept_df.drop(ROW), dropped_df.sort(ROW).drop(ROW)
+
+
+ROW = "_row"  # a row's place in the batch, to put the groups of languages back in order
+
+
+def _run(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
+    dropped: list[pl.DataFrame] = []
     for f in filters:
         if not f.enabled or df.height == 0:
             continue
         df, reason = f.apply(df)
-        if f.rewrites_text:
-            df = df.drop(WORDS, strict=False)
-        if reason.null_count() == df.height:  # nothing dropped: no copy of the frame's columns
-            df = df.drop(DETAIL, strict=False)
-            continue
-        df = df.with_columns(reason.alias("reason"))
-        out = df.filter(pl.col("reason").is_not_null())
-        if out.height:
-            dropped.append(out.drop(WORDS, EXTRACTED, strict=False).with_columns(filter=pl.lit(f.name)))
-        df = df.filter(pl.col("reason").is_null()).drop("reason", DETAIL, strict=False)
+        df = _dropping(df, f, reason, dropped)
+    return df, dropped
+
+
+def _dropping(df: pl.DataFrame, f: Block, reason: pl.Series, dropped: list[pl.DataFrame]) -> pl.DataFrame:
+    """The rows the block keeps; those it drops go to `dropped` with its name."""
+    if f.rewrites_text:
+        df = df.drop(WORDS, strict=False)
+    if reason.null_count() == df.height:  # nothing dropped: no copy of the frame's columns
+        return df.drop(DETAIL, strict=False)
+    df = df.with_columns(reason.alias("reason"))
+    out = df.filter(pl.col("reason").is_not_null())
+    if out.height:
+        dropped.append(out.drop(WORDS, EXTRACTED, strict=False).with_columns(filter=pl.lit(f.name)))
+    return df.filter(pl.col("reason").is_null()).drop("reason", DETAIL, strict=False)
+
+
+def _finish(df: pl.DataFrame, dropped: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
     df = df.drop(WORDS, EXTRACTED, strict=False)
     if dropped:
         return df, pl.concat(dropped, how="diagonal_relaxed")
