@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -110,6 +110,10 @@ bench-enrich: $(VENV)/.synced
 # Masking names: precision and recall on the hand-labelled passages, regular expressions against the NER model.
 bench-pii-names: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.pii_names
+
+# Word segmenters per language against datatrove's tokenizers: agreement, CPU-s per MB and words per CPU-s, one core.
+bench-segmenters: $(VENV)/.synced
+	taskset -c 1 $(BIN)/python -m benchmarks.segmenters
 
 # One URL found in 1,000 parts: through the id indexes, against a scan of every part.
 bench-trace: $(VENV)/.synced

@@ -70,7 +70,7 @@ class DedupSettings(Section):
 
 
 STAGE_VERSION = "1"
-SIGNATURES_VERSION = "2"  # 2: every part with its band index and documents, which the clustering reads
+SIGNATURES_VERSION = "3"  # 3: shingles of the language's words (core/segment) where it is written without spaces
 # 2: a removal's reason names only a rule that is on (no `url` between URL-less documents)
 # 3: LSH candidates are confirmed by their Jaccard estimate (`jaccard_threshold`)
 CLUSTERS_VERSION = "3"

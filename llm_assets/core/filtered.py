@@ -28,17 +28,18 @@ from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
 from llm_assets.core.gates import LANGUAGE_COUNT
 from llm_assets.core.languages import language_table
 from llm_assets.core.lake import Lake, ReadCount
+from llm_assets.core.segment import segmenters_for, word_counts
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
-from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
+from llm_assets.core.units import DropCounter, UnitResult, Warmup, WorkUnit, timed_unit
 from llm_assets.core.versions import digest
 
-STAGE_VERSION = "5"  # 5: decontamination also matches the text as extracted (`contamination.text` says which)
+STAGE_VERSION = "6"  # 6: words split per language (core/segment): word counts, densities and n_words change
 BATCH_ROWS = 1024
 
 ADDED = [
     ("language", pa.string()),
     ("language_score", pa.float32()),
-    ("n_words", pa.int32()),  # whitespace-separated words of the final text
+    ("n_words", pa.int32()),  # words of the final text: whitespace-separated, or a segmenter's (core/segment)
     ("pii", pa.struct([(t, pa.uint32()) for t in PII_TYPES])),
     ("profanity_density", pa.float32()),
     ("domain_density", pa.float32()),
@@ -227,7 +228,8 @@ def filter_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[
     requests name are removed first, then the chain runs on the rest."""
     df, removed = remove_takedowns(df, takedowns)
     kept, rejected = apply_filters(df, settings.blocks(), settings.chain_for)
-    kept = kept.with_columns(n_words=pl.col("text").str.count_matches(r"\S+"))
+    languages = kept["language"] if "language" in kept.columns else None
+    kept = kept.with_columns(n_words=word_counts(kept["text"], languages))
     rejected = pl.concat([conform(removed, REJECTED_SCHEMA), conform(rejected, REJECTED_SCHEMA)])
     return conform(kept, SCHEMA), rejected
 
@@ -285,6 +287,16 @@ class FilterUnit(WorkUnit):  # source: the upstream documents part
     part: str
     rejected_part: str
     takedowns: tuple[TakedownRequest, ...] = ()  # the requests that may name a document of the part
+
+    @property
+    def warmup(self) -> Warmup:
+        """The word segmenters of the languages the chain keeps (Sudachi's and Kiwi's dictionaries: ~1 CPU-s
+        each), loaded once by the pool's fork server rather than by each worker on its first page in them."""
+        block = self.settings.block("language")
+        languages = getattr(block, "languages", ()) if block is not None and block.enabled else ()
+        if getattr(block, "multilingual", False):
+            languages = "all"
+        return Warmup("llm_assets.core.segment:warm", segmenters_for(languages))
 
 
 @timed_unit

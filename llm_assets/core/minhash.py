@@ -9,7 +9,9 @@ Jaccard similarity of their shingle sets, as with k independent permutations, at
 handful of NumPy passes over the batch's shingles, never a Python loop over documents or shingles.
 
 Text is simplified first as FineWeb's deduplication does: lowercase, and words are what punctuation, symbols and
-whitespace separate. A document with fewer words than the n-gram size is one shingle; a
+whitespace separate, or, in languages written without spaces, the words of the language's segmenter (`segment`:
+else a Chinese page would be a handful of sentence-long "words"). A document with fewer words than the n-gram size
+is one shingle; a
 document with no words gets the empty signature (all rows `EMPTY`) and matches no other.
 """
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import regex
+
+from llm_assets.core.segment import segmented, words_by_language
 
 EMPTY = np.uint32(0xFFFFFFFF)
 _SENTINEL = np.uint64(1 << 32)  # above every 32-bit value: a bin no shingle fell into
@@ -36,8 +40,11 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def words(texts: pl.Series) -> pl.Series:
-    """The simplified words of each text: a list column."""
+def words(texts: pl.Series, languages: pl.Series | None = None) -> pl.Series:
+    """The simplified words of each text (in `languages`, lid.176 labels, when given): a list column."""
+    if languages is not None and len(rows := segmented(texts, languages).arg_true()):
+        split = words_by_language(texts.gather(rows), languages.gather(rows)).list.join(" ")
+        texts = texts.scatter(rows, split)
     return texts.str.to_lowercase().str.extract_all(_WORD)
 
 
@@ -85,10 +92,10 @@ class MinHasher:
         self._borrow_rounds = np.ascontiguousarray(borrow.T)  # round t: where each bin looks
         self._band_seeds = _mix(rng.integers(1, 2**63, bands, dtype=np.uint64))
 
-    def signatures(self, texts: pl.Series | list[str]) -> np.ndarray:
+    def signatures(self, texts: pl.Series | list[str], languages: pl.Series | None = None) -> np.ndarray:
         """-> (documents, k) uint32."""
         texts = texts if isinstance(texts, pl.Series) else pl.Series(texts, dtype=pl.String)
-        return self.signatures_of_words(words(texts.fill_null("")))
+        return self.signatures_of_words(words(texts.fill_null(""), languages))
 
     def signatures_of_words(self, words: pl.Series) -> np.ndarray:
         """The same from the texts' words (`words(texts)`), for callers that also need the words."""

@@ -18,7 +18,8 @@ import pyarrow as pa
 from llm_assets.core.minhash import MinHasher, words
 
 BATCH_ROWS = 2048
-SIGNATURE_INPUT = ["doc_id", "source_key", "url", "fetch_time", "text"]  # the columns of `filtered` it reads
+# the columns of `filtered` it reads; the language picks the segmenter of languages written without spaces
+SIGNATURE_INPUT = ["doc_id", "source_key", "url", "fetch_time", "text", "language"]
 PASSED = ["doc_id", "source_key", "url", "fetch_time"]  # copied from the input as they are
 
 
@@ -67,7 +68,9 @@ def signature_table(batch: pa.RecordBatch | pa.Table, hasher: MinHasher) -> pa.T
     the empty text."""
     schema = signature_schema(hasher.bands, hasher.rows)
     text = _series(batch.column("text"))
-    text_words = words(text.fill_null(""))
+    # a frame without a language column: words by spaces and punctuation only
+    languages = _series(batch.column("language")) if "language" in batch.schema.names else None
+    text_words = words(text.fill_null(""), languages)
     sig = hasher.signatures_of_words(text_words)
     columns = [_string(batch.column(name)) for name in PASSED]
     n_chars = text.str.len_chars().cast(pl.Int64).to_arrow()
@@ -81,4 +84,5 @@ def signature_table(batch: pa.RecordBatch | pa.Table, hasher: MinHasher) -> pa.T
 
 def signature_frame(df: pl.DataFrame, hasher: MinHasher) -> pl.DataFrame:
     """The same for a Polars frame (`doc_id`, `source_key`, `url`, `fetch_time`, `text`)."""
-    return cast(pl.DataFrame, pl.from_arrow(signature_table(df.select(SIGNATURE_INPUT).to_arrow(), hasher)))
+    columns = [c for c in SIGNATURE_INPUT if c in df.columns]
+    return cast(pl.DataFrame, pl.from_arrow(signature_table(df.select(columns).to_arrow(), hasher)))

@@ -17,6 +17,7 @@ import polars as pl
 from llm_assets.core.filters.base import Block, Rule, drop_if, first_reason, reasons_of, verdict
 from llm_assets.core.filters.profanity import bad_words
 from llm_assets.core.filters.text import sentence_count
+from llm_assets.core.segment import word_counts
 
 CITATION = r"\[\d*]|\[edit]|\[citation needed]"
 END_PUNCTUATION = r"""[.?!"']$"""
@@ -53,8 +54,9 @@ class C4Quality(Block):
                  .with_row_index("doc").explode("raw").with_row_index("pos")
                  .with_columns(raw.str.strip_chars()))
         # str.splitlines() yields no last empty line after a final newline, split() does; empty lines never count
+        languages = df["language"].gather(lines["doc"]) if "language" in df.columns else None
         lines = lines.with_columns(
-            n_words=raw.str.count_matches(r"\S+"),
+            n_words=word_counts(lines["raw"], languages),
             long_word=raw.str.contains(r"\S{%d}" % (self.max_word_length + 1)) if self.max_word_length != -1
             else pl.lit(False),
             line=raw.str.replace_all(CITATION, "") if self.remove_citations else raw,

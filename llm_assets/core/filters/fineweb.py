@@ -9,7 +9,8 @@ import polars as pl
 
 from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if, number, verdict
 from llm_assets.core.filters.gopher import duplicates
-from llm_assets.core.filters.text import CHUNK, TERMINAL_PUNCTUATION, words_column
+from llm_assets.core.filters.text import CHUNK, TERMINAL_PUNCTUATION
+from llm_assets.core.segment import segmented, words_by_language
 
 
 class FineWebQuality(Block):
@@ -73,7 +74,11 @@ def _word_counts(df: pl.DataFrame, new_line_ratio: float) -> pl.Series:
         return df[WORDS].list.len()
     text = df["text"]
     counts = text.str.count_matches(CHUNK).fill_null(0)
-    todo = (text.str.count_matches("\n", literal=True) > new_line_ratio * counts).fill_null(False).arg_true()
+    todo = (text.str.count_matches("\n", literal=True) > new_line_ratio * counts).fill_null(False)
+    # the bound holds only where words are separated by spaces: a segmenter's rows are always split
+    languages = df["language"] if "language" in df.columns else None
+    todo = (todo | segmented(text, languages)).arg_true()
     if todo.len():
-        counts = counts.scatter(todo, words_column(text.gather(todo)).list.len())
+        counts = counts.scatter(todo, words_by_language(
+            text.gather(todo), None if languages is None else languages.gather(todo)).list.len())
     return counts

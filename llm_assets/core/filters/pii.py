@@ -25,6 +25,7 @@ import polars as pl
 
 from llm_assets.core.ner import entity_spans
 
+from ..segment import word_counts
 from .base import Block, drop_if, verdict
 
 TYPES = ("email", "ip_address", "phone", "credit_card", "iban", "person", "location")
@@ -208,7 +209,7 @@ class PIIMasker(Block):
             return masked_df, pl.Series("reason", [None] * df.height, dtype=pl.String)
         # Density against the words of the original text: "+1 (415) 555-2671" is three words of PII, not one.
         found = pl.sum_horizontal(pl.col("pii").struct.field(k) for k in TYPES).cast(pl.Float64)
-        words = pl.col("text").str.count_matches(r"\S+")
+        words = word_counts(df["text"], df["language"] if "language" in df.columns else None)
         density = (found / words).fill_nan(0).alias("pii_density")
         reasons, detail = verdict(df.with_columns(pii), drop_if(density, ">", self.max_density, "pii_density"))
         return masked_df.with_columns(detail), reasons

@@ -17,6 +17,7 @@ from typing import Literal
 import polars as pl
 from pydantic import PrivateAttr
 
+from ..segment import word_counts
 from .base import Block, drop_if, verdict
 
 BUILTIN = Path(__file__).parent / "assets" / "bad_words_en.txt"
@@ -71,7 +72,8 @@ class ProfanityFilter(Block):
         if self._pattern is None:
             density = pl.lit(0.0)
         else:
-            density = (text.str.count_matches(self._pattern) / text.str.count_matches(r"\S+")).fill_nan(0.0)
+            words = word_counts(df["text"], df["language"] if "language" in df.columns else None)
+            density = (text.str.count_matches(self._pattern) / words).fill_nan(0.0)
         # The threshold is compared in full precision, so a density exactly at max_density is kept.
         reasons, detail = verdict(df, drop_if(density.alias("profanity_density"), ">", self.max_density,
                                               "profanity_density"))

@@ -48,20 +48,21 @@ def _category_class(*categories: str, astral: bool = True) -> str:
 
 
 @functools.cache
-def _word_pattern(astral: bool = True) -> re.Pattern:
+def _word_pattern(astral: bool = True, clitics: bool = True) -> re.Pattern:
     """The word pattern, built on first use: its symbol classes walk every code point (0.3 s), which a process that
     only imports the settings should not pay.
 
     Without `astral`, the symbol classes hold only their characters of the Basic Multilingual Plane: the pattern
     then splits a text without astral characters (emoji, historic scripts) exactly as the full one does, several
-    times faster, since `re` tests the astral ranges of a class one by one on every character."""
+    times faster, since `re` tests the astral ranges of a class one by one on every character. Without `clitics`,
+    English contractions stay whole ("geht's", as spaCy's other languages keep them)."""
     icons = _category_class("So", astral=astral)  # ©, ®, °, emoji: split off wherever they stand
     symbols = _category_class("Sc", astral=astral) + icons  # currency signs split off at the edges only
     # Marks split off the start and end of a whitespace-separated chunk, one at a time. Inside a chunk they stay
     # ("SC(803", "a;b", CJK runs with full-width commas), as in spaCy.
-    edge = (r""",:;!?¿¡()\[\]{}<>_#*&%=§+。？！，、；：～·"“”`‘´’‚„»«「」『』（）〔〕【】《》〈〉"""
+    edge = (r""",:;!?¿¡()\[\]{}<>_#*&%=§+。？！，、；：～·"“”`‘´’‚„»«「」『』（）〔〕【】《》〈〉؟،۔؛٪।"""
             + "'—–" + symbols)
-    clitic = r"(?:n['’]t|['’](?:[sSmMdD]|ll|LL|re|RE|ve|VE))"
+    clitic = r"(?:n['’]t|['’](?:[sSmMdD]|ll|LL|re|RE|ve|VE))" if clitics else r"(?!)"
     letter, alnum = r"[^\W\d_]", r"[^\W_]"
     # Points inside a chunk where it splits: hyphens after a letter or digit and before a letter, hyphens and operators
     # between digits, a period between a lower-case and an upper-case letter, a comma between letters, : < > = /
@@ -70,7 +71,10 @@ def _word_pattern(astral: bool = True) -> re.Pattern:
               rf"|(?<={letter}),(?={letter})|(?<={alnum})[:<>=/](?={letter})|\.\.+|…|[{icons}]")
     # What may end a chunk: an optional clitic, then edge marks, ellipses and final periods. Possessive, so a long run
     # of dots costs linear time, not exponential backtracking.
-    end = rf"(?:{clitic}?(?:[{edge}]|\.\.+|…|(?<=[a-z\d{edge}])\.|(?<=[A-Z]{{2}})\.)*+(?=\s|$))"
+    # A final period splits off after a lower-case or uncased letter (Cyrillic, Arabic, Devanagari too) or a digit,
+    # as spaCy's suffix rule; the period is matched before the look-behind, whose class is long.
+    lower = "a-z" + _category_class("Ll", "Lo", "Mn", "Mc", astral=astral)
+    end = rf"(?:{clitic}?(?:[{edge}]|\.\.+|…|\.(?<=[{lower}\d{edge}]\.)|(?<=[A-Z]{{2}})\.)*+(?=\s|$))"
 
     # Characters that can start an infix or a chunk's end; runs of any other characters are taken in one step.
     special = edge + r".\-/:<>=+*^'’…"
@@ -108,7 +112,15 @@ _WORD_AND_MARK = r"^[A-Za-z0-9]+[,;!?)]$"  # ASCII chunks the pattern splits in 
 _SEPARATOR = "\x00"  # between chunks split in one call; a chunk that holds it is split alone
 
 
-def words_column(texts: pl.Series) -> pl.Series:
+def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
+    """The words of each text in `language` (a language identifier's label; None: English rules), as a List[String]
+    series: the language's segmenter (`segment`) for languages written without spaces, else the pattern above."""
+    from llm_assets.core import segment
+
+    return segment.words_column(texts, language)
+
+
+def spaced_words_column(texts: pl.Series, clitics: bool = True) -> pl.Series:
     """`words` for a whole column, as a List[String] series.
 
     The pattern never looks across whitespace, so a text's words are its whitespace-separated chunks' words in
@@ -118,7 +130,7 @@ def words_column(texts: pl.Series) -> pl.Series:
     chunks = (texts.to_frame("t").with_row_index("doc")
               .select("doc", chunk=pl.col("t").str.extract_all(CHUNK)).explode("chunk").drop_nulls("chunk"))
     distinct = chunks["chunk"].unique(maintain_order=True)
-    owner, flat = _split_distinct(distinct)
+    owner, flat = _split_distinct(distinct, clitics)
     table = pl.DataFrame({"chunk": distinct.gather(owner), "w": flat})
     per_doc = (chunks.join(table, on="chunk", how="inner", maintain_order="left_right")
                .group_by("doc", maintain_order=True).agg(pl.col("w").alias(WORDS)))
@@ -127,7 +139,7 @@ def words_column(texts: pl.Series) -> pl.Series:
             .fill_null(pl.lit([], dtype=pl.List(pl.String))))
 
 
-def _split_distinct(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
+def _split_distinct(chunks: pl.Series, clitics: bool) -> tuple[np.ndarray, pl.Series]:
     """The words of distinct whitespace-free chunks, with the index of the chunk each comes from; a chunk's words
     are consecutive and in order."""
     # one word: no infix, edge mark or clitic can occur in letters and digits (str.isalnum, which for ASCII is
@@ -148,27 +160,34 @@ def _split_distinct(chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
     for with_astral in (False, True):
         rows = np.flatnonzero(~plain & ~marked & (astral == with_astral))
         if len(rows):
-            found, local = _split_joined(chunks.gather(rows).to_list(), with_astral)
+            found, local = _split_joined(chunks.gather(rows).to_list(), with_astral, clitics)
             owners.append(rows[local])
             words.append(found)
     return np.concatenate(owners), pl.concat(words)
 
 
-def _split_joined(chunks: list[str], astral: bool) -> tuple[pl.Series, np.ndarray]:
+def _split_joined(chunks: list[str], astral: bool, clitics: bool) -> tuple[pl.Series, np.ndarray]:
     """The words of the chunks, with the index of the chunk each comes from, from one `findall` over the chunks
     joined by a separator that is a word of its own."""
+    pattern = _word_pattern(astral, clitics)
     if _SEPARATOR in "".join(chunks):
-        parts = [_word_pattern(astral).findall(c) for c in chunks]
+        parts = [pattern.findall(c) for c in chunks]
         return (pl.Series([w for p in parts for w in p], dtype=pl.String),
                 np.repeat(np.arange(len(chunks)), [len(p) for p in parts]))
-    found = pl.Series(_word_pattern(astral).findall(f" {_SEPARATOR} ".join(chunks)), dtype=pl.String)
+    found = pl.Series(pattern.findall(f" {_SEPARATOR} ".join(chunks)), dtype=pl.String)
     separator = (found == _SEPARATOR).to_numpy()
     return found.filter(pl.Series(~separator)), np.cumsum(separator)[~separator]
 
 
 def with_words(df: pl.DataFrame) -> pl.DataFrame:
-    """`df` with the words of its text in a `_words` column, split only if no earlier block did."""
-    return df if WORDS in df.columns else df.with_columns(words_column(df["text"]))
+    """`df` with the words of its text in a `_words` column, split only if no earlier block did; each row by its
+    `language`'s segmenter when the frame has that column."""
+    if WORDS in df.columns:
+        return df
+    from llm_assets.core import segment
+
+    languages = df["language"] if "language" in df.columns else None
+    return df.with_columns(segment.words_by_language(df["text"], languages).alias(WORDS))
 
 
 # Characters that make a word a "symbol" (Gopher: punctuation-only words are not words) and the line-final marks of

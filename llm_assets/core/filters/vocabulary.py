@@ -10,6 +10,7 @@ import polars as pl
 
 from llm_assets.core.filters.base import Block, drop_if, verdict
 from llm_assets.core.filters.profanity import read_words, word_pattern
+from llm_assets.core.segment import word_counts
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -45,7 +46,8 @@ class DomainVocabulary(Block):
         text = pl.col("text")
         hits = text.str.extract_all(pattern).list.eval(pl.element().str.to_lowercase())
         stats = df.select(
-            density=(hits.list.len() / text.str.count_matches(r"\S+")).fill_nan(0.0),
+            density=(hits.list.len() / word_counts(df["text"], df["language"] if "language" in df.columns else None)
+                     ).fill_nan(0.0),
             distinct=hits.list.n_unique(),
         )
         reasons, detail = verdict(

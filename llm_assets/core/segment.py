@@ -1,0 +1,259 @@
+"""Word segmentation per language: the one split every block that counts words goes through.
+
+Languages written with spaces use the pattern of `filters.text` (spaCy's rules, which datatrove's blank pipelines
+apply to them), with the language's own rules where they matter: English contractions only in English, elided
+articles split off in French, Italian and Catalan ("l'|homme"). Chinese, Japanese, Korean and Thai have
+segmenters of their own, the ones FineWeb-2's tokenizers run (measured against them in
+`llm_assets_tests/test_segment.py`, costs in `benchmarks/segmenters.py`): jieba, Sudachi (core dictionary, split
+mode A), Kiwi (skip-bigram model) and PyThaiNLP's newmm. Any other language whose text is mostly in a script written without
+spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan: Cantonese, Wu, Lao labelled pages, a page the identifier
+labels `und`) is split by its script: Han by jieba, kana by Sudachi, Thai by newmm, the others into grapheme
+clusters. Text without a language (None) keeps the English rules.
+
+Segmenters load on first use, once per process (a pool's fork server loads them before forking: `warm`), and every
+package ships its dictionary: nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Callable, Iterable
+
+import polars as pl
+
+# Imported by `minhash`, whose workers load NumPy, Polars and PyArrow only: the pattern's module (`filters.text`,
+# and with it the filters package) loads when a text needs it.
+_SYMBOL_WORD = r"^[\p{P}\p{S}\p{Cc}]+$"  # filters.text.SYMBOL_WORD: a word of punctuation or symbols only
+
+# The segmenter of each language written without spaces (lid.176 labels).
+DEDICATED = {"zh": "jieba", "ja": "sudachi", "ko": "kiwi", "th": "newmm"}
+# Languages whose spaCy tokenizer splits elided articles and prepositions off the next word.
+_ELISION = {
+    "fr": r"(?i)^((?:qu|jusqu|lorsqu|puisqu|quoiqu|presqu|[cdjlmnst])['’])(\w.*)$",
+    "it": r"(?i)^(\w+['’])(\w.*)$",
+    "ca": r"(?i)^((?:[dlmnst])['’])(\w.*)$",
+}
+_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
+# A dominant script without spaces and what splits it; the first that holds more than half a text's letters wins
+# (kana with Han: Japanese writes both, so any kana sends a Han text to Sudachi).
+_SCRIPT_SEGMENTERS = (
+    (r"\p{Hiragana}\p{Katakana}", "sudachi"),
+    (r"\p{Han}\p{Hiragana}\p{Katakana}", "jieba"),
+    (r"\p{Thai}", "newmm"),
+    (r"\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}", "graphemes"),
+)
+_SUDACHI_BYTES = 40_000  # Sudachi refuses inputs above 49,149 bytes; datatrove cuts Japanese at 40,000
+
+
+def segmenter_of(language: str | None) -> str:
+    """The segmenter family of a language: "spaced" (the pattern), "script" (by each text's dominant script) or
+    a dedicated one."""
+    if language is None:
+        return "spaced"
+    return DEDICATED.get(language, "script")
+
+
+@functools.cache
+def _jieba() -> Callable[[str], list[str]]:
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    tokenizer = jieba.Tokenizer()
+    tokenizer.initialize()
+    return lambda text: list(tokenizer.cut(text, HMM=True))
+
+
+@functools.cache
+def _sudachi() -> Callable[[str], list[str]]:
+    from sudachipy import Dictionary, SplitMode
+
+    tokenizer = Dictionary(dict="core").tokenizer(mode=SplitMode.A)  # the shortest units, as spaCy's Japanese
+
+    def split(text: str) -> list[str]:
+        return [m.surface() for part in _byte_chunks(text, _SUDACHI_BYTES) for m in tokenizer.tokenize(part)]
+
+    return split
+
+
+@functools.cache
+def _kiwi() -> Callable[[str], list[str]]:
+    import warnings
+
+    from kiwipiepy import Kiwi
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # the skip-bigram model, datatrove's: every word equal on the UDHR, where the default (knlm) model, 2.4x
+        # cheaper, agrees on 0.996 (benchmarks/segmenters.py); one thread, as the rest of a worker
+        kiwi = Kiwi(model_type="sbg", num_workers=1)
+    # A morpheme's span in the text, as datatrove takes it (a contracted ending such as 날 = 나 + ㄹ covers the
+    # same characters twice).
+    return lambda text: [text[t.start:t.end] for t in kiwi.tokenize(text)]
+
+
+@functools.cache
+def _newmm() -> Callable[[str], list[str]]:
+    from pythainlp.tokenize import word_tokenize
+
+    return lambda text: word_tokenize(text, engine="newmm-safe", keep_whitespace=False)
+
+
+@functools.cache
+def _graphemes() -> Callable[[str], list[str]]:
+    import regex
+
+    # Runs of the script become their grapheme clusters (a consonant with its vowel signs), the rest its words.
+    scripts = r"\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
+    cluster = regex.compile(rf"[{scripts}]\p{{M}}*|[^\s{scripts}]+")
+    return cluster.findall
+
+
+_LOADERS = {"jieba": _jieba, "sudachi": _sudachi, "kiwi": _kiwi, "newmm": _newmm, "graphemes": _graphemes}
+
+
+def segmenters_for(languages: Iterable[str] | str) -> str:
+    """The dedicated segmenters a chain that keeps `languages` (or "all") may run, as `warm` takes them."""
+    names = set(DEDICATED.values()) if languages == "all" else {DEDICATED[x] for x in languages if x in DEDICATED}
+    return ",".join(sorted(names))
+
+
+def warm(segmenters: str) -> None:
+    """Loads the named segmenters ("jieba,sudachi,kiwi,newmm"): a pool's warm-up (`units.Warmup`)."""
+    for name in filter(None, segmenters.split(",")):
+        _LOADERS[name]()("")
+
+
+def segment(texts: list[str], segmenter: str) -> list[list[str]]:
+    """The words of each text by one dedicated segmenter, whitespace dropped."""
+    split = _LOADERS[segmenter]()
+    return [[w for w in (w.strip() for w in split(t)) if w] if t else [] for t in texts]
+
+
+def _byte_chunks(text: str, limit: int) -> list[str]:
+    """`text` cut into pieces of at most `limit` UTF-8 bytes, at line ends where there are some."""
+    if len(text) * 4 <= limit or len(text.encode()) <= limit:
+        return [text]
+    pieces: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in text.splitlines(keepends=True):
+        n = len(line.encode())
+        if size + n > limit and current:
+            pieces.append("".join(current))
+            current, size = [], 0
+        while n > limit:  # a single line longer than the limit: cut by characters
+            cut = limit // 4
+            pieces.append(line[:cut])
+            line = line[cut:]
+            n = len(line.encode())
+        current.append(line)
+        size += n
+    if current:
+        pieces.append("".join(current))
+    return pieces
+
+
+def _dedicated(texts: pl.Series, segmenter: str) -> pl.Series:
+    return pl.Series(segment(texts.fill_null("").to_list(), segmenter), dtype=pl.List(pl.String))
+
+
+def _elide(words: pl.Series, pattern: str) -> pl.Series:
+    """Elided words split in two ("l'homme" -> "l'", "homme"), as spaCy's French and Italian tokenizers do."""
+    if not words.explode().str.contains(pattern).any():
+        return words
+    w = pl.col("w")
+    split = (words.to_frame("w").with_row_index("doc").explode("w", empty_as_null=True)
+             .with_columns(parts=pl.when(w.str.contains(pattern))
+                           .then(pl.concat_list(w.str.extract(pattern, 1), w.str.extract(pattern, 2)))
+                           .otherwise(pl.concat_list("w")))
+             .explode("parts")
+             .group_by("doc", maintain_order=True).agg(pl.col("parts").drop_nulls()))
+    return split["parts"].alias(words.name)
+
+
+def _script_segmenters(texts: pl.Series) -> pl.Series:
+    """Per text, the segmenter of its dominant script when that script is written without spaces, else null."""
+    letters = texts.str.count_matches(r"\p{L}").fill_null(0)
+    unspaced = texts.str.count_matches(f"[{_UNSPACED}]").fill_null(0)
+    out = pl.Series([None] * len(texts), dtype=pl.String)
+    if not (2 * unspaced > letters).any():
+        return out
+    for chars, name in reversed(_SCRIPT_SEGMENTERS):  # the first listed wins: applied last
+        share = texts.str.count_matches(f"[{chars}]").fill_null(0)
+        hit = 2 * share > letters if name != "sudachi" else (share > 0) & (2 * unspaced > letters)
+        out = pl.select(pl.when(hit).then(pl.lit(name)).otherwise(out)).to_series()
+    return out
+
+
+def _put(words: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
+    """`words` with the rows at `rows` replaced by `values` (Polars scatters no list column)."""
+    frame = pl.DataFrame({"row": pl.Series(range(len(words)), dtype=rows.dtype), "w": words})
+    return (pl.concat([frame.filter(~pl.col("row").is_in(rows.implode())), pl.DataFrame({"row": rows, "w": values})])
+            .sort("row")["w"].alias(words.name))
+
+
+def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
+    """The words of each text in `language` (a language identifier's label), as a List[String] series."""
+    from llm_assets.core.filters.text import spaced_words_column
+
+    family = segmenter_of(language)
+    if family != "spaced" and family != "script":
+        return _dedicated(texts, family).alias(texts.name)
+    by_script = _script_segmenters(texts) if family == "script" else pl.Series([None] * len(texts), dtype=pl.String)
+    spaced = by_script.is_null()
+    if spaced.all():
+        words = spaced_words_column(texts, clitics=language in (None, "en"))
+    else:
+        words = pl.Series([[]] * len(texts), dtype=pl.List(pl.String))
+        for name in by_script.unique().to_list():
+            rows = (by_script.is_null() if name is None else by_script == name).fill_null(False).arg_true()
+            words = _put(words, rows, _dedicated(texts.gather(rows), name) if name is not None
+                         else spaced_words_column(texts.gather(rows), clitics=language in (None, "en")))
+    if language in _ELISION:
+        words = _elide(words, _ELISION[language])
+    return words.alias(texts.name)
+
+
+def words_by_language(texts: pl.Series, languages: pl.Series | None) -> pl.Series:
+    """`words_column` for a frame that may mix languages: each language's rows by its own segmenter, in the
+    frame's order."""
+    if languages is None:
+        return words_column(texts)
+    groups = languages.unique(maintain_order=True).to_list()
+    if len(groups) == 1:
+        return words_column(texts, groups[0])
+    parts = []
+    for language in groups:
+        rows = (languages.is_null() if language is None else languages == language).fill_null(False).arg_true()
+        parts.append(pl.DataFrame({"row": rows, "w": words_column(texts.gather(rows), language)}))
+    return pl.concat(parts).sort("row")["w"].alias(texts.name)
+
+
+def segmented(texts: pl.Series, languages: pl.Series | None) -> pl.Series:
+    """Per text, whether a segmenter splits it (its language is written without spaces, or its dominant script
+    is) rather than the pattern: there, whitespace-separated runs are not words."""
+    out = pl.Series([False] * len(texts))
+    if languages is None:
+        return out
+    for language in languages.drop_nulls().unique().to_list():
+        rows = (languages == language).fill_null(False)
+        if segmenter_of(language) == "script":
+            rows &= texts.str.contains(f"[{_UNSPACED}]").fill_null(False)
+            if rows.any():
+                where = rows.arg_true()
+                rows = rows.scatter(where, _script_segmenters(texts.gather(where)).is_not_null())
+        out |= rows
+    return out
+
+
+def word_counts(texts: pl.Series, languages: pl.Series | None = None) -> pl.Series:
+    """Words per text for densities and `n_words`: whitespace-separated runs, except in texts split by a segmenter
+    (`segmented`), where they are the segmenter's words that are not only punctuation."""
+    counts = texts.str.count_matches(r"\S+").fill_null(0)
+    rows = segmented(texts, languages).arg_true()
+    if len(rows) and languages is not None:
+        words = words_by_language(texts.gather(rows), languages.gather(rows))
+        counts = counts.scatter(rows, words.list.eval(pl.element().str.contains(_SYMBOL_WORD).not_()).list.sum()
+                                .cast(counts.dtype))
+    return counts
