@@ -10,7 +10,7 @@ import pytest
 
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
-from llm_assets.settings import PROJECT_ROOT, Settings, load_settings
+from llm_assets.settings import DEFAULT_SETTINGS, PROJECT_ROOT, Settings, load_settings
 
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 
@@ -70,6 +70,18 @@ def point_at(monkeypatch: pytest.MonkeyPatch, seaweed: EmbeddedStore, home: Path
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed.access_key)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.secret_key)
     monkeypatch.setenv("LLM_ASSETS_HOME", str(home))
+
+
+def english_only_settings(path: Path) -> Path:
+    """The default settings file with FineWeb's keep list, English only, written to `path`: for the tests that check
+    FineWeb's English outcome on the shared crawl (the default keeps several languages)."""
+    import yaml
+
+    data = yaml.safe_load(DEFAULT_SETTINGS.read_text())
+    (language,) = [b for b in data["filtered"]["chain"] if b["block"] == "language"]
+    language["languages"] = ["en"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return path
 
 
 @pytest.fixture

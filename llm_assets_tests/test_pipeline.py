@@ -20,7 +20,7 @@ from llm_assets import cli
 from llm_assets.jobs import crawl_job, curated_job, enrich_job, lake_job
 from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
 from resources import LakeIOManager, ObjectStore
-from llm_assets_tests.conftest import built, object_store_on, png_size, point_at, shared
+from llm_assets_tests.conftest import built, english_only_settings, object_store_on, png_size, point_at, shared
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 
@@ -42,6 +42,8 @@ def built_once(seaweed, store_config, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         home = tmp_path_factory.mktemp("pipeline")
         point_at(mp, seaweed, home / "home")
+        # what it checks is FineWeb's English outcome on the shared crawl
+        mp.setenv("LLM_ASSETS_SETTINGS", str(english_only_settings(home / "settings.yaml")))
         (home / "dagster").mkdir()
         with dg.instance_for_test(temp_dir=str(home / "dagster")) as instance:
             object_store = object_store_on(store_config, seaweed)
