@@ -233,7 +233,7 @@ def words_by_language(texts: pl.Series, languages: pl.Series | None) -> pl.Serie
 def segmented(texts: pl.Series, languages: pl.Series | None) -> pl.Series:
     """Per text, whether a segmenter splits it (its language is written without spaces, or its dominant script
     is) rather than the pattern: there, whitespace-separated runs are not words."""
-    out = pl.Series([False] * len(texts))
+    out = pl.Series([False] * len(texts), dtype=pl.Boolean)  # typed: an empty batch too
     if languages is None:
         return out
     for language in languages.drop_nulls().unique().to_list():
