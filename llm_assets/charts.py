@@ -84,6 +84,32 @@ def funnel(title: str, rows_in: int, drops: Sequence[tuple[str, int]], rows_out:
     return hbars(title, labels, values, unit, [BLUE, *([RED] * len(drops)), GREEN])
 
 
+def stacked(title: str, labels: Sequence[str], segments: dict[str, Sequence[float]], unit: str) -> str:
+    """Horizontal bars split into segments, first label on top, a legend naming the segments: a funnel per language
+    (kept in green, then what each block dropped)."""
+    plt = _pyplot()
+    n = max(1, len(labels))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(2.0, 1.3 + 0.32 * n)), layout="constrained")
+    y = list(range(n))[::-1][:len(labels)]
+    left = [0.0] * len(labels)
+    colors = [GREEN, *plt.get_cmap("tab10").colors]
+    for i, (name, values) in enumerate(segments.items()):
+        ax.barh(y, values, left=left, color=colors[i % len(colors)], label=name)
+        left = [a + b for a, b in zip(left, values)]
+    top = max(left, default=0) or 1
+    for yi, total in zip(y, left):
+        ax.text(total + top * 0.01, yi, human(total), va="center", fontsize=8)
+    ax.set_yticks(y, [str(label)[:48] for label in labels])
+    ax.set_xlim(0, top * 1.15)
+    ax.xaxis.set_major_locator(_integer_ticks())
+    ax.xaxis.set_major_formatter(_count_labels(top * 1.15))
+    ax.set_xlabel(unit)
+    ax.legend(fontsize=7, loc="lower right", frameon=False)
+    fig.suptitle(title, fontsize=10, x=0.01, ha="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    return _markdown(fig, title)
+
+
 def histogram(title: str, values: Sequence[float], unit: str, bins: int = 30, log: bool = True) -> str:
     """A histogram of `values` (document lengths, tokens per document), log-spaced bins by default."""
     plt = _pyplot()

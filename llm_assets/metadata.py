@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import polars as pl
@@ -10,6 +11,9 @@ import polars as pl
 from llm_assets import charts
 from llm_assets.core.partition import PartitionOutput
 from llm_assets.core.units import UnitResult
+
+if TYPE_CHECKING:
+    from llm_assets.core.filtered import LanguageFunnel
 
 _COLUMN_KINDS = {"String": "string", "Int64": "int", "UInt32": "int", "Int32": "int", "Float64": "float"}
 
@@ -64,3 +68,15 @@ def block_funnel(chain: list[str], rows_in: int, dropped: dict[str, int]) -> str
         detail = ", ".join(f"`{r}` {n:,}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
         lines.append(f"| {block} | {sum(reasons.values()):,} | {left:,} | {detail} |")
     return "\n".join(lines)
+
+
+def language_funnel_table(funnels: Sequence[LanguageFunnel], chain: list[str]) -> dg.TableMetadataValue:
+    """One row per language: documents in, kept, and dropped by each block that dropped any (chain order)."""
+    from llm_assets.core.filtered import NO_LANGUAGE  # the filters' modules: only where a filtered partition reports
+
+    blocks = [b for b in dict.fromkeys(chain) if any(f.dropped.get(b) for f in funnels)]
+    rows = [{"language": charts.NO_LANGUAGE if f.language == NO_LANGUAGE else f.language, "documents": f.documents,
+             "kept": f.kept, **{f"dropped: {b}": f.dropped.get(b, 0) for b in blocks}} for f in funnels]
+    schema = {"language": pl.String, "documents": pl.Int64, "kept": pl.Int64,
+              **{f"dropped: {b}": pl.Int64 for b in blocks}}
+    return table(pl.DataFrame(rows, schema=schema))

@@ -28,6 +28,7 @@ FAILED = "failed"  # its latest run failed: "failed (run <id>)"
 CODE = "code or config changed"
 RAW = "new or changed raw data"
 UPSTREAM = "upstream data changed"
+LANGUAGES = "language thresholds changed"  # for a language the partition holds: "language thresholds changed (de)"
 
 
 UNOBSERVED = "none"  # an observed source's version for a partition it cannot be computed for yet
@@ -69,6 +70,8 @@ class StageSpec:
     - `plan(planner, crawl, shard)`: a stage whose staleness follows none of the rules above (the raw inventory
       compares file fingerprints, a release its version): the cause, or None when fresh.
     - `observed`: the observed source carrying what the stage reads outside the lake's assets into Dagster.
+    - `cause(planner, built, name)`: why a shard partition whose recorded input `name` differs from now is planned,
+      where `upstream data changed (name)` would not say it (None: that).
     - `facts(lake, settings)`: an unpartitioned asset's latest build as `status` shows it (its version and counts),
       or None when it was never built.
     """
@@ -82,6 +85,7 @@ class StageSpec:
     plan: Callable[[Planner, str | None, str | None], str | None] | None = None
     facts: Callable[[Lake, Settings], dict | None] | None = None
     observed: Observed | None = None
+    cause: Callable[[Planner, Manifest, str], str | None] | None = None
 
 
 def check_order(specs: Sequence[StageSpec]) -> None:

@@ -158,11 +158,14 @@ def run_stage(
     report: Callable[[PartitionOutput], dict] | None = None,
     inputs: dict[str, str] | None = None,
     gate: Callable[[PartitionOutput], GateResult] | None = None,
+    outcome_inputs: Callable[[PartitionOutput], dict[str, str]] | None = None,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Run the partition's work units, then emit the output (committed by the lake IO manager), its
     metadata and its checks. `report(output)` adds a stage's own metadata to the common one; `inputs` records
-    what else the partition was built from (for the stale planner); `gate(output)` judges the partition against
-    its crawl, and one that fails is committed held back (the check fails, downstream steps of the run skip)."""
+    what else the partition was built from (for the stale planner), and `outcome_inputs(output)` what only its
+    units' outcome tells (filtered: the thresholds of the languages it held); `gate(output)` judges the partition
+    against its crawl, and one that fails is committed held back (the check fails, downstream steps of the run
+    skip)."""
     start = time.perf_counter()
     reused = _reusable_units(context, units)
     todo = [u for u in units if u.unit not in reused]
@@ -186,6 +189,8 @@ def run_stage(
         data_version=data_version(results),
         inputs=inputs or {},
     )
+    if outcome_inputs is not None:
+        out.inputs |= outcome_inputs(out)
     for error in out.errors():
         context.log.error(error)
     dropped = out.dropped()

@@ -28,7 +28,7 @@ from typing import Callable, Collection, Mapping, Sequence, TypeVar, cast
 from llm_assets.core.lake import InvalidKey, Lake, validate_crawl
 from llm_assets.core.partition import Manifest, read_manifest
 from llm_assets.pipeline import SPECS, code_versions
-from llm_assets.registry import CODE, FAILED, MISSING, RAW, UNOBSERVED, UPSTREAM, StageSpec
+from llm_assets.registry import CODE, FAILED, LANGUAGES, MISSING, RAW, UNOBSERVED, UPSTREAM, StageSpec
 from llm_assets.settings import Settings
 
 CRAWL_SHARD = "all"  # the shard a crawl-level asset's manifest is stored under
@@ -97,11 +97,11 @@ class Planner:
         return (asset, partition) in self.planned
 
     def cause_is(self, spec: StageSpec, partition: str) -> bool:
-        """Whether the partition is planned for what its observed source carries (new raw data, or an input that
-        is not a lake asset)."""
+        """Whether the partition is planned for what its observed source carries (new raw data, an input that is
+        not a lake asset, or the thresholds of the languages it held)."""
         cause = self.planned.get((spec.name, partition), "")
-        return cause == RAW or (cause.startswith(UPSTREAM) and "rebuilt" not in cause
-                                and not any(f"({i})" in cause for i in spec.inputs))
+        return cause == RAW or cause.startswith(LANGUAGES) or (
+            cause.startswith(UPSTREAM) and "rebuilt" not in cause and not any(f"({i})" in cause for i in spec.inputs))
 
     def any_planned(self, asset: str) -> bool:
         return any(a == asset for a, _ in self.planned)
@@ -131,8 +131,10 @@ class Planner:
         current = (spec.current_inputs(self, crawl, shard) if spec.current_inputs is not None
                    else {i: self.data_version(i, crawl, shard) for i in spec.inputs})
         recorded = built.inputs
-        return next((f"{UPSTREAM} ({name})" for name, version in current.items()
-                     if recorded.get(name, version) != version), None)
+        changed = next((name for name, version in current.items() if recorded.get(name, version) != version), None)
+        if changed is None:
+            return None
+        return (spec.cause(self, built, changed) if spec.cause is not None else None) or f"{UPSTREAM} ({changed})"
 
     def crawl_stage(self, spec: StageSpec, crawl: str) -> str | None:
         if spec.plan is not None:
@@ -254,5 +256,5 @@ def stale_partitions(instance, lake: Lake, settings: Settings, code: dict[str, s
     return planned_of(planner)
 
 
-__all__ = ["CODE", "FAILED", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "SourceVersion", "as_json", "plan_stale",
+__all__ = ["CODE", "FAILED", "LANGUAGES", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "SourceVersion", "as_json", "plan_stale",
            "planned_of", "planning", "source_versions", "stale_partitions"]

@@ -374,12 +374,12 @@ def curated(store_env, dedup_defs, object_store, instance, crawl):
     return build_curated(dedup_defs, object_store.lake(), instance, crawl)
 
 
-def name_in_shard(crawl: str, shard: str, stem: str) -> str:
+def name_in_shard(crawl: str, shard: str, stem: str, suffix: str = ".warc.gz") -> str:
     from llm_assets.core.inventory import shard_of
     from llm_assets.settings import load_settings
 
     shards = load_settings().shards
-    return next(n for i in range(10_000) if shard_of(f"raw/{crawl}/{(n := f'{stem}-{i}.warc.gz')}",
+    return next(n for i in range(10_000) if shard_of(f"raw/{crawl}/{(n := f'{stem}-{i}{suffix}')}",
                                                     shards) == shard)
 
 

@@ -2,7 +2,8 @@
 test instance, asked through its GraphQL: `staleStatusByPartition`, `staleCausesByPartition`) and what
 `llm-assets stale` plans agree, on a lake of one crawl and two WARC files in two shards built by executing the
 planner's own plans (as `backfill --stale` does): before the build, after it, after a changed threshold, after a
-takedown and after a new raw file, each time before and after the rebuild.
+takedown, after a changed threshold of one language (German, held by one shard) and after a new raw file, each time
+before and after the rebuild.
 
 The two differ in one way only, by design, and the comparison says where: Dagster marks a partition for what changed
 directly under it (its code version, or the data version of an input, the observed sources `raw_drop` and
@@ -28,15 +29,17 @@ import pytest
 import yaml
 
 from llm_assets import takedown
+from llm_assets.core.filtered import languages_held
 from llm_assets.core.partition import read_manifest
 from llm_assets.core.takedowns import TakedownRequest
 from llm_assets.demo import write_changed_settings
 from llm_assets.filtered.spec import SPEC as FILTERED
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import PROJECT_ROOT, load_settings
-from llm_assets.stale import stale_partitions
+from llm_assets.stale import LANGUAGES, stale_partitions
 from llm_assets_tests.conftest import built, object_store_on, point_at, shared
 from llm_assets_tests.test_dedup import name_in_shard
+from llm_assets_tests.test_stale import udhr_jsonl
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 SHARDS = ("0000", "0001")
@@ -188,6 +191,8 @@ def test_the_ui_marks_stale_exactly_what_the_stale_planner_plans(deployment, web
     lake, crawl = store.lake(), f"ONE-{uuid.uuid4().hex[:8]}"
     for shard, name in zip(SHARDS, ("dolma__sample-0000.warc.gz", "dolma__sample-0001.warc.gz")):
         lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, shard, 'r')}", shared("warc", name))
+    for shard, code in zip(SHARDS, ("deu", "fra")):  # German documents in shard 0000, French ones in 0001
+        lake.put_bytes(f"raw/{crawl}/{name_in_shard(crawl, shard, code, '.jsonl')}", udhr_jsonl(code))
     instance.add_dynamic_partitions("crawl", [crawl])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -224,6 +229,21 @@ def test_the_ui_marks_stale_exactly_what_the_stale_planner_plans(deployment, web
     rebuild(defs(), instance, plan)
     assert agree(webserver, instance, store, crawl) == {}
     assert url not in lake.scan(read_manifest(lake, "filtered", crawl, "0000").parts).select("url").collect()["url"]
+
+    # a threshold of one language (`filtered.overrides`): the code version is the same, and only the filtered
+    # partition that holds German documents is stale, in both (by `curation_scope`)
+    assert [s for s in SHARDS if "de" in languages_held(read_manifest(lake, "filtered", crawl, s).counts())] == ["0000"]
+    data = yaml.safe_load(settings_file.read_text())
+    data["filtered"]["overrides"] = {"de": {"gopher_quality.min_stop_words": 3}}
+    settings_file.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    reload_code(webserver, FILTERED.version(load_settings()))
+    plan = agree(webserver, instance, store, crawl)
+    assert {k: cause for k, cause in plan.items() if not cause.endswith(FOLLOWS)} == {
+        ("filtered", f"{crawl}|0000"): f"{LANGUAGES} (de)"}
+    assert marked(webserver, crawl)[("filtered", f"{crawl}|0000")] == (
+        "STALE", [f"curation_scope {crawl}|0000 has a new data version"])
+    rebuild(defs(), instance, plan)
+    assert agree(webserver, instance, store, crawl) == {}
 
     # a new raw file in shard 0001: its raw_files partition is stale in both (by `raw_drop`), what follows is the
     # planner's; an identical re-upload changes nothing for either

@@ -208,3 +208,150 @@ def test_a_failed_partition_is_planned_first_and_a_held_one_plans_nothing_for_it
     assert planned[("documents", p)] == "upstream data changed (raw_files is rebuilt)"
     assert not plan_stale(lake, settings, [crawl], code, SPECS, failed={("raw_files", p): "0123456789abcdef"},
                           hold={("raw_files", p)})
+
+
+# --- per-language staleness: a partition records the languages it held ------------------------------------------
+
+LANGUAGE_FILES = {"0000": ("eng", "deu"), "0001": ("eng", "fra")}  # shard -> one JSON Lines file per language
+
+
+def udhr_jsonl(code: str, documents: int = 4) -> bytes:
+    """The Universal Declaration of Human Rights in one language (`udhr2/<iso639-3>.txt`) as JSON Lines: `documents`
+    documents of consecutive paragraphs."""
+    import zipfile
+
+    with zipfile.ZipFile(shared("text", "nltk-data__udhr2.zip")) as z:
+        lines = [line.strip() for line in z.read(f"udhr2/{code}.txt").decode().splitlines() if line.strip()]
+    size = len(lines) // documents
+    rows = [{"id": f"{code}-{i}", "url": f"https://udhr.example/{code}/{i}",
+             "text": "\n".join(lines[i * size:(i + 1) * size])} for i in range(documents)]
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+
+
+def write_settings(path, languages: list[str], overrides: dict | None = None, **gopher_quality) -> None:
+    """The default settings file with the language block keeping `languages` at each one's own threshold, the
+    settings' per-language `overrides`, and changed defaults of gopher_quality; work units run in-process."""
+    import yaml
+
+    from llm_assets.settings import DEFAULT_SETTINGS
+
+    data = yaml.safe_load(DEFAULT_SETTINGS.read_text())
+    for block in data["filtered"]["chain"]:
+        if block["block"] == "language":
+            block.pop("multilingual", None)
+            block.update(languages=languages, threshold=None)
+        if block["block"] == "gopher_quality":
+            block.update(gopher_quality)
+    data["filtered"]["overrides"] = overrides or {}
+    data["runner"] = {"kind": "inprocess"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+@pytest.fixture
+def multilingual(store_env, object_store, instance, crawl, tmp_path, monkeypatch):
+    """A crawl of two shards built through lake_job: shard 0000 holds an English and a German JSON Lines file, shard
+    0001 an English and a French one; the chain keeps en, de and fr. -> (lake, settings file)."""
+    from llm_assets_tests.test_dedup import lake_defs
+
+    settings_file = tmp_path / "settings.yaml"
+    write_settings(settings_file, ["en", "de", "fr"])
+    monkeypatch.setenv("LLM_ASSETS_SETTINGS", str(settings_file))
+    lake = object_store.lake()
+    for shard, codes in LANGUAGE_FILES.items():
+        for code in codes:
+            lake.put_bytes(f"raw/{crawl}/{name_in_shard(crawl, shard, code, '.jsonl')}", udhr_jsonl(code))
+    instance.add_dynamic_partitions("crawl", [crawl])
+    defs = lake_defs(object_store, load_settings())
+    meta = {shard: run(defs, "lake_job", crawl_shard_key(crawl, shard), instance)["filtered"] for shard in LANGUAGE_FILES}
+    return lake, settings_file, meta
+
+
+def roots(planned: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    """The partitions planned for what changed under them, not because a partition they read is rebuilt (and not
+    the crawl-level assets these builds leave out)."""
+    return {k: cause for k, cause in planned.items()
+            if not cause.endswith("is rebuilt)") and k[0] not in ("duplicate_clusters", "crawl_stats")}
+
+
+def test_a_threshold_change_for_one_language_plans_only_the_partitions_that_hold_it(
+        multilingual, instance, crawl, object_store):
+    from llm_assets.core.filtered import language_funnels, languages_held, languages_version
+    from llm_assets.core.partition import read_manifest
+    from llm_assets.filtered.spec import LANGUAGE_INPUT, LANGUAGES_INPUT
+    from llm_assets.stale import LANGUAGES
+    from llm_assets_tests.conftest import png_size
+    from llm_assets_tests.test_dedup import lake_defs
+
+    lake, settings_file, meta = multilingual
+    # each partition records the languages it held, with their funnels (its units' counts) and thresholds
+    settings = load_settings().filtered
+    for shard, held in (("0000", ["de", "en"]), ("0001", ["en", "fr"])):
+        built = read_manifest(lake, "filtered", crawl, shard)
+        assert languages_held(built.counts()) == held
+        assert sorted(languages_held(u.counts) for u in built.units) == [[language] for language in held]  # per file
+        assert built.inputs[LANGUAGES_INPUT] == languages_version(settings, held)
+        assert {k: v for k, v in built.inputs.items() if k.startswith(LANGUAGE_INPUT)} == {
+            LANGUAGE_INPUT + language: settings.language_fingerprint(language) for language in held}
+        funnels = language_funnels(built.counts())
+        assert {f.language for f in funnels} - {"?"} == set(held)
+        for f in funnels:  # each language's funnel adds up: in = kept + dropped by each block
+            assert f.documents == f.kept + sum(f.dropped.values()) > 0
+        assert sum(f.documents for f in funnels) == built.rows_in and sum(f.kept for f in funnels) == built.rows
+        # the UI shows them: a table of language x documents in / kept / dropped by block, and its chart
+        rows = {r.data["language"]: r.data for r in meta[shard]["language_funnel"].records}
+        assert {language: (r["documents"], r["kept"]) for language, r in rows.items() if language in held} == {
+            f.language: (f.documents, f.kept) for f in funnels if f.language in held}
+        assert png_size(meta[shard]["language_funnel_chart"])[0] == 720
+    assert roots(plan(instance, lake, crawl)) == {}
+
+    # German only: shard 0000 holds German, shard 0001 does not
+    write_settings(settings_file, ["en", "de", "fr"], {"de": {"gopher_quality.min_stop_words": 3}})
+    assert roots(plan(instance, lake, crawl)) == {("filtered", f"{crawl}|0000"): f"{LANGUAGES} (de)"}
+    # its rebuild redoes the German file's unit and reuses the English one's
+    meta = run(lake_defs(object_store, load_settings()), "lake_job", crawl_shard_key(crawl, "0000"), instance)
+    assert meta["filtered"]["reused_units"] == 1
+    assert roots(plan(instance, lake, crawl)) == {}
+
+    # a language leaving the keep list is a change of its thresholds: English, held by both shards, plans both
+    write_settings(settings_file, ["de", "fr"], {"de": {"gopher_quality.min_stop_words": 3}})
+    assert roots(plan(instance, lake, crawl)) == {
+        ("filtered", f"{crawl}|{s}"): f"{LANGUAGES} (en)" for s in ("0000", "0001")}
+
+    # a change of the chain's own value is a change of the stage's code: every partition
+    write_settings(settings_file, ["en", "de", "fr"], {"de": {"gopher_quality.min_stop_words": 3}},
+                   max_avg_word_length=11)
+    assert roots(plan(instance, lake, crawl)) == {("filtered", f"{crawl}|{s}"): CODE for s in ("0000", "0001")}
+
+
+def test_a_units_counts_give_each_languages_funnel():
+    import polars as pl
+
+    from llm_assets.core.filtered import _count_languages, language_funnels, languages_held
+    from llm_assets.core.gates import LANGUAGE_COUNT
+
+    kept = pl.DataFrame({"language": ["en", "en", "de"]})
+    dropped = pl.DataFrame({"language": [None, "de", "fr", "de"],
+                            "filter": ["url", "gopher_quality", "language", "gopher_quality"]})
+    counts = {LANGUAGE_COUNT + "en": 2, LANGUAGE_COUNT + "de": 1}  # kept: the quality gate's counts
+    _count_languages(counts, kept, dropped)
+    _count_languages(counts, kept.head(1), dropped.head(0))  # a second batch adds up
+    funnels = {f.language: (f.documents, f.kept, dict(f.dropped)) for f in language_funnels(counts)}
+    assert funnels == {"en": (3, 2, {}), "de": (3, 1, {"gopher_quality": 2}), "fr": (1, 0, {"language": 1}),
+                       "?": (1, 0, {"url": 1})}
+    assert [f.language for f in language_funnels(counts)][:2] == ["de", "en"]  # most documents first, then by name
+    assert languages_held(counts) == ["de", "en", "fr"]  # not the documents dropped before the language block
+
+
+def test_one_languages_override_changes_only_that_languages_version_and_not_the_code():
+    from llm_assets.core.filtered import FilteredSettings, languages_version
+    from llm_assets.filtered.spec import SPEC
+
+    before = FilteredSettings()
+    after = FilteredSettings(overrides={"de": {"gopher_quality.min_stop_words": 3}})
+    assert before.fingerprint() == after.fingerprint()
+    settings = load_settings()
+    overridden = settings.filtered.model_copy(update={"overrides": {"de": {"gopher_quality.min_stop_words": 3}}})
+    assert SPEC.version(settings) == SPEC.version(settings.model_copy(update={"filtered": overridden}))
+    assert languages_version(before, ["en", "fr"]) == languages_version(after, ["fr", "en"])
+    assert languages_version(before, ["de", "en"]) != languages_version(after, ["de", "en"])
+    assert languages_version(before, []) == languages_version(after, [])

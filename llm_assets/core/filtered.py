@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -26,11 +26,11 @@ from llm_assets.core.filters import DEFAULT_CHAIN, Block, ChainBlock, Decontamin
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
 from llm_assets.core.gates import LANGUAGE_COUNT
-from llm_assets.core.languages import language_table
 from llm_assets.core.lake import Lake, ReadCount
+from llm_assets.core.languages import language_table, table_version
 from llm_assets.core.segment import segmenters_for, word_counts
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
-from llm_assets.core.units import DropCounter, UnitResult, Warmup, WorkUnit, timed_unit
+from llm_assets.core.units import DropCounter, UnitResult, Warmup, WorkUnit, timed_unit, unit_id
 from llm_assets.core.versions import digest
 
 STAGE_VERSION = "6"  # 6: words split per language (core/segment): word counts, densities and n_words change
@@ -53,6 +53,11 @@ SCHEMA = pa.schema(list(documents.SCHEMA) + ADDED)
 # contamination match; null for normalization's `empty`
 REJECTED_SCHEMA = pa.schema(list(SCHEMA) + [("filter", pa.string()), ("reason", pa.string()), ("detail", pa.string())])
 TAKEDOWN_COUNT = "takedown:"  # a unit's counts: documents removed per request target
+# A unit's counts per language (the language block's label, or NO_LANGUAGE for a document dropped before it): the
+# documents in, and those each block dropped; the kept ones are the quality gate's `language:` counts.
+LANGUAGE_IN = "language_in:"
+LANGUAGE_DROPPED = "language_dropped:"  # + language + "/" + block
+NO_LANGUAGE = "?"
 
 
 class FilteredSettings(Section):
@@ -287,6 +292,12 @@ class FilterUnit(WorkUnit):  # source: the upstream documents part
     part: str
     rejected_part: str
     takedowns: tuple[TakedownRequest, ...] = ()  # the requests that may name a document of the part
+    # What the unit's output depends on before its languages are known. Given, the result is named
+    # `unit_id(base, languages_version(declared, <the languages it held>))`, so that a committed unit is reused only
+    # while its own languages' thresholds are unchanged; empty: the result is named `unit`. `declared`: the settings
+    # as the deployment declares them (`settings` also holds this machine's paths to the model and the eval index).
+    base: str = ""
+    declared: FilteredSettings | None = None
 
     @property
     def warmup(self) -> Warmup:
@@ -315,16 +326,17 @@ def filter_documents(u: FilterUnit) -> UnitResult:
             rejected.write(dropped)
             for block, reason, n in dropped.group_by("filter", "reason").len().iter_rows():
                 drops.drop(f"{block}/{reason}", n)
+            _count_languages(counts, kept, dropped)
             for line, n in dropped.filter(pl.col("reason") == TAKEDOWN).group_by("detail").len().iter_rows():
                 target = TakedownRequest.model_validate_json(line).target
                 counts[TAKEDOWN_COUNT + target] = counts.get(TAKEDOWN_COUNT + target, 0) + n
             for kind, n in kept.select(pl.col("pii").struct.unnest().sum()).row(0, named=True).items():
                 counts[f"pii_{kind}"] = counts.get(f"pii_{kind}", 0) + (n or 0)
             for language, n in kept.group_by("language").len().iter_rows():  # the quality gate's language mix
-                key = LANGUAGE_COUNT + (language or "?")
+                key = LANGUAGE_COUNT + (language or NO_LANGUAGE)
                 counts[key] = counts.get(key, 0) + n
     return UnitResult(
-        unit=u.unit,
+        unit=unit_id(u.base, languages_version(u.declared or u.settings, languages_held(counts))) if u.base else u.unit,
         source=u.source,
         part=u.part,
         rejected_part=u.rejected_part,
@@ -336,3 +348,57 @@ def filter_documents(u: FilterUnit) -> UnitResult:
         columns=SCHEMA.names,
         counts=counts,
     )
+
+
+def _count_languages(counts: dict[str, int], kept: pl.DataFrame, dropped: pl.DataFrame) -> None:
+    """Adds one batch's documents in and dropped per block, per language, to a unit's counts."""
+    for frame in (kept, dropped):
+        for language, n in frame.group_by("language").len().iter_rows():
+            key = LANGUAGE_IN + (language or NO_LANGUAGE)
+            counts[key] = counts.get(key, 0) + n
+    for language, block, n in dropped.group_by("language", "filter").len().iter_rows():
+        key = f"{LANGUAGE_DROPPED}{language or NO_LANGUAGE}/{block}"
+        counts[key] = counts.get(key, 0) + n
+
+
+@dataclass(frozen=True)
+class LanguageFunnel:
+    """One language's documents in a unit or a partition: in, kept, and dropped by each block (chain order)."""
+
+    language: str  # the language block's label (`und`: a script it does not know), or NO_LANGUAGE
+    documents: int
+    kept: int
+    dropped: Mapping[str, int]  # block -> documents
+
+
+def language_funnels(counts: Mapping[str, int]) -> list[LanguageFunnel]:
+    """The per-language funnels a unit's counts (or a partition's, summed) record, most documents first."""
+    dropped: dict[str, dict[str, int]] = {}
+    for key, n in counts.items():
+        if key.startswith(LANGUAGE_DROPPED):
+            language, block = key.removeprefix(LANGUAGE_DROPPED).rsplit("/", 1)
+            dropped.setdefault(language, {})[block] = n
+    funnels = [LanguageFunnel(language, n, counts.get(LANGUAGE_COUNT + language, 0), dropped.get(language, {}))
+               for key, n in counts.items() if key.startswith(LANGUAGE_IN)
+               and (language := key.removeprefix(LANGUAGE_IN))]
+    return sorted(funnels, key=lambda f: (-f.documents, f.language))
+
+
+def languages_held(counts: Mapping[str, int]) -> list[str]:
+    """The languages of the documents a unit or partition held, kept or dropped after the language block: those
+    whose thresholds its output depends on (sorted)."""
+    return sorted(f.language for f in language_funnels(counts) if f.language != NO_LANGUAGE)
+
+
+def languages_version(settings: FilteredSettings, languages: Iterable[str]) -> str:
+    """The thresholds that applied to these languages (`FilteredSettings.language_fingerprint`), as one version: it
+    changes when the table's row or the settings' overrides of one of them change, or when one joins or leaves the
+    languages the chain keeps."""
+    return digest(*(f"{language}={settings.language_fingerprint(language)}" for language in sorted(languages)))
+
+
+def thresholds_version(settings: FilteredSettings) -> str:
+    """Every language's thresholds at once: the settings with their overrides, and the table. It names the parts a
+    unit writes, so that a unit redone because one of its languages' thresholds changed never overwrites a part a
+    committed manifest lists."""
+    return digest(json.dumps(settings.model_dump(mode="json"), sort_keys=True), table_version())

@@ -2,17 +2,26 @@ import dagster as dg
 import polars as pl
 
 from llm_assets import charts
-from llm_assets.core.filtered import SCHEMA, TAKEDOWN_COUNT, FilterUnit, filter_documents, with_eval_index, with_quality_model
+from llm_assets.core.filtered import (NO_LANGUAGE, SCHEMA, TAKEDOWN_COUNT, FilterUnit, filter_documents, language_funnels,
+                                     languages_held, languages_version, thresholds_version, with_eval_index,
+                                     with_quality_model)
 from llm_assets.core.gates import GateResult, Profile, evaluate
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput, PartitionOutput, read_manifest
 from llm_assets.core.takedowns import load_takedowns, requests_in, takedowns_version
 from llm_assets.core.units import unit_id
-from llm_assets.filtered.spec import SPEC, chain_version, uses_trained_model
-from llm_assets.metadata import block_funnel
+from llm_assets.filtered.spec import SPEC, chain_version, language_inputs, uses_trained_model
+from llm_assets.metadata import block_funnel, language_funnel_table
 from llm_assets.settings import Settings
 from llm_assets.stage import observed_source, partition_of, run_stage, stage_asset
 from resources import ObjectStore
+
+
+LANGUAGES_SHOWN = 20  # in the per-language funnel's table and chart, the languages with most documents
+
+
+def label(language: str) -> str:
+    return charts.NO_LANGUAGE if language == NO_LANGUAGE else language
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -33,6 +42,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         kept = lake.scan(out_parts).select("language", "n_words").collect() if (out_parts := [
             u.part for u in out.units if u.part and u.rows_out]) else pl.DataFrame({"language": [], "n_words": []})
         languages = kept.group_by("language").len().sort("len", descending=True).head(15)
+        funnels = language_funnels(out.counts())[:LANGUAGES_SHOWN]
         return {
             "filter_funnel": dg.MetadataValue.md(block_funnel(["takedown", *chain], out.rows_in, out.dropped())),
             "filter_funnel_chart": dg.MetadataValue.md(charts.funnel(
@@ -43,6 +53,11 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 languages["len"].to_list(), "documents")),
             "length_chart": dg.MetadataValue.md(charts.histogram(
                 "length of the kept documents", kept["n_words"].to_list(), "words per document")),
+            "language_funnel": language_funnel_table(funnels, ["takedown", *chain]),
+            "language_funnel_chart": dg.MetadataValue.md(charts.stacked(
+                "documents per language: kept, dropped by each block", [label(f.language) for f in funnels],
+                {"kept": [f.kept for f in funnels],
+                 **{b: [f.dropped.get(b, 0) for f in funnels] for b in by_block if by_block[b]}}, "documents")),
             "pii_masked": dg.MetadataValue.json(pii),
             "pii_masked_total": sum(pii.values()),
             "takedowns_applied": dg.MetadataValue.json(removed),
@@ -66,7 +81,10 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         blocks' densities and quality score.
         Every dropped document is kept under `rejected/filtered/` with the block and reason code that dropped it
         (`takedown` with the request, `contaminated` with the benchmark and the matched span).
-        One work unit per upstream documents part; a takedown reruns only the units whose part held the document.
+        One work unit per upstream documents part; a takedown reruns only the units whose part held the document,
+        and a change of one language's thresholds (`filtered.overrides`, the language table, the languages kept) only
+        the units that held a document in that language. `language_funnel` (table and chart) gives each language's
+        own funnel: documents in, kept, dropped by each block.
 
         Quality gate (`gates:`): a partition whose block drop rates or language mix depart from the other partitions
         of its crawl is committed held back: its `quality_gate` check fails and downstream stages keep what they
@@ -77,19 +95,31 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         filters, model = with_quality_model(settings.filtered, lake)
         filters, evals = with_eval_index(filters, lake, settings.evals)
         requests, named = load_takedowns(lake), []
+        # A unit is named by its base and the thresholds of the languages it held: the committed unit of a source
+        # is reused while both are unchanged, so a change of one language redoes the units that held it only.
+        built = read_manifest(lake, "filtered", crawl, shard)
+        previous = {u.source: u for u in built.units} if built is not None else {}
+        thresholds = thresholds_version(settings.filtered)
         units = []
         for source in documents.parts:
             takedowns = requests_in(lake, source, requests)
             named += takedowns
-            unit = unit_id("filtered", unit_code, source, *([model] if model else []), evals, takedowns_version(takedowns))
-            units.append(FilterUnit(store=store.config(), settings=filters, source=source, unit=unit,
-                                    part=part_key("filtered", crawl, shard, unit), takedowns=takedowns,
-                                    rejected_part=part_key("filtered", crawl, shard, unit, zone="rejected")))
+            base = unit_id("filtered", unit_code, source, *([model] if model else []), evals, takedowns_version(takedowns))
+            done = previous.get(source)
+            if done is not None and done.unit != unit_id(
+                    base, languages_version(settings.filtered, languages_held(done.counts))):
+                done = None  # another input, or the thresholds of a language it held changed: redone
+            part = unit_id(base, thresholds)
+            units.append(FilterUnit(store=store.config(), settings=filters, source=source,
+                                    unit=done.unit if done else base, base=base, declared=settings.filtered,
+                                    part=part_key("filtered", crawl, shard, part), takedowns=takedowns,
+                                    rejected_part=part_key("filtered", crawl, shard, part, zone="rejected")))
         yield from run_stage(context, filter_documents, units, code, SCHEMA.names, settings.runner,
                              report=lambda out: report(lake, out),
                              metadata={"eval_index": evals or "off", **({"quality_model_sha256": model} if model else {})},
                              inputs={"documents": documents.data_version, "takedowns": takedowns_version(named),
                                      **({"evals": evals} if evals else {}), **({"quality_model": model} if model else {})},
-                             gate=(lambda out: gate(lake, crawl, shard, out)) if settings.gates.enabled else None)
+                             gate=(lambda out: gate(lake, crawl, shard, out)) if settings.gates.enabled else None,
+                             outcome_inputs=lambda out: language_inputs(settings.filtered, out.counts()))
 
     return [observed_source(SPEC, settings), filtered]

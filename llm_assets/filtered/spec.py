@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from llm_assets.core.decontamination import NO_INDEX, contaminated_ids, eval_index, stored_index
-from llm_assets.core.filtered import STAGE_VERSION, FilteredSettings, file_sha256
+from llm_assets.core.filtered import STAGE_VERSION, FilteredSettings, file_sha256, languages_held, languages_version
 from llm_assets.core.lake import contamination_key
 from llm_assets.core.partition import Manifest
 from llm_assets.core.takedowns import load_takedowns, requests_in_partition, takedowns_version
 from llm_assets.core.versions import code_version, digest
-from llm_assets.registry import Observed, StageSpec
+from llm_assets.registry import LANGUAGES, Observed, StageSpec
 
 if TYPE_CHECKING:
     from llm_assets.stale import Planner
@@ -61,18 +61,48 @@ def _current_inputs(planner: Planner, crawl: str, shard: str) -> dict[str, str |
 
 def _inputs_now(planner: Planner, crawl: str, shard: str) -> dict[str, str | None]:
     """What a build would record now: the documents' data version, the takedown requests that name a document of
-    them (through each part's id index) and, when an eval set was added or changed, the eval index's version only
-    if it flags other documents of the partition than the index it was built with."""
+    them (through each part's id index), when an eval set was added or changed, the eval index's version only
+    if it flags other documents of the partition than the index it was built with, and the thresholds of the
+    languages the built partition held.
+
+    The languages are the built partition's, with the thresholds of now: exact while its documents are unchanged,
+    and a partition whose documents changed is planned for that first (a partition never built is missing). The
+    language identifier itself is code: a new model changes the stage's code version, and every partition."""
     docs = planner.manifest("documents", crawl, shard)
     if docs is None:
         return {"documents": None}
     requests = planner.memo("takedowns", lambda: load_takedowns(planner.lake))
     named = requests_in_partition(planner.lake, docs, requests)
     current: dict[str, str | None] = {"documents": docs.data_version, "takedowns": takedowns_version(named)}
+    built = planner.manifest("filtered", crawl, shard)
     block = planner.settings.filtered.block("decontaminate")
     if block is not None and block.enabled:
-        current["evals"] = _evals(planner, planner.manifest("filtered", crawl, shard), docs, block.min_matches)
+        current["evals"] = _evals(planner, built, docs, block.min_matches)
+    # a partition built before its languages were recorded is planned for its code version
+    if built is not None and LANGUAGES_INPUT in built.inputs:
+        current[LANGUAGES_INPUT] = languages_version(planner.settings.filtered, languages_held(built.counts()))
     return current
+
+
+LANGUAGES_INPUT = "languages"  # the manifest's input: `languages_version` of the languages the partition held
+LANGUAGE_INPUT = "language:"  # + language: that language's fingerprint, which names it in the cause
+
+
+def language_inputs(settings: FilteredSettings, counts: dict[str, int]) -> dict[str, str]:
+    """What a built partition records of its languages (from its units' counts): the version of their thresholds,
+    which the planner compares, and each one's fingerprint, which says which changed."""
+    held = languages_held(counts)
+    return {LANGUAGES_INPUT: languages_version(settings, held),
+            **{LANGUAGE_INPUT + language: settings.language_fingerprint(language) for language in held}}
+
+
+def _cause(planner: Planner, built: Manifest, name: str) -> str | None:
+    if name != LANGUAGES_INPUT:
+        return None
+    settings = planner.settings.filtered
+    changed = [language for language in languages_held(built.counts())
+               if built.inputs.get(LANGUAGE_INPUT + language) != settings.language_fingerprint(language)]
+    return f"{LANGUAGES} ({', '.join(changed)})" if changed else None
 
 
 def _evals(planner: Planner, built: Manifest | None, docs: Manifest, min_matches: int) -> str:
@@ -112,7 +142,9 @@ def _flagged(planner: Planner, built: Manifest, docs: Manifest, version: str, mi
 
 
 CURATION_SCOPE_NAME = "curation_scope"
-CURATION = ("takedowns", "evals")  # what filtered reads besides its documents, as its manifest records it
+# What filtered reads besides its documents, as its manifest records it. The languages' thresholds are settings, but
+# they change what a partition holds only where it holds the language: carried per partition, like the lists.
+CURATION = ("takedowns", "evals", LANGUAGES_INPUT)
 
 
 def _curation_version(inputs) -> str:
@@ -126,13 +158,15 @@ def _curation_now(planner: Planner, crawl: str, shard: str) -> str | None:
 
 CURATION_SCOPE = Observed(
     CURATION_SCOPE_NAME,
-    "The takedown requests and eval sets as they touch one crawl × shard: the version of the requests that name a "
+    "The takedown requests, eval sets and language thresholds as they touch one crawl × shard: the version of the requests that name a "
     "document of the partition (through each part's id index) and of the eval index, counted only when it flags "
     "other documents of the partition than the index `filtered` was built with. A new request or eval set changes "
     "it for exactly the partitions it touches, so the UI marks those `filtered` partitions stale, and only those, "
-    "as `llm-assets stale` plans them. Reported by the stale planner (`llm-assets stale`, `backfill --stale`, "
-    "`stale_sensor`).",
+    "as `llm-assets stale` plans them. It also carries the thresholds of the languages each partition held: a "
+    "change of one language's thresholds (the settings' `overrides`, the language table, the languages kept) "
+    "changes it only for the partitions that held a document in that language. Reported by the stale planner "
+    "(`llm-assets stale`, `backfill --stale`, `stale_sensor`).",
     current=_curation_now, recorded=lambda built: _curation_version(built.inputs), deps=("takedowns", "eval_index"))
 
 SPEC = StageSpec("filtered", "shard", ("documents",), version=_version, current_inputs=_current_inputs,
-                 observed=CURATION_SCOPE)
+                 observed=CURATION_SCOPE, cause=_cause)
