@@ -77,6 +77,28 @@ def hbars(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
     return _markdown(fig, title)
 
 
+def grouped_hbars(title: str, labels: Sequence[str], series: dict[str, Sequence[float]], unit: str) -> str:
+    """Horizontal bars, a group per label (first on top) with one bar per series: shares of documents and tokens
+    per language, side by side."""
+    plt = _pyplot()
+    n, k = max(1, len(labels)), max(1, len(series))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(1.8, 1.1 + 0.3 * n * k)), layout="constrained")
+    height = 0.8 / k
+    top = max((v for values in series.values() for v in values), default=0) or 1
+    for j, ((name, values), color) in enumerate(zip(series.items(), (BLUE, GREEN, RED))):
+        y = [(n - 1 - i) + (k - 1 - j - (k - 1) / 2) * height for i in range(len(values))]
+        ax.barh(y, values, height=height, color=color, label=name)
+        for yi, v in zip(y, values):
+            ax.text(v + top * 0.01, yi, f"{v:.1%}" if unit == "share" else human(v), va="center", fontsize=7)
+    ax.set_yticks(list(range(n))[::-1][:len(labels)], [str(label)[:48] for label in labels])
+    ax.set_xlim(0, top * 1.18)
+    ax.set_xlabel(unit)
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    fig.suptitle(title, fontsize=10, x=0.01, ha="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    return _markdown(fig, title)
+
+
 def funnel(title: str, rows_in: int, drops: Sequence[tuple[str, int]], rows_out: int, unit: str = "documents") -> str:
     """In, then what each step dropped (red), then out (green)."""
     labels = ["in", *(label for label, _ in drops), "out"]

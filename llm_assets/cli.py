@@ -184,8 +184,13 @@ def _show_release(args) -> int:
     for row in rows:
         print(json.dumps(row, ensure_ascii=False) if args.json else
               f"--- sequence {row['position']} ({row['n_tokens']} tokens) from "
-              f"{', '.join(d['url'] or d['doc_id'] for d in row['documents'])}\n{row['text'][:2000]}")
+              f"{', '.join(map(_piece_source, row['documents']))}\n{row['text'][:2000]}")
     return 0
+
+
+def _piece_source(doc: dict) -> str:
+    """A sequence's document as `show release` names it: its URL (or doc id) and its language."""
+    return (doc["url"] or doc["doc_id"]) + (f" ({doc['language']})" if doc.get("language") else "")
 
 
 def cmd_stale(args) -> int:

@@ -110,12 +110,14 @@ def _holds(index: IdIndex, key: str) -> bool:
 
 
 def _follow(lake, out: Trace, stage: str, built: Manifest, doc_ids: set[str]) -> set[str]:
-    """Add the stage's outcome for the documents; -> those it kept."""
-    kept = pl.concat([_rows(lake, built.parts, d, ["doc_id"]) for d in doc_ids], how="diagonal") \
+    """Add the stage's outcome for the documents (a kept one with its language, where the stage holds it); -> those
+    it kept."""
+    kept = pl.concat([_rows(lake, built.parts, d, ["doc_id", *LANGUAGE]) for d in doc_ids], how="diagonal") \
         if built.parts else pl.DataFrame()
     went_on = set(kept["doc_id"]) if kept.width else set()
-    for d in sorted(went_on):
-        out.steps.append(Step(stage, built.crawl, built.shard, "kept", d))
+    for row in sorted(kept.unique("doc_id").iter_rows(named=True), key=lambda r: r["doc_id"]) if kept.width else []:
+        out.steps.append(Step(stage, built.crawl, built.shard, "kept", row["doc_id"],
+                              {k: row[k] for k in LANGUAGE if row.get(k) is not None}))
     for d in sorted(doc_ids - went_on):
         rejected = _rows(lake, built.rejected_parts, d, ["doc_id", *WHY]) if built.rejected_parts else pl.DataFrame()
         facts = {k: v for k, v in (rejected.row(0, named=True).items() if rejected.height else []) if v is not None}
@@ -147,7 +149,7 @@ def format_trace(t: Trace) -> str:
     for s in t.steps:
         where = f"{s.crawl}|{s.shard}"
         if s.outcome == "kept":
-            lines.append(f"  {s.stage:<13} {where:<24} kept     {s.doc_id}")
+            lines.append(f"  {s.stage:<13} {where:<24} kept     {s.doc_id}{_language_text(s.facts)}")
         else:
             facts = dict(s.facts)
             facts.pop("doc_id", None)
@@ -159,6 +161,39 @@ def format_trace(t: Trace) -> str:
 
 
 SCORES = ("language", "language_score", "n_words", "quality_score")
+LANGUAGE = ("language", "language_score")
+EXCLUDE = {"block", "enabled", "index_path", "model_path"}  # a block's settings that are not thresholds
+CHAIN, TABLE, OVERRIDE = "chain", "fineweb2", "override"  # where a threshold that applied comes from
+
+
+def _language_text(facts: dict) -> str:
+    if not facts.get("language"):
+        return ""
+    score = facts.get("language_score")
+    return f"  language {facts['language']}" + (f" ({score:.2f})" if isinstance(score, float) else "")
+
+
+def applied_thresholds(settings: Settings, block: str, language: str | None) -> tuple[dict, dict[str, str]]:
+    """The thresholds of `block` that applied to a document of `language`, and where each one comes from: the
+    chain's value (`chain`: the settings' chain, the published defaults where it sets none), the FineWeb-2 table's
+    row of the language (`fineweb2`), or `filtered.overrides` (`override`). A document without a language (dropped
+    before the language block) had the chain's."""
+    filtered = settings.filtered
+    config = filtered.block(block)
+    chain = config.model_dump(mode="json", exclude=EXCLUDE) if config is not None else {}
+    if not language:
+        return chain, dict.fromkeys(chain, CHAIN)
+    values = {k: v for k, v in filtered.applied_thresholds(language).get(block, chain).items() if k not in EXCLUDE}
+    differs = filtered.threshold_sources(language).get(block, {})  # fields not the chain's: fineweb2 or override
+    return values, {k: differs.get(k, CHAIN) for k in values}
+
+
+def _threshold_text(values: dict, sources: dict[str, str]) -> str:
+    """min_doc_words=50 (chain), stop_words=[15 values] (fineweb2): long lists counted, not printed."""
+    def shown(v) -> str:
+        return f"[{len(v)} values]" if isinstance(v, list) and len(v) > 6 else json.dumps(v, ensure_ascii=False)
+
+    return ", ".join(f"{k}={shown(v)} ({sources.get(k, CHAIN)})" for k, v in values.items())
 
 
 def why_record(t: Trace, settings: Settings) -> dict:
@@ -179,8 +214,10 @@ def why_record(t: Trace, settings: Settings) -> dict:
             stop["detail"] = detail
         if facts.get("duplicate_of"):
             stop["duplicate_of"] = facts["duplicate_of"]
-        if s.stage == "filtered" and (config := settings.filtered.block(block)) is not None:
-            stop["thresholds"] = config.model_dump(mode="json", exclude={"block", "enabled", "index_path", "model_path"})
+        if facts.get("language"):
+            stop |= {k: facts[k] for k in LANGUAGE if k in facts}
+        if s.stage == "filtered" and settings.filtered.block(block) is not None:
+            stop["thresholds"], stop["threshold_sources"] = applied_thresholds(settings, block, facts.get("language"))
         if scores := {k: facts[k] for k in SCORES if k in facts}:
             stop["scores"] = scores
         stops.append(stop)
@@ -196,7 +233,9 @@ def why(t: Trace, settings: Settings) -> str:
         return f"{t.key}: {NOT_FOUND}"
     record = why_record(t, settings)
     if not record["stops"]:
-        return f"{t.key}: not dropped; it reached {record['reached']} ({releases_text(t) if t.releases else 'no release yet'})"
+        return (f"{t.key}: not dropped; it reached {record['reached']}"
+                f"{_language_text(next((s.facts for s in reversed(t.steps) if s.facts.get('language')), {}))} "
+                f"({releases_text(t) if t.releases else 'no release yet'})")
     lines = []
     for stop in record["stops"]:
         line = (f"{t.key} ({stop['doc_id']}) dropped at {stop['stage']} in {stop['crawl']}|{stop['shard']}: "
@@ -207,10 +246,15 @@ def why(t: Trace, settings: Settings) -> str:
             line += f", {json.dumps(stop['detail'], default=str)}"
         if "threshold" in stop:
             line += f"\n  measured: {json.dumps(stop['measured'], ensure_ascii=False)} (dropped when {stop['threshold']})"
+        if stop.get("language"):
+            score = stop.get("language_score")
+            line += f"\n  language: {stop['language']}" + (f" (score {score:.4f})" if isinstance(score, float) else "")
         if "thresholds" in stop:
-            line += f"\n  {stop['filter']} thresholds: {json.dumps(stop['thresholds'])}"
-        if "scores" in stop:
-            line += f"\n  scores: {json.dumps(stop['scores'], default=str)}"
+            whose = f" for {stop['language']}" if stop.get("language") else ""
+            line += (f"\n  {stop['filter']} thresholds{whose}: "
+                     f"{_threshold_text(stop['thresholds'], stop['threshold_sources'])}")
+        if scores := {k: v for k, v in stop.get("scores", {}).items() if k not in LANGUAGE}:  # language: above
+            line += f"\n  scores: {json.dumps(scores, default=str)}"
         lines.append(line)
     return "\n".join(lines)
 

@@ -145,3 +145,39 @@ def test_crawl_stats_counts_each_part_in_a_work_unit_on_the_runner(lake, crawl):
     manifests, (kept, rejected) = planted_manifests(lake, crawl)
     stats = crawl_stats(lake.config, manifests, BLOCKS, PoolRunner(2))
     assert stats.frame().equals(summarize(kept, rejected, kept.num_rows + rejected.num_rows, BLOCKS).frame())
+
+
+@pytest.mark.core
+def test_every_figure_is_broken_down_by_language_on_a_two_language_input():
+    """German and English documents, each dropped by other blocks: each language gets its own funnel (in, what each
+    block dropped of it in chain order, out), its kept words and its share of documents and words; the per-language
+    figures add up to the crawl's."""
+    kept = pa.table({"language": ["en", "en", "en", "de", "de"], "n_words": pa.array([100, 300, 50, 80, 20], pa.int32())})
+    rejected = pa.table({"language": [None, "en", "de", "de", "de", "en"],
+                         "filter": ["url", "gopher_quality", "gopher_repetition", "gopher_quality", "gopher_quality",
+                                    "c4"],
+                         "reason": ["url_blocklist", "stop_words", "dup_line_frac", "min_doc_words", "min_doc_words",
+                                    "curly_bracket"]})
+    stats = summarize(kept, rejected, 11, BLOCKS)
+    funnel = {lang: [(r["step"], r["block"], r["reason"], r["documents"], r["remaining"])
+                     for r in stats.language_funnel.filter(pl.col("language") == lang).iter_rows(named=True)]
+              for lang in ("en", "de")}
+    assert funnel["de"] == [("in", "", "", 5, 5), ("dropped", "gopher_repetition", "dup_line_frac", 1, 4),
+                            ("dropped", "gopher_quality", "min_doc_words", 2, 2), ("out", "", "", 2, 2)]
+    assert funnel["en"] == [("in", "", "", 5, 5), ("dropped", "gopher_quality", "stop_words", 1, 4),
+                            ("dropped", "c4", "curly_bracket", 1, 3), ("out", "", "", 3, 3)]
+    languages = {r["language"]: r for r in stats.languages.iter_rows(named=True)}
+    assert (languages["en"]["kept_words"], languages["de"]["kept_words"]) == (450, 100)
+    assert languages["en"]["kept_words_share"] == pytest.approx(450 / 550)
+    per_language = stats.language_funnel.filter(pl.col("step") == "dropped").group_by("block", "reason").agg(
+        pl.col("documents").sum())
+    crawl = stats.funnel.filter(pl.col("step") == "dropped").select("block", "reason", "documents")
+    assert per_language.sort("block", "reason").rows() == crawl.sort("block", "reason").rows()
+    frame = stats.frame()  # stored with the rest, so the lake holds it
+    assert frame.filter((pl.col("section") == "language_funnel") & (pl.col("key") == "de/gopher_quality/min_doc_words")
+                        )["value"].to_list() == [2]
+    from llm_assets import charts
+    from llm_assets_tests.conftest import png_size
+
+    assert png_size(charts.grouped_hbars("mix", ["en", "de"], {"documents": [0.6, 0.4], "words": [0.8, 0.2]},
+                                         "share"))[0] == 720

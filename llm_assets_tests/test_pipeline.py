@@ -179,8 +179,26 @@ def test_crawl_stats_reports_the_crawl_funnel(materialized, built_once):
     funnel = meta["funnel"].records
     assert funnel[0].data["step"] == "in" and funnel[-1].data["step"] == "out"
     assert sum(r.data["documents"] for r in funnel if r.data["step"] == "dropped") == 37 - meta["documents_kept"]
+    # every figure per language: each language's funnel adds up to its documents and to the crawl's drops
+    for chart in ("language_mix_chart", "language_funnel_chart"):
+        assert png_size(meta[chart])[0] == 720
+    assert meta["language_funnel_chart"].count("data:image/png") == min(8, len(languages))
+    per_language = [r.data for r in meta["language_funnel"].records]
+    for language, row in languages.items():
+        steps = [r for r in per_language if r["language"] == language]
+        assert steps[0]["step"] == "in" and steps[0]["documents"] == row["kept"] + row["dropped"]
+        assert steps[-1] == {**steps[-1], "step": "out", "documents": row["kept"], "remaining": row["kept"]}
+        assert sum(r["documents"] for r in steps if r["step"] == "dropped") == row["dropped"]
+    assert {(r["block"], r["reason"]) for r in per_language if r["step"] == "dropped"} == {
+        (r.data["block"], r.data["reason"]) for r in funnel if r.data["step"] == "dropped"}
+    assert languages["en"]["kept_words"] > 0 and all(row["kept_words"] == 0 for row in languages.values()
+                                                     if not row["kept"])
     stored = LakeInput.load(object_store.lake(), "crawl_stats", [(crawl, "all")]).scan().collect()
-    assert set(stored["section"]) == {"funnel", "language_kept", "language_dropped", "length_words"}
+    assert set(stored["section"]) == {"funnel", "language_kept", "language_dropped", "length_words",
+                                      "language_kept_words", "language_funnel"}
+    tokenized = {r.data["language"]: r.data for r in _metadata(result, "tokenized")["languages"].records}
+    assert tokenized["en"]["documents"] == _metadata(result, "tokenized")["dagster/row_count"] and \
+        tokenized["en"]["tokens"] == _metadata(result, "tokenized")["tokens"]
 
 
 def test_every_check_passes(materialized):

@@ -124,10 +124,19 @@ def test_a_release_holds_every_token_once_in_shuffled_sequences_with_provenance(
         assert any(data[i].tobytes() != stream[i * 256:(i + 1) * 256].tobytes() for i in range(len(data)))
     text = pl.read_parquet(tmp_path / "text" / f"{crawl}.parquet")  # what Hugging Face datasets reads
     assert text.height == len(docs) and {"doc_id", "url", "text"} <= set(text.columns)
-    for chart in ("tokens_by_crawl_chart", "tokens_by_language_chart", "positions_chart"):
+    for chart in ("tokens_by_crawl_chart", "tokens_by_language_chart", "language_mix_chart", "positions_chart"):
         assert png_size(meta[chart])[0] == 720
     card = (tmp_path / "README.md").read_text()
     assert "## Size" in card and "dedup rate" in card and crawl in card
+    mix = manifest["mixture"]["languages"]  # every language as it comes: the mix, and each language's funnel
+    assert sum(r["tokens"] for r in mix.values()) == c["tokens_in"] and "## Language mix" in card
+    assert all(f"| {lang} | {r['documents']:,} | {r['tokens']:,} |" in card for lang, r in mix.items())
+    assert "## Funnel per language" in card and {r.data["language"] for r in meta["language_mix"].records} == set(mix)
+    through = {r.data["language"]: r.data for r in meta["language_funnel"].records}
+    for lang, r in mix.items():  # documents per language through the stages, the release's last
+        f = through[lang]
+        assert f["filtered"] >= f["deduplicated"] >= f["tokenized"] == f["released"] == r["documents"] > 0
+        assert f["released_tokens"] == r["tokens"]
     _, front, body = card.split("---\n", 2)  # Hugging Face's YAML header
     header = yaml.safe_load(front)
     assert header["language"] and header["size_categories"] == ["n<1K"] and header["license"] == "other"
@@ -183,9 +192,12 @@ def test_show_release_prints_decoded_sequences_with_their_documents(
     assert [r["position"] for r in rows] == [0, 1]
     for row in rows:
         assert row["n_tokens"] == 512 and len(row["text"]) > 100
-        assert row["documents"] and all(d["crawl"] == crawl and d["url"].startswith("http")
+        assert row["documents"] and all(d["crawl"] == crawl and d["url"].startswith("http") and d["language"]
                                         for d in row["documents"])
         assert sum(d["length"] for d in row["documents"]) <= 512
+    assert cli.main(["show", "release", "--limit", "1"]) == 0  # for people: each document with its language
+    first = rows[0]["documents"][0]
+    assert f"{first['url']} ({first['language']})" in capsys.readouterr().out
 
 
 def test_the_loader_streams_the_release_from_the_store(curated, monkeypatch, object_store, instance, crawl,

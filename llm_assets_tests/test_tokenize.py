@@ -149,7 +149,8 @@ def _batch(texts: list[str]):
 
     return pa.record_batch({"doc_id": [f"d{i}" for i in range(len(texts))],
                             "url": [f"https://example.org/{i}" for i in range(len(texts))],
-                            "crawl": ["C"] * len(texts), "text": texts})
+                            "crawl": ["C"] * len(texts), "language": ["en", "de"] * (len(texts) // 2) + ["en"] * (len(texts) % 2),
+                            "text": texts})
 
 
 def test_a_batch_gets_the_ids_of_each_document_and_eos_as_uint16(gpt2_dir, reference, wikitext_lines):
@@ -162,6 +163,7 @@ def test_a_batch_gets_the_ids_of_each_document_and_eos_as_uint16(gpt2_dir, refer
                                     tok.get_vocab_size())
     assert kept.schema == schema(50257) and rejected.num_rows == 0
     assert kept.column("doc_id").to_pylist() == [f"d{i}" for i in range(len(texts))]
+    assert kept.column("language").to_pylist()[:3] == ["en", "de", "en"]  # each document keeps its language
     assert kept.column("tokens").to_pylist() == [reference.encode_ordinary(t) + [EOS] for t in texts]
     assert kept.column("n_tokens").to_pylist() == [len(reference.encode_ordinary(t)) + 1 for t in texts]
     assert kept.column("tokens").to_pylist()[-1] == [EOS]  # an empty document is its EOS alone
@@ -258,4 +260,7 @@ def test_min_tokens_is_validated_and_moves_the_stage_version_but_not_the_tokeniz
     base, ten = Settings(), Settings(tokenized=TokenizedSettings(min_tokens=10))
     assert tokenized_version(ten) != tokenized_version(base)
     assert tokenized_version(Settings(tokenized=TokenizedSettings(min_tokens=11))) != tokenized_version(ten)
-    assert tokenizer_version(ten) == tokenizer_version(base) == tokenized_version(base)
+    assert tokenizer_version(ten) == tokenizer_version(base)
+    # the same settings and tokenizer hash; the stage's own version moved (documents keep their language), the
+    # tokenizer's did not: it encodes as before
+    assert tokenizer_version(base).split("-", 1)[1] == tokenized_version(base).split("-", 1)[1]

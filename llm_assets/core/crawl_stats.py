@@ -29,14 +29,18 @@ NO_LABEL = "no label (lid.176 gave none)"
 # Word-count buckets of the length histogram (lower bounds).
 LENGTH_BUCKETS = (0, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 50_000)
 KEPT_COLUMNS = ["language", "n_words"]
+LANGUAGE_FUNNEL = pl.Schema({"language": pl.String, "step": pl.String, "block": pl.String, "reason": pl.String,
+                             "documents": pl.Int64, "remaining": pl.Int64})
 REJECTED_COLUMNS = ["language", "filter", "reason"]
 
 
 @dataclass
 class CrawlStats:
     funnel: pl.DataFrame  # step, block, reason, documents, remaining
-    languages: pl.DataFrame  # language, kept, dropped, share
+    languages: pl.DataFrame  # language, kept, dropped, share, kept_words, kept_words_share
     lengths: pl.DataFrame  # bucket, lower, documents
+    # per language: what each block dropped (chain order), then what was kept
+    language_funnel: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=LANGUAGE_FUNNEL))
 
     def frame(self) -> pl.DataFrame:
         """All three as one long table (section, key, value), the form the lake stores."""
@@ -46,6 +50,9 @@ class CrawlStats:
             self.languages.select(section=pl.lit("language_kept"), key="language", value="kept"),
             self.languages.select(section=pl.lit("language_dropped"), key="language", value="dropped"),
             self.lengths.select(section=pl.lit("length_words"), key="bucket", value="documents"),
+            self.languages.select(section=pl.lit("language_kept_words"), key="language", value="kept_words"),
+            self.language_funnel.select(section=pl.lit("language_funnel"),
+                                        key=pl.format("{}/{}/{}", "language", "block", "reason"), value="documents"),
         ]).with_columns(pl.col("value").cast(pl.Int64))
 
 
@@ -60,11 +67,14 @@ class PartialStats:
     kept_languages: Counter[str] = field(default_factory=Counter)
     dropped_languages: Counter[str] = field(default_factory=Counter)
     lengths: Counter[int] = field(default_factory=Counter)  # index in LENGTH_BUCKETS -> kept documents
+    language_drops: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (language, block, reason) -> docs
+    kept_words: Counter[str] = field(default_factory=Counter)  # language -> words of its kept documents
 
     def __add__(self, other: PartialStats) -> PartialStats:
         return PartialStats(self.rows_in + other.rows_in, self.kept + other.kept, self.drops + other.drops,
                             self.kept_languages + other.kept_languages,
-                            self.dropped_languages + other.dropped_languages, self.lengths + other.lengths)
+                            self.dropped_languages + other.dropped_languages, self.lengths + other.lengths,
+                            self.language_drops + other.language_drops, self.kept_words + other.kept_words)
 
 
 def count(kept: pa.Table, rejected: pa.Table, rows_in: int = 0) -> PartialStats:
@@ -86,6 +96,10 @@ def count(kept: pa.Table, rejected: pa.Table, rows_in: int = 0) -> PartialStats:
         dropped_languages=Counter(dict(con.sql(f"SELECT {label}, count(*) FROM rejected GROUP BY ALL").fetchall())),
         lengths=Counter({b: n for b, n in con.sql(f"SELECT CASE {buckets} END AS b, count(*) FROM kept GROUP BY ALL")
                          .fetchall() if b is not None}),
+        language_drops=Counter({(lang, b, r): n for lang, b, r, n in con.sql(
+            f"SELECT {label}, filter, reason, count(*) FROM rejected GROUP BY ALL").fetchall()}),
+        kept_words=Counter({lang: int(n) for lang, n in con.sql(
+            f"SELECT {label}, coalesce(sum(n_words), 0) FROM kept GROUP BY ALL").fetchall()}),
     )
 
 
@@ -157,16 +171,31 @@ def finish(stats: PartialStats, block_order: list[str]) -> CrawlStats:
     names = sorted(set(stats.kept_languages) | set(stats.dropped_languages),
                    key=lambda lang: (-(stats.kept_languages[lang] + stats.dropped_languages[lang]), lang))
     total = sum(stats.kept_languages.values()) + sum(stats.dropped_languages.values())
+    words = sum(stats.kept_words.values()) or 1
     languages = pl.DataFrame({
         "language": names,
         "kept": [stats.kept_languages[lang] for lang in names],
         "dropped": [stats.dropped_languages[lang] for lang in names],
         "share": [(stats.kept_languages[lang] + stats.dropped_languages[lang]) / total for lang in names],
-    }, schema={"language": pl.String, "kept": pl.Int64, "dropped": pl.Int64, "share": pl.Float64})
+        "kept_words": [stats.kept_words[lang] for lang in names],
+        "kept_words_share": [stats.kept_words[lang] / words for lang in names],
+    }, schema={"language": pl.String, "kept": pl.Int64, "dropped": pl.Int64, "share": pl.Float64,
+               "kept_words": pl.Int64, "kept_words_share": pl.Float64})
+    rows = []
+    for lang in names:  # in: its documents; then each block's drops in chain order; out: kept
+        dropped = sorted(((b, r, n) for (lg, b, r), n in stats.language_drops.items() if lg == lang),
+                         key=lambda d: (order.get(d[0], len(order)), -d[2], d[1] or ""))
+        left = stats.kept_languages[lang] + stats.dropped_languages[lang]
+        rows.append((lang, "in", "", "", left, left))
+        for b, r, n in dropped:
+            left -= n
+            rows.append((lang, "dropped", b, r or "", n, left))
+        rows.append((lang, "out", "", "", stats.kept_languages[lang], stats.kept_languages[lang]))
+    language_funnel = pl.DataFrame(rows, schema=LANGUAGE_FUNNEL, orient="row")
     lengths = pl.DataFrame({
         "bucket": [f"{lo:,}–{hi - 1:,}" if hi else f"{lo:,}+"
                    for lo, hi in zip(LENGTH_BUCKETS, list(LENGTH_BUCKETS[1:]) + [None])],
         "lower": list(LENGTH_BUCKETS),
         "documents": [stats.lengths.get(i, 0) for i in range(len(LENGTH_BUCKETS))],
     })
-    return CrawlStats(funnel=funnel, languages=languages, lengths=lengths)
+    return CrawlStats(funnel=funnel, languages=languages, lengths=lengths, language_funnel=language_funnel)

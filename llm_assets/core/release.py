@@ -21,10 +21,12 @@ documents its sequences hold and writes its .bin/.idx, a chunk of positions at a
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,7 +36,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import yaml  # type: ignore[import-untyped]
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from llm_assets.core.config import Section
 from llm_assets.core.indexed import IndexedWriter
@@ -44,6 +46,19 @@ from llm_assets.core.packing import (SEQ, PackingStats, Plan, bucket_by_length, 
 from llm_assets.core.shuffle import FeistelPermutation
 from llm_assets.core.units import InProcessRunner, Runner, UnitResult, WorkUnit, run_units, timed_unit
 from llm_assets.core.versions import digest
+
+
+class LanguageShare(Section):
+    """One language's part of a release: at most `tokens` tokens of it, or a `weight`."""
+
+    tokens: int | None = Field(default=None, ge=0)
+    weight: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> LanguageShare:
+        if (self.tokens is None) == (self.weight is None):
+            raise ValueError("a language of release.languages takes `tokens: N` or `weight: w`, one of them")
+        return self
 
 
 class ReleaseSettings(Section):
@@ -60,9 +75,22 @@ class ReleaseSettings(Section):
     # Sequences per shard (one .bin/.idx pair, written by one work unit, whose memory and disk it bounds): 262,144
     # sequences of 2,048 uint16 ids are 1 GiB. A release of at most this many sequences is one shard.
     sequences_per_shard: int = Field(default=262_144, ge=1)
+    # The language mix: empty, every language as it comes; else only the languages listed, each with a token budget
+    # (`{tokens: N}`) or a weight (`{weight: w}`, its share of the release's tokens being w over the weights' sum).
+    languages: dict[str, LanguageShare] = {}
+    tokens: int | None = Field(default=None, ge=1)  # with weights: the release's total (else the largest mix possible)
+
+    @model_validator(mode="after")
+    def _one_kind_of_mix(self) -> ReleaseSettings:
+        kinds = {"tokens" if share.tokens is not None else "weight" for share in self.languages.values()}
+        if len(kinds) > 1:
+            raise ValueError("release.languages: give every language a token budget or every one a weight, not both")
+        if self.tokens is not None and kinds != {"weight"}:
+            raise ValueError("release.tokens is the total the weights of release.languages share: set weights")
+        return self
 
 
-STAGE_VERSION = "2"  # 2: written as shards by work units, listed in the manifest
+STAGE_VERSION = "3"  # 3: a language mix (release.languages), documents and tokens per language in the manifest
 RELEASES = "releases"
 CHUNK = 4096  # output positions per step of the shuffled writer
 
@@ -112,21 +140,109 @@ class Documents:
     the release's token stream (document i is stream[offsets[i]:offsets[i + 1]], a stream never assembled)."""
 
     offsets: np.ndarray  # int64, len(docs) + 1
-    docs: pl.DataFrame  # doc_id, url, n_tokens, crawl, shard, part (its tokenized part), row (in that part)
+    docs: pl.DataFrame  # doc_id, url, n_tokens, language, crawl, shard, part (its tokenized part), row (in that part)
+    # every language of the parts read, listed or not: language -> (documents, tokens)
+    available: dict[str | None, tuple[int, int]] = field(default_factory=dict)
 
 
-DOCUMENT_SCHEMA = pl.Schema({"doc_id": pl.String, "url": pl.String, "n_tokens": pl.Int32, "crawl": pl.String,
-                             "shard": pl.String, "part": pl.String, "row": pl.Int64})
+DOCUMENT_SCHEMA = pl.Schema({"doc_id": pl.String, "url": pl.String, "n_tokens": pl.Int32, "language": pl.String,
+                             "crawl": pl.String, "shard": pl.String, "part": pl.String, "row": pl.Int64})
 
 
-def list_documents(lake: Lake, parts: list[tuple[str, str, str]]) -> Documents:
-    """The documents of the tokenized parts ((crawl, shard, part) in order), their lengths only: ~100 bytes a
-    document, whatever its tokens."""
-    frames = [lake.scan([part]).select("doc_id", "url", "n_tokens").with_row_index("row").collect()
-              .with_columns(crawl=pl.lit(crawl), shard=pl.lit(shard), part=pl.lit(part)) for crawl, shard, part in parts]
+def list_documents(lake: Lake, parts: list[tuple[str, str, str]], languages: Sequence[str] = ()) -> Documents:
+    """The documents of the tokenized parts ((crawl, shard, part) in order), their lengths and languages only: ~100
+    bytes a document, whatever its tokens. `languages`: only those (filtered as each part is read)."""
+    frames, available = [], Counter[tuple[str | None, str]]()
+    for crawl, shard, part in parts:
+        scan = lake.scan([part])
+        if "language" not in scan.collect_schema().names():  # a part tokenized before documents kept theirs
+            scan = scan.with_columns(language=pl.lit(None, pl.String))
+        frame = scan.select("doc_id", "url", "n_tokens", "language").with_row_index("row").collect()
+        for lang, n, t in frame.group_by("language").agg(pl.len(), pl.col("n_tokens").cast(pl.Int64).sum()).iter_rows():
+            available[(lang, "documents")] += n
+            available[(lang, "tokens")] += t
+        if languages:
+            frame = frame.filter(pl.col("language").is_in(list(languages)))
+        frames.append(frame.with_columns(crawl=pl.lit(crawl), shard=pl.lit(shard), part=pl.lit(part)))
     docs = pl.concat([f.select(list(DOCUMENT_SCHEMA)).cast(DOCUMENT_SCHEMA) for f in frames]) if frames else \
         pl.DataFrame(schema=DOCUMENT_SCHEMA)
-    return Documents(offsets=_offsets(docs["n_tokens"].to_numpy()), docs=docs)
+    offered = {lang: (available[(lang, "documents")], available[(lang, "tokens")]) for lang, kind in available
+               if kind == "documents"}
+    return Documents(offsets=_offsets(docs["n_tokens"].to_numpy()), docs=docs, available=offered)
+
+
+def document_rank(doc_ids: Sequence[str], seed: int) -> np.ndarray:
+    """A keyed hash of each doc_id (uint64): the order in which a language's documents are taken into a release.
+    blake2b, not Polars' hash, which may change between Polars versions while the release's version would not."""
+    key = str(seed).encode()
+    return np.fromiter((int.from_bytes(hashlib.blake2b(d.encode(), digest_size=8, key=key).digest(), "little")
+                        for d in doc_ids), np.uint64, count=len(doc_ids))
+
+
+def select_mix(docs: Documents, settings: ReleaseSettings) -> tuple[Documents, dict]:
+    """The documents of the configured language mix, in their order, and the mix as the manifest records it.
+
+    Each listed language gets a token budget: `tokens: N` is N; with weights, the release's total T is
+    `release.tokens` or, at most, the largest total at which every language still has its share (T = min over the
+    languages of its tokens / its share), and a language's budget is its share of T. A language's documents are
+    taken whole, in the order of a keyed hash of their doc_id (`document_rank`, keyed by the seed), while its total
+    stays within the budget. No document is taken twice: a language is never up-sampled, so a total that the data
+    cannot give at the weights' shares is cut down to the largest one it can. Without `languages`, every document
+    is kept."""
+    frame, available = docs.docs, docs.available
+    if not settings.languages:
+        return docs, mix_record(frame, {}, available, None)
+    budgets: dict[str, int] = {}
+    total = None
+    if all(share.tokens is not None for share in settings.languages.values()):
+        budgets = {lang: int(share.tokens or 0) for lang, share in settings.languages.items()}
+    else:
+        weights = {lang: float(share.weight or 0) for lang, share in settings.languages.items()}
+        shares = {lang: w / sum(weights.values()) for lang, w in weights.items()}
+        largest = min(available.get(lang, (0, 0))[1] / s for lang, s in shares.items())
+        total = int(min(largest, settings.tokens) if settings.tokens else largest)
+        budgets = {lang: int(total * s) for lang, s in shares.items()}
+    rank = pl.Series("rank", document_rank(frame["doc_id"].to_list(), settings.seed), pl.UInt64)
+    chosen = (frame.with_row_index("i").with_columns(rank)
+              .filter(pl.col("language").is_in(list(budgets)))
+              .sort("rank")
+              .with_columns(running=pl.col("n_tokens").cast(pl.Int64).cum_sum().over("language"))
+              .filter(pl.col("running") <= pl.col("language").replace_strict(budgets, return_dtype=pl.Int64)))
+    # taken while the language's total stays within its budget: the prefix of its hash order, not a greedy fill
+    keep = np.zeros(frame.height, bool)
+    keep[chosen["i"].to_numpy()] = True
+    frame = frame.filter(pl.Series(keep))
+    return Documents(offsets=_offsets(frame["n_tokens"].to_numpy()), docs=frame, available=available), \
+        mix_record(frame, settings.languages, available, total, budgets)
+
+
+def mix_record(frame: pl.DataFrame, targets: dict, available: dict[str | None, tuple[int, int]],
+               total: int | None, budgets: dict[str, int] | None = None) -> dict:
+    """The language mix a release achieved (manifest `mixture`): per language its documents, tokens and share of the
+    release's tokens, what the data offered, and the target (budget or weight, with the budget it came to)."""
+    held = frame.group_by("language").agg(documents=pl.len(), tokens=pl.col("n_tokens").cast(pl.Int64).sum())
+    got = {lang: (int(n), int(t)) for lang, n, t in held.iter_rows()}
+    all_tokens = sum(t for _, t in got.values())
+    weights = sum(float(s.weight or 0) for s in targets.values())
+    languages = {}
+    for lang in sorted(set(got) | set(targets), key=lambda k: (-got.get(k, (0, 0))[1], str(k))):
+        n, t = got.get(lang, (0, 0))
+        row: dict[str, object] = {"documents": n, "tokens": t, "share": round(t / all_tokens, 6) if all_tokens else 0.0,
+               "available_documents": available.get(lang, (0, 0))[0], "available_tokens": available.get(lang, (0, 0))[1]}
+        if lang in targets:
+            share = targets[lang]
+            row["target"] = ({"tokens": share.tokens} if share.tokens is not None else
+                             {"weight": share.weight, "share": round(share.weight / weights, 6),
+                              "tokens": (budgets or {}).get(lang, 0)})
+        languages[lang if lang is not None else NO_LANGUAGE] = row
+    left_out = {lang if lang is not None else NO_LANGUAGE: {"documents": n, "tokens": t}
+                for lang, (n, t) in sorted(available.items(), key=lambda kv: str(kv[0])) if targets and lang not in targets}
+    return {"rule": "every language as it comes" if not targets else
+            "token budgets" if total is None else f"weights over {total:,} tokens",
+            "total_tokens": total, "languages": languages, "left_out": left_out}
+
+
+NO_LANGUAGE = "(none)"  # a document no language block labelled
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:
@@ -160,7 +276,7 @@ def by_length_bucket(docs: Documents, boundaries: tuple[int, ...]) -> Documents:
     bucket = bucket_by_length(docs.offsets, np.asarray(boundaries))
     order = np.argsort(bucket, kind="stable")
     frame = docs.docs.with_columns(bucket=pl.Series(bucket, dtype=pl.Int64))[order]
-    return Documents(offsets=_offsets(frame["n_tokens"].to_numpy()), docs=frame)
+    return Documents(offsets=_offsets(frame["n_tokens"].to_numpy()), docs=frame, available=docs.available)
 
 
 def place_pieces(plan: Plan, perm: FeistelPermutation, docs: Documents) -> pl.DataFrame:
@@ -181,7 +297,7 @@ def place_pieces(plan: Plan, perm: FeistelPermutation, docs: Documents) -> pl.Da
         .sort("position", "offset").drop("sequence")
 
 
-PROVENANCE = ("position", "offset", "doc_id", "crawl", "shard", "url", "start_in_doc", "length")
+PROVENANCE = ("position", "offset", "doc_id", "crawl", "shard", "url", "language", "start_in_doc", "length")
 SHARD_WORK = ("position", "offset", "length", "group", "src")  # what a shard unit reads of its pieces
 
 
@@ -400,7 +516,8 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
 
     start = time.perf_counter()
     dtype = np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
-    docs = list_documents(lake, [(p["crawl"], p["shard"], part) for p in partitions for part in p["parts"]])
+    docs, mixture = select_mix(list_documents(lake, [(p["crawl"], p["shard"], part) for p in partitions
+                                                     for part in p["parts"]], tuple(settings.languages)), settings)
     if settings.length_buckets:
         docs = by_length_bucket(docs, settings.length_buckets)
     plan = plan_sequences(docs, settings)
@@ -433,6 +550,8 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
         "truncated_tokens": int(stats.truncated_tokens),
         "truncated_pct": round(stats.truncated_pct, 4),
         "documents_by_crawl": dict(docs.docs.group_by("crawl").len().sort("crawl").iter_rows()),
+        "documents_by_language": {lang: row["documents"] for lang, row in mixture["languages"].items()},
+        "tokens_by_language": {lang: row["tokens"] for lang, row in mixture["languages"].items()},
     }
     if settings.length_buckets:
         names = [f"≤{b}" for b in settings.length_buckets] + [f">{settings.length_buckets[-1]}"]
@@ -456,13 +575,15 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
                    "provenance": layout[0].provenance if len(layout) == 1 else "provenance-*.parquet, one per shard"},
         "shards": [asdict(s) for s in layout],
         "counts": counts,
+        "mixture": mixture,
         "takedowns": sorted(takedowns),
         "seconds": round(time.perf_counter() - start, 3),
     }
     card = dataset_card(manifest, card_facts)
     files["tokenizer.json"] = tokenizer_file
     if settings.include_text:
-        files |= write_text(lake, partitions, card_facts.get("text_parts", {}), workdir)
+        files |= write_text(lake, partitions, card_facts.get("text_parts", {}), workdir,
+                            docs.docs["doc_id"] if settings.languages else None)
     (workdir / "README.md").write_text(card)
     files["README.md"] = workdir / "README.md"
     for name, path in files.items():
@@ -530,14 +651,19 @@ def provenance_keys(prefix: str, manifest: dict) -> list[str]:
     return [prefix + shard.provenance for shard in release_shards(manifest)]
 
 
-def write_text(lake: Lake, partitions: list[dict], text_parts: dict[str, list[str]], workdir: Path) -> dict:
-    """The curated documents (doc_id, url, crawl, text) as Parquet, one file per crawl, for `datasets`."""
+def write_text(lake: Lake, partitions: list[dict], text_parts: dict[str, list[str]], workdir: Path,
+               released: pl.Series | None = None) -> dict:
+    """The curated documents (doc_id, url, crawl, text) as Parquet, one file per crawl, for `datasets`; with a
+    language mix, only the documents of the release (`released`: their doc_ids)."""
     out = {}
     for crawl, parts in sorted(text_parts.items()):
         if not parts:
             continue
         path = workdir / f"text-{crawl}.parquet"
-        lake.scan(parts).select("doc_id", "url", "crawl", "language", "text").sink_parquet(path)
+        frame = lake.scan(parts).select("doc_id", "url", "crawl", "language", "text")
+        if released is not None:
+            frame = frame.filter(pl.col("doc_id").is_in(released.implode()))
+        frame.sink_parquet(path)
         out[f"text/{crawl}.parquet"] = path
     return out
 
@@ -568,10 +694,33 @@ def card_front_matter(manifest: dict, languages: list[str]) -> str:
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n"
 
 
+def mixture_lines(mixture: dict | None) -> list[str]:
+    """The card's language mix: per language the documents and tokens released, their share, the target."""
+    if not mixture or not mixture.get("languages"):
+        return []
+    lines = ["## Language mix", "", f"Rule: {mixture['rule']}"
+             + (" (release.languages; documents taken whole in the order of a keyed hash of their doc_id, never "
+                "twice)" if mixture["rule"] != "every language as it comes" else "") + ".", "",
+             "| language | documents | tokens | share of tokens | target | available tokens |",
+             "|---|---:|---:|---:|---|---:|"]
+    for lang, row in mixture["languages"].items():
+        target = row.get("target")
+        said = ("—" if target is None else f"≤ {target['tokens']:,} tokens" if "weight" not in target else
+                f"weight {target['weight']:g} ({target['share']:.1%}: {target['tokens']:,} tokens)")
+        lines.append(f"| {lang} | {row['documents']:,} | {row['tokens']:,} | {row['share']:.2%} | {said} | "
+                     f"{row['available_tokens']:,} |")
+    if mixture.get("left_out"):
+        lines += ["", "Left out (not in release.languages): " + ", ".join(
+            f"{lang} ({v['documents']:,} documents, {v['tokens']:,} tokens)" for lang, v in mixture["left_out"].items())]
+    return lines + [""]
+
+
 def dataset_card(manifest: dict, facts: dict) -> str:
     """The release's README.md: Hugging Face front matter, what it holds and how it was made."""
     c = manifest["counts"]
-    languages = [lang for lang, _ in facts.get("languages", []) if lang]
+    released = (manifest.get("mixture") or {}).get("languages", {})
+    languages = [lang for lang, row in released.items() if row["documents"] and lang != NO_LANGUAGE] or \
+        [lang for lang, _ in facts.get("languages", []) if lang]
     lines = [
         card_front_matter(manifest, languages),
         f"# {manifest['name']} {manifest['version']}", "",
@@ -589,9 +738,21 @@ def dataset_card(manifest: dict, facts: dict) -> str:
         f"| tokenizer | `{manifest['tokenizer']['hash']}`, {manifest['tokenizer']['vocab_size']:,} ids, "
         f"EOS {manifest['tokenizer']['eos_id']} |", "",
     ]
-    if facts.get("languages"):
-        lines += ["## Language mix (documents kept by the filters)", "", "| language | documents |", "|---|---:|"]
-        lines += [f"| {lang} | {n:,} |" for lang, n in facts["languages"]] + [""]
+    lines += mixture_lines(manifest.get("mixture"))
+    if facts.get("language_funnel"):
+        lines += ["## Funnel per language", "",
+                  "Documents of each language as the stages kept them (the language is lid.176's, given by the "
+                  "filters), and in this release.", "",
+                  "| language | filtered (kept) | deduplicated | tokenized | released | released tokens |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        mixture = manifest.get("mixture") or {}
+        released, left_out = mixture.get("languages", {}), mixture.get("left_out", {})
+        for lang, f in facts["language_funnel"].items():
+            r = released.get(lang, {})
+            tokenized = r.get("available_documents", left_out.get(lang, {}).get("documents", 0))
+            lines.append(f"| {lang} | {f.get('filtered', 0):,} | {f.get('deduplicated', 0):,} | "
+                         f"{tokenized:,} | {r.get('documents', 0):,} | {r.get('tokens', 0):,} |")
+        lines.append("")
     if facts.get("funnel"):
         lines += ["## Funnel", "", "| crawl | raw records | extracted | filtered | deduplicated | dedup rate |",
                   "|---|---:|---:|---:|---:|---:|"]

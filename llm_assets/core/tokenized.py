@@ -9,6 +9,7 @@ documents with fewer tokens are set aside under `rejected/tokenized/` with the r
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 from pydantic import Field
 
@@ -59,9 +61,12 @@ class TokenizedSettings(Section):
         return digest(json.dumps(values, sort_keys=True))
 
 
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"  # 2: each document keeps its language
+TOKENIZER_VERSION = "1"  # the tokenizer's: how text is encoded (the stage's version says what its documents carry)
 BATCH_ROWS = 256  # encodings of a batch are held at once (two batches: one encoding, one written): keep it small
 TOO_FEW_TOKENS = "too_few_tokens"
+# a unit's counts: the documents and tokens (EOS included) it kept per language ("" when a document has none)
+DOCUMENTS_COUNT, TOKENS_COUNT = "documents:", "tokens:"
 REJECTED_GROUP_ROWS = 16_384
 
 
@@ -71,6 +76,7 @@ def schema(vocab_size: int) -> pa.Schema:
             ("doc_id", pa.string()),
             ("url", pa.string()),
             ("crawl", pa.string()),
+            ("language", pa.string()),  # the filters' (lid.176 label), for figures and release mixes per language
             ("n_tokens", pa.int32()),  # EOS included
             ("tokens", pa.list_(token_type(vocab_size))),
         ]
@@ -109,8 +115,9 @@ def tokenize_batch(batch: pa.RecordBatch | pa.Table, ids: list[list[int]], eos: 
     # one pass over the ids into a flat buffer, then the list array over it: no per-document arrays
     values = np.fromiter(chain.from_iterable(ids), values_type.to_pandas_dtype(), count=int(offsets[-1]))
     tokens = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, values_type))
+    language = batch.column("language") if "language" in batch.schema.names else pa.nulls(n, pa.string())
     table = pa.table({"doc_id": batch.column("doc_id"), "url": batch.column("url"), "crawl": batch.column("crawl"),
-                      "n_tokens": pa.array(lengths + 1, pa.int32()), "tokens": tokens})
+                      "language": language, "n_tokens": pa.array(lengths + 1, pa.int32()), "tokens": tokens})
     if not min_tokens or (short := lengths < min_tokens).sum() == 0:
         return table, REJECTED_SCHEMA.empty_table()
     rejected = table.filter(pa.array(short)).select(["doc_id", "url", "crawl"])
@@ -163,13 +170,19 @@ def tokenize_documents(u: TokenizeUnit) -> UnitResult:
     rows_in = 0
     rejected_part = u.rejected_part if u.settings.min_tokens else ""
     fetched = ReadCount()
+    languages: Counter[str] = Counter()  # kept documents and tokens per language
     set_aside: list[pa.Table] = []  # small rows (no text, no tokens): written in a few row groups, not one a batch
     with lake.part_writer(u.part, out_schema) as out, _optional_writer(lake, rejected_part) as rejected:
-        batches = lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "text"], fetched=fetched)
+        batches = lake.iter_batches(u.source, BATCH_ROWS, columns=["doc_id", "url", "crawl", "language", "text"],
+                                   fetched=fetched)
         for batch, ids in encoded(batch_encoder(str(u.settings.resolved_path())), batches):
             rows_in += batch.num_rows
             kept, dropped = tokenize_batch(batch, ids, eos, vocab_size, u.settings.min_tokens)
             out.write(kept)
+            for language, n, tokens in pl.DataFrame(kept.select(["language", "n_tokens"])).group_by("language") \
+                    .agg(pl.len(), pl.col("n_tokens").cast(pl.Int64).sum()).iter_rows():
+                languages[DOCUMENTS_COUNT + (language or "")] += n
+                languages[TOKENS_COUNT + (language or "")] += tokens
             if dropped.num_rows:
                 drops.drop(TOO_FEW_TOKENS, dropped.num_rows)
                 set_aside.append(dropped)
@@ -186,6 +199,7 @@ def tokenize_documents(u: TokenizeUnit) -> UnitResult:
         rows_in=rows_in,
         rows_out=out.rows,
         dropped=dict(drops),
+        counts=dict(languages),
         bytes_in=fetched.bytes,
         bytes_out=out.bytes,
         columns=out_schema.names,

@@ -1,4 +1,5 @@
 import dagster as dg
+import polars as pl
 
 from llm_assets.core.crawl_stats import crawl_stats as compute_crawl_stats
 from llm_assets.core.partition import FrameOutput, LakeInput
@@ -7,6 +8,9 @@ from llm_assets import charts
 from llm_assets.metadata import table
 from llm_assets.settings import Settings
 from llm_assets.stage import crawl_asset, require_every_shard
+
+
+FUNNEL_LANGUAGES = 8  # a funnel chart for each of the languages with the most documents (all of them in the table)
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -18,8 +22,9 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
     def crawl_stats(context: dg.AssetExecutionContext, filtered: LakeInput):
         """Per crawl, over every shard of `filtered` (one with raw files that was never committed fails it: no
         stats of part of a crawl): the filter funnel (documents in, dropped by each block and reason in chain order,
-        out), the language mix of kept and dropped documents, and the length distribution of kept documents in
-        words. Each filtered part is counted by a work unit and the exact counts are summed, so memory does not grow
+        out), the language mix of kept and dropped documents (documents and words per language), each language's own
+        funnel (what every block dropped of it, with that language's thresholds), and the length distribution of kept
+        documents in words. Each filtered part is counted by a work unit and the exact counts are summed, so memory does not grow
         with the crawl. Tables and bar charts in the metadata; the numbers are stored as one long table.
         """
         from llm_assets.runners import runner_for  # when it runs, as run_stage does: a cluster client is heavy
@@ -31,6 +36,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         rows_in = int(stats.funnel["documents"][0])
         rows_out = int(stats.funnel["documents"][-1])
         languages = stats.languages
+        kept = languages.filter(pl.col("kept") > 0).sort("kept", "language", descending=[True, False])
+        mix = kept.head(20).with_columns(documents_share=pl.col("kept") / max(1, int(kept["kept"].sum())))
         metadata = {
             "dagster/row_count": rows_out,
             "documents_in": rows_in,
@@ -46,6 +53,18 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 f"{context.partition_key}: language of every filtered document, kept or dropped",
                 languages["language"].head(20).to_list(),
                 (languages["kept"] + languages["dropped"]).head(20).to_list(), "documents")),
+            "language_mix_chart": dg.MetadataValue.md(charts.grouped_hbars(
+                f"{context.partition_key}: language mix of the kept documents (share of documents and of words)",
+                mix["language"].to_list(), {"documents": mix["documents_share"].to_list(),
+                                            "words": mix["kept_words_share"].to_list()}, "share")),
+            "language_funnel": table(stats.language_funnel),
+            "language_funnel_chart": dg.MetadataValue.md("\n\n".join(
+                charts.funnel(f"{context.partition_key}, {lang}: documents in, dropped by block and reason, kept",
+                              f["documents"][0], [(f"{b}/{r}", n) for s, b, r, n in f.select(
+                                  "step", "block", "reason", "documents").iter_rows() if s == "dropped"],
+                              f["documents"][-1])
+                for lang in languages["language"].head(FUNNEL_LANGUAGES).to_list()
+                if (f := stats.language_funnel.filter(pl.col("language") == lang)).height)),
             "length_chart": dg.MetadataValue.md(charts.hbars(
                 f"{context.partition_key}: length of the kept documents", stats.lengths["bucket"].to_list(),
                 stats.lengths["documents"].to_list(), "documents (by length in words)")),

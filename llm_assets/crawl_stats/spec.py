@@ -1,7 +1,7 @@
 from llm_assets.core.partition import units_version
 from llm_assets.registry import StageSpec
 
-CODE_VERSION = "2"  # 2: a document without a language is named (NOT_IDENTIFIED), not "?"
+CODE_VERSION = "3"  # 3: a funnel and kept words per language; 2: a document without a language is named
 
 
 def stats_version(manifests: list[dict]) -> str:

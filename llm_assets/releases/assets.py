@@ -7,7 +7,9 @@ import polars as pl
 from llm_assets import charts
 from llm_assets.core.partition import LakeInput, Manifest, committed
 from llm_assets.core.filtered import TAKEDOWN_COUNT
-from llm_assets.core.release import STAGE_VERSION, build_release, latest_release, mark_superseded, point_latest
+from llm_assets.core.gates import LANGUAGE_COUNT
+from llm_assets.metadata import table
+from llm_assets.core.release import NO_LANGUAGE, STAGE_VERSION, build_release, latest_release, mark_superseded, point_latest
 from llm_assets.core.tokenize import load_tokenizer, resolve_tokenizer
 from llm_assets.core.units import peak_rss_bytes
 from llm_assets.pipeline import code_versions
@@ -46,38 +48,79 @@ def _card_facts(lake, settings: Settings, crawls: list[str], shards: list[str]) 
     parts = [part for ps in text_parts.values() for part in ps]
     languages = (lake.scan(parts).group_by("language").len().sort("len", descending=True).collect().rows()
                  if parts else [])
+    # documents per language through the stages: filtered's units count what they kept per language
+    language_funnel: dict[str, dict[str, int]] = {}
+    for m in manifests["filtered"]:
+        for u in m.units:
+            for key, n in u.counts.items():
+                if key.startswith(LANGUAGE_COUNT):
+                    lang = key.removeprefix(LANGUAGE_COUNT)
+                    row = language_funnel.setdefault(NO_LANGUAGE if lang == "?" else lang, {})
+                    row["filtered"] = row.get("filtered", 0) + n
+    for lang, n in languages:
+        language_funnel.setdefault(lang or NO_LANGUAGE, {})["deduplicated"] = n
     filters = [(b.name, b.model_dump(mode="json", exclude={"block", "enabled", "index_path", "model_path"}))
                for b in settings.filtered.blocks()]
     # the targets of the takedown requests that removed documents from the filtered partitions of the crawls
     takedowns = sorted({key.removeprefix(TAKEDOWN_COUNT) for m in manifests["filtered"] for u in m.units
                         for key, n in u.counts.items() if key.startswith(TAKEDOWN_COUNT) and n})
-    return {"funnel": funnel, "drops": drops, "takedowns": takedowns, "languages": languages, "text_parts": text_parts, "filters": filters,
+    return {"funnel": funnel, "drops": drops, "takedowns": takedowns, "languages": languages,
+            "language_funnel": dict(sorted(language_funnel.items(), key=lambda kv: (-kv[1].get("filtered", 0), kv[0]))),
+            "text_parts": text_parts, "filters": filters,
             "dedup": settings.dedup.model_dump(mode="json"), "evals": settings.evals.model_dump(mode="json")}
 
 
-def _charts(lake, partitions: list[dict], text_parts: dict[str, list[str]], counts: dict) -> dict:
-    """Tokens per crawl and per language, and where the sequences' positions went (tokens, padding, cut)."""
+def _charts(lake, partitions: list[dict], mixture: dict[str, dict], counts: dict) -> dict:
+    """Tokens per crawl and per language (the mix achieved, beside the weights' shares), and where the sequences'
+    positions went (tokens, padding, cut)."""
     token_parts = [part for p in partitions for part in p["parts"]]
-    tokens = lake.scan(token_parts).select("doc_id", "crawl", "n_tokens").collect() if token_parts else None
-    if tokens is None or tokens.is_empty():
+    by_crawl = (lake.scan(token_parts).group_by("crawl").agg(pl.col("n_tokens").sum()).sort("crawl").collect()
+                if token_parts else None)
+    if by_crawl is None or by_crawl.is_empty():
         return {}
-    by_crawl = tokens.group_by("crawl").agg(pl.col("n_tokens").sum()).sort("crawl")
-    text = [part for parts in text_parts.values() for part in parts]
-    languages = (tokens.join(lake.scan(text).select("doc_id", "language").collect(), on="doc_id", how="left")
-                 .group_by("language").agg(pl.col("n_tokens").sum()).sort("n_tokens", descending=True).head(15)
-                 if text else pl.DataFrame({"language": [None], "n_tokens": [int(tokens["n_tokens"].sum())]}))
     return {
         "tokens_by_crawl_chart": dg.MetadataValue.md(charts.hbars(
             "tokens per crawl", by_crawl["crawl"].to_list(), by_crawl["n_tokens"].to_list(), "tokens")),
         "tokens_by_language_chart": dg.MetadataValue.md(charts.hbars(
-            "tokens per language", languages["language"].fill_null(charts.NO_LANGUAGE).to_list(), languages["n_tokens"].to_list(),
+            "tokens per language (released)", list(mixture)[:15], [r["tokens"] for r in mixture.values()][:15],
             "tokens")),
+        "language_mix_chart": dg.MetadataValue.md(charts.grouped_hbars(
+            "language mix: share of the release's tokens, achieved and targeted", list(mixture)[:15],
+            {"achieved": [r["share"] for r in mixture.values()][:15],
+             **({"target": [(r.get("target") or {}).get("share", 0.0) for r in mixture.values()][:15]}
+                if any("share" in (r.get("target") or {}) for r in mixture.values()) else {})}, "share")),
         "positions_chart": dg.MetadataValue.md(charts.hbars(
             f"sequence positions: {counts['sequences']:,} × {counts['context']:,}",
             ["document tokens", "padding (EOS)", "cut off (truncated)"],
             [counts["tokens_out"], counts["padding_tokens"], counts["truncated_tokens"]],
             "tokens", [charts.BLUE, charts.RED, charts.RED])),
     }
+
+
+def mixture_table(mixture: dict) -> pl.DataFrame:
+    """The language mix the release achieved, a row per language: documents, tokens, share, target."""
+    rows = [(lang, r["documents"], r["tokens"], r["share"], (r.get("target") or {}).get("tokens"),
+             (r.get("target") or {}).get("weight"), r["available_tokens"])
+            for lang, r in mixture.get("languages", {}).items()]
+    return pl.DataFrame(rows, orient="row", schema={
+        "language": pl.String, "documents": pl.Int64, "tokens": pl.Int64, "share": pl.Float64,
+        "target_tokens": pl.Int64, "target_weight": pl.Float64, "available_tokens": pl.Int64})
+
+
+def language_funnel_table(funnel: dict[str, dict[str, int]], mixture: dict) -> pl.DataFrame:
+    """Documents per language through the stages: kept by the filters, deduplicated, tokenized, released."""
+    released, left_out = mixture.get("languages", {}), mixture.get("left_out", {})
+    names = list(funnel) + [lang for lang in released if lang not in funnel]
+    return pl.DataFrame({
+        "language": names,
+        "filtered": [funnel.get(lang, {}).get("filtered", 0) for lang in names],
+        "deduplicated": [funnel.get(lang, {}).get("deduplicated", 0) for lang in names],
+        "tokenized": [released.get(lang, {}).get("available_documents", left_out.get(lang, {}).get("documents", 0))
+                      for lang in names],
+        "released": [released.get(lang, {}).get("documents", 0) for lang in names],
+        "released_tokens": [released.get(lang, {}).get("tokens", 0) for lang in names],
+    }, schema={"language": pl.String, "filtered": pl.Int64, "deduplicated": pl.Int64, "tokenized": pl.Int64,
+               "released": pl.Int64, "released_tokens": pl.Int64})
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -162,7 +205,10 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 "units": len(built.units),  # scatter and shard units, on the runner
                 "unit_peak_rss_mib": round(max((u.peak_rss_bytes for u in built.units), default=0) / 2**20, 1),
                 "dataset_card": dg.MetadataValue.md(built.card),
-                **_charts(lake, partitions, facts["text_parts"], counts),
+                "language_mix": table(mixture_table(built.manifest.get("mixture", {}))),
+                "language_funnel": table(language_funnel_table(facts["language_funnel"],
+                                                               built.manifest.get("mixture", {}))),
+                **_charts(lake, partitions, built.manifest.get("mixture", {}).get("languages", {}), counts),
             },
             data_version=dg.DataVersion(built.version),
         )

@@ -10,14 +10,31 @@ from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput, PartitionOutput, committed
 from llm_assets.core.tokenize import (load_tokenizer, publish_tokenizer, resolve_tokenizer, sample_texts,
                                       train_bytelevel_bpe)
-from llm_assets.core.tokenized import TokenizeUnit, schema, tokenize_documents
+from llm_assets.core.tokenized import DOCUMENTS_COUNT, TOKENS_COUNT, TokenizeUnit, schema, tokenize_documents
 from llm_assets.core.units import peak_rss_bytes, unit_id
 from llm_assets.core.versions import short
 from llm_assets.dedup.spec import DEDUPLICATED_SPEC
+from llm_assets.metadata import table
 from llm_assets.settings import Settings
 from llm_assets.stage import partition_of, run_stage, stage_asset
 from llm_assets.tokenized.spec import SPEC, TOKENIZER_SPEC, configured_tokenizer_hash
 from resources import ObjectStore
+
+
+def languages_table(units) -> pl.DataFrame:
+    """Documents and tokens kept per language, from the units' counts: exact, without reading a part."""
+    rows: dict[str, list[int]] = {}
+    for u in units:
+        for key, n in u.counts.items():
+            for i, prefix in enumerate((DOCUMENTS_COUNT, TOKENS_COUNT)):
+                if key.startswith(prefix):
+                    rows.setdefault(key.removeprefix(prefix) or charts.NO_LANGUAGE, [0, 0])[i] += n
+    total = sum(t for _, t in rows.values()) or 1
+    ordered = sorted(rows.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    return pl.DataFrame({"language": [k for k, _ in ordered], "documents": [v[0] for _, v in ordered],
+                         "tokens": [v[1] for _, v in ordered], "share": [v[1] / total for _, v in ordered]},
+                        schema={"language": pl.String, "documents": pl.Int64, "tokens": pl.Int64,
+                                "share": pl.Float64})
 
 
 def build(settings: Settings) -> list[dg.AssetsDefinition]:
@@ -97,6 +114,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             parts = [u.part for u in out.units if u.part and u.rows_out]
             n_tokens = lake.scan(parts).select("n_tokens").collect()["n_tokens"] if parts else pl.Series([], dtype=pl.Int32)
             return {"tokens": int(n_tokens.sum() or 0),
+                    "languages": table(languages_table(out.units)),
                     "tokens_chart": dg.MetadataValue.md(charts.histogram(
                         "tokens per document (EOS included)", n_tokens.to_list(), "tokens per document"))}
 

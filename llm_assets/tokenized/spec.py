@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from llm_assets.core.tokenize import TOKENIZER_LATEST, tokenizer_hash
-from llm_assets.core.tokenized import STAGE_VERSION, TokenizedSettings
+from llm_assets.core.tokenized import STAGE_VERSION, TOKENIZER_VERSION, TokenizedSettings
 from llm_assets.core.versions import code_version, short
 from llm_assets.registry import StageSpec
 
@@ -23,7 +23,7 @@ def tokenized_version(settings) -> str:
 def tokenizer_version(settings) -> str:
     """The tokenizer's: the tokenized settings but `min_tokens`, which decides what is kept, not how it is encoded."""
     tokenization = settings.tokenized.model_copy(update={"min_tokens": 0})
-    return code_version(STAGE_VERSION, tokenization.fingerprint(), configured_tokenizer_hash(tokenization))
+    return code_version(TOKENIZER_VERSION, tokenization.fingerprint(), configured_tokenizer_hash(tokenization))
 
 
 def _published(lake, settings) -> dict | None:
