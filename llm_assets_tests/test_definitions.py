@@ -95,6 +95,9 @@ def test_code_version_follows_settings():
     assert {k for k in default if default[k] != stricter[k]} == {"filtered"}
     gated = code_versions(Settings(gates={"max_language_shift": 0.5}))
     assert {k for k in default if default[k] != gated[k]} == {"filtered"}
+    # one language's thresholds: hashed per partition over the languages it holds, not in the code version
+    german = FilteredSettings(overrides={"de": {"gopher_quality.min_stop_words": 3}})
+    assert code_versions(Settings(filtered=german)) == default
 
 
 def test_the_definitions_declare_the_registry_code_versions():

@@ -116,6 +116,7 @@ def test_a_languages_blocks_are_the_chains_then_the_tables_then_the_overrides():
     assert s.threshold_sources("de")["gopher_quality"]["min_stop_words"] == "override"
     assert s.threshold_sources("de")["gopher_quality"]["stop_words"] == "fineweb2"
     assert "gopher_quality" not in s.threshold_sources("en")
+    assert s == FilteredSettings(overrides={"de": {"gopher_quality.min_stop_words": 3, "language.threshold": 0.7}})
     # the blocks before the language block are everyone's
     assert s.chain_for("de")[:2] == s.chain_for("en")[:2]
     # without the table every language has the chain's values; a chain threshold is every language's

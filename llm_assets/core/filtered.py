@@ -33,7 +33,7 @@ from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matche
 from llm_assets.core.units import DropCounter, UnitResult, Warmup, WorkUnit, timed_unit, unit_id
 from llm_assets.core.versions import digest
 
-STAGE_VERSION = "6"  # 6: words split per language (core/segment): word counts, densities and n_words change
+STAGE_VERSION = "6"  # 6: each language through its own thresholds (the language table) and its own word segmenter
 BATCH_ROWS = 1024
 
 ADDED = [
@@ -132,6 +132,12 @@ class FilteredSettings(Section):
     def replaced(self, name: str, block: Block) -> FilteredSettings:
         """These settings with every block of that kind replaced."""
         return self.model_copy(update={"chain": tuple(block if b.name == name else b for b in self.chain)})
+
+    def __eq__(self, other: object) -> bool:
+        # the values, not the chains cached per language
+        return type(other) is type(self) and self.__dict__ == cast(FilteredSettings, other).__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # `overrides` is a dict
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> FilteredSettings:
         copy = super().model_copy(update=update, deep=deep)

@@ -70,8 +70,10 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
     def filtered(context: dg.AssetExecutionContext, store: ObjectStore, documents: LakeInput):
         """Documents that no takedown request names (under `takedowns/`) and that pass the filter chain of the
         settings, in FineWeb's order: text normalization (NFC,
-        control characters, mojibake, whitespace), URL block lists, fastText lid.176 language ID (English ≥ 0.65 by
-        default), Gopher repetition, Gopher quality, C4 quality (its line cleanup rewrites the text), FineWeb
+        control characters, mojibake, whitespace), URL block lists, fastText lid.176 language ID (the settings' keep
+        list, each language at its own minimum score; a script lid.176 does not know is `und`, dropped), then, with
+        each language's thresholds (FineWeb-2's per-language configs; English keeps FineWeb's), Gopher
+        repetition, Gopher quality, C4 quality (its line cleanup rewrites the text; not for FineWeb-2's languages), FineWeb
         quality, the optional C4 bad-words, profanity, domain-vocabulary and model-based quality blocks, and PII
         masking (e-mails, public IPs, phone numbers, Luhn-valid cards, IBANs become typed placeholders), and last
         decontamination against the eval sets under `evals/` (13-gram overlap in the final text or in the text as

@@ -37,26 +37,32 @@ def _letters_of(unicode_scripts: tuple[str, ...] | list[str]) -> str:
 
 
 @cache
-def _known_pattern() -> str:
-    return _letters_of(sorted({s for code in known_scripts() for s in SCRIPTS[code]}))
+def _known_scripts() -> list[str]:
+    return sorted({s for code in known_scripts() for s in SCRIPTS[code]})
 
 
 def unknown_scripts(texts: pl.Series) -> pl.Series:
     """Per text: null when its dominant script (the one most of its letters are in) is one the identifier knows, or
     it has no letters; else that script's ISO 15924 code ("Zzzz" when it is none of `SCRIPTS`)."""
-    letters = texts.str.count_matches(r"\p{L}").fill_null(0)
-    known = texts.str.count_matches(_known_pattern()).fill_null(0)
     out = pl.Series("script", [None] * len(texts), pl.String)
-    suspects = (known < letters - known).arg_true()  # most letters outside the known scripts: name the top one
-    if suspects.len():
-        sub = texts.gather(suspects)
-        counts = {code: sub.str.count_matches(_letters_of(SCRIPTS[code])).to_list() for code in SCRIPTS}
-        listed = sub.str.count_matches(_letters_of(sorted({s for ss in SCRIPTS.values() for s in ss}))).to_list()
-        named = []
-        for i, n_letters in enumerate(letters.gather(suspects).to_list()):
-            code = max(counts, key=lambda c: counts[c][i])
-            if n_letters - listed[i] > counts[code][i]:  # most letters are in a script of no name here
-                code = UNNAMED
-            named.append(None if code in known_scripts() else code)
-        out = out.scatter(suspects, pl.Series(named, dtype=pl.String))
-    return out
+    # one scan of every text for a letter outside the known scripts (modifier letters such as ʻ are in none: Common);
+    # most texts have none
+    other = "[\\p{L}--[" + "".join(f"\\p{{{s}}}" for s in [*_known_scripts(), "Common", "Inherited"]) + "]]"
+    suspects = texts.str.contains(other).fill_null(False).arg_true()
+    if not suspects.len():
+        return out
+    sub = texts.gather(suspects)
+    letters = sub.str.count_matches(r"\p{L}").to_list()
+    known = sub.str.count_matches(_letters_of(_known_scripts())).to_list()
+    counts = {code: sub.str.count_matches(_letters_of(SCRIPTS[code])).to_list() for code in SCRIPTS}
+    listed = sub.str.count_matches(_letters_of(sorted({s for ss in SCRIPTS.values() for s in ss}))).to_list()
+    named: list[str | None] = []
+    for i, n_letters in enumerate(letters):
+        code = max(counts, key=lambda c: counts[c][i])
+        if known[i] >= n_letters - known[i]:  # most letters are in the known scripts
+            named.append(None)
+            continue
+        if n_letters - listed[i] > counts[code][i]:  # most letters are in a script of no name here
+            code = UNNAMED
+        named.append(None if code in known_scripts() else code)
+    return out.scatter(suspects, pl.Series(named, dtype=pl.String))
