@@ -171,10 +171,14 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps([r.summary() for r in results], indent=1))
-    if args.no_write:
-        return
-    body = (f"## The latest run\n\n`make bench-segmenters` ({args.rounds} interleaved rounds of about {args.kb} KB "
-            f"per language, one core), {time.strftime('%Y-%m-%d', time.gmtime())}:\n\n" + "\n".join(lines))
+    if not args.no_write:
+        write(args.output, results, f"{args.rounds} interleaved rounds of about {args.kb} KB per language, one core")
+
+
+def write(output: Path, results: list[Result], how: str) -> None:
+    """The table into benchmarks/results/segmenters.md beside `output`, a row per family into its summary."""
+    body = (f"## The latest run\n\n`make bench-segmenters` ({how}), {time.strftime('%Y-%m-%d', time.gmtime())}:\n\n"
+            + "\n".join(table(results)))
     rows = []
     for language in ("zh", "ja", "ko", "th"):
         rs = {r.segmenter: r for r in results if r.language == language}
@@ -192,7 +196,7 @@ def main() -> None:
                         "lowest agreement, median speed-up",
                         f"{min(r.agreement for r in spaced):.4f}, {speedup:.1f}x", "make bench-segmenters",
                         "segmenters.md"))
-    publish(args.output, "segmenters", "<!-- segmenters-run:begin -->", "<!-- segmenters-run:end -->", body, rows)
+    publish(output, "segmenters", "<!-- segmenters-run:begin -->", "<!-- segmenters-run:end -->", body, rows)
 
 
 if __name__ == "__main__":

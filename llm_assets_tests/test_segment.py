@@ -149,6 +149,12 @@ def test_a_mixed_frame_is_split_per_language_in_its_order():
     counts = segment.word_counts(df["text"], df["language"]).to_list()
     # a segmenter's words without punctuation (Korean's particle 은 is one of Kiwi's), else whitespace runs
     assert counts == [6, 4, 3, 2, 2, 1]
+    # no rows, or no language known: nothing to split by a segmenter
+    empty = pl.DataFrame({"text": [], "language": []}, schema={"text": pl.String, "language": pl.String})
+    assert with_words(empty)["_words"].to_list() == [] and segment.word_counts(empty["text"], empty["language"]).len() == 0
+    unknown = pl.DataFrame({"text": ["don't"], "language": [None]})
+    assert with_words(unknown)["_words"].to_list() == [["do", "n't"]]
+    assert segment.word_counts(unknown["text"], unknown["language"]).to_list() == [1]
 
 
 def test_near_duplicate_chinese_pages_are_caught():
@@ -217,3 +223,18 @@ def test_the_filter_pool_warms_the_segmenters_of_the_kept_languages():
     unit = FilterUnit(store=None, settings=keeping, source="s", unit="u", part="p", rejected_part="r")  # type: ignore[arg-type]
     assert unit.warmup.function == "llm_assets.core.segment:warm" and unit.warmup.argument == "jieba,sudachi"
     assert segment.segmenters_for("all") == "jieba,kiwi,newmm,sudachi"
+
+
+def test_the_segmenter_benchmark_measures_both_sides_and_publishes_its_rows(tmp_path):
+    from benchmarks.segmenters import measure, write
+
+    results = measure("th", 2, 1) + measure("de", 2, 1)
+    assert {(r.language, r.segmenter) for r in results} == {("th", "ours"), ("th", "datatrove"), ("de", "ours"),
+                                                            ("de", "datatrove")}
+    assert all(r.agreement == 1.0 and r.words > 0 and r.cpu_s[0] > 0 for r in results)
+    output = tmp_path / "BENCHMARKS.md"
+    output.write_text("<!-- summary:begin -->\n<!-- summary:end -->\n")
+    write(output, results, "a test")
+    summary = output.read_text()
+    assert "Word segmentation, Thai (newmm)" in summary and "Word segmentation, spaced languages" in summary
+    assert "| th (Thai (newmm)) | ours | 1.0000 |" in (tmp_path / "benchmarks/results/segmenters.md").read_text()

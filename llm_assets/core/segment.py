@@ -174,9 +174,15 @@ def _elide(words: pl.Series, pattern: str) -> pl.Series:
 
 def _script_segmenters(texts: pl.Series) -> pl.Series:
     """Per text, the segmenter of its dominant script when that script is written without spaces, else null."""
+    out = pl.Series([None] * len(texts), dtype=pl.String)
+    candidates = texts.str.contains(f"[{_UNSPACED}]").fill_null(False)  # stops at the first: cheap on most texts
+    if not candidates.any():
+        return out
+    if not candidates.all():
+        where = candidates.arg_true()
+        return out.scatter(where, _script_segmenters(texts.gather(where)))
     letters = texts.str.count_matches(r"\p{L}").fill_null(0)
     unspaced = texts.str.count_matches(f"[{_UNSPACED}]").fill_null(0)
-    out = pl.Series([None] * len(texts), dtype=pl.String)
     if not (2 * unspaced > letters).any():
         return out
     for chars, name in reversed(_SCRIPT_SEGMENTERS):  # the first listed wins: applied last
@@ -184,6 +190,12 @@ def _script_segmenters(texts: pl.Series) -> pl.Series:
         hit = 2 * share > letters if name != "sudachi" else (share > 0) & (2 * unspaced > letters)
         out = pl.select(pl.when(hit).then(pl.lit(name)).otherwise(out)).to_series()
     return out
+
+
+def _spaced(texts: pl.Series, language: str | None) -> pl.Series:
+    from llm_assets.core.filters.text import spaced_words_column
+
+    return spaced_words_column(texts, clitics=language in (None, "en"))  # English contractions only in English
 
 
 def _put(words: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
@@ -195,21 +207,18 @@ def _put(words: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
 
 def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
     """The words of each text in `language` (a language identifier's label), as a List[String] series."""
-    from llm_assets.core.filters.text import spaced_words_column
-
     family = segmenter_of(language)
     if family != "spaced" and family != "script":
         return _dedicated(texts, family).alias(texts.name)
     by_script = _script_segmenters(texts) if family == "script" else pl.Series([None] * len(texts), dtype=pl.String)
-    spaced = by_script.is_null()
-    if spaced.all():
-        words = spaced_words_column(texts, clitics=language in (None, "en"))
+    if by_script.is_null().all():
+        words = _spaced(texts, language)
     else:
         words = pl.Series([[]] * len(texts), dtype=pl.List(pl.String))
         for name in by_script.unique().to_list():
             rows = (by_script.is_null() if name is None else by_script == name).fill_null(False).arg_true()
             words = _put(words, rows, _dedicated(texts.gather(rows), name) if name is not None
-                         else spaced_words_column(texts.gather(rows), clitics=language in (None, "en")))
+                         else _spaced(texts.gather(rows), language))
     if language in _ELISION:
         words = _elide(words, _ELISION[language])
     return words.alias(texts.name)
@@ -220,9 +229,10 @@ def words_by_language(texts: pl.Series, languages: pl.Series | None) -> pl.Serie
     frame's order."""
     if languages is None:
         return words_column(texts)
+    languages = languages.cast(pl.String)
     groups = languages.unique(maintain_order=True).to_list()
-    if len(groups) == 1:
-        return words_column(texts, groups[0])
+    if len(groups) <= 1:
+        return words_column(texts, groups[0] if groups else None)
     parts = []
     for language in groups:
         rows = (languages.is_null() if language is None else languages == language).fill_null(False).arg_true()
@@ -233,9 +243,10 @@ def words_by_language(texts: pl.Series, languages: pl.Series | None) -> pl.Serie
 def segmented(texts: pl.Series, languages: pl.Series | None) -> pl.Series:
     """Per text, whether a segmenter splits it (its language is written without spaces, or its dominant script
     is) rather than the pattern: there, whitespace-separated runs are not words."""
-    out = pl.Series([False] * len(texts), dtype=pl.Boolean)  # typed: an empty batch too
+    out = pl.Series([False] * len(texts), dtype=pl.Boolean)
     if languages is None:
         return out
+    languages = languages.cast(pl.String)
     for language in languages.drop_nulls().unique().to_list():
         rows = (languages == language).fill_null(False)
         if segmenter_of(language) == "script":
@@ -252,7 +263,7 @@ def word_counts(texts: pl.Series, languages: pl.Series | None = None) -> pl.Seri
     (`segmented`), where they are the segmenter's words that are not only punctuation."""
     counts = texts.str.count_matches(r"\S+").fill_null(0)
     rows = segmented(texts, languages).arg_true()
-    if len(rows) and languages is not None:
+    if len(rows) and languages is not None:  # (not None when a row is segmented: for mypy)
         words = words_by_language(texts.gather(rows), languages.gather(rows))
         counts = counts.scatter(rows, words.list.eval(pl.element().str.contains(_SYMBOL_WORD).not_()).list.sum()
                                 .cast(counts.dtype))

@@ -210,6 +210,7 @@ class PIIMasker(Block):
         # Density against the words of the original text: "+1 (415) 555-2671" is three words of PII, not one.
         found = pl.sum_horizontal(pl.col("pii").struct.field(k) for k in TYPES).cast(pl.Float64)
         words = word_counts(df["text"], df["language"] if "language" in df.columns else None)
-        density = (found / words).fill_nan(0).alias("pii_density")
-        reasons, detail = verdict(df.with_columns(pii), drop_if(density, ">", self.max_density, "pii_density"))
+        density = (found / pl.col("_n_words")).fill_nan(0).alias("pii_density")
+        reasons, detail = verdict(df.with_columns(pii, _n_words=words),
+                                  drop_if(density, ">", self.max_density, "pii_density"))
         return masked_df.with_columns(detail), reasons

@@ -68,13 +68,13 @@ class ProfanityFilter(Block):
         self._pattern = word_pattern(bad_words(self.words_file, self.words, self.use_builtin))
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-        text = pl.col("text")
         if self._pattern is None:
-            density = pl.lit(0.0)
+            density = pl.repeat(0.0, df.height, eager=True)
         else:
             words = word_counts(df["text"], df["language"] if "language" in df.columns else None)
-            density = (text.str.count_matches(self._pattern) / words).fill_nan(0.0)
+            density = df.select((pl.col("text").str.count_matches(self._pattern) / words).fill_nan(0.0)).to_series()
+        stats = pl.DataFrame({"profanity_density": density})
         # The threshold is compared in full precision, so a density exactly at max_density is kept.
-        reasons, detail = verdict(df, drop_if(density.alias("profanity_density"), ">", self.max_density,
-                                              "profanity_density"))
+        reasons, detail = verdict(stats, drop_if(pl.col("profanity_density"), ">", self.max_density,
+                                                 "profanity_density"))
         return df.with_columns(density.cast(pl.Float32).alias("profanity_density"), detail), reasons
