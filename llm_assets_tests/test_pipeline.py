@@ -136,7 +136,7 @@ def test_every_stage_is_materialized_with_its_report(materialized):
         assert meta["seconds"] > 0 and meta["peak_rss_mib"] > 0 and "funnel" in meta
         assert meta["bytes_in"] > 0  # what its units read: the raw files, or the upstream parts' bytes fetched
         assert png_size(meta["funnel_chart"])[0] >= 600
-    for chart in ("filter_funnel_chart", "language_chart", "length_chart"):
+    for chart in ("filter_funnel_chart", "language_chart", "language_funnel_chart", "length_chart"):
         assert png_size(filt[chart])[1] >= 150
     assert "`rejected/filtered/crawl=" in filt["rejected_parts"]  # the funnel names its audit trail
     assert png_size(tok["tokens_chart"])[0] >= 600 and tok["tokens"] > 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -298,10 +298,10 @@ class FilterUnit(WorkUnit):  # source: the upstream documents part
     part: str
     rejected_part: str
     takedowns: tuple[TakedownRequest, ...] = ()  # the requests that may name a document of the part
-    # What the unit's output depends on before its languages are known. Given, the result is named
-    # `unit_id(base, languages_version(declared, <the languages it held>))`, so that a committed unit is reused only
-    # while its own languages' thresholds are unchanged; empty: the result is named `unit`. `declared`: the settings
-    # as the deployment declares them (`settings` also holds this machine's paths to the model and the eval index).
+    # What the unit's output depends on before its languages are known. Given, the result is named by `base` and the
+    # `languages_version` of the languages it held (under `declared`), so that a committed unit is reused only while
+    # its own languages' thresholds are unchanged; empty: the result is named `unit`. `declared`: the settings as the
+    # deployment declares them (`settings` also holds this machine's paths to the model and the eval index).
     base: str = ""
     declared: FilteredSettings | None = None
 
@@ -341,8 +341,9 @@ def filter_documents(u: FilterUnit) -> UnitResult:
             for language, n in kept.group_by("language").len().iter_rows():  # the quality gate's language mix
                 key = LANGUAGE_COUNT + (language or NO_LANGUAGE)
                 counts[key] = counts.get(key, 0) + n
+    fingerprint = (u.declared or u.settings).language_fingerprint
     return UnitResult(
-        unit=unit_id(u.base, languages_version(u.declared or u.settings, languages_held(counts))) if u.base else u.unit,
+        unit=unit_id(u.base, languages_version(fingerprint, languages_held(counts))) if u.base else u.unit,
         source=u.source,
         part=u.part,
         rejected_part=u.rejected_part,
@@ -396,11 +397,11 @@ def languages_held(counts: Mapping[str, int]) -> list[str]:
     return sorted(f.language for f in language_funnels(counts) if f.language != NO_LANGUAGE)
 
 
-def languages_version(settings: FilteredSettings, languages: Iterable[str]) -> str:
-    """The thresholds that applied to these languages (`FilteredSettings.language_fingerprint`), as one version: it
-    changes when the table's row or the settings' overrides of one of them change, or when one joins or leaves the
-    languages the chain keeps."""
-    return digest(*(f"{language}={settings.language_fingerprint(language)}" for language in sorted(languages)))
+def languages_version(fingerprint: Callable[[str], str], languages: Iterable[str]) -> str:
+    """The thresholds that applied to these languages (`fingerprint`: `FilteredSettings.language_fingerprint`, or a
+    memo of it), as one version: it changes when the table's row or the settings' overrides of one of them change,
+    or when one joins or leaves the languages the chain keeps."""
+    return digest(*(f"{language}={fingerprint(language)}" for language in sorted(languages)))
 
 
 def thresholds_version(settings: FilteredSettings) -> str:

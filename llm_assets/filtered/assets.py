@@ -109,7 +109,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             base = unit_id("filtered", unit_code, source, *([model] if model else []), evals, takedowns_version(takedowns))
             done = previous.get(source)
             if done is not None and done.unit != unit_id(
-                    base, languages_version(settings.filtered, languages_held(done.counts))):
+                    base, languages_version(settings.filtered.language_fingerprint, languages_held(done.counts))):
                 done = None  # another input, or the thresholds of a language it held changed: redone
             part = unit_id(base, thresholds)
             units.append(FilterUnit(store=store.config(), settings=filters, source=source,

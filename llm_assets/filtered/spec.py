@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,7 +81,8 @@ def _inputs_now(planner: Planner, crawl: str, shard: str) -> dict[str, str | Non
         current["evals"] = _evals(planner, built, docs, block.min_matches)
     # a partition built before its languages were recorded is planned for its code version
     if built is not None and LANGUAGES_INPUT in built.inputs:
-        current[LANGUAGES_INPUT] = languages_version(planner.settings.filtered, languages_held(built.counts()))
+        current[LANGUAGES_INPUT] = languages_version(lambda language: _fingerprint(planner, language),
+                                                     languages_held(built.counts()))
     return current
 
 
@@ -88,20 +90,26 @@ LANGUAGES_INPUT = "languages"  # the manifest's input: `languages_version` of th
 LANGUAGE_INPUT = "language:"  # + language: that language's fingerprint, which names it in the cause
 
 
-def language_inputs(settings: FilteredSettings, counts: dict[str, int]) -> dict[str, str]:
+def language_inputs(settings: FilteredSettings, counts: Mapping[str, int]) -> dict[str, str]:
     """What a built partition records of its languages (from its units' counts): the version of their thresholds,
     which the planner compares, and each one's fingerprint, which says which changed."""
     held = languages_held(counts)
-    return {LANGUAGES_INPUT: languages_version(settings, held),
+    return {LANGUAGES_INPUT: languages_version(settings.language_fingerprint, held),
             **{LANGUAGE_INPUT + language: settings.language_fingerprint(language) for language in held}}
+
+
+def _fingerprint(planner: Planner, language: str) -> str:
+    """A language's fingerprint under the planner's settings, once per planning pass (0.05-0.1 ms each: a lake
+    holds tens of languages in each of thousands of partitions)."""
+    return planner.memo(("language fingerprint", language),
+                        lambda: planner.settings.filtered.language_fingerprint(language))
 
 
 def _cause(planner: Planner, built: Manifest, name: str) -> str | None:
     if name != LANGUAGES_INPUT:
         return None
-    settings = planner.settings.filtered
     changed = [language for language in languages_held(built.counts())
-               if built.inputs.get(LANGUAGE_INPUT + language) != settings.language_fingerprint(language)]
+               if built.inputs.get(LANGUAGE_INPUT + language) != _fingerprint(planner, language)]
     return f"{LANGUAGES} ({', '.join(changed)})" if changed else None
 
 
