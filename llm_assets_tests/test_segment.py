@@ -40,9 +40,11 @@ UDHR = {
     # measured 0.9979: "1948." and "تعسفاً." keep their period in spaCy's Arabic (its suffix rule does not split a
     # period after a digit followed by nothing else, nor after the tanwin alef), which ours splits
     "ar": ("arb", "arb_Arab", 0.997),
-    # measured 0.9912: IndicNLP's trivial tokenizer splits every hyphen and dash ("स्त्री-पुरुषों", "लिए—उसे"),
-    # spaCy's rules, which ours follow, keep a hyphen between letters
-    "hi": ("hin", "hin_Deva", 0.99),
+    # IndicNLP's punctuation rules, as datatrove runs them
+    "hi": ("hin", "hin_Deva", 1.0),
+    "bn": ("ben", "ben_Beng", 1.0),
+    "ta": ("tam", "tam_Taml", 1.0),
+    "ur": ("urd", "urd_Arab", 1.0),
 }
 
 
@@ -151,7 +153,8 @@ def test_a_mixed_frame_is_split_per_language_in_its_order():
     assert counts == [6, 4, 3, 2, 2, 1]
     # no rows, or no language known: nothing to split by a segmenter
     empty = pl.DataFrame({"text": [], "language": []}, schema={"text": pl.String, "language": pl.String})
-    assert with_words(empty)["_words"].to_list() == [] and segment.word_counts(empty["text"], empty["language"]).len() == 0
+    assert with_words(empty)["_words"].to_list() == []
+    assert segment.word_counts(empty["text"], empty["language"]).len() == 0
     unknown = pl.DataFrame({"text": ["don't"], "language": [None]})
     assert with_words(unknown)["_words"].to_list() == [["do", "n't"]]
     assert segment.word_counts(unknown["text"], unknown["language"]).to_list() == [1]
@@ -220,7 +223,8 @@ def test_the_filter_pool_warms_the_segmenters_of_the_kept_languages():
 
     settings = FilteredSettings()
     keeping = settings.replaced("language", LanguageFilter(languages=("en", "de", "zh", "ja")))
-    unit = FilterUnit(store=None, settings=keeping, source="s", unit="u", part="p", rejected_part="r")  # type: ignore[arg-type]
+    unit = FilterUnit(store=None, settings=keeping, source="s", unit="u",  # type: ignore[arg-type]
+                      part="p", rejected_part="r")
     assert unit.warmup.function == "llm_assets.core.segment:warm" and unit.warmup.argument == "jieba,sudachi"
     assert segment.segmenters_for("all") == "jieba,kiwi,newmm,sudachi"
 

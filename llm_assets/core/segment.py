@@ -5,10 +5,11 @@ apply to them), with the language's own rules where they matter: English contrac
 articles split off in French, Italian and Catalan ("l'|homme"). Chinese, Japanese, Korean and Thai have
 segmenters of their own, the ones FineWeb-2's tokenizers run (measured against them in
 `llm_assets_tests/test_segment.py`, costs in `benchmarks/segmenters.py`): jieba, Sudachi (core dictionary, split
-mode A), Kiwi (skip-bigram model) and PyThaiNLP's newmm. Any other language whose text is mostly in a script written without
-spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan: Cantonese, Wu, Lao labelled pages, a page the identifier
-labels `und`) is split by its script: Han by jieba, kana by Sudachi, Thai by newmm, the others into grapheme
-clusters. Text without a language (None) keeps the English rules.
+mode A), Kiwi (skip-bigram model) and PyThaiNLP's newmm; the languages of India and Pakistan (Hindi, Bengali,
+Tamil, Urdu, ...) IndicNLP's punctuation rules, reproduced here. Any other language whose text is mostly in a script
+written without spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan: Cantonese, Wu, Lao labelled pages, a page the
+identifier labels `und`) is split by its script: Han by jieba, kana by Sudachi, Thai by newmm, the others into
+grapheme clusters. Text without a language (None) keeps the English rules.
 
 Segmenters load on first use, once per process (a pool's fork server loads them before forking: `warm`), and every
 package ships its dictionary: nothing is downloaded at run time.
@@ -26,8 +27,11 @@ import polars as pl
 # and with it the filters package) loads when a text needs it.
 _SYMBOL_WORD = r"^[\p{P}\p{S}\p{Cc}]+$"  # filters.text.SYMBOL_WORD: a word of punctuation or symbols only
 
-# The segmenter of each language written without spaces (lid.176 labels).
-DEDICATED = {"zh": "jieba", "ja": "sudachi", "ko": "kiwi", "th": "newmm"}
+# The segmenter of each language written without spaces (lid.176 labels), and of the languages FineWeb-2 splits with
+# IndicNLP's punctuation rules (Brahmic scripts; Urdu, Pashto and Sindhi with Urdu's marks).
+DEDICATED = {"zh": "jieba", "ja": "sudachi", "ko": "kiwi", "th": "newmm"} | {
+    code: "indic" for code in ("as", "bn", "gu", "hi", "kn", "ml", "mr", "ne", "or", "pa", "sa", "si", "ta", "te")
+} | {code: "urdu" for code in ("ur", "ps", "sd")}
 # Languages whose spaCy tokenizer splits elided articles and prepositions off the next word.
 _ELISION = {
     "fr": r"(?i)^((?:qu|jusqu|lorsqu|puisqu|quoiqu|presqu|[cdjlmnst])['’])(\w.*)$",
@@ -109,13 +113,38 @@ def _graphemes() -> Callable[[str], list[str]]:
     return cluster.findall
 
 
-_LOADERS = {"jieba": _jieba, "sudachi": _sudachi, "kiwi": _kiwi, "newmm": _newmm, "graphemes": _graphemes}
+def _punctuation_split(marks: str) -> Callable[[str], list[str]]:
+    """IndicNLP's trivial tokenizer (datatrove's for these languages): every ASCII punctuation mark and the
+    script's own marks are words of their own, except inside numbers ("1,000", "12:30"); words are separated by
+    spaces only, so, as there, words on either side of a newline stay one word."""
+    import re
+    import string
+
+    mark = re.compile(f"([{re.escape(string.punctuation)}{marks}])")
+    spaces = re.compile(" +")
+    number = re.compile(r"(?:[0-9]+ [,.:/] )+[0-9]+") if marks != _URDU_MARKS else None
+
+    def split(text: str) -> list[str]:
+        s = spaces.sub(" ", mark.sub(r" \1 ", text.replace("\t", " "))).strip(" ")
+        if number is not None:
+            # (IndicNLP leaves a number that starts the text split)
+            s = number.sub(lambda m: m.group(0).replace(" ", "") if m.start() else m.group(0), s)
+        return s.split(" ")
+
+    return split
+
+
+_INDIC_MARKS = "\u0964\u0965\uaaf1\uaaf0\uabeb\uabec\uabed\uabee\uabef\u1c7e\u1c7f"  # dandas and others
+_URDU_MARKS = "\u0609\u060a\u060c\u061e\u066a\u066b\u066c\u066d\u06d4"
+_LOADERS = {"jieba": _jieba, "sudachi": _sudachi, "kiwi": _kiwi, "newmm": _newmm, "graphemes": _graphemes,
+            "indic": functools.cache(lambda: _punctuation_split(_INDIC_MARKS)),
+            "urdu": functools.cache(lambda: _punctuation_split(_URDU_MARKS))}
 
 
 def segmenters_for(languages: Iterable[str] | str) -> str:
     """The dedicated segmenters a chain that keeps `languages` (or "all") may run, as `warm` takes them."""
     names = set(DEDICATED.values()) if languages == "all" else {DEDICATED[x] for x in languages if x in DEDICATED}
-    return ",".join(sorted(names))
+    return ",".join(sorted(names - {"indic", "urdu"}))  # (these two load nothing)
 
 
 def warm(segmenters: str) -> None:
