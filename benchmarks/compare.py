@@ -26,6 +26,13 @@ anchor's CPU seconds per item over ours; the table gives min/median/max over the
 3. Filters alone, on the same extracted documents (made once by the project's extraction; Parquet for ours, JSON
    Lines for the anchor, both held in memory before timing): datatrove's six blocks against apply_filters with the
    default chain (which also normalises text, masks PII and checks contamination) and with the six shared rules.
+3b. Filters per language (`--only languages`): FineWeb-2's three blocks (Gopher repetition, FineWeb quality,
+   Gopher quality) with one language's thresholds, ours (FilteredSettings.chain_for: the table's row, the
+   language's word segmenter) against datatrove's with `language=<lang_script>` (its word tokenizer for the
+   language) and the same thresholds, per language of benchmarks.languages (Latin de, fr; Cyrillic ru; Arabic ar;
+   Devanagari hi; CJK zh, ja, ko; Thai th) on the same documents: UDHR lines recombined into pages
+   (`--language-pages` per language) plus the shared WARC pages lid.176 labels so; one process per side and round
+   times every language, each language's own CPU seconds; the keep/drop agreement of the two sides beside it.
 4. MinHash stage: `benchmarks.minhash_stage` ours against datasketch on its input, and datatrove's
    MinhashDedupSignature (its default config) on the same rows, for reference.
 5. Two workers: the documents work (read + extract per WARC file, each file a unit) and the tokenize path (GPT-2
@@ -70,7 +77,7 @@ ONE_THREAD = {k: "1" for k in ("POLARS_MAX_THREADS", "RAYON_NUM_THREADS", "OMP_N
                                  "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")}
 QUIET = {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
 ANCHOR_VERSIONS = ("datatrove", "trafilatura", "lxml", "warcio", "fasttext-numpy2-wheel", "spacy", "nltk",
-                   "tldextract", "numpy")
+                   "tldextract", "numpy", "jieba", "sudachipy", "kiwipiepy", "pythainlp", "indic-nlp-library")
 OURS_VERSIONS = ("trafilatura", "resiliparse", "polars", "pyarrow", "fasttext-numpy2", "tokenizers", "datasketch")
 QUALITY_TOLERANCE = 0.005  # "equal quality": F1 at most this much below the trafilatura path, on every set
 # extraction: this milestone's 2x at equal quality, on the way to the compass goal of 5x
@@ -84,13 +91,28 @@ def log(msg: str) -> None:
 # The anchor's environment -------------------------------------------------------------------------------------
 
 
+# The word tokenizers datatrove's multilingual extra names for the languages of 3b (its extra also pulls TensorFlow,
+# stanza and others no language here needs): spaCy's Japanese (SudachiPy), jieba, Kiwi (below 0.22, as datatrove
+# pins it), PyThaiNLP, the Indic NLP Library; at our environment's versions where we have the same package.
+ANCHOR_MULTILINGUAL = ("jieba", "pythainlp", "indic-nlp-library", "sudachipy", "sudachidict-core")
+ANCHOR_MODULES = ("datatrove", "spacy", "jieba", "pythainlp", "indicnlp", "sudachipy", "sudachidict_core", "kiwipiepy")
+
+
 def anchor_python() -> str:
     """The anchor's interpreter, installed with uv into the scratch folder on first use."""
     python = ANCHOR_VENV / "bin" / "python"
-    if not (python.exists() and _has(str(python), "datatrove", "spacy")):
+    if not (python.exists() and _has(str(python), *ANCHOR_MODULES)):
         log(f"installing the anchor into {ANCHOR_VENV.relative_to(ROOT)} (uv, PyPI)")
-        scratch_venv(ANCHOR_VENV, "datatrove[processing,io]==0.10.1", f"spacy=={metadata.version('spacy')}")
+        scratch_venv(ANCHOR_VENV, "datatrove[processing,io]==0.10.1", f"spacy=={metadata.version('spacy')}",
+                     "kiwipiepy<0.22.0", *(_ours_pinned(name) for name in ANCHOR_MULTILINGUAL))
     return str(python)
+
+
+def _ours_pinned(name: str) -> str:
+    try:
+        return f"{name}=={metadata.version(name)}"
+    except metadata.PackageNotFoundError:
+        return name
 
 
 def _has(python: str, *modules: str) -> bool:
@@ -259,6 +281,52 @@ def compare_filters(ctx: Context) -> dict:
                                              "--shared")}, "filters")
 
 
+def compare_languages(ctx: Context) -> dict:
+    from benchmarks.languages import write_inputs
+
+    folder = SCRATCH / "languages"
+    docs = make_docs(ctx)
+    log("writing the documents per language (benchmarks.languages)")
+    made = write_inputs(folder, SHARED_DATA / "text" / "nltk-data__udhr2.zip", docs / "docs.parquet",
+                        ctx.args.language_pages)
+    repeat = str(ctx.args.filter_repeat)
+    result = pairs(ctx, ctx.anchor_cmd("filters-lang", "--docs-dir", str(folder), "--config",
+                                       str(folder / "anchor-config.json"), "--repeat", repeat),
+                   {"languages:fineweb2": ctx.ours("filters-lang", "--docs-dir", str(folder), "--repeat", repeat,
+                                                   "--languages", *made)}, "filters per language")
+    return {**result, "corpus": made}
+
+
+def language_ratios(result: dict, lang: str) -> dict:
+    """One language's figures over the rounds: docs per CPU-s of each side, the ratios, and how often both sides
+    kept or dropped the same document (first round)."""
+    sides = [(r["anchor"]["languages"][lang], r["languages:fineweb2"]["languages"][lang]) for r in result["rounds"]]
+    anchor, ours = sides[0]
+    docs = result["corpus"][lang]["docs"]
+    differ = len(set(anchor["kept_ids"]) ^ set(ours["kept_ids"]))
+    return {"ratios": [(a["timed_cpu_s"] / a["items"]) / (o["timed_cpu_s"] / o["items"]) for a, o in sides],
+            "ours_rate": statistics.median(o["items"] / o["timed_cpu_s"] for _, o in sides),
+            "anchor_rate": statistics.median(a["items"] / a["timed_cpu_s"] for a, _ in sides),
+            "agreement": 1 - differ / docs if docs else 1.0, "differ": differ,
+            "kept": (len(ours["kept_ids"]), len(anchor["kept_ids"]))}
+
+
+def languages_detail(res: dict) -> list[str]:
+    rows = []
+    for lang, c in res["corpus"].items():
+        r = language_ratios(res, lang)
+        tokenizer = res["rounds"][0]["anchor"]["languages"][lang]["tokenizer"]
+        rows.append([c["family"], lang, tokenizer, f"{c['udhr_pages']:,} + {c['warc_pages']:,}",
+                     f"{c['chars'] / max(c['docs'], 1):,.0f}", rate(r["ours_rate"]), rate(r["anchor_rate"]),
+                     mmm(r["ratios"]), f"{r['kept'][0]:,} / {r['kept'][1]:,}", f"{r['agreement']:.1%}"])
+    unused = {k: v for k, v in res["rounds"][0]["anchor"]["languages"].items() if v.get("unused_fields")}
+    return ["Per language (documents: UDHR pages + the shared WARC pages lid.176 labels so; kept: distinct documents "
+            "each side kept, ours / anchor; agreement: documents both kept or both dropped):", "",
+            table(["family", "language", "anchor's thresholds and tokenizer", "documents", "chars per doc",
+                   "ours docs/CPU-s", "anchor docs/CPU-s", "ratio min/median/max", "kept", "agreement"], rows), "",
+            *([f"Fields of our blocks datatrove's constructors do not take: {unused}", ""] if unused else [])]
+
+
 def compare_minhash(ctx: Context) -> dict:
     if not (ROOT / "benchmarks" / "minhash_stage.py").exists():
         return {"error": "not measured: benchmarks/minhash_stage.py is missing"}
@@ -406,7 +474,7 @@ def import_times(top: int = 12) -> list[dict]:
 
 
 COMPARISONS = {"extract": compare_extract, "fineweb": compare_fineweb, "filters": compare_filters,
-               "minhash": compare_minhash, "scale": compare_scale, "startup": compare_startup}
+               "languages": compare_languages, "minhash": compare_minhash, "scale": compare_scale, "startup": compare_startup}
 
 
 # The report --------------------------------------------------------------------------------------------------
@@ -423,6 +491,7 @@ def rate(x: float) -> str:
 
 
 TITLES = {"extract": "WARC → documents", "fineweb": "WARC → filtered documents", "filters": "filters alone",
+          "languages": "filters per language",
           "minhash": "MinHash stage vs datasketch", "scale": "2 workers vs 1", "startup": "start-up"}
 
 
@@ -456,6 +525,13 @@ def summary_rows(all_results: dict) -> list[list[str]]:
             r = ratios(results["filters"], v)
             rows.append([f"filters, {label} (docs per CPU-s)", rate(r["ours_rate"]), rate(r["anchor_rate"]),
                          mmm(r["ratios"]), "≥ 10×", verdict(statistics.median(r["ratios"]), TARGETS["filters"])])
+    if "languages" in results:
+        res = results["languages"]
+        for lang, c in res["corpus"].items():
+            r = language_ratios(res, lang)
+            rows.append([f"filters per language, {c['family']} {lang} ({c['fineweb2']}; FineWeb-2's three blocks, docs "
+                         f"per CPU-s; same keep/drop {r['agreement']:.1%})", rate(r["ours_rate"]),
+                         rate(r["anchor_rate"]), mmm(r["ratios"]), "—", "—"])
     if "minhash" in results:
         res = results["minhash"]
         if res:
@@ -519,7 +595,8 @@ def detail(results: dict) -> list[str]:
     headers = ["round", "side", "items", "timed CPU-s", "timed wall-s", "process CPU-s (own report)",
                "process CPU-s (wait4)", "peak RSS MiB"]
     for key, title in (("extract", "WARC → documents"), ("fineweb", "WARC → filtered documents"),
-                       ("filters", "Filters alone"), ("minhash", "MinHash stage")):
+                       ("filters", "Filters alone"), ("languages", "Filters per language (FineWeb-2's blocks)"),
+                       ("minhash", "MinHash stage")):
         res = results.get(key)
         if not res or "error" in res:
             continue
@@ -532,6 +609,8 @@ def detail(results: dict) -> list[str]:
                                             for k, v in st.items()) for name, st in anchor_steps.items()), ""]
         if key == "extract":
             out += extraction_detail(res)
+        if key == "languages":
+            out += languages_detail(res)
         if key == "filters":
             last = res["rounds"][-1]
             out += ["Our blocks' CPU seconds in one more pass (apply() timed inside apply_filters): " + "; ".join(
@@ -650,6 +729,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--core", type=int, default=max(os.sched_getaffinity(0)), help="the CPU both sides run on")
     parser.add_argument("--repeat", type=int, default=1, help="times the WARC corpus is read (default 1)")
     parser.add_argument("--filter-repeat", type=int, default=2, help="passes over the documents in 3 (default 2)")
+    parser.add_argument("--language-pages", type=int, default=200, help="UDHR pages per language in 3b (default 200)")
     parser.add_argument("--only", nargs="*", choices=sorted(COMPARISONS), help="some comparisons only")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small files, 2 rounds, fewer rows")
     parser.add_argument("--no-quality", action="store_true", help="skip the extraction quality sets")
@@ -667,7 +747,7 @@ def main(argv: list[str] | None = None) -> None:
             write(args.output, saved["results"], saved["meta"], text)
         return
     if args.quick:
-        args.pairs, args.filter_repeat = min(args.pairs, 2), 1
+        args.pairs, args.filter_repeat, args.language_pages = min(args.pairs, 2), 1, min(args.language_pages, 40)
     started, t0, load_before = datetime.now(timezone.utc), time.perf_counter(), loadavg()
     shutil.rmtree(SCRATCH / "docs", ignore_errors=True)  # the documents of this checkout's extraction
     ctx = Context(args)

@@ -11,6 +11,9 @@ Tasks:
             GopherRepetitionFilter, GopherQualityFilter, C4QualityFilter(filter_no_terminal_punct=False),
             FineWebQualityFilter
   filters   the six filter blocks of that pipeline over the documents of --docs (JSON Lines), --repeat times
+  filters-lang  per language of --config (anchor-config.json of benchmarks.languages), FineWeb-2's three blocks
+            (GopherRepetitionFilter, FineWebQualityFilter, GopherQualityFilter with language=<lang_script>, their
+            thresholds from the config) over --docs-dir/docs-<lang>.jsonl, --repeat times; CPU seconds per language
   minhash   MinhashDedupSignature (its default MinhashConfig, FineWeb's) over the documents of --docs
   dedup-path  one --step of FineWeb's MinHash deduplication over the documents of --docs (Parquet), its files
             under --work (`make bench-dedup-path`): signatures, buckets, clusters or removal
@@ -134,6 +137,57 @@ def task_filters(args) -> dict:
     return {**timed(lambda: chain(iter(docs), blocks), blocks), "docs_in": len(docs)}
 
 
+FINEWEB2 = (("gopher_repetition", "GopherRepetitionFilter"), ("fineweb_quality", "FineWebQualityFilter"),
+            ("gopher_quality", "GopherQualityFilter"))
+
+
+def fineweb2_blocks(config: dict) -> tuple[list, dict]:
+    """FineWeb-2's blocks for one language, as its pipeline builds them; -> (blocks, the fields of our blocks that
+    datatrove's constructors do not take)."""
+    import inspect
+
+    from datatrove.pipeline import filters
+
+    blocks, unused = [], {}
+    for name, cls_name in FINEWEB2:
+        cls = getattr(filters, cls_name)
+        accepted = inspect.signature(cls.__init__).parameters
+        kwargs = {k: v for k, v in config["blocks"][name].items() if k in accepted}
+        if unused_fields := sorted(set(config["blocks"][name]) - set(kwargs)):
+            unused[name] = unused_fields
+        blocks.append(cls(**kwargs, language=config["language"]))
+    return blocks, unused
+
+
+def task_filters_lang(args) -> dict:
+    from datatrove.data import Document
+
+    configs = json.load(open(args.config))
+    out, total_cpu, total_items = {}, 0.0, 0
+    for lang, config in configs.items():
+        with open(os.path.join(args.docs_dir, f"docs-{lang}.jsonl")) as f:
+            rows = [json.loads(line) for line in f]
+        blocks, unused = fineweb2_blocks(config)
+        for block in blocks:  # the word tokenizer loads on the first document
+            block.filter(Document(text=rows[0]["text"], id="warm"))
+        docs = [Document(text=r["text"], id=r["id"], metadata={"url": r["url"]})
+                for k in range(args.repeat) for r in rows]
+        kept: list[str] = []
+
+        def run():
+            for doc in chain(iter(docs), blocks):
+                kept.append(doc.id)
+                yield doc
+
+        result = timed(run, blocks)
+        out[lang] = {**result, "items": len(docs), "kept": len(kept), "tokenizer": config["language"],
+                     "kept_ids": sorted(set(kept)), "unused_fields": unused}
+        total_cpu += result["timed_cpu_s"]
+        total_items += len(docs)
+    return {"items": total_items, "timed_cpu_s": total_cpu, "timed_wall_s": sum(o["timed_wall_s"] for o in out.values()),
+            "languages": out}
+
+
 def task_minhash(args) -> dict:
     from datatrove.pipeline.dedup import MinhashDedupSignature
 
@@ -202,7 +256,7 @@ def timed(make, steps: list) -> dict:
 
 
 TASKS = {"extract": task_extract, "fineweb": task_fineweb, "filters": task_filters, "minhash": task_minhash,
-         "dedup-path": task_dedup_path}
+         "dedup-path": task_dedup_path, "filters-lang": task_filters_lang}
 
 
 def main() -> None:
@@ -213,6 +267,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--sample", type=int, default=0, help="minhash: this many evenly spaced rows")
     parser.add_argument("--lid", help="a local fastText lid.176 model (.bin or .ftz)")
+    parser.add_argument("--docs-dir", help="filters-lang: the folder of docs-<lang>.jsonl")
+    parser.add_argument("--config", help="filters-lang: the thresholds per language (anchor-config.json)")
     parser.add_argument("--work", help="dedup-path: the folder of its stages' files")
     parser.add_argument("--step", choices=["signatures", "buckets", "clusters", "removal"], help="dedup-path")
     args = parser.parse_args()

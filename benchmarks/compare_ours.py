@@ -15,6 +15,10 @@ Tasks:
               (the anchor's input) for `filters` and `minhash`
   filters     apply_filters over those documents, --repeat times: the default chain, or with --shared only the six
               blocks datatrove also has (url, language, Gopher repetition and quality, C4, FineWeb quality)
+  filters-lang  per language (docs-<lang>.jsonl of --docs-dir, benchmarks.languages), apply_filters with our
+              FineWeb-2 blocks for it (gopher_repetition, fineweb_quality, gopher_quality from
+              FilteredSettings.chain_for: the table's thresholds, the language's word segmenter), --repeat times;
+              CPU seconds per language
   scale       a stage's work spread over --workers processes by the project's PoolRunner (one unit per input
               file), wall clock: --stage documents (read_records + extract_html per WARC file) or tokenize
               (encode_batch_fast + the Arrow conversion tokenize_documents does, per part of the documents)
@@ -209,6 +213,42 @@ def task_filters(args) -> dict:
             "block_cpu_s": {k: round(v, 3) for k, v in seconds.items()}}
 
 
+def task_filters_lang(args) -> dict:
+    import polars as pl
+
+    from benchmarks.languages import FINEWEB2_BLOCKS, LANGUAGES
+    from llm_assets.core import filtered
+    from llm_assets.core.filters import apply_filters
+    from llm_assets.settings import FilteredSettings
+
+    settings = FilteredSettings()
+    out, total_cpu, total_items = {}, 0.0, 0
+    for lang in args.languages or list(LANGUAGES):
+        with open(Path(args.docs_dir) / f"docs-{lang}.jsonl") as f:
+            rows = [json.loads(line) for line in f]
+        docs = [{"doc_id": r["id"], "url": r["url"], "text": r["text"]} for r in rows]
+        df = pl.concat(frames(docs, len(docs))).with_columns(language=pl.lit(lang),
+                                                                 language_score=pl.lit(1.0, pl.Float32))
+        batches = [df.slice(i, filtered.BATCH_ROWS) for i in range(0, df.height, filtered.BATCH_ROWS)]
+        blocks = [b for b in settings.chain_for(lang) if b.name in FINEWEB2_BLOCKS]
+        apply_filters(df.head(8), blocks)  # the segmenter loads, the patterns compile: outside the timing
+        kept: list[str] = []
+
+        def run() -> dict:
+            for _ in range(args.repeat):
+                for b in batches:
+                    kept.extend(apply_filters(b, blocks)[0]["doc_id"].to_list())
+            return {}
+
+        result = timed(run)
+        out[lang] = {**result, "items": df.height * args.repeat, "kept": len(kept), "kept_ids": sorted(set(kept)),
+                     "blocks": [b.name for b in blocks]}
+        total_cpu += result["timed_cpu_s"]
+        total_items += df.height * args.repeat
+    return {"items": total_items, "timed_cpu_s": total_cpu,
+            "timed_wall_s": sum(o["timed_wall_s"] for o in out.values()), "languages": out}
+
+
 class _TimedBlock:
     """A block whose apply() adds its CPU seconds to `seconds[name]`."""
 
@@ -294,7 +334,7 @@ def task_scale(args) -> dict:
 
 
 TASKS = {"extract": task_extract, "fineweb": task_fineweb, "make-docs": task_make_docs, "filters": task_filters,
-         "scale": task_scale}
+         "scale": task_scale, "filters-lang": task_filters_lang}
 
 
 def main() -> None:
@@ -304,6 +344,8 @@ def main() -> None:
     parser.add_argument("--extractor", default="trafilatura")
     parser.add_argument("--docs", help="documents Parquet (filters)")
     parser.add_argument("--out", help="output folder (make-docs)")
+    parser.add_argument("--docs-dir", help="filters-lang: the folder of docs-<lang>.jsonl")
+    parser.add_argument("--languages", nargs="*", help="filters-lang: these languages only (default: all)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--shared", action="store_true", help="filters: the six blocks datatrove also has")
     parser.add_argument("--stage", choices=("documents", "tokenize"), default="documents")

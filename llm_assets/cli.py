@@ -146,6 +146,8 @@ def cmd_demo(args) -> int:
                      demo.enrichment_examples(lake, settings, list(files))):
         if examples:  # none of what was not built
             print(f"\n{examples}")
+    if funnel := demo.format_language_funnel(demo.language_funnel(lake, settings, list(files))):
+        print(f"\n{funnel}")
     if failed:
         print(f"\n{failures.summary('demo', failed)}", file=sys.stderr)
         return 1

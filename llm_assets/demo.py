@@ -521,3 +521,61 @@ def describe_enriched(row: dict, indent: str = "") -> list[str]:
     return [f"{indent}entities: {entities or '-'}", f"{indent}keywords: {keywords or '-'}",
             f"{indent}summary:  {summary or '-'}", *([f"{indent}skipped:  {'; '.join(row['skipped'])}"]
                                                     if row.get("skipped") else [])]
+
+
+FUNNEL_STAGES = ("identified", "filtered", "deduplicated", "tokenized", "release")
+
+
+def language_funnel(lake, settings: Settings, crawls: list[str]) -> pl.DataFrame:
+    """Documents per language through the stages, read from the lake: `identified` (lid.176 labelled them so, kept
+    or dropped by the chain), kept by `filtered`, `deduplicated`, `tokenized`, and in the latest `release` (with its
+    `release_tokens`). A document keeps the language `filtered` gave it; the stages after it are counted by doc_id."""
+    from llm_assets.core.release import latest_release, provenance_keys
+    from llm_assets.dedup.spec import DEDUPLICATED_SPEC
+    from llm_assets.filtered.spec import SPEC as FILTERED
+    from llm_assets.tokenized.spec import SPEC as TOKENIZED
+
+    def manifests(asset: str) -> list:
+        return [m for c in crawls for m in committed(lake, asset, c, settings.shard_keys()).values()]
+
+    def scan(keys: list[str], columns: list[str]) -> pl.DataFrame:
+        return lake.scan(keys).select(columns).collect() if keys else pl.DataFrame(
+            schema={c: pl.String for c in columns})
+
+    filtered = manifests(FILTERED.name)
+    kept = scan([p for m in filtered for p in m.parts], ["doc_id", "language"])
+    rejected = scan([p for m in filtered for p in m.rejected_parts], ["language"]).drop_nulls()
+    deduplicated = scan([p for m in manifests(DEDUPLICATED_SPEC.name) for p in m.parts], ["doc_id"])
+    tokenized = scan([p for m in manifests(TOKENIZED.name) for p in m.parts], ["doc_id"])
+    release = pl.DataFrame(schema={"doc_id": pl.String, "length": pl.Int64})
+    if (prefix := latest_release(lake, settings.release.name)) is not None and (
+            manifest := lake.get_json(prefix + "manifest.json")) is not None:
+        release = (lake.scan(provenance_keys(prefix, manifest)).group_by("doc_id")
+                   .agg(pl.col("length").sum()).collect())
+    language = kept.select("doc_id", "language")
+
+    def per_language(docs: pl.DataFrame, name: str) -> pl.DataFrame:
+        return docs.join(language, on="doc_id").group_by("language").agg(pl.len().alias(name))
+
+    counts = pl.concat([kept.select("language"), rejected.select("language")]).group_by("language").agg(
+        pl.len().alias("identified"))
+    for docs, name in ((kept, "filtered"), (deduplicated, "deduplicated"), (tokenized, "tokenized"),
+                       (release, "release")):
+        counts = counts.join(per_language(docs, name), on="language", how="left")
+    tokens = release.join(language, on="doc_id").group_by("language").agg(pl.col("length").sum().alias(
+        "release_tokens"))
+    return (counts.join(tokens, on="language", how="left").fill_null(0)
+            .sort(["release", "identified", "language"], descending=[True, True, False]))
+
+
+def format_language_funnel(funnel: pl.DataFrame) -> str:
+    """The per-language funnel as the demo prints it: one line per language lid.176 named."""
+    if funnel.is_empty():
+        return ""
+    head = f"  {'language':<10}" + "".join(f"{s:>14}" for s in FUNNEL_STAGES) + f"{'release tokens':>16}"
+    lines = ["documents per language through the stages (identified: lid.176's label, kept or dropped by the "
+             "chain; each language filtered with its own thresholds)", head]
+    for row in funnel.iter_rows(named=True):
+        lines.append(f"  {row['language']:<10}" + "".join(f"{row[s]:>14,}" for s in FUNNEL_STAGES)
+                     + f"{row['release_tokens']:>16,}")
+    return "\n".join(lines)

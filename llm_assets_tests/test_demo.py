@@ -45,14 +45,32 @@ class Demo:
 
     def release(self) -> dict[str, str]:
         """Every object of the release, by key, as sha256 (the run-specific manifest and card left out)."""
+        lake = self.lake()
+        return {key: hashlib.sha256(lake.get_bytes(key)).hexdigest() for key in sorted(lake.keys("releases/"))
+                if not key.endswith(RUN_SPECIFIC)}
+
+    def lake(self):
         from llm_assets.core.lake import Lake, StoreConfig
 
         store = self.home / "store"
         port = json.loads((store / "ports.json").read_text())["s3.port"]
-        lake = Lake(StoreConfig(endpoint=f"http://127.0.0.1:{port}", bucket="llm-assets", region="us-east-1",
+        return Lake(StoreConfig(endpoint=f"http://127.0.0.1:{port}", bucket="llm-assets", region="us-east-1",
                                 credentials_file=str(store / "credentials.env")))
-        return {key: hashlib.sha256(lake.get_bytes(key)).hexdigest() for key in sorted(lake.keys("releases/"))
-                if not key.endswith(RUN_SPECIFIC)}
+
+    def released_languages(self) -> dict[str, int]:
+        """language -> documents of the latest release, read back from its files: the documents its provenance
+        places, with the language of the release's own text files."""
+        from llm_assets.core.release import latest_release, provenance_keys
+
+        lake = self.lake()
+        prefix = latest_release(lake, "demo")
+        assert prefix is not None, "no release"
+        manifest = lake.get_json(prefix + "manifest.json")
+        placed = lake.scan(provenance_keys(prefix, manifest)).select("doc_id").unique().collect()
+        text = lake.scan(sorted(k for k in lake.keys(prefix + "text/") if k.endswith(".parquet")))
+        languages = placed.join(text.select("doc_id", "language").collect(), on="doc_id", how="left")
+        assert languages["language"].null_count() == 0, "a released document without its text"
+        return dict(languages.group_by("language").len().iter_rows())
 
 
 def make(*targets: str, env: dict[str, str], timeout: float = 1800) -> subprocess.CompletedProcess:
@@ -133,6 +151,57 @@ def test_the_stage_table_comes_after_every_run_the_release_included(demos, which
              if "not materialized" in line and not line.startswith("quality_classifier ")]
     assert not shown, shown
     assert "FAILED" not in out + demos[which].result.stderr
+
+
+FUNNEL_ROW = re.compile(r"^  (\S+)" + r"\s+([\d,]+)" * 6 + "$", re.MULTILINE)
+
+
+def language_funnel(out: str) -> dict[str, list[int]]:
+    """The demo's last table: language -> documents identified, filtered, deduplicated, tokenized, released, and
+    the release's tokens."""
+    table = out[out.index("\ndocuments per language through the stages"):]
+    return {m[1]: [int(n.replace(",", "")) for n in m.groups()[1:]] for m in FUNNEL_ROW.finditer(table)}
+
+
+def filtered_language_funnels(home: Path) -> dict[str, dict[str, int]]:
+    """language -> documents and kept, summed over the latest materialization of every `filtered` partition: its
+    `language_funnel` table, as the UI shows it."""
+    import dagster as dg
+
+    latest: dict[str, dg.AssetMaterialization] = {}
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("filtered")),
+                                                  limit=1000).records
+        for record in records:  # newest first
+            if record.partition_key is not None and record.asset_materialization is not None:
+                latest.setdefault(record.partition_key, record.asset_materialization)
+    totals: dict[str, dict[str, int]] = {}
+    for materialization in latest.values():
+        for row in materialization.metadata["language_funnel"].value.records:
+            total = totals.setdefault(row.data["language"], {"documents": 0, "kept": 0})
+            total["documents"] += row.data["documents"]
+            total["kept"] += row.data["kept"]
+    return totals
+
+
+@pytest.mark.parametrize("which", ["pool", "cluster"])
+def test_the_release_holds_english_and_two_other_languages_each_through_its_funnel(demos, which):
+    """The default keep list and each language's own FineWeb-2 thresholds let English and at least two other
+    languages of the shared crawl files through every stage; the demo's last table says how many at each, and the
+    release's own files agree with it."""
+    demo = demos[which]
+    assert demo.result.returncode == 0, _report(demo)
+    funnel = language_funnel(demo.out)
+    released = {lang: counts[4] for lang, counts in funnel.items() if counts[4]}
+    assert "en" in released and len(set(released) - {"en"}) >= 2, funnel
+    for lang in released:
+        identified, kept, deduplicated, tokenized, release, tokens = funnel[lang]
+        assert identified >= kept >= deduplicated >= tokenized >= release > 0 and tokens > 0, (lang, funnel[lang])
+    assert demo.released_languages() == released
+    # each of them with its own funnel in the metadata of the filtered partitions that held it
+    funnels = filtered_language_funnels(demo.home)
+    for lang in released:
+        assert funnels[lang] == {"documents": funnel[lang][0], "kept": funnel[lang][1]}, (lang, funnels)
 
 
 def test_a_demo_whose_runs_fail_says_so(seaweed, tmp_path):
