@@ -27,9 +27,11 @@ def uv_command() -> list[str]:
 
 
 def scratch_venv(venv: Path, *requirements: str) -> Path:
-    """A Python 3.11 environment at `venv` with `requirements` installed from PyPI; its interpreter."""
+    """A Python 3.11 environment at `venv` with `requirements` installed from PyPI; its interpreter. An existing one
+    gets what it lacks (uv refuses to create an environment over another)."""
     uv = uv_command()
     python = venv / "bin" / "python"
-    subprocess.run([*uv, "venv", "--quiet", "--python", "3.11", str(venv)], check=True)
+    if not python.exists():
+        subprocess.run([*uv, "venv", "--quiet", "--python", "3.11", str(venv)], check=True)
     subprocess.run([*uv, "pip", "install", "--quiet", "--python", str(python), *requirements], check=True)
     return python
