@@ -783,7 +783,19 @@ def main(argv: list[str] | None = None) -> None:
 def summary(results: dict, meta: dict) -> list[Row]:
     """The rows of BENCHMARKS.md's summary table: one per row of this run's own table, keyed by its measure."""
     rows = []
+    if "languages" in results:  # one row for every language: the table per language is in compare.md
+        res = results["languages"]
+        per = {lang: language_ratios(res, lang) for lang in res["corpus"]}
+        agreement = min(r["agreement"] for r in per.values())
+        rows.append(Row(key="compare:filters-per-language",
+                        measure="filters per language vs datatrove's FineWeb-2 blocks, same thresholds and word "
+                                "tokenizers (docs per CPU-s, median ratio)",
+                        current=", ".join(f"{lang} {statistics.median(r['ratios']):.1f}×" for lang, r in per.items())
+                        + f"; lowest keep/drop agreement {agreement:.1%}", target="—", met="—", command=meta["command"],
+                        details="compare.md", measured=f"{meta['date'][:10]}, {meta['commit']}"))
     for measure, ours, anchor, ratio, target, met in summary_rows(results):
+        if measure.startswith("filters per language"):
+            continue
         name = re.split(r" \(|;", measure, maxsplit=1)[0]
         current = f"{ratio} ({ours} vs {anchor})" if anchor != "—" else f"{ours} ({ratio})"
         rows.append(Row(key="compare:" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"), measure=measure,
