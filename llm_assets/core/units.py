@@ -213,6 +213,7 @@ class Warmup:
 POOL_WARMUPS = (Warmup("llm_assets.core.lake:warm_client", "s3"),)
 WARMUP_ENV = "LLM_ASSETS_POOL_WARMUP"  # the warm-ups, read by `pool_server` in the fork server as it starts
 _served: tuple[Warmup, ...] = ()  # the running fork server's
+_served_environ: frozenset[tuple[str, str]] = frozenset()  # the environment the running fork server started with
 
 
 def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
@@ -220,15 +221,18 @@ def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
     threaded Dagster process, as spawn is) that has imported `POOL_PRELOAD` and the module of the first stage it
     served, and made that stage's warm-ups, so a worker starts in milliseconds instead of importing the project
     again (~1.5-2 CPU-s a worker with spawn, every stage). The server lives as long as this process and serves every
-    later pool, unless a pool needs warm-ups it did not make: then another server starts (once per stage and
-    process, against once per worker). `pool_server`, imported first, makes it die with this process, and each
+    later pool, unless a pool needs warm-ups it did not make, or the caller's environment changed since the server
+    started (a worker's process image carries the server's environment, whatever `_init_worker` sets: a secret
+    removed from the caller's environment must not stay in the workers'): then another server starts (once per stage
+    and process, against once per worker). `pool_server`, imported first, makes it die with this process, and each
     worker dies with the server (`_init_worker`)."""
-    global _served
+    global _served, _served_environ
     from multiprocessing import forkserver
 
     ctx = get_context("forkserver")
     running = getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
-    if running and not set(warmups) <= set(_served):
+    environ = frozenset((k, v) for k, v in os.environ.items() if k != WARMUP_ENV)
+    if running and (not set(warmups) <= set(_served) or environ != _served_environ):
         stop_pool_server()
         running = False
     if not running:
@@ -249,7 +253,7 @@ def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
                 os.environ.pop(WARMUP_ENV, None)
             else:
                 os.environ[WARMUP_ENV] = previous
-        _served = warmups
+        _served, _served_environ = warmups, environ
     return ctx
 
 
