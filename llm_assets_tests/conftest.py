@@ -137,10 +137,10 @@ def pytest_collection_modifyitems(items):
 
 
 def png_size(markdown: str) -> tuple[int, int]:
-    """(width, height) of the PNG a Markdown image embeds as base64: what the metadata panel will show."""
+    """(width, height) of the (first) PNG a Markdown image embeds as base64: what the metadata panel will show."""
     import base64
     import struct
 
-    data = base64.b64decode(markdown.split("base64,", 1)[1].rstrip(")"))
+    data = base64.b64decode(markdown.split("base64,", 1)[1].split(")", 1)[0], validate=True)
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     return struct.unpack(">II", data[16:24])
