@@ -5,6 +5,7 @@ document per paragraph) and the Chinese pages of the shared CC-MAIN-2020-34 WARC
 from __future__ import annotations
 
 import collections
+import re
 import subprocess
 import sys
 import zipfile
@@ -242,5 +243,6 @@ def test_the_segmenter_benchmark_measures_both_sides_and_publishes_its_rows(tmp_
     summary = output.read_text()
     # one summary row for every segmenter: each dedicated one's cost beside datatrove's, the spaced ones' speed-up
     row = next(line for line in summary.splitlines() if line.startswith("| Word segmentation vs datatrove"))
-    assert "| th 0." in row and "spaced languages" in row and "agreement ≥ 1.0000" in row
+    assert re.search(r"\| th \d+\.\d\d \(\d+\.\d\d\)", row), row  # the figures themselves are timings: not asserted
+    assert "spaced languages" in row and "agreement ≥ 1.0000" in row
     assert "| th (Thai (newmm)) | ours | 1.0000 |" in (tmp_path / "benchmarks/results/segmenters.md").read_text()
