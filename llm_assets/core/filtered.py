@@ -28,7 +28,7 @@ from llm_assets.core.filters import (
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
 from llm_assets.core.gates import LANGUAGE_COUNT
-from llm_assets.core.lake import Lake, ReadCount
+from llm_assets.core.lake import InvalidKey, Lake, ReadCount
 from llm_assets.core.languages import language_table, table_version
 from llm_assets.core.segment import segmenters_for, word_counts
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
@@ -247,6 +247,15 @@ def filter_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[
     kept = kept.with_columns(n_words=word_counts(kept["text"], languages))
     rejected = pl.concat([conform(removed, REJECTED_SCHEMA), conform(rejected, REJECTED_SCHEMA)])
     return conform(kept, SCHEMA), rejected
+
+
+def scores_key(part: str) -> str:
+    """Where a unit's scores (`core.scores`) are kept: beside its part, in the same partition prefix, so that the
+    commit lists it with the part (`UnitResult.side_parts["scores"]`) and the vacuum deletes it with it."""
+    prefix, _, name = part.rpartition("/")
+    if not part.startswith("lake/filtered/") or not name.startswith("part-") or not name.endswith(".parquet"):
+        raise InvalidKey(f"not a filtered part: {part!r}")
+    return f"{prefix}/scores-{name.removeprefix('part-')}"
 
 
 def remove_takedowns(df: pl.DataFrame, requests: tuple[TakedownRequest, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
