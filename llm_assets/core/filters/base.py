@@ -31,7 +31,12 @@ _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge
 
 
 class Block(BaseModel):
-    """Base of every filter: frozen typed config, `enabled`, a stable `name` for the funnel and rejected rows."""
+    """Base of every filter: frozen typed config, `enabled`, a stable `name` for the funnel and rejected rows.
+
+    A block measures, then decides: `measure` returns the frame (with the block's added columns, or its rewritten
+    text) and its stats, one row per document, the named measures its `rules` read; `decide` turns stats into
+    reasons and details. Kept apart, the measures of every document can be stored and decided again under other
+    thresholds (`core.scores`) with the same rules."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -40,10 +45,29 @@ class Block(BaseModel):
     # then the frame also holds EXTRACTED: the text before any block rewrote it (a block that checks what a
     # document quoted must not miss what C4's line cleanup or a PII mask removed)
     reads_extracted_text: ClassVar[bool] = False
+    # stats columns that only word a detail, or that the scores hold already (`url`): not stored as measures
+    context: ClassVar[tuple[str, ...]] = ()
+    # settings that change what the block measures (not only how it decides): `core.scores.threshold_only`
+    measured_by: ClassVar[tuple[str, ...]] = ()
     enabled: bool = True
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """-> (frame, stats): the frame with the block's columns added (or its text rewritten), and its measures,
+        one row per document, in the frame's order."""
         raise NotImplementedError
+
+    def rules(self) -> list[Rule]:
+        """The block's rules over its stats' columns, in the order a reference checks them."""
+        return []
+
+    def decide(self, stats: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+        """-> (reasons, detail) per row of `stats`."""
+        return verdict(stats, *self.rules())
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        df, stats = self.measure(df)
+        reasons, detail = self.decide(stats)
+        return df.with_columns(detail), reasons
 
 
 class Rule(NamedTuple):
@@ -94,7 +118,7 @@ def details_of(stats: pl.DataFrame, reasons: pl.Series, *rules: Rule) -> pl.Seri
     null); null for the kept rows. Only the dropped rows are measured and formatted."""
     dropped = reasons.is_not_null()
     out = pl.repeat(None, len(reasons), dtype=pl.String, eager=True).alias(DETAIL)
-    if not rules or not dropped.any():
+    if not any(r.measured is not None or r.threshold for r in rules) or not dropped.any():
         return out
     rows = stats.filter(dropped)
     # which rule each dropped row failed first: only those rules are measured and formatted (most batches meet one
