@@ -120,9 +120,9 @@ class C4BadWords(Block):
         """The first listed word each document contains (null: none), and its language, which the rule checks."""
         pattern = _badwords_pattern(self.words_file, self.words, self.use_builtin)
         word = (pl.col("text").str.to_lowercase().str.extract(pattern, 1) if pattern is not None
-                else pl.lit(None, pl.String))
-        language = pl.col("language") if "language" in df.columns else pl.lit(None, pl.String)
-        return df, df.select("text").with_columns(badword=word, language=language).drop("text")
+                else pl.repeat(None, pl.len(), dtype=pl.String))
+        language = pl.col("language") if "language" in df.columns else pl.repeat(None, pl.len(), dtype=pl.String)
+        return df, df.select(badword=word, language=language)
 
     def rules(self) -> list[Rule]:
         # a document with no language (no language block ran) is checked

@@ -118,6 +118,11 @@ class LanguageFilter(Block):
                        f"language_score < {number(limit)}") for limit in sorted(set(limits))]
         return rules
 
+    def restore(self, stored: pl.DataFrame) -> pl.DataFrame:
+        limits = {lang: self.threshold_for(lang) for lang in stored["language"].drop_nulls().unique().to_list()}
+        return stored.with_columns(score=pl.col("language_score").cast(pl.Float64),
+                                   limit=pl.col("language").replace_strict(limits, return_dtype=pl.Float64))
+
     def decide(self, stats: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
         return verdict(stats, *self.rules(stats["limit"].unique().drop_nulls().to_list()))
 

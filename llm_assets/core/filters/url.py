@@ -116,6 +116,9 @@ class URLFilter(Block):
         registered = dict(zip(unique, (registered_domain(h) if h else "" for h in unique)))
         return df, df.select("url").with_columns(host=hosts, registered=hosts.replace_strict(registered))
 
+    def restore(self, stored: pl.DataFrame) -> pl.DataFrame:
+        return self.measure(stored)[1]
+
     def rules(self) -> list[Rule]:
         lists = _lists(self)
         url = pl.col("url")
