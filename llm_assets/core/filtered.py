@@ -283,7 +283,8 @@ def scores_key(part: str) -> str:
     """Where a unit's scores (`core.scores`) are kept: beside its part, in the same partition prefix, so that the
     commit lists it with the part (`UnitResult.side_parts["scores"]`) and the vacuum deletes it with it."""
     prefix, _, name = part.rpartition("/")
-    if not part.startswith("lake/filtered/") or not name.startswith("part-") or not name.endswith(".parquet"):
+    # a part in the lake, or one a preview writes under its scratch prefix
+    if "filtered/crawl=" not in prefix or not name.startswith("part-") or not name.endswith(".parquet"):
         raise InvalidKey(f"not a filtered part: {part!r}")
     return f"{prefix}/scores-{name.removeprefix('part-')}"
 
