@@ -91,8 +91,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         own funnel: documents in, kept, dropped by each block.
 
         Quality gate (`gates:`): a partition whose blocks' fail rates (from the scores) or language mix depart from
-        the other partitions of its crawl is committed held back: its `quality_gate` check fails and downstream stages keep what they
-        were built from until a rebuild passes.
+        the other partitions of its crawl is committed held back: its `quality_gate` check fails and downstream
+        stages keep what they were built from until a rebuild passes.
         """
         crawl, shard = partition_of(context)
         lake = store.lake()
