@@ -6,6 +6,10 @@ PII masking), and `reasons` holds, per row, the code of the rule that drops the 
 The frame's `detail` column, where a block adds one, says for each dropped row why: for a rule, the value the block
 measured and the threshold it failed (`Rule`, `verdict`), as JSON `{"measured": 12, "threshold": "n_words < 50"}`.
 A block never loops over rows in Python where a Polars expression will do.
+
+`apply` is `measure` (the frame, and the block's named measures per row) then `decide` (its `rules` over those
+measures): the chain (`score_filters`) keeps every block's measures of every document, which `core.scores` stores and
+decides again under other thresholds with the same rules.
 """
 
 from __future__ import annotations
