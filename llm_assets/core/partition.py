@@ -65,6 +65,8 @@ class PartitionOutput(UnitTotals):
     data_version: str = ""
     inputs: dict[str, str] = field(default_factory=dict)  # what it was built from beyond its parts' sources
     held_back: str = ""  # why a quality gate holds the partition back from downstream ("" = promoted)
+    runner: str = ""  # where its units ran (`str(runner)`), for the cost ledger
+    reused: frozenset[str] = frozenset()  # ids of the units taken from the previous commit: not charged again
 
 
 @dataclass(frozen=True)
