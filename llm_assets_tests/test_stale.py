@@ -18,10 +18,10 @@ CHAIN = ["documents", "image_text_pairs", "filtered", "signatures", "deduplicate
 
 
 def plan(instance, lake, crawl, code=None) -> dict[tuple[str, str], str]:
-    """The plan for `crawl` (the release, made of every crawl the instance knows, and the enrichment, which these
-    builds leave out, are left out)."""
+    """The plan for `crawl` (the release, made of every crawl the instance knows, and the enrichment and the cost
+    report, which these builds leave out, are left out)."""
     return {(p.asset, p.partition): p.cause for p in stale_partitions(instance, lake, load_settings(), code)
-            if p.asset not in ("release", "enriched") and p.partition.split("|")[0] == crawl}
+            if p.asset not in ("release", "enriched", "cost") and p.partition.split("|")[0] == crawl}
 
 
 def test_nothing_is_stale_after_a_build_and_an_identical_reupload_changes_nothing(curated, instance, crawl):  # noqa: F811
