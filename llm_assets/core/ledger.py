@@ -122,7 +122,8 @@ def ledger_keys(lake: Lake, assets: Collection[str] | None = None, crawls: Colle
                 ) -> list[str]:
     """The ledger's objects of these assets and crawls (None: all), oldest first within each asset and crawl.
     Filtering by crawl leaves unpartitioned assets out unless `""` is among `crawls`."""
-    names = lake.folders(LEDGER_PREFIX) if assets is None else sorted(assets)
+    # a folder no commit could have written (not an asset name) is not the ledger's: skipped, not an error
+    names = [n for n in lake.folders(LEDGER_PREFIX) if ASSET_RE.fullmatch(n)] if assets is None else sorted(assets)
     prefixes = [_asset_prefix(a) for a in names] if crawls is None else [
         ledger_prefix(a, c) for a in names for c in sorted(crawls)]
     return [o.key for prefix in prefixes for o in lake.list(prefix) if o.key.endswith(".parquet")]
