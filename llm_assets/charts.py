@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 WIDTH_IN, DPI = 7.2, 100  # 720 px: the width of the metadata panel
 BLUE, RED, GREEN = "#4c78a8", "#e45756", "#54a24b"
+LEGEND_COLUMNS = 5  # a legend under a chart: segments per row
 # A kept document has no language when the chain holds no language block (or its text gave lid.176 nothing).
 NO_LANGUAGE = "not identified (no language ID)"
 
@@ -124,12 +125,14 @@ def funnel(title: str, rows_in: int, drops: Sequence[tuple[str, int]], rows_out:
 
 
 def stacked(title: str, labels: Sequence[str], segments: dict[str, Sequence[float]], unit: str,
-            counts: bool = True) -> str:
+            counts: bool = True, legend_below: bool = False) -> str:
     """Horizontal bars split into segments, first label on top, a legend naming the segments: a funnel per language
-    (kept in green, then what each block dropped); `counts=False`: amounts such as hours or money."""
+    (kept in green, then what each block dropped); `counts=False`: amounts such as hours or money; `legend_below`:
+    the legend under the chart, for many segments over few bars (it would cover them)."""
     plt = _pyplot()
     n = max(1, len(labels))
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(2.0, 1.3 + 0.32 * n)), layout="constrained")
+    legend_rows = -(-len(segments) // LEGEND_COLUMNS) if legend_below else 0
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(2.0, 1.3 + 0.32 * n) + 0.2 * legend_rows), layout="constrained")
     y = list(range(n))[::-1][:len(labels)]
     left = [0.0] * len(labels)
     colors = [GREEN, *plt.get_cmap("tab10").colors]
@@ -142,7 +145,10 @@ def stacked(title: str, labels: Sequence[str], segments: dict[str, Sequence[floa
     ax.set_yticks(y, [str(label)[:48] for label in labels])
     _value_axis(ax, top, counts)
     ax.set_xlabel(unit)
-    ax.legend(fontsize=7, loc="lower right", frameon=False)
+    if legend_below:
+        fig.legend(fontsize=7, loc="outside lower center", ncols=LEGEND_COLUMNS, frameon=False)
+    else:
+        ax.legend(fontsize=7, loc="lower right", frameon=False)
     fig.suptitle(title, fontsize=10, x=0.01, ha="left")
     ax.spines[["top", "right"]].set_visible(False)
     return _markdown(fig, title)

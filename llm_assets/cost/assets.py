@@ -83,7 +83,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 "CPU-hours per crawl and stage (every crawl in the ledger)", crawl_names,
                 {a: [float(crawls.filter((pl.col("crawl") == c) & (pl.col("asset") == a))["cpu_hours"].sum())
                      for c in crawl_names] for a in levels if a in set(crawls["asset"].to_list())},
-                "CPU-hours", counts=False)),
+                "CPU-hours", counts=False, legend_below=True)),
             "ledger_objects": len(keys),
             "storage": "bytes of the parts the crawl's current manifests list (superseded parts not counted)",
         }
