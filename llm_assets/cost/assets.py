@@ -6,7 +6,7 @@ import polars as pl
 
 from llm_assets import charts
 from llm_assets.core.lake import Lake
-from llm_assets.core.ledger import read_ledger, runner_costs, scan_ledger, stage_costs
+from llm_assets.core.ledger import ledger_keys, runner_costs, scan_ledger, stage_costs
 from llm_assets.core.partition import FrameOutput, read_manifest
 from llm_assets.core.units import InProcessRunner, UnitResult, peak_rss_bytes, s3_requests
 from llm_assets.cost.spec import SPEC, charged, ledger_version
@@ -58,12 +58,13 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         mine = scan_ledger(lake, keys).collect()
         stages = stage_costs(mine, stored_bytes(lake, crawl, levels, settings.shard_keys()), prices, list(levels))
         runners = runner_costs(mine)
-        crawls = (read_ledger(lake, list(levels)).filter(pl.col("crawl") != "")
-                  .group_by("crawl", "asset").agg(cpu_hours=pl.col("cpu_s").sum() / 3600))
+        # every crawl's CPU-hours per stage: a row per crawl, a column per stage
+        crawls = (scan_ledger(lake, ledger_keys(lake, list(levels))).filter(pl.col("crawl") != "")
+                  .group_by("crawl", "asset").agg(cpu_hours=pl.col("cpu_s").sum() / 3600).collect()
+                  .pivot(on="asset", index="crawl", values="cpu_hours").sort("crawl").fill_null(0.0))
         per_stage = stages.filter(pl.col("asset") != "total")
         total = stages.row(-1, named=True)
         priced = "cost_total" in stages.columns
-        crawl_names = sorted(crawls["crawl"].unique().to_list())
         metadata = {
             "dagster/row_count": per_stage.height,
             "units": total["units"],
@@ -80,9 +81,8 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                 per_stage["asset"].to_list(), per_stage["cost_total" if priced else "cpu_hours"].to_list(),
                 prices.currency if priced else "CPU-hours", counts=False)),
             "crawls_chart": dg.MetadataValue.md(charts.stacked(
-                "CPU-hours per crawl and stage (every crawl in the ledger)", crawl_names,
-                {a: [float(crawls.filter((pl.col("crawl") == c) & (pl.col("asset") == a))["cpu_hours"].sum())
-                     for c in crawl_names] for a in levels if a in set(crawls["asset"].to_list())},
+                "CPU-hours per crawl and stage (every crawl in the ledger)", crawls["crawl"].to_list(),
+                {a: crawls[a].to_list() for a in levels if a in crawls.columns},
                 "CPU-hours", counts=False, legend_below=True)),
             "ledger_objects": len(keys),
             "storage": "bytes of the parts the crawl's current manifests list (superseded parts not counted)",
