@@ -23,6 +23,7 @@ from warcio.warcwriter import WARCWriter
 from llm_assets.core.lake import parse_raw_key
 from llm_assets.core.partition import LakeInput, committed
 from llm_assets.core.tokenize import train_bytelevel_bpe
+from llm_assets.cost.spec import SPEC as COST
 from llm_assets.crawl_stats.spec import SPEC as CRAWL_STATS
 from llm_assets.dedup.spec import CLUSTERS_SPEC
 from llm_assets.enriched.spec import SPEC as ENRICHED
@@ -379,6 +380,9 @@ def crawl_summaries(instance, crawls: list[str]) -> str:
         if dedup:
             out.append(f"duplicate_clusters {crawl}: {dedup['duplicates_removed']:,} of {dedup['documents']:,} "
                        f"filtered documents removed {dedup['removed_by_reason']}")
+        if cost := latest_metadata(instance, COST.name, crawl):
+            out.append(f"cost {crawl}: {cost['cpu_hours'] * 3600:,.1f} CPU-s over {cost['units']:,} work units, "
+                       f"{cost['requests']:,} S3 requests (the cost asset charts them per stage)")
     return "\n".join(out)
 
 

@@ -24,7 +24,9 @@ EXPECTED = {
 }
 GROUPS = {"deduplicated": "curated", "tokenized": "curated", "enriched": "enrichment"}  # the rest of EXPECTED: "lake"
 # crawl-level: every shard of the crawl fans in
-REPORTS = {"crawl_stats": ["filtered"], "duplicate_clusters": ["signatures"]}
+REPORTS = {"crawl_stats": ["filtered"], "duplicate_clusters": ["signatures"],
+           # what building the crawl cost: from the ledger, after every stage it charges
+           "cost": sorted({*EXPECTED, "crawl_stats", "duplicate_clusters"})}
 # unpartitioned; `filtered` depends on the classifier only when its block uses it; the tokenizer (configured or
 # trained) is upstream of every token
 MODELS = {"quality_classifier": [], "tokenizer": [], "release": ["tokenized", "tokenizer"]}
@@ -48,6 +50,9 @@ def test_asset_specs_snapshot():
     stats = specs.pop("crawl_stats")
     assert stats.group_name == "reports" and stats.partitions_def.name == "crawl"
     assert stats.description and "funnel" in stats.description
+    cost = specs.pop("cost")
+    assert cost.group_name == "reports" and cost.partitions_def.name == "crawl"
+    assert cost.description and "ledger" in cost.description
     clusters = specs.pop("duplicate_clusters")
     assert clusters.group_name == "dedup" and clusters.partitions_def.name == "crawl"
     assert clusters.description and "connected components" in clusters.description

@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass
 
 import dagster as dg
+import polars as pl
 
 from llm_assets.core.crawl_stats import NOT_IDENTIFIED
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
@@ -68,7 +69,7 @@ def _build(object_store, instance, crawl):
     lake.put_file(f"raw/{crawl}/{name}", shared("warc", "dolma__sample-0000.warc.gz"))
     test_defs = dg.Definitions(
         assets=built("raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
-                     "deduplicated", "tokenized", "crawl_stats", "enriched"),
+                     "deduplicated", "tokenized", "crawl_stats", "enriched", "cost"),
         jobs=[lake_job, crawl_job, curated_job, enrich_job],
         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
     )
@@ -293,6 +294,67 @@ def test_record_prints_the_original_warc_record(materialized, built_once, capsys
         assert f"WARC-Target-URI: {doc['url']}" in out
         assert "HTTP/1.1 200" in out or "HTTP/1.0 200" in out
     assert cli.main(["record", "00ff", "--crawl", crawl]) == 1
+
+
+def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_once):
+    """A partition's ledger rows sum to its metadata and manifest; the cost asset's table is the ledger's sums; a
+    rebuild that reuses units charges only the units it redid, and makes the cost asset stale."""
+    from llm_assets.core.ledger import read_ledger
+    from llm_assets.core.partition import read_manifest
+    from llm_assets.pipeline import SPECS, code_versions
+    from llm_assets.stale import plan_stale
+
+    result, partition = materialized
+    lake, crawl = built_once.object_store.lake(), built_once.crawl
+    shard = partition.keys_by_dimension["shard"]
+    ledger = read_ledger(lake, crawls=[crawl])
+    for asset in ("documents", "filtered", "signatures"):
+        meta, manifest = _metadata(result, asset), read_manifest(lake, asset, crawl, shard)
+        rows = ledger.filter((pl.col("asset") == asset) & (pl.col("shard") == shard))
+        assert sorted(rows["unit"]) == sorted(u.unit for u in manifest.units) and set(rows["runner"]) == {meta["runner"]}
+        assert rows["cpu_s"].sum() == pytest.approx(meta["cpu_seconds"], abs=1e-3) and meta["cpu_seconds"] > 0
+        assert (rows["requests"].sum(), rows["bytes_in"].sum(), rows["bytes_out"].sum()) == (
+            meta["requests"], meta["bytes_in"], meta["bytes_out"]) and meta["requests"] > 0
+        assert (rows["rows_in"].sum(), rows["rows_out"].sum()) == (manifest.rows_in, manifest.rows)
+    # the crawl-level stages are charged too: crawl_stats as one row of its own work
+    stats = ledger.filter(pl.col("asset") == "crawl_stats")
+    assert stats.height == 1 and stats["cpu_s"][0] > 0 and stats["rows_in"][0] == 37
+    assert ledger.filter(pl.col("asset") == "duplicate_clusters").height > len(
+        read_manifest(lake, "duplicate_clusters", crawl, "all").units)  # every step, not only the kept one
+
+    # the cost asset (crawl_job, after the lake stages): its table is the ledger's sums at its build
+    cost = _metadata(result, "cost")
+    built_at = read_manifest(lake, "cost", crawl, "all").committed_at
+    then = ledger.filter((pl.col("committed_at") < built_at) & (pl.col("asset") != "cost"))
+    by_stage = {r.data["asset"]: r.data for r in cost["by_stage"].records}
+    for asset, rows in then.group_by("asset"):
+        assert by_stage[asset[0]]["units"] == rows.height
+        assert by_stage[asset[0]]["cpu_hours"] == pytest.approx(rows["cpu_s"].sum() / 3600)
+        assert by_stage[asset[0]]["requests"] == rows["requests"].sum()
+    assert by_stage["total"]["units"] == then.height == cost["units"]
+    assert by_stage["total"]["cpu_hours"] == pytest.approx(then["cpu_s"].sum() / 3600)
+    assert by_stage["filtered"]["stored_bytes"] == sum(u.bytes_out for u in read_manifest(
+        lake, "filtered", crawl, shard).units) > 0
+    for chart in ("cost_chart", "crawls_chart"):
+        assert png_size(cost[chart])[0] == 720
+
+    # a rebuild that redoes one unit of two charges that one unit, and the cost asset is planned again
+    signatures = read_manifest(lake, "signatures", crawl, shard)
+    redone = signatures.units[0]
+    assert len(signatures.units) == 2
+    lake.delete([redone.part])
+    *upstream, sigs = built("raw_files", "documents", "filtered", "signatures")
+    rerun = dg.materialize([*upstream, sigs], selection=[sigs], partition_key=partition, instance=built_once.instance,
+                           resources={"store": built_once.object_store,
+                                      "lake_io_manager": LakeIOManager(store=built_once.object_store)})
+    assert rerun.success and _metadata(rerun, "signatures")["reused_units"] == 1
+    added = read_ledger(lake, ["signatures"], [crawl]).join(
+        ledger.filter(pl.col("asset") == "signatures"), on=["unit", "committed_at"], how="anti")
+    assert added["unit"].to_list() == [redone.unit]
+    assert added["cpu_s"][0] == pytest.approx(_metadata(rerun, "signatures")["cpu_seconds"], abs=1e-3)
+    settings = load_settings()
+    planned = plan_stale(lake, settings, [crawl], code_versions(settings), SPECS)
+    assert [p.cause for p in planned if p.asset == "cost"] == ["upstream data changed (cost ledger)"]
 
 
 def test_a_run_can_choose_the_other_extractor(materialized, built_once, capsys):

@@ -18,10 +18,10 @@ CHAIN = ["documents", "image_text_pairs", "filtered", "signatures", "deduplicate
 
 
 def plan(instance, lake, crawl, code=None) -> dict[tuple[str, str], str]:
-    """The plan for `crawl` (the release, made of every crawl the instance knows, and the enrichment, which these
-    builds leave out, are left out)."""
+    """The plan for `crawl` (the release, made of every crawl the instance knows, and the enrichment and the cost
+    report, which these builds leave out, are left out)."""
     return {(p.asset, p.partition): p.cause for p in stale_partitions(instance, lake, load_settings(), code)
-            if p.asset not in ("release", "enriched") and p.partition.split("|")[0] == crawl}
+            if p.asset not in ("release", "enriched", "cost") and p.partition.split("|")[0] == crawl}
 
 
 def test_nothing_is_stale_after_a_build_and_an_identical_reupload_changes_nothing(curated, instance, crawl):  # noqa: F811
@@ -115,10 +115,11 @@ def test_the_stale_sensor_requests_a_backfill_only_when_something_is_stale(curat
 
     def mine(result) -> set:
         """What the sensor requests for this test's crawl (other tests' crawls share the bucket), but the
-        enrichment, which this build leaves out."""
+        enrichment and the cost report, which this build leaves out."""
         return {(k.asset_key.path[-1], k.partition_key) for r in result.run_requests or []
                 for k in r.asset_graph_subset.iterate_asset_partitions()
-                if k.partition_key and k.partition_key.split("|")[0] == crawl and k.asset_key.path[-1] != "enriched"}
+                if k.partition_key and k.partition_key.split("|")[0] == crawl
+                and k.asset_key.path[-1] not in ("enriched", "cost")}
 
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
         assert mine(stale_sensor(ctx)) == set()

@@ -97,7 +97,8 @@ def release(object_store, instance, settings) -> dict:
 def plan(instance, lake, settings) -> dict[tuple[str, str], str]:
     """The plan over this module's two crawls (other tests' crawls share the bucket)."""
     planned = plan_stale(lake, settings, list(settings.release.crawls), code_versions(settings), SPECS)
-    return {(p.asset, p.partition): p.cause for p in planned if p.asset != "enriched"}  # not built here
+    return {(p.asset, p.partition): p.cause for p in planned
+            if p.asset not in ("enriched", "cost")}  # not built here
 
 
 def docs_of(lake, asset, crawl, shard) -> pl.DataFrame:
