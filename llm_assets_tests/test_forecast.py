@@ -11,6 +11,7 @@ import pytest
 from benchmarks.forecast import Flow, met, render_flow, summary_row, worst
 from llm_assets.core.forecast import DEFAULT_RATES, TAG_PREFIX, Forecast, Rates, StageForecast, with_actuals
 from llm_assets.core.ledger import LEDGER_COLUMNS, LedgerRow, empty_ledger
+from llm_assets_tests.test_dedup import curated, dedup_defs  # noqa: F401 (fixtures)
 
 
 def rows(*specs: tuple) -> pl.DataFrame:
@@ -78,3 +79,43 @@ def test_the_comparison_with_what_ran_and_its_rendering():
     assert "worst stage (CPU): documents +25 %" in text and text.rstrip().endswith("met")
     row = summary_row(flow, "change", "make bench-forecast")
     assert row.key == "forecast:change" and row.met == "yes" and row.current.startswith("worst documents +25 %")
+
+
+def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance, crawl, tmp_path, monkeypatch,
+                                                                capsys):  # noqa: F811
+    from llm_assets import cli, demo
+    from llm_assets.core.forecast import forecast
+    from llm_assets.core.partition import read_manifest
+    from llm_assets.definitions import build_defs
+    from llm_assets.freshness import launch_stale_backfill
+    from llm_assets.settings import DEFAULT_SETTINGS, Settings
+    from llm_assets.stale import CODE, stale_partitions
+
+    lake = curated
+    path = demo.write_changed_settings(DEFAULT_SETTINGS, tmp_path)  # Gopher's min_doc_words 50 → 80
+    monkeypatch.setenv("LLM_ASSETS_SETTINGS", str(path))
+    settings = Settings.from_file(path)
+    # this test's crawl (others share the bucket); the release and the enrichment are not built here
+    planned = [p for p in stale_partitions(instance, lake, settings)
+               if p.partition.split("|")[0] == crawl and p.asset not in ("release", "enriched")]
+    fc = forecast(lake, settings, planned)
+    assert [s.asset for s in fc.stages] == list(dict.fromkeys(p.asset for p in planned))
+    assert {s.asset for s in fc.stages} == {"filtered", "signatures", "crawl_stats", "duplicate_clusters",
+                                            "deduplicated", "tokenized"}
+    assert all(s.basis == "ledger" and s.cpu_hours > 0 and s.units > 0 for s in fc.stages), fc.render()
+    by = {s.asset: s for s in fc.stages}
+    rebuilt = [p for p in planned if p.asset == "filtered"]
+    assert rebuilt and all(p.cause == CODE for p in rebuilt)
+    recorded = [read_manifest(lake, "filtered", *p.partition.split("|")) for p in rebuilt]
+    assert by["filtered"].input_bytes == sum(u.bytes_in for m in recorded if m for u in m.units) > 0
+    assert by["filtered"].partitions == len(rebuilt) and fc.total.cpu_hours == pytest.approx(
+        sum(s.cpu_hours for s in fc.stages))
+
+    backfill_id = launch_stale_backfill(instance, planned, build_defs(settings).resolve_asset_graph(), forecast=fc)
+    assert instance.get_backfill(backfill_id).tags.items() >= fc.to_tags().items()
+
+    assert cli.main(["stale", "--forecast", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    stages = {s["asset"]: s for s in out["forecast"]["stages"]}
+    assert set(by) <= set(stages) and out["forecast"]["total"]["cpu_hours"] > 0
+    assert stages["filtered"]["input_bytes"] >= by["filtered"].input_bytes
