@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import secrets
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, fields
 
 import polars as pl
@@ -98,40 +98,47 @@ def append_ledger(lake: Lake, rows: Sequence[LedgerRow]) -> str | None:
 
     first = rows[0]
     key = ledger_key(first.asset, first.crawl, max(r.committed_at for r in rows), secrets.token_hex(4))
-    table = pa.Table.from_pylist([dict(zip(LEDGER_COLUMNS, astuple(r), strict=True)) for r in rows],
-                                 schema=LEDGER_SCHEMA)
     buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
+    pq.write_table(_table(rows), buffer, compression="zstd")
     lake.put_bytes(key, buffer.getvalue())
     return key
 
 
+def _table(rows: Iterable[LedgerRow]) -> pa.Table:
+    return pa.Table.from_pylist([dict(zip(LEDGER_COLUMNS, astuple(r), strict=True)) for r in rows],
+                                schema=LEDGER_SCHEMA)
+
+
+def ledger_frame(rows: Iterable[LedgerRow]) -> pl.DataFrame:
+    """Rows as a frame with the ledger's columns (what `read_ledger` returns)."""
+    return pl.DataFrame(pl.from_arrow(_table(rows)))
+
+
 def empty_ledger() -> pl.DataFrame:
-    return pl.DataFrame(schema=pl.Schema(pl.from_arrow(LEDGER_SCHEMA.empty_table()).schema))  # type: ignore[union-attr]
+    return ledger_frame([])
 
 
 def ledger_keys(lake: Lake, assets: Collection[str] | None = None, crawls: Collection[str] | None = None
                 ) -> list[str]:
-    """The ledger's objects, oldest first within each asset and crawl, for these assets and crawls (None: all).
-    Filtering by crawl keeps unpartitioned assets out unless `""` is among `crawls`."""
-    prefixes = [LEDGER_PREFIX] if assets is None else [_asset_prefix(a) for a in sorted(assets)]
-    wanted = None if crawls is None else {_crawl_segment(c) for c in crawls}
-    keys = []
-    for prefix in prefixes:
-        for obj in lake.list(prefix):
-            segments = obj.key.split("/")
-            if len(segments) == 5 and obj.key.endswith(".parquet") and (wanted is None or segments[3] in wanted):
-                keys.append(obj.key)
-    return keys
+    """The ledger's objects of these assets and crawls (None: all), oldest first within each asset and crawl.
+    Filtering by crawl leaves unpartitioned assets out unless `""` is among `crawls`."""
+    names = lake.folders(LEDGER_PREFIX) if assets is None else sorted(assets)
+    prefixes = [_asset_prefix(a) for a in names] if crawls is None else [
+        ledger_prefix(a, c) for a in names for c in sorted(crawls)]
+    return [o.key for prefix in prefixes for o in lake.list(prefix) if o.key.endswith(".parquet")]
 
 
 def read_ledger(lake: Lake, assets: Collection[str] | None = None, crawls: Collection[str] | None = None
                 ) -> pl.DataFrame:
     """Every ledger row of these assets and crawls (None: all), with `LEDGER_COLUMNS`; empty with them when none."""
-    keys = ledger_keys(lake, assets, crawls)
+    return scan_ledger(lake, ledger_keys(lake, assets, crawls)).collect()
+
+
+def scan_ledger(lake: Lake, keys: Sequence[str]) -> pl.LazyFrame:
+    """A lazy frame over these ledger objects (`ledger_keys`), with `LEDGER_COLUMNS`."""
     if not keys:
-        return empty_ledger()
-    return lake.scan(keys).select(LEDGER_COLUMNS).collect()
+        return empty_ledger().lazy()
+    return lake.scan(list(keys)).select(LEDGER_COLUMNS)
 
 
 class CostSettings(Section):
@@ -152,3 +159,47 @@ def cost_of(cpu_s: float, bytes_stored: float, requests: float, settings: CostSe
     """Money for `cpu_s` CPU-seconds, `bytes_stored` bytes kept for one month and `requests` S3 requests."""
     return (cpu_s / 3600 * settings.core_hour + bytes_stored / 2**30 * settings.gib_month
             + requests / 1000 * settings.thousand_requests)
+
+
+def stage_costs(ledger: pl.DataFrame, stored_bytes: Mapping[str, int], settings: CostSettings,
+                order: Sequence[str] = ()) -> pl.DataFrame:
+    """Per stage (`asset`), then a `total` row: units charged, CPU- and wall-hours, the highest peak memory, bytes
+    read and written, requests, rows (documents) read, CPU-hours per million of them, the bytes the stage keeps committed now
+    (`stored_bytes`, by asset), and, when `settings` prices anything, money: CPU, a month of storage, requests, total.
+    Stages in `order` first, in that order."""
+    rank = {name: i for i, name in enumerate(order)}
+    names = sorted({*ledger["asset"].unique().to_list(), *stored_bytes}, key=lambda a: (rank.get(a, len(rank)), a))
+    sums = ledger.group_by("asset").agg(
+        units=pl.len(), cpu_s=pl.col("cpu_s").sum(), wall_s=pl.col("wall_s").sum(),
+        peak_rss_bytes=pl.col("peak_rss_bytes").max(), bytes_in=pl.col("bytes_in").sum(),
+        bytes_out=pl.col("bytes_out").sum(), requests=pl.col("requests").sum(), rows_in=pl.col("rows_in").sum())
+    frame = (pl.DataFrame({"asset": names, "stored_bytes": [int(stored_bytes.get(a, 0)) for a in names]},
+                          schema={"asset": pl.String, "stored_bytes": pl.Int64})
+             .join(sums, on="asset", how="left").fill_null(0))
+    total = frame.select(pl.lit("total").alias("asset"), pl.col("peak_rss_bytes").max(),
+                         *(pl.col(c).sum() for c in frame.columns if c not in ("asset", "peak_rss_bytes")))
+    frame = pl.concat([frame, total.select(frame.columns).cast(frame.schema)])
+    frame = frame.select(
+        "asset", pl.col("units").cast(pl.Int64), cpu_hours=pl.col("cpu_s") / 3600, wall_hours=pl.col("wall_s") / 3600,
+        peak_rss_bytes=pl.col("peak_rss_bytes").cast(pl.Int64), bytes_in=pl.col("bytes_in").cast(pl.Int64),
+        bytes_out=pl.col("bytes_out").cast(pl.Int64), requests=pl.col("requests").cast(pl.Int64),
+        rows_in=pl.col("rows_in").cast(pl.Int64),
+        cpu_hours_per_million_docs=pl.when(pl.col("rows_in") > 0)
+        .then(pl.col("cpu_s") / 3600 / pl.col("rows_in") * 1e6).otherwise(None),
+        stored_bytes=pl.col("stored_bytes"))
+    if not settings.priced:
+        return frame
+    money = [cost_of(cpu, 0, 0, settings) for cpu in frame["cpu_hours"] * 3600], \
+        [cost_of(0, stored, 0, settings) for stored in frame["stored_bytes"]], \
+        [cost_of(0, 0, n, settings) for n in frame["requests"]]
+    return frame.with_columns(cost_cpu=pl.Series(money[0]), cost_storage=pl.Series(money[1]),
+                              cost_requests=pl.Series(money[2])).with_columns(
+        cost_total=pl.col("cost_cpu") + pl.col("cost_storage") + pl.col("cost_requests"))
+
+
+def runner_costs(ledger: pl.DataFrame) -> pl.DataFrame:
+    """Per stage and runner: units, CPU- and wall-hours, requests (one runner's rates against another's)."""
+    return (ledger.group_by("asset", "runner")
+            .agg(units=pl.len(), cpu_hours=pl.col("cpu_s").sum() / 3600, wall_hours=pl.col("wall_s").sum() / 3600,
+                 requests=pl.col("requests").sum(), rows_in=pl.col("rows_in").sum())
+            .with_columns(pl.col("units").cast(pl.Int64)).sort("asset", "runner"))
