@@ -1,7 +1,8 @@
 """What a rebuild will cost before it runs: the stale plan's partitions, priced at the rates the ledger measured.
 
-Each stage's rates come from its ledger rows (`Rates.from_ledger`): CPU-seconds per input byte, wall-seconds per
-unit, output bytes per input byte and S3 requests per unit; a stage with no history yet takes `DEFAULT_RATES`.
+Each stage's rates come from its ledger rows (`Rates.from_ledger`): CPU-seconds, wall-seconds and output bytes as a
+line against input bytes (per byte and per unit), S3 requests per unit; a stage with no history yet takes
+`DEFAULT_RATES`.
 A planned partition's input bytes are, in order of preference:
 
 - the raw files' sizes, for the stages that read raw files (`raw_files`, `documents`, `image_text_pairs`): listed
@@ -12,11 +13,12 @@ A planned partition's input bytes are, in order of preference:
 
 Only the units that will run are counted where the planner knows which: the raw readers redo only new or changed
 files (a unit's id hashes the file's key and ETag), `filtered` redoes only the units that held a language whose
-thresholds changed, and a shard stage fed part by part (`signatures`, `tokenized`, ...) redoes only the units of the
-upstream parts that are rewritten. Where it does not know, the whole partition is counted: a crawl-level input
-rebuilt (`deduplicated` after `duplicate_clusters`) is assumed to change every unit, which over-counts when few
-removals change. Crawl-level stages scale their last build's bytes in by their inputs' total bytes (their units read
-the shards in several passes), or take that total when never built.
+thresholds changed, or, after a takedown, whose part holds a requested document, and a shard stage fed part by part
+(`signatures`, `deduplicated`, `tokenized`, ...) redoes only the units of the upstream parts that are rewritten.
+Where it does not know: `deduplicated` is assumed to keep the units of unchanged parts when its crawl's clusters are
+rebuilt for new inputs (their removals may change too: an under-count), and to redo every unit when the clusters'
+own code changed. Crawl-level stages scale their last build's ledger rows (every pass, which the manifest does not
+list) by their inputs' total bytes, or take that total and one unit per input part when never built.
 
 Wall time assumes a stage's units spread evenly over the runner's slots (pool workers or the cluster's threads) and
 nothing else shares them; a run's start-up and the run queue's limits are not in it.
