@@ -370,32 +370,34 @@ class Estimator:
             out = rate.bytes_out(size, units)
             return Work(units, size, out, out, units)
         before_out = sum(u.bytes_out for u in built.units)
-        if cause.startswith(LANGUAGES):
-            changed = set(cause.partition("(")[2].rstrip(")").replace(" ", "").split(","))
-            run = [u for u in built.units if changed & set(languages_held(u.counts))]
+        # What this partition writes per byte it reads is its own more than its stage's (its languages, its pages)
+        own = _ratio(before_out, sum(u.bytes_in for u in built.units))
+
+        def written(size: int, units: int) -> int:
+            return round(size * own) if own is not None else rate.bytes_out(size, units)
+
+        if cause.startswith(LANGUAGES) or (cause == TAKEDOWNS and asset == "filtered"):
+            if cause == TAKEDOWNS:  # only the parts that hold a requested document
+                run = self.with_takedowns(built.units)
+            else:  # only the units that held a language whose thresholds changed
+                changed = set(cause.partition("(")[2].rstrip(")").replace(" ", "").split(","))
+                run = [u for u in built.units if changed & set(languages_held(u.counts))]
             size = sum(u.bytes_in for u in run)
-            out = rate.bytes_out(size, len(run))
+            out = written(size, len(run))
             return Work(len(run), size, out, before_out - sum(u.bytes_out for u in run) + out, len(built.units))
-        if cause == TAKEDOWNS and asset == "filtered":  # only the parts that hold a requested document
-            run = self.with_takedowns(built.units)
-            size = sum(u.bytes_in for u in run)
-            out = rate.bytes_out(size, len(run))
-            return Work(len(run), size, out, before_out - sum(u.bytes_out for u in run) + out, len(built.units))
+        ratio = _ratio(sum(self.out_after(i, crawl, shard) for i in shard_inputs),
+                       sum(self.out_before(i, crawl, shard) for i in shard_inputs))
         if not crawl_changed and _same_code(cause) and (fed or cause.endswith(" is rebuilt)")):
             # Fed part by part: only the units of rewritten upstream parts run; the others are reused.
             size = sum(w.bytes_out for w in fed)
             units = sum(w.units for w in fed)
-            ratio = _ratio(sum(self.out_after(i, crawl, shard) for i in shard_inputs),
-                           sum(self.out_before(i, crawl, shard) for i in shard_inputs))
-            out = rate.bytes_out(size, units)
+            out = written(size, units)
             return Work(units, size, out, round(before_out * ratio) if ratio is not None else out,
                         sum(self.units_after(i, crawl, shard) for i in shard_inputs))
         # Every unit runs again, on inputs that may have grown or shrunk.
-        ratio = _ratio(sum(self.out_after(i, crawl, shard) for i in shard_inputs),
-                       sum(self.out_before(i, crawl, shard) for i in shard_inputs))
         size = round(sum(u.bytes_in for u in built.units) * (1.0 if ratio is None else ratio))
         units = max(1, round(len(built.units) * (1.0 if ratio is None else ratio))) if built.units else 0
-        out = rate.bytes_out(size, units)
+        out = written(size, units)
         return Work(units, size, out, out, units)
 
     def crawl_stage(self, asset: str, crawl: str, rate: Rate) -> Work:
@@ -409,10 +411,15 @@ class Estimator:
         if built is not None and last.height and (ratio is not None or not after):
             # its last build's units (its passes: the ledger has them all, the manifest only what it keeps)
             size = round(int(last["bytes_in"].sum()) * (1.0 if ratio is None else ratio))
-            units = last.height
-        else:  # never built: its inputs' bytes, one unit per input part
-            size = after
-            units = sum(self.units_after(i, crawl, s) for i in spec.inputs for s in shards) or 1
+            own = _ratio(int(last["bytes_out"].sum()), int(last["bytes_in"].sum()))
+            out = round(size * own) if own is not None else rate.bytes_out(size, last.height)
+            return Work(last.height, size, out, out, last.height)
+        # never built: its inputs' bytes, as many units as its commits ran (else one per input part)
+        size = after
+        commits = self.ledger.filter(pl.col("asset") == asset).group_by("crawl", "committed_at").len()
+        per_commit = sorted(commits["len"].to_list())
+        units = (per_commit[len(per_commit) // 2] if per_commit
+                 else sum(self.units_after(i, crawl, s) for i in spec.inputs for s in shards) or 1)
         out = rate.bytes_out(size, units)
         return Work(units, size, out, out, units)
 
