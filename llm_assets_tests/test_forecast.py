@@ -134,3 +134,6 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
     stages = {s["asset"]: s for s in out["forecast"]["stages"]}
     assert set(by) <= set(stages) and out["forecast"]["total"]["cpu_hours"] > 0
     assert stages["filtered"]["input_bytes"] >= by["filtered"].input_bytes
+    assert cli.main(["backfill", "--stale", "--dry-run", "--forecast"]) == 0
+    said = capsys.readouterr().out
+    assert "\nforecast on the " in said and "\ntotal " in said and said.rstrip().endswith("(dry run: nothing launched)")

@@ -27,7 +27,7 @@ nothing else shares them; a run's start-up and the run queue's limits are not in
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import polars as pl
@@ -239,6 +239,7 @@ class Work:
     bytes_out: int  # written by the units that run
     total_out: int  # the partition's bytes after the rebuild (reused units' included): what its readers read
     total_units: int  # its units after the rebuild: a stage fed part by part has one unit per part
+    cpu_scale: float = 1.0  # how this partition's units ran against its stage's line, so far (1: no history)
 
 
 @dataclass(frozen=True)
@@ -312,6 +313,13 @@ class Estimator:
         rows = self.ledger.filter((pl.col("asset") == asset) & (pl.col("crawl") == crawl) & (pl.col("shard") == shard))
         return rows.filter(pl.col("committed_at") == rows["committed_at"].max()) if rows.height else rows
 
+    def cpu_scale(self, rate: Rate, asset: str, crawl: str, shard: str) -> float:
+        """The partition's CPU so far against what its stage's line gives for the same units: its pages, languages
+        and documents are its own (a rebuild with the same inputs repeats them)."""
+        rows = self.ledger.filter((pl.col("asset") == asset) & (pl.col("crawl") == crawl) & (pl.col("shard") == shard))
+        line_s = sum(rate.cpu_s(b, 1) for b in rows["bytes_in"].to_list())
+        return float(rows["cpu_s"].sum()) / line_s if rows.height and line_s > 0 else 1.0
+
     def with_takedowns(self, units: Sequence) -> list:
         """The units whose part holds a document some takedown request names (through the parts' id indexes)."""
         from llm_assets.core.takedowns import load_takedowns, requests_in
@@ -332,6 +340,8 @@ class Estimator:
             work = self.shard_stage(asset, crawl, shard, cause, rate)
         else:
             work = self.whole_stage(asset, rate)
+        if rate.basis == "ledger" and asset not in RAW_STAGES:  # a raw file is new work: its stage's line only
+            work = replace(work, cpu_scale=self.cpu_scale(rate, asset, crawl, shard))
         self.work[(asset, crawl, shard)] = work
         return work
 
@@ -388,16 +398,22 @@ class Estimator:
         ratio = _ratio(sum(self.out_after(i, crawl, shard) for i in shard_inputs),
                        sum(self.out_before(i, crawl, shard) for i in shard_inputs))
         if not crawl_changed and _same_code(cause) and (fed or cause.endswith(" is rebuilt)")):
-            # Fed part by part: only the units of rewritten upstream parts run; the others are reused.
-            size = sum(w.bytes_out for w in fed)
-            units = sum(w.units for w in fed)
-            out = written(size, units)
+            # Fed part by part: only the units of rewritten upstream parts run; the others are reused. What they
+            # read and write follows the upstream bytes rewritten, as the partition's last build followed its input.
+            fed_out, units = sum(w.bytes_out for w in fed), sum(w.units for w in fed)
+            upstream = sum(self.out_before(i, crawl, shard) for i in shard_inputs)
+            if upstream > 0:
+                share = fed_out / upstream
+                size, out = round(sum(u.bytes_in for u in built.units) * share), round(before_out * share)
+            else:
+                size = fed_out
+                out = written(size, units)
             return Work(units, size, out, round(before_out * ratio) if ratio is not None else out,
                         sum(self.units_after(i, crawl, shard) for i in shard_inputs))
         # Every unit runs again, on inputs that may have grown or shrunk.
         size = round(sum(u.bytes_in for u in built.units) * (1.0 if ratio is None else ratio))
         units = max(1, round(len(built.units) * (1.0 if ratio is None else ratio))) if built.units else 0
-        out = written(size, units)
+        out = round(before_out * (1.0 if ratio is None else ratio))
         return Work(units, size, out, out, units)
 
     def crawl_stage(self, asset: str, crawl: str, rate: Rate) -> Work:
@@ -491,7 +507,7 @@ def forecast(lake: Lake, settings, planned: Sequence[PlannedLike], extra_raw_byt
         rate = rates.of(asset)
         units, size, written = sum(w.units for w in works), sum(w.input_bytes for w in works), sum(
             w.bytes_out for w in works)
-        cpu_s = sum(rate.cpu_s(w.input_bytes, w.units) for w in works)
+        cpu_s = sum(rate.cpu_s(w.input_bytes, w.units) * w.cpu_scale for w in works)
         requests = round(units * rate.requests_per_unit)
         wall_s = sum(rate.wall_s(w.input_bytes, w.units) / min(slots, w.units) for w in works if w.units)
         out.append(StageForecast(asset, len(works), units, size, cpu_s / 3600, wall_s / 3600, written, requests,
