@@ -38,6 +38,8 @@ from llm_assets.core.inventory import is_folder_marker, rejection, shard_of
 from llm_assets.core.lake import parse_raw_key
 from llm_assets.core.ledger import CostSettings, cost_of, read_ledger
 from llm_assets.core.partition import Manifest, read_manifest
+from llm_assets.core.takedowns import TakedownRequest, load_takedowns, requests_in
+from llm_assets.core.units import UnitResult
 
 if TYPE_CHECKING:
     from llm_assets.core.lake import Lake
@@ -258,7 +260,7 @@ class Estimator:
         self.extra = dict(extra_raw_bytes or {})
         self.work: dict[tuple[str, str, str], Work] = {}
         self.causes: dict[tuple[str, str, str], str] = {}
-        self._takedowns: list | None = None
+        self._takedowns: list[TakedownRequest] | None = None
         self._manifests: dict[tuple[str, str, str], Manifest | None] = {}
         self._raw: dict[str, dict[str, list[RawFile]]] = {}
 
@@ -320,10 +322,8 @@ class Estimator:
         line_s = sum(rate.cpu_s(b, 1) for b in rows["bytes_in"].to_list())
         return float(rows["cpu_s"].sum()) / line_s if rows.height and line_s > 0 else 1.0
 
-    def with_takedowns(self, units: Sequence) -> list:
+    def with_takedowns(self, units: Sequence[UnitResult]) -> list[UnitResult]:
         """The units whose part holds a document some takedown request names (through the parts' id indexes)."""
-        from llm_assets.core.takedowns import load_takedowns, requests_in
-
         if self._takedowns is None:
             self._takedowns = load_takedowns(self.lake)
         return [u for u in units if requests_in(self.lake, u.source, self._takedowns)]
