@@ -179,8 +179,8 @@ class Forecast:
         for s in [*self.stages, self.total]:
             cost = f"{s.cost:.2f} {self.currency}" if self.priced else "unpriced"
             lines.append(f"{s.asset:<20}{s.partitions:>11}{s.units:>8}{human_bytes(s.input_bytes):>11}"
-                         f"{s.cpu_hours:>11.4f}{s.wall_hours:>11.4f}{human_bytes(s.bytes_out):>11}{s.requests:>10}"
-                         f"{cost:>12}  {s.basis}")
+                         f"{hours(s.cpu_hours):>11}{hours(s.wall_hours):>11}{human_bytes(s.bytes_out):>11}"
+                         f"{s.requests:>10}{cost:>12}  {s.basis}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -196,6 +196,11 @@ class Forecast:
         if self.priced:
             tags[f"{TAG_PREFIX}cost"] = f"{t.cost:.2f} {self.currency}"
         return tags
+
+
+def hours(h: float) -> str:
+    """Two decimals from an hour on, else three significant digits: a small rebuild's seconds still show."""
+    return f"{h:.2f}" if h >= 1 else f"{h:.3g}"
 
 
 def human_bytes(n: float) -> str:
