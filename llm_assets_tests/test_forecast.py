@@ -54,7 +54,7 @@ def test_the_total_table_json_and_tags_agree():
     lines = text.splitlines()
     assert "pool of 2 workers" in lines[0] and lines[1].split()[:3] == ["stage", "partitions", "units"]
     assert [line.split()[0] for line in lines[3:]] == ["documents", "filtered", "total"]
-    assert lines[-1].split()[5:7] == ["0.75", "0.375"] and "2.00 EUR" in lines[-1]
+    assert lines[-1].split()[5:7] == ["0.750000", "0.375000"] and "2.00 EUR" in lines[-1]
     assert json.loads(json.dumps(fc.to_json()))["total"]["cpu_hours"] == 0.75
     tags = fc.to_tags()
     assert all(k.startswith(TAG_PREFIX) and isinstance(v, str) and len(v) < 100 for k, v in tags.items())

@@ -199,8 +199,8 @@ class Forecast:
 
 
 def hours(h: float) -> str:
-    """Two decimals from an hour on, else three significant digits: a small rebuild's seconds still show."""
-    return f"{h:.2f}" if h >= 1 else f"{h:.3g}"
+    """Two decimals from an hour on, else six: a small rebuild's seconds still show (0.000139 is half a second)."""
+    return f"{h:.2f}" if h >= 1 else f"{h:.6f}"
 
 
 def human_bytes(n: float) -> str:
