@@ -7,7 +7,6 @@ job runs it from the Launchpad (run config: the new settings' YAML text, the sam
 as its op's output metadata.
 """
 
-from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence

@@ -228,7 +228,7 @@ class PreviewReport:
                                     _n(r.tokens_after)] for r in self.kept])]
         lines += ["", _text_table(["block", "dropped before", "after", "rate before", "after"],
                                   [[b.block, f"{b.dropped_before:,}", f"{b.dropped_after:,}", f"{b.rate_before:.2%}",
-                                    f"{b.rate_after:.2%}"] for b in self.blocks])]
+                                    f"{b.rate_after:.2%}"] for b in self.blocks], names=1)]
         if self.examples:
             lines.append("")
             for e in self.examples:
@@ -240,7 +240,7 @@ class PreviewReport:
                       _text_table(["stage", "docs before", "after", "tokens before", "after"],
                                   [[s["stage"], f"{s['documents_before']:,}", f"{s['documents_after']:,}",
                                     _n(s["tokens_before"] or None), _n(s["tokens_after"] or None)]
-                                   for s in self.scaled()])]
+                                   for s in self.scaled()], names=1)]
         for asset in self.crawl_level:
             lines.append(f"{asset}: {CRAWL_LEVEL_NOTE}")
         if self.forecast:
@@ -257,9 +257,10 @@ def _delta(before: int, after: int) -> str:
     return f"{after - before:+,}" + (f" ({(after - before) / before:+.1%})" if before else "")
 
 
-def _text_table(header: list[str], rows: list[list[str]]) -> str:
+def _text_table(header: list[str], rows: list[list[str]], names: int = 2) -> str:
+    """A fixed-width table: the first `names` columns left-aligned, the figures right-aligned."""
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    return "\n".join("  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w) for i, (c, w) in
+    return "\n".join("  ".join(str(c).ljust(w) if i < names else str(c).rjust(w) for i, (c, w) in
                                enumerate(zip(row, widths))) for row in [header, *rows])
 
 

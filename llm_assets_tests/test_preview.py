@@ -1,0 +1,119 @@
+"""`llm-assets preview` on a real store: what a preview of new settings reports is what the rebuild under them then
+does, document by document, for the inputs it sampled (a change run on a sample) or for every document (a change of
+thresholds only, re-decided over the stored scores); its scratch prefix is gone after; the `preview` job shows the
+report as its run's metadata."""
+
+from __future__ import annotations
+
+import dagster as dg
+import polars as pl
+import pytest
+import yaml
+
+from llm_assets.core.lake import SCRATCH_PREFIX, Lake
+from llm_assets.core.partition import read_manifest
+from llm_assets.core.units import InProcessRunner
+from llm_assets.partitions import crawl_shard_key
+from llm_assets.preview import preview_change, preview_job
+from llm_assets.settings import DEFAULT_SETTINGS, Settings, load_settings
+from llm_assets_tests.conftest import built, object_store_on, point_at, shared
+from llm_assets_tests.test_dedup import name_in_shard
+
+pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
+WARCS = ("dolma__sample-0000.warc.gz", "dolma__sample-0001.warc.gz")
+STAGES = ("raw_files", "documents", "filtered")
+
+
+def build(lake: Lake, resources: dict, instance, crawl: str, settings: Settings, selection=STAGES) -> None:
+    """The crawl's shard 0000 through `selection` of raw_files, documents and filtered, under `settings`."""
+    assert dg.materialize(built(*STAGES, settings=settings), selection=list(selection), instance=instance,
+                          partition_key=crawl_shard_key(crawl, "0000"), resources=resources).success
+
+
+@pytest.fixture(scope="module")
+def deployment(seaweed, store_config, tmp_path_factory):
+    """The test store, a Dagster instance, and a crawl of two real WARC files in shard 0000 built through filtered
+    under the default settings."""
+    from resources import LakeIOManager
+
+    home = tmp_path_factory.mktemp("preview")
+    with pytest.MonkeyPatch.context() as mp:
+        point_at(mp, seaweed, home / "home")
+        mp.delenv("LLM_ASSETS_SETTINGS", raising=False)
+        (home / "dagster").mkdir()
+        with dg.instance_for_test(temp_dir=str(home / "dagster")) as instance:
+            store = object_store_on(store_config, seaweed)
+            resources = {"store": store, "lake_io_manager": LakeIOManager(store=store)}
+
+            def new_crawl() -> str:
+                import uuid
+
+                crawl = f"TEST-{uuid.uuid4().hex[:10]}"
+                lake = store.lake()
+                for i, name in enumerate(WARCS):
+                    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0000', f'w{i}')}", shared("warc", name))
+                instance.add_dynamic_partitions("crawl", [crawl])
+                build(lake, resources, instance, crawl, load_settings())
+                return crawl
+
+            yield store, resources, instance, new_crawl
+
+
+def outcome(lake: Lake, crawl: str, documents_parts: set[str]) -> pl.DataFrame:
+    """doc_id, filter, reason of every document `filtered` committed for these documents parts (filter null: kept)."""
+    m = read_manifest(lake, "filtered", crawl, "0000")
+    assert m is not None
+    units = [u for u in m.units if u.source in documents_parts]
+    kept = [u.part for u in units if u.part and u.rows_out]
+    rejected = [u.rejected_part for u in units if u.rejected_part and u.rows_out < u.rows_in]
+    frames = [lake.scan(kept).select("doc_id").collect().with_columns(filter=pl.lit(None, pl.String),
+                                                                       reason=pl.lit(None, pl.String))] if kept else []
+    frames += [lake.scan(rejected).select("doc_id", "filter", "reason").collect()] if rejected else []
+    return pl.concat(frames).sort("doc_id")
+
+
+def changed(**sections) -> tuple[Settings, str]:
+    """The default settings file with these sections' fields replaced: (settings, YAML text)."""
+    data = yaml.safe_load(DEFAULT_SETTINGS.read_text())
+    for section, fields in sections.items():
+        data[section] = {**data.get(section, {}), **fields}
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    return Settings.model_validate(yaml.safe_load(text)), text
+
+
+def test_a_sample_preview_is_what_the_rebuild_then_does_on_its_sample(deployment):
+    store, resources, instance, new_crawl = deployment
+    crawl, lake, current = new_crawl(), store.lake(), load_settings()
+    new, _ = changed(documents={"extractor": "resiliparse"})  # not thresholds: documents and filtered are stale
+
+    report = preview_change(lake, store.config(), current, new, [crawl], 0.5, runner=InProcessRunner())
+
+    assert report.mode == "sample" and report.not_thresholds.startswith("settings other than filtered changed")
+    assert dict(report.planned)["documents"] == 1 and dict(report.planned)["filtered"] == 1
+    assert report.sample is not None and len(report.sample.units) == 1 and report.sample.units_total == 2
+    assert 0 < report.sample.fraction < 1
+    assert not list(lake.list(SCRATCH_PREFIX)), "the scratch prefix is removed after the preview"
+    assert not any("scratch" in k for k in lake.keys(f"lake/documents/crawl={crawl}/"))
+    (source,) = report.sample.units
+    before = read_manifest(lake, "documents", crawl, "0000")
+    assert before is not None
+    documents_before = {u.part for u in before.units if u.source == source and u.part}
+    assert report.kept[0].stage == "documents"
+    assert report.kept[0].documents_before == sum(u.rows_out for u in before.units if u.source == source)
+    was = outcome(lake, crawl, documents_before)
+
+    build(lake, resources, instance, crawl, new, selection=("documents", "filtered"))
+
+    after = read_manifest(lake, "documents", crawl, "0000")
+    assert after is not None
+    rebuilt = outcome(lake, crawl, {u.part for u in after.units if u.source == source and u.part})
+    previewed = report.decisions.filter(pl.col("source") == source).select("doc_id", "filter", "reason").sort("doc_id")
+    assert previewed.height == rebuilt.height > 0
+    assert previewed.equals(rebuilt), "the preview keeps and drops what the rebuild does, for the same reasons"
+    assert report.kept[0].documents_after == sum(u.rows_out for u in after.units if u.source == source)
+    kept_after = sum(r.documents_after for r in report.kept if r.stage == "filtered")
+    kept_before = sum(r.documents_before for r in report.kept if r.stage == "filtered")
+    assert kept_after == rebuilt["filter"].null_count() and kept_before == was["filter"].null_count()
+    assert all(r.tokens_after is not None for r in report.kept if r.stage == "filtered" and r.documents_after)
+    text = report.render()
+    assert "sample: 1 of 2 units" in text and "scaled to the crawl" in text
