@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -118,6 +118,10 @@ bench-segmenters: $(VENV)/.synced
 # One URL found in 1,000 parts: through the id indexes, against a scan of every part.
 bench-trace: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.trace
+
+# The backfill forecasts against the rebuilds they forecast (a held-back crawl, the demo's --change and --takedown).
+bench-forecast: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.forecast
 
 # Dagster's cost per run and per step, from the runs `make demo` made.
 bench-run-overhead: $(VENV)/.synced

@@ -49,6 +49,24 @@ def _count_labels(top: float):
     return FuncFormatter(lambda v, _: f"{v:,.0f}")
 
 
+def _value_axis(ax, top: float, counts: bool) -> None:
+    """The value axis from 0: whole counts (`_integer_ticks`), or any amount (hours, money), labelled with three
+    significant digits, which 0.0012 CPU-hours needs."""
+    ax.set_xlim(0, top * 1.15)
+    if counts:
+        ax.xaxis.set_major_locator(_integer_ticks())
+        ax.xaxis.set_major_formatter(_count_labels(top * 1.15))
+    else:
+        from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+
+
+def _label(v: float, counts: bool) -> str:
+    return human(v) if counts else f"{v:.3g}"
+
+
 def _markdown(fig, title: str) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)  # exactly 720 px wide: the layout fits the labels in
@@ -57,8 +75,9 @@ def _markdown(fig, title: str) -> str:
 
 
 def hbars(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
-          colors: Sequence[str] | None = None) -> str:
-    """Horizontal bars, first label on top, each bar with its value: funnels, language mixes, counts per key."""
+          colors: Sequence[str] | None = None, counts: bool = True) -> str:
+    """Horizontal bars, first label on top, each bar with its value: funnels, language mixes, counts per key
+    (`counts=False`: amounts such as hours or money)."""
     plt = _pyplot()
     n = max(1, len(labels))
     fig, ax = plt.subplots(figsize=(WIDTH_IN, max(1.6, 0.9 + 0.32 * n)), layout="constrained")
@@ -67,10 +86,8 @@ def hbars(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
     ax.set_yticks(y[:len(labels)], [str(label)[:48] for label in labels])
     top = max(values, default=0) or 1
     for yi, v in zip(y, values):
-        ax.text(v + top * 0.01, yi, human(v), va="center", fontsize=8)
-    ax.set_xlim(0, top * 1.15)
-    ax.xaxis.set_major_locator(_integer_ticks())
-    ax.xaxis.set_major_formatter(_count_labels(top * 1.15))
+        ax.text(v + top * 0.01, yi, _label(v, counts), va="center", fontsize=8)
+    _value_axis(ax, top, counts)
     ax.set_xlabel(unit)
     fig.suptitle(title, fontsize=10, x=0.01, ha="left")  # the figure's left edge: long labels do not push it out
     ax.spines[["top", "right"]].set_visible(False)
@@ -106,9 +123,10 @@ def funnel(title: str, rows_in: int, drops: Sequence[tuple[str, int]], rows_out:
     return hbars(title, labels, values, unit, [BLUE, *([RED] * len(drops)), GREEN])
 
 
-def stacked(title: str, labels: Sequence[str], segments: dict[str, Sequence[float]], unit: str) -> str:
+def stacked(title: str, labels: Sequence[str], segments: dict[str, Sequence[float]], unit: str,
+            counts: bool = True) -> str:
     """Horizontal bars split into segments, first label on top, a legend naming the segments: a funnel per language
-    (kept in green, then what each block dropped)."""
+    (kept in green, then what each block dropped); `counts=False`: amounts such as hours or money."""
     plt = _pyplot()
     n = max(1, len(labels))
     fig, ax = plt.subplots(figsize=(WIDTH_IN, max(2.0, 1.3 + 0.32 * n)), layout="constrained")
@@ -120,11 +138,9 @@ def stacked(title: str, labels: Sequence[str], segments: dict[str, Sequence[floa
         left = [a + b for a, b in zip(left, values)]
     top = max(left, default=0) or 1
     for yi, total in zip(y, left):
-        ax.text(total + top * 0.01, yi, human(total), va="center", fontsize=8)
+        ax.text(total + top * 0.01, yi, _label(total, counts), va="center", fontsize=8)
     ax.set_yticks(y, [str(label)[:48] for label in labels])
-    ax.set_xlim(0, top * 1.15)
-    ax.xaxis.set_major_locator(_integer_ticks())
-    ax.xaxis.set_major_formatter(_count_labels(top * 1.15))
+    _value_axis(ax, top, counts)
     ax.set_xlabel(unit)
     ax.legend(fontsize=7, loc="lower right", frameon=False)
     fig.suptitle(title, fontsize=10, x=0.01, ha="left")

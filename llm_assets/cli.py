@@ -100,8 +100,10 @@ def cmd_demo_change(args) -> int:
     planned = stale_partitions(instance, lake, settings)
     for p in planned:
         print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
+    figures = _forecast(lake, settings, planned)
+    print(f"\n{figures.render()}\n", flush=True)
     backfill_id = launch_stale_backfill(instance, planned, build_defs(settings).resolve_asset_graph(),
-                                        tags=launched_by("demo --change"))
+                                        tags=launched_by("demo --change"), forecast=figures)
     print(f"backfill {backfill_id}: {len(planned)} partitions. Run it with the changed settings:\n"
           f"  LLM_ASSETS_SETTINGS={path} make ui     # the daemon runs it; see the Backfills page\n"
           f"then `.venv/bin/llm-assets backfill --status {backfill_id}` says how it went (each failed run with its "
@@ -148,6 +150,10 @@ def cmd_demo(args) -> int:
             print(f"\n{examples}")
     if funnel := demo.format_language_funnel(demo.language_funnel(lake, settings, list(files))):
         print(f"\n{funnel}")
+    if not failed:  # what the next step would cost, before it changes anything
+        path, figures = demo.change_forecast(lake, args.settings_path, environment.home() / "demo")
+        print(f"\nnext, `llm-assets demo --change` (the late file {', '.join(demo.late_file_bytes())} and the "
+              f"settings {path}) would rebuild:\n{figures.render()}")
     if failed:
         print(f"\n{failures.summary('demo', failed)}", file=sys.stderr)
         return 1
@@ -198,14 +204,19 @@ def cmd_stale(args) -> int:
     from llm_assets.stale import as_json, stale_partitions
 
     _ensure_store()
-    planned = stale_partitions(get_instance(), Lake(environment.store_config(args.settings.store)), args.settings)
+    lake = Lake(environment.store_config(args.settings.store))
+    planned = stale_partitions(get_instance(), lake, args.settings)
+    figures = _forecast(lake, args.settings, planned) if args.forecast else None
     if args.json:
-        print(json.dumps(as_json(planned)))
-    elif not planned:
+        print(json.dumps(as_json(planned) | ({"forecast": figures.to_json()} if figures else {})))
+        return 0
+    if not planned:
         print("nothing is stale")
-    else:
-        _print_plan(planned)
-        print(f"{len(planned)} partitions to rebuild")
+        return 0
+    _print_plan(planned)
+    print(f"{len(planned)} partitions to rebuild")
+    if figures:
+        print(f"\n{figures.render()}")
     return 0
 
 
@@ -223,6 +234,12 @@ def cmd_preview(args) -> int:
                             fraction, examples=args.examples)
     print(json.dumps(report.to_json(), default=str) if args.json else report.render())
     return 0
+
+
+def _forecast(lake, settings, planned):
+    from llm_assets.freshness import plan_forecast
+
+    return plan_forecast(lake, settings, planned)
 
 
 def _print_plan(planned) -> None:
@@ -248,16 +265,22 @@ def cmd_backfill(args) -> int:
         print("backfill needs --stale (launch) or --status [ID] (how one went)", file=sys.stderr)
         return 2
     _ensure_store()
-    planned = stale_partitions(instance, Lake(environment.store_config(args.settings.store)), args.settings)
+    lake = Lake(environment.store_config(args.settings.store))
+    planned = stale_partitions(instance, lake, args.settings)
     if not planned:
         print("nothing is stale; nothing to do")
         return 0
+    figures = _forecast(lake, args.settings, planned)  # the backfill's tags carry it, printed or not
     if args.dry_run:
         _print_plan(planned)
+        if args.forecast:
+            print(f"\n{figures.render()}\n")
         print(f"{len(planned)} stale partitions would be ONE backfill (dry run: nothing launched)")
         return 0
+    if args.forecast:
+        print(f"{figures.render()}\n", flush=True)
     backfill_id = launch_stale_backfill(instance, planned, build_defs(args.settings).resolve_asset_graph(),
-                                        tags=launched_by("backfill --stale"))
+                                        tags=launched_by("backfill --stale"), forecast=figures)
     assert backfill_id is not None
     print(f"backfill {backfill_id}: {len(planned)} partitions "
           f"({', '.join(sorted({p.asset for p in planned}))}); the daemon runs it (`make ui`, Backfills page)"
@@ -585,7 +608,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_status)
 
     p = sub.add_parser("stale", help="every stale, missing or failed partition per asset, with its cause")
-    p.add_argument("--json", action="store_true", help='{"partitions": [{"asset", "partition", "cause"}, ...]}')
+    p.add_argument("--json", action="store_true",
+                   help='{"partitions": [{"asset", "partition", "cause"}, ...]} (and "forecast" with --forecast)')
+    p.add_argument("--forecast", action="store_true",
+                   help="then what rebuilding them costs per stage: CPU-hours, wall time on the runner, bytes, "
+                        "requests, money (rates from the cost ledger)")
     p.set_defaults(fn=cmd_stale)
 
     p = sub.add_parser("preview", help="what new settings would change, before a rebuild: re-decided over the stored "
@@ -602,6 +629,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("backfill", help="launch ONE Dagster backfill of exactly the stale partitions; say how one went")
     p.add_argument("--stale", action="store_true", help="launch a backfill of the partitions `stale` lists")
     p.add_argument("--dry-run", action="store_true", help="list the partitions with their causes; launch nothing")
+    p.add_argument("--forecast", action="store_true",
+                   help="print the plan's forecast (as `stale --forecast`) before launching (the backfill's "
+                        "llm_assets/forecast_* tags carry it either way)")
     p.add_argument("--wait", action="store_true",
                    help="wait until the daemon has run it; print each failed run with its first error; exit 1 if "
                         "any failed")

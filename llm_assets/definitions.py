@@ -3,6 +3,7 @@ LLM_ASSETS_SETTINGS names, else the embedded default), loaded when Dagster asks 
 
 import dagster as dg
 
+from llm_assets.cost import assets as cost
 from llm_assets.crawl_stats import assets as crawl_stats
 from llm_assets.curation import assets as curation
 from llm_assets.dedup import assets as dedup
@@ -22,7 +23,7 @@ from llm_assets.tokenized import assets as tokenized
 from llm_assets.vacuum import vacuum_job, vacuum_schedule
 from resources import LakeIOManager, object_store_from_env
 
-STAGES = [curation, raw, documents, image_text_pairs, filtered, dedup, crawl_stats, quality_classifier, tokenized, enriched, releases]
+STAGES = [curation, raw, documents, image_text_pairs, filtered, dedup, crawl_stats, quality_classifier, tokenized, enriched, releases, cost]
 
 
 def build_assets(settings: Settings) -> list[dg.AssetsDefinition | dg.AssetSpec]:

@@ -338,18 +338,19 @@ def stale_plan(instance, lake, settings: Settings, failed: list[FailedRun]) -> l
             if p.partition.split("|")[0] not in gave_up and not (failed and p.asset == RELEASE.name)]
 
 
-def run_stale_backfill(runs: Runs, settings: Settings, planned: list[Planned], held: bool = False) -> list[FailedRun]:
-    """ONE backfill of the planned partitions, as `llm-assets backfill --stale` launches it; the daemon runs it.
-    `held`: what depends on a failed run was left out of the plan."""
+def run_stale_backfill(runs: Runs, lake, settings: Settings, planned: list[Planned], held: bool = False
+                       ) -> list[FailedRun]:
+    """ONE backfill of the planned partitions, as `llm-assets backfill --stale` launches it (its forecast in its
+    tags); the daemon runs it. `held`: what depends on a failed run was left out of the plan."""
     from llm_assets.definitions import build_defs
-    from llm_assets.freshness import launch_stale_backfill
+    from llm_assets.freshness import launch_stale_backfill, plan_forecast
 
     if not planned:
         print("no backfill: " + ("what is left to build depends on the runs that failed" if held else
                                  "nothing is stale"), flush=True)
         return []
     backfill_id = launch_stale_backfill(runs.instance, planned, build_defs(settings).resolve_asset_graph(),
-                                        tags=launched_by("demo"))
+                                        tags=launched_by("demo"), forecast=plan_forecast(lake, settings, planned))
     assets = sorted({p.asset for p in planned}, key=[s.name for s in SPECS].index)
     print(f"backfill {backfill_id}: the {len(planned)} stale partitions ({', '.join(assets)})", flush=True)
     return runs.wait_backfill(str(backfill_id))
@@ -402,7 +403,7 @@ def run_demo(instance, lake, settings: Settings, files: dict[str, list[Path]]) -
         dropped_at = time.time()
         print(f"dropped {len(keys)} raw files into {len(files)} crawls: {', '.join(files)}", flush=True)
         failed += run_sensor_requests(runs, dropped_at)
-        failed += run_stale_backfill(runs, settings, stale_plan(instance, lake, settings, failed), bool(failed))
+        failed += run_stale_backfill(runs, lake, settings, stale_plan(instance, lake, settings, failed), bool(failed))
     if summaries := crawl_summaries(instance, list(files)):
         print(summaries)
     if release := release_summary(instance):
@@ -436,7 +437,7 @@ def takedown_step(instance, lake, settings: Settings) -> list[FailedRun]:
         planned = stale_plan(instance, lake, settings, failed)
         for p in planned:
             print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
-        failed += run_stale_backfill(runs, settings, planned, bool(failed))
+        failed += run_stale_backfill(runs, lake, settings, planned, bool(failed))
     if release := release_summary(instance):
         print(f"\n{release}")
     print()
@@ -474,6 +475,23 @@ def write_changed_settings(source: Path, workdir: Path) -> Path:
     workdir.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def late_file_bytes() -> dict[str, int]:
+    """The raw key and size of the file `drop_late_file` drops, before it is dropped."""
+    crawl, name, source = LATE_DROP
+    path = SHARED_WARC / source
+    return {f"raw/{crawl}/{name}": path.stat().st_size if path.exists() else len(sample_warc(seed=7, pages=6))}
+
+
+def change_forecast(lake, source: Path, workdir: Path):
+    """The forecast of `demo --change` before either change is applied: the plan under the changed settings, with
+    the late file counted as if it were dropped. -> (the changed settings' path, the forecast)."""
+    from llm_assets.freshness import plan_forecast
+
+    path = write_changed_settings(source, workdir)
+    settings = Settings.from_file(path)
+    return path, plan_forecast(lake, settings, stale_partitions(None, lake, settings), late_file_bytes())
 
 
 def drop_late_file(lake) -> str:

@@ -5,13 +5,17 @@ it running to keep the lake fresh after every new drop without a person)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
 from llm_assets.dagster_private import (DATA_VERSION_TAG, SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
                                         PartitionBackfill, backfill_targets, make_new_backfill_id)
+from llm_assets.core.forecast import Forecast, forecast
+from llm_assets.core.lake import Lake
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.pipeline import SPECS, code_versions
+from llm_assets.runners import runner_slots
 from llm_assets.settings import Settings
 from llm_assets.stale import Planned, SourceVersion, known_crawls, planned_of, planning, source_versions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
@@ -33,14 +37,23 @@ def register_crawls(instance: dg.DagsterInstance, planned: list[Planned]) -> Non
         instance.add_dynamic_partitions(crawl_partitions.name, new)
 
 
+def plan_forecast(lake: Lake, settings: Settings, planned: Sequence[Planned],
+                  extra_raw_bytes: Mapping[str, int] | None = None) -> Forecast:
+    """The forecast of a plan on the runner the settings choose (a Dask cluster's threads counted when it answers)."""
+    slots, runner = runner_slots(settings.runner)
+    return forecast(lake, settings, planned, extra_raw_bytes, slots=slots, runner=runner)
+
+
 def launch_stale_backfill(instance: dg.DagsterInstance, planned: list[Planned], asset_graph,
-                          tags: dict[str, str] | None = None) -> str | None:
-    """-> the backfill id, or None when nothing is stale. `tags`: the backfill's own (its runs carry them too)."""
+                          tags: dict[str, str] | None = None, forecast: Forecast | None = None) -> str | None:
+    """-> the backfill id, or None when nothing is stale. `tags`: the backfill's own (its runs carry them too);
+    `forecast`: the plan's, whose figures join them (`llm_assets/forecast_*`)."""
     if not planned:
         return None
     register_crawls(instance, planned)
+    tags = {STALE_TAG: "cli", **(forecast.to_tags() if forecast else {}), **(tags or {})}
     backfill = PartitionBackfill.from_asset_graph_subset(
-        backfill_id=make_new_backfill_id(), backfill_timestamp=time.time(), tags={STALE_TAG: "cli", **(tags or {})},
+        backfill_id=make_new_backfill_id(), backfill_timestamp=time.time(), tags=tags,
         dynamic_partitions_store=instance, asset_graph_subset=stale_subset(planned, asset_graph),
         title=f"stale: {len(planned)} partitions", run_config=None,
         description="; ".join(sorted({f"{p.asset}: {p.cause}" for p in planned}))[:2000])
@@ -177,7 +190,10 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
         retries it (`llm-assets stale` lists it, `backfill --stale` retries it).
 
         A raw drop has one owner: while a run of `raw_drop_sensor` is queued or running, this sensor waits for it
-        (and the raw-drop sensor requests nothing for a partition a stale backfill in progress rebuilds)."""
+        (and the raw-drop sensor requests nothing for a partition a stale backfill in progress rebuilds).
+
+        Its run request carries the plan's forecast as tags (`llm_assets/forecast_cpu_hours`, `..._wall_hours`,
+        `..._bytes_out`, `..._requests`, and `..._cost` when priced), and its log the forecast's table."""
         if stale_backfill_in_progress(context.instance):
             return dg.SkipReason("the previous stale backfill is still running")
         if raw_drop_runs_in_flight(context.instance):
@@ -195,7 +211,10 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
             return dg.SensorResult(asset_events=observed, skip_reason="nothing is stale" + (
                 f" but the {len(own)} partitions that failed in this sensor's backfill" if own else ""))
         register_crawls(context.instance, planned)
+        figures = plan_forecast(lake, settings, planned)
+        context.log.info(f"stale backfill of {len(planned)} partitions:\n{figures.render()}")
         return dg.SensorResult(asset_events=observed, run_requests=[dg.RunRequest.for_asset_graph_subset(
-            stale_subset(planned, context.repository_def.asset_graph), tags={STALE_TAG: "sensor"})])
+            stale_subset(planned, context.repository_def.asset_graph),
+            tags={**figures.to_tags(), STALE_TAG: "sensor"})])
 
     return stale_sensor

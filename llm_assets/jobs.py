@@ -16,7 +16,7 @@ crawl_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups("dedup", "reports"),
     executor_def=dg.in_process_executor,
     description="The crawl-level assets of one crawl, once its shards went through lake_job: duplicate clusters "
-                "over every shard, and the crawl stats.",
+                "over every shard, the crawl stats, and what building the crawl cost so far (from the cost ledger).",
 )
 curated_job = dg.define_asset_job(
     "curated_job",

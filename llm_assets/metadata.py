@@ -48,12 +48,14 @@ def units_table(units: Sequence[UnitResult]) -> dg.TableMetadataValue:
         records=[
             dg.TableRecord({"source": u.source, "rows_in": u.rows_in, "rows_out": u.rows_out,
                             "dropped": sum(u.dropped.values()), "seconds": round(u.seconds, 2),
+                            "cpu_seconds": round(u.cpu_seconds, 3), "requests": u.requests,
                             "errors": len(u.errors)})
             for u in units
         ],
         schema=dg.TableSchema(columns=[
             dg.TableColumn("source", "string"), dg.TableColumn("rows_in", "int"), dg.TableColumn("rows_out", "int"),
-            dg.TableColumn("dropped", "int"), dg.TableColumn("seconds", "float"), dg.TableColumn("errors", "int"),
+            dg.TableColumn("dropped", "int"), dg.TableColumn("seconds", "float"),
+            dg.TableColumn("cpu_seconds", "float"), dg.TableColumn("requests", "int"), dg.TableColumn("errors", "int"),
         ]),
     )
 

@@ -6,6 +6,7 @@ demo read the specs without importing Dagster's definitions.
 
 from __future__ import annotations
 
+from llm_assets.cost.spec import SPEC as COST
 from llm_assets.crawl_stats.spec import SPEC as CRAWL_STATS
 from llm_assets.curation.spec import EVAL_INDEX_SPEC, TAKEDOWNS_SPEC
 from llm_assets.dedup.spec import CLUSTERS_SPEC, DEDUPLICATED_SPEC, SIGNATURES_SPEC
@@ -20,7 +21,8 @@ from llm_assets.releases.spec import SPEC as RELEASE
 from llm_assets.tokenized.spec import SPEC as TOKENIZED, TOKENIZER_SPEC
 
 SPECS: list[StageSpec] = [TAKEDOWNS_SPEC, EVAL_INDEX_SPEC, RAW_FILES, DOCUMENTS, IMAGE_TEXT_PAIRS, FILTERED, SIGNATURES_SPEC, CRAWL_STATS,
-                          CLUSTERS_SPEC, DEDUPLICATED_SPEC, QUALITY_CLASSIFIER, TOKENIZER_SPEC, TOKENIZED, ENRICHED, RELEASE]
+                          CLUSTERS_SPEC, DEDUPLICATED_SPEC, QUALITY_CLASSIFIER, TOKENIZER_SPEC, TOKENIZED, ENRICHED, RELEASE,
+                          COST]  # cost last: planned once every stage it charges is
 check_order(SPECS)
 
 

@@ -63,7 +63,7 @@ def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Setti
     crawl_level = [a for a in counts if levels[a] == "crawl"]
     chain = [b.name for b in new.filtered.blocks()]
     notes = []
-    forecast_text, forecast_json = _forecast(lake, new, planned, notes)
+    forecast_text, forecast_json = _forecast(lake, new, planned)
     why_not = thresholds_only(current, new)
     if why_not is None:
         from llm_assets.core.scores import read_scores, redecide
@@ -104,15 +104,13 @@ def _with_forecast(report: core.PreviewReport, text: str, data: dict | None) -> 
     return replace(report, forecast=text, forecast_json=data)
 
 
-def _forecast(lake: Lake, new: Settings, planned, notes: list[str]) -> tuple[str, dict | None]:
+def _forecast(lake: Lake, new: Settings, planned) -> tuple[str, dict | None]:
+    """The forecast of rebuilding what the new settings make stale, on the runner they choose."""
     if not planned:
         return "", None
-    try:
-        from llm_assets.core.forecast import forecast
-    except ImportError:
-        notes.append("no forecast: this build has no cost forecast")
-        return "", None
-    predicted = forecast(lake, new, planned)
+    from llm_assets.freshness import plan_forecast
+
+    predicted = plan_forecast(lake, new, planned)
     return predicted.render(), predicted.to_json()
 
 

@@ -21,6 +21,23 @@ def local_cluster() -> LocalCluster:
     return LocalCluster(environment.home() / "cluster")
 
 
+def runner_slots(settings: RunnerSettings) -> tuple[int, str]:
+    """(units the runner runs at once, its name) for a forecast's wall time: the pool's workers, or the Dask
+    cluster's threads when it answers within a few seconds (else `runner.workers`, said so)."""
+    from llm_assets.core.errors import ClusterUnavailable
+    from llm_assets.core.forecast import default_slots
+
+    if settings.kind != "dask":
+        return default_slots(settings)
+    try:
+        runner = runner_for(settings.model_copy(update={"connect_timeout_s": 5.0}))
+        with runner.connect() as client:  # type: ignore[attr-defined]
+            threads = sum(w["nthreads"] for w in client.scheduler_info()["workers"].values())
+    except (ClusterUnavailable, RuntimeError, OSError, TimeoutError):  # not started or unreachable: the settings' count
+        return default_slots(settings)
+    return (threads, f"dask cluster of {threads} threads") if threads else default_slots(settings)
+
+
 def runner_for(settings: RunnerSettings) -> Runner:
     if settings.kind == "inprocess":
         return InProcessRunner()

@@ -22,6 +22,7 @@ from llm_assets.core.filtered import FilteredSettings
 from llm_assets.core.gates import GateSettings
 from llm_assets.core.image_text_pairs import ImagePairsSettings
 from llm_assets.core.lake import StoreSettings
+from llm_assets.core.ledger import CostSettings
 from llm_assets.core.quality_model import QualityTraining
 from llm_assets.core.release import ReleaseSettings
 from llm_assets.core.tokenized import TokenizedSettings, TokenizerTraining
@@ -29,7 +30,7 @@ from llm_assets.core.units import RunnerSettings
 
 DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
 # The sections, re-exported for the Dagster layer: each lives beside the core code it configures.
-__all__ = ["PROJECT_ROOT", "DedupSettings", "DocumentsSettings", "FilteredSettings", "GateSettings", "ImagePairsSettings",
+__all__ = ["PROJECT_ROOT", "CostSettings", "DedupSettings", "DocumentsSettings", "FilteredSettings", "GateSettings", "ImagePairsSettings",
            "ReleaseSettings", "RunnerSettings", "Settings", "StoreSettings", "TokenizedSettings", "TokenizerTraining",
            "load_settings", "settings_path"]
 
@@ -54,6 +55,7 @@ class Settings(Section):
     release: ReleaseSettings = ReleaseSettings()
     sensor: SensorSettings = SensorSettings()
     store: StoreSettings = StoreSettings()
+    cost: CostSettings = CostSettings()
 
     @classmethod
     def from_file(cls, path: Path) -> Settings:

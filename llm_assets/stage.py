@@ -188,7 +188,10 @@ def run_stage(
         code_version=code_version,
         data_version=data_version(results),
         inputs=inputs or {},
+        runner=str(runner),
+        reused=frozenset(reused),
     )
+    ran = [r for r in results if r.unit not in reused]
     if outcome_inputs is not None:
         out.inputs |= outcome_inputs(out)
     for error in out.errors():
@@ -207,10 +210,12 @@ def run_stage(
         "bytes_in": sum(u.bytes_in for u in results),
         "bytes_out": sum(u.bytes_out for u in results),
         "seconds": round(seconds, 3),
+        # what the units that ran cost, as the cost ledger records them (reused units were charged before)
+        "cpu_seconds": round(sum(r.cpu_seconds for r in ran), 3),
+        "requests": sum(r.requests for r in ran),
         # rates, not sizes, are what Dagster's plots compare across partitions: over the units this run did
         "keep_rate": round(out.rows_out / out.rows_in, 4) if out.rows_in else 1.0,
-        **({"docs_per_s": round(ran / seconds, 1)} if (ran := sum(r.rows_in for r in results if r.unit not in reused))
-           and seconds > 0 else {}),
+        **({"docs_per_s": round(read / seconds, 1)} if (read := sum(r.rows_in for r in ran)) and seconds > 0 else {}),
         "peak_rss_mib": round(max((u.peak_rss_bytes for u in results), default=0) / 2**20, 1),
         "errors": len(out.errors()),
         "reused_units": len(reused),

@@ -14,7 +14,7 @@ from llm_assets.core.lake import SCRATCH_PREFIX, Lake
 from llm_assets.core.partition import read_manifest
 from llm_assets.core.units import InProcessRunner
 from llm_assets.partitions import crawl_shard_key
-from llm_assets.preview import preview_change, preview_job
+from llm_assets.preview import preview_change
 from llm_assets.settings import DEFAULT_SETTINGS, Settings, load_settings
 from llm_assets_tests.conftest import built, object_store_on, point_at, shared
 from llm_assets_tests.test_dedup import name_in_shard

@@ -9,7 +9,9 @@ upstream partitions and a `scan()` that returns a `polars.LazyFrame`, so nothing
 
 from __future__ import annotations
 
+import os
 import secrets
+import time
 
 import dagster as dg
 import polars as pl
@@ -17,7 +19,7 @@ import pyarrow as pa
 
 from llm_assets.core.lake import manifest_key, part_key
 from llm_assets.core.partition import FrameOutput, LakeInput, PartitionOutput, commit
-from llm_assets.core.units import UnitResult
+from llm_assets.core.units import UnitResult, peak_rss_bytes, s3_requests
 from resources.object_store import ObjectStore
 
 # Input metadata (Dagster's convention for IO managers): load the committed partitions, skip those never built.
@@ -42,10 +44,10 @@ class LakeIOManager(dg.ConfigurableIOManager):
         crawl, shard = crawl_shard(context.partition_key)
         lake = self.store.lake()
         if isinstance(obj, FrameOutput):
-            versions = {"code_version": obj.code_version, "data_version": obj.data_version, "inputs": obj.inputs}
-            obj = self._write_frame(lake, asset, crawl, shard, obj.frame)
-            obj.code_version, obj.data_version, obj.inputs = (versions[k] for k in ("code_version", "data_version",
-                                                                                      "inputs"))
+            frame = obj
+            obj = self._write_frame(lake, asset, crawl, shard, frame.frame, frame.work)
+            obj.code_version, obj.data_version, obj.inputs = frame.code_version, frame.data_version, frame.inputs
+            obj.runner = frame.runner
         elif isinstance(obj, (pl.DataFrame, pa.Table)):
             obj = self._write_frame(lake, asset, crawl, shard, obj)
         if not isinstance(obj, PartitionOutput):
@@ -56,16 +58,24 @@ class LakeIOManager(dg.ConfigurableIOManager):
         context.log.debug(f"committed {asset} crawl={crawl} shard={shard}: {manifest.rows} rows")
 
     @staticmethod
-    def _write_frame(lake, asset: str, crawl: str, shard: str, frame: pl.DataFrame | pa.Table) -> PartitionOutput:
+    def _write_frame(lake, asset: str, crawl: str, shard: str, frame: pl.DataFrame | pa.Table,
+                     work: UnitResult | None = None) -> PartitionOutput:
+        """One part holding the frame, as one unit that carries what computing it cost (`work`) and its write."""
         table = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
         unit = secrets.token_hex(10)  # a fresh part per write; the commit drops the previous one
         key = part_key(asset, crawl, shard, unit)
+        start, cpu, requests = time.perf_counter(), time.process_time(), s3_requests()
         with lake.part_writer(key, table.schema) as w:
             for batch in table.to_batches(max_chunksize=65536):
                 w.write(batch)
-        return PartitionOutput(units=[UnitResult(unit=unit, source="frame", part=key, rows_in=table.num_rows,
-                                                 rows_out=table.num_rows, bytes_out=w.bytes,
-                                                 columns=table.schema.names)])
+        work = work or UnitResult(unit="", source="frame", rows_in=table.num_rows)
+        return PartitionOutput(units=[UnitResult(
+            unit=unit, source=work.source, part=key, rows_in=work.rows_in, rows_out=table.num_rows,
+            bytes_in=work.bytes_in, bytes_out=w.bytes, seconds=work.seconds + time.perf_counter() - start,
+            cpu_seconds=work.cpu_seconds + time.process_time() - cpu,
+            requests=work.requests + s3_requests() - requests,
+            worker=os.getpid(), peak_rss_bytes=max(work.peak_rss_bytes, peak_rss_bytes()),
+            columns=table.schema.names)])
 
     def load_input(self, context: dg.InputContext) -> LakeInput:
         """The committed partitions the input maps to. An input that fans in (every shard of a crawl) and declares

@@ -41,6 +41,7 @@ class CrawlStats:
     lengths: pl.DataFrame  # bucket, lower, documents
     # per language: what each block dropped (chain order), then what was kept
     language_funnel: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=LANGUAGE_FUNNEL))
+    units: list[UnitResult] = field(default_factory=list)  # the counting units' results: what the stats cost
 
     def frame(self) -> pl.DataFrame:
         """All three as one long table (section, key, value), the form the lake stores."""
@@ -144,7 +145,9 @@ def crawl_stats(store, manifests: Sequence[Manifest], block_order: list[str],
     """Statistics over the committed `filtered` partitions of one crawl (their manifests): each part counted by a
     work unit on `runner`, the counts summed."""
     results = run_units(stats_unit, stats_units(store, manifests), runner)
-    return finish(sum((r.stats for r in results if isinstance(r, StatsResult)), PartialStats()), block_order)
+    stats = finish(sum((r.stats for r in results if isinstance(r, StatsResult)), PartialStats()), block_order)
+    stats.units = results
+    return stats
 
 
 def summarize(kept: pa.Table, rejected: pa.Table, rows_in: int, block_order: list[str]) -> CrawlStats:

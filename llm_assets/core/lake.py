@@ -38,6 +38,7 @@ from botocore.exceptions import ClientError
 from pydantic import Field
 
 from llm_assets.core.config import Section
+from llm_assets.core.units import count_request
 from llm_assets.core.errors import (
     InfrastructureError,
     LocalDiskFull,
@@ -459,13 +460,16 @@ class Lake:
         import boto3
         from botocore.config import Config
 
-        return boto3.client(
+        client = boto3.client(
             "s3",
             **self.config.boto_options(self.credentials),
             # One attempt per call: `_call` owns retries, with a time budget instead of a count.
             config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1},
                           connect_timeout=5, read_timeout=60),
         )
+        # Every HTTP request this client sends counts toward the running unit's `requests` (the cost ledger).
+        client.meta.events.register("before-send.s3", count_request)
+        return client
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         delays, since = self.config.retry.delays(), time.monotonic()

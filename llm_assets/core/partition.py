@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from llm_assets.core.ledger import append_ledger, ledger_rows
 from llm_assets.core.lake import (SCRATCH_PREFIX, CommitConflict, Lake, ObjectInfo, manifest_key, partition_prefix,
                                   tombstone_key)
 from llm_assets.core.release import vacuum_releases
@@ -66,6 +67,10 @@ class PartitionOutput(UnitTotals):
     data_version: str = ""
     inputs: dict[str, str] = field(default_factory=dict)  # what it was built from beyond its parts' sources
     held_back: str = ""  # why a quality gate holds the partition back from downstream ("" = promoted)
+    runner: str = ""  # where its units ran (`str(runner)`), for the cost ledger
+    reused: frozenset[str] = frozenset()  # ids of the units taken from the previous commit: not charged again
+    # units that ran for the partition besides those it lists (a fan-in's earlier steps): charged too
+    spent: list[UnitResult] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,8 @@ def read_manifest(lake: Lake, asset: str, crawl: str, shard: str) -> Manifest | 
 
 
 def commit(lake: Lake, asset: str, crawl: str, shard: str, out: PartitionOutput) -> Manifest:
-    """Commit a partition: one conditional PUT of its manifest, which lists its parts.
+    """Commit a partition: one conditional PUT of its manifest, which lists its parts, then one object of the cost
+    ledger for the units that ran (`core.ledger`).
 
     Every part the manifest lists must be in the store (checked by one listing), so a commit can never point at a
     missing part; the PUT succeeds only if the manifest is still the version this commit read (If-Match), so two
@@ -148,6 +154,9 @@ def commit(lake: Lake, asset: str, crawl: str, shard: str, out: PartitionOutput)
             continue  # another run committed in between: supersede what it wrote instead
     else:
         raise CommitConflict(f"{asset} crawl={crawl} shard={shard}: the manifest kept changing during the commit")
+    # After the commit: what is charged is what was committed (a failed commit's units run again, and are charged then)
+    append_ledger(lake, ledger_rows(asset, crawl, shard, [*out.units, *out.spent], out.runner,
+                                    manifest.committed_at, out.reused))
     vacuum(lake, lake.config.retention_s, [(asset, crawl, shard)])
     return manifest
 
@@ -251,12 +260,25 @@ class MissingPartition(LookupError):
 
 @dataclass
 class FrameOutput:
-    """A frame committed as one part, with the versions the stale planner compares."""
+    """A frame committed as one part, with the versions the stale planner compares. `work`: what computing it
+    cost (seconds, CPU, bytes and rows read, requests; `total_work`), recorded with the part's unit and charged to
+    the cost ledger as one row; `runner` where that work ran."""
 
     frame: pl.DataFrame
     code_version: str
     data_version: str
     inputs: dict[str, str] = field(default_factory=dict)
+    work: UnitResult | None = None
+    runner: str = ""
+
+
+def total_work(units: Sequence[UnitResult], source: str, seconds: float = 0.0) -> UnitResult:
+    """One result summing what `units` cost (their CPU, bytes, rows read and requests, their highest peak memory),
+    over `seconds` of wall time (default: theirs, summed)."""
+    return UnitResult(unit="", source=source, rows_in=sum(u.rows_in for u in units),
+                      bytes_in=sum(u.bytes_in for u in units), seconds=seconds or sum(u.seconds for u in units),
+                      cpu_seconds=sum(u.cpu_seconds for u in units), requests=sum(u.requests for u in units),
+                      peak_rss_bytes=max((u.peak_rss_bytes for u in units), default=0))
 
 
 @dataclass

@@ -16,6 +16,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections import Counter
@@ -94,6 +95,7 @@ class UnitResult:
     bytes_out: int = 0
     seconds: float = 0.0
     cpu_seconds: float = 0.0  # of the process that ran it, every thread, while it ran
+    requests: int = 0  # S3 requests that process sent through the lake's client while it ran (`s3_requests`)
     worker: int = 0  # the pid of that process
     peak_rss_bytes: int = 0
     errors: list[str] = field(default_factory=list)  # what was wrong with the input (quarantined, counted)
@@ -114,6 +116,23 @@ class DropCounter(Counter):
 
     def drop(self, reason: str, n: int = 1) -> None:
         self[reason] += n
+
+
+_requests = [0]  # S3 requests this process sent through lake clients
+_requests_lock = threading.Lock()  # botocore sends from several threads (multipart uploads)
+
+
+def count_request(**_: Any) -> None:
+    """botocore's `before-send` hook on every lake client (`Lake.s3`): one HTTP request, retries and the parts of a
+    multipart upload included."""
+    with _requests_lock:
+        _requests[0] += 1
+
+
+def s3_requests() -> int:
+    """The S3 requests this process has sent through lake clients so far: read before and after a unit, like its
+    CPU time (so units running at once in one process's threads are charged each other's)."""
+    return _requests[0]
 
 
 def peak_rss_bytes() -> int:
@@ -142,7 +161,7 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
     short traceback: whether input damage was quarantined is the unit's business, never guessed here."""
 
     def wrapper(unit: U) -> UnitResult:
-        start, cpu = time.perf_counter(), time.process_time()
+        start, cpu, requests = time.perf_counter(), time.process_time(), s3_requests()
         try:
             result = fn(unit)
         except UnitFailed:
@@ -154,6 +173,7 @@ def timed_unit(fn: Callable[[U], UnitResult]) -> Callable[[U], UnitResult]:
                              transient=is_transient(e)) from e
         result.seconds = time.perf_counter() - start
         result.cpu_seconds, result.worker = time.process_time() - cpu, os.getpid()
+        result.requests = s3_requests() - requests
         result.peak_rss_bytes = peak_rss_bytes()
         return result
 

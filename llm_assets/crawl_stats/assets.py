@@ -1,8 +1,10 @@
+import time
+
 import dagster as dg
 import polars as pl
 
 from llm_assets.core.crawl_stats import crawl_stats as compute_crawl_stats
-from llm_assets.core.partition import FrameOutput, LakeInput
+from llm_assets.core.partition import FrameOutput, LakeInput, total_work
 from llm_assets.crawl_stats.spec import SPEC, stats_version
 from llm_assets import charts
 from llm_assets.metadata import table
@@ -32,7 +34,9 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         require_every_shard(SPEC, context.partition_key, settings, filtered)
         manifests = filtered.manifests
         # one work unit per filtered part, on the configured runner; their exact counts are summed
-        stats = compute_crawl_stats(filtered.lake.config, manifests, chain, runner_for(settings.runner))
+        start, runner = time.perf_counter(), runner_for(settings.runner)
+        stats = compute_crawl_stats(filtered.lake.config, manifests, chain, runner)
+        work = total_work(stats.units, f"{len(stats.units)} filtered parts", time.perf_counter() - start)
         rows_in = int(stats.funnel["documents"][0])
         rows_out = int(stats.funnel["documents"][-1])
         languages = stats.languages
@@ -73,7 +77,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "shards_without_data": dg.MetadataValue.json(sorted(set(shards) - {m.shard for m in manifests})),
         }
         version = stats_version(manifests)
-        return dg.Output(FrameOutput(stats.frame(), code, version), metadata=metadata,
+        return dg.Output(FrameOutput(stats.frame(), code, version, work=work, runner=str(runner)), metadata=metadata,
                          data_version=dg.DataVersion(version))
 
     return [crawl_stats]

@@ -133,8 +133,10 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             "unit_peak_rss_mib": round(done.peak_rss_bytes() / 2**20, 1),
         }
         version = clusters_version(clusters_code, own, *index.values())
+        # the manifest lists the last step's units; the ledger charges every step's
+        spent = [r for step, results in done.steps.items() if step != "keep" for r in results]
         return dg.Output(PartitionOutput(units=done.steps["keep"], code_version=clusters_code, data_version=version,
-                                         inputs={"against": ",".join(earlier)}),
+                                         inputs={"against": ",".join(earlier)}, runner=str(runner), spent=spent),
                          metadata=metadata, data_version=dg.DataVersion(version))
 
     @stage_asset(DEDUPLICATED_SPEC, settings, group_name="curated",

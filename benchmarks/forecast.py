@@ -1,0 +1,232 @@
+"""`make bench-forecast`: how far the backfill forecasts (`llm_assets.core.forecast`) are from what the rebuild then
+costs. For each flow: plan → forecast → run → compare, per stage, the forecast with the ledger rows the run appended.
+
+    .venv/bin/python -m benchmarks.forecast [--output BENCHMARKS.md]
+
+On an embedded SeaweedFS and a Dagster instance of their own (temporary folders, removed after), with the default
+settings and the real WARC files of `../shared/data/warc` (the demo's two crawls):
+
+1. **held-back crawl**: the demo's first crawl is built (the history), then the second crawl's files are dropped,
+   planned, forecast from the first crawl's ledger rows, and built;
+2. **demo `--change`**: the demo's changed settings (Gopher's `min_doc_words` 50 → 80) and its late file, forecast
+   before either is applied (the file counted by its size), then applied and rebuilt;
+3. **demo `--takedown`**: one deduplicated document's URL taken down, planned, forecast and rebuilt.
+
+Each flow runs the plan as the demo's deployment would, in-process: `lake_job` for the planned crawl × shard
+partitions of its assets, then `crawl_job`, then `curated_job` (the release and the enrichment are left out of the
+plan and of the comparison). The actuals are the ledger rows of the planned partitions committed during the run
+(a job's other assets reuse their units, and reused units are not in the ledger). Errors are forecast / actual - 1;
+CPU-seconds are the figure the goal (within 25 % per stage once a crawl of history exists) is judged on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+
+from benchmarks.report import table
+from benchmarks.summary import Row, publish
+
+BEGIN, END = "<!-- forecast:begin -->", "<!-- forecast:end -->"
+GOAL = 0.25  # the issue's: within 25 % per stage once a crawl of history exists
+JOB_GROUPS = {"lake_job": {"lake"}, "crawl_job": {"dedup", "reports"}, "curated_job": {"curated"}}
+
+
+@dataclass(frozen=True)
+class Flow:
+    name: str
+    comparison: pl.DataFrame  # `core.forecast.with_actuals`
+    note: str = ""
+
+
+def worst(comparison: pl.DataFrame, measure: str = "cpu_s") -> tuple[str, float] | None:
+    """The stage whose forecast is furthest from what ran (|error| of `measure`), and that error; None when no
+    stage ran."""
+    known = comparison.filter(pl.col(f"{measure}_error").is_not_null())
+    if known.is_empty():
+        return None
+    row = known.sort(pl.col(f"{measure}_error").abs(), descending=True).row(0, named=True)
+    return row["asset"], row[f"{measure}_error"]
+
+
+def met(comparison: pl.DataFrame, measure: str = "cpu_s") -> bool:
+    """Whether every stage that ran, forecast from the ledger, is within the goal."""
+    judged = comparison.filter((pl.col("basis") == "ledger") & pl.col(f"{measure}_error").is_not_null())
+    return not judged.is_empty() and bool((judged[f"{measure}_error"].abs() <= GOAL).all())
+
+
+def pct(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:+.0f} %"
+
+
+def render_flow(flow: Flow) -> str:
+    rows = []
+    for r in flow.comparison.iter_rows(named=True):
+        rows.append([r["asset"], r["basis"], f"{r['units_forecast']} / {r['units_actual']}",
+                     f"{r['cpu_s_forecast']:.1f} / {r['cpu_s_actual']:.1f}", pct(r["cpu_s_error"]),
+                     f"{r['wall_s_forecast']:.1f} / {r['wall_s_actual']:.1f}", pct(r["wall_s_error"]),
+                     f"{r['bytes_out_forecast']:,} / {r['bytes_out_actual']:,}", pct(r["bytes_out_error"]),
+                     f"{r['requests_forecast']:,} / {r['requests_actual']:,}", pct(r["requests_error"])])
+    w = worst(flow.comparison)
+    verdict = (f"worst stage (CPU): {w[0]} {pct(w[1])}; goal (ledger-based stages within ±{GOAL:.0%}): "
+               f"{'met' if met(flow.comparison) else 'not met'}") if w else "nothing ran"
+    return "\n".join([f"### {flow.name}", "", *([flow.note, ""] if flow.note else []),
+                      table(["stage", "basis", "units (forecast / actual)", "CPU-s", "error", "wall-s", "error",
+                             "bytes out", "error", "requests", "error"], rows), "", verdict, ""])
+
+
+def summary_row(flow: Flow, key: str, command: str) -> Row:
+    w = worst(flow.comparison)
+    errors = [f"{r['asset']} {pct(r['cpu_s_error'])}" for r in flow.comparison.iter_rows(named=True)
+              if r["cpu_s_error"] is not None]
+    return Row(key=f"forecast:{key}", measure=f"forecast error, {flow.name} (CPU-s per stage; worst)",
+               current=(f"worst {w[0]} {pct(w[1])}; " + ", ".join(errors)) if w else "nothing ran",
+               command=command, details="forecast.md", target=f"within ±{GOAL:.0%} per stage",
+               met="yes" if met(flow.comparison) else "no")
+
+
+# -- the flows (a store, an instance, runs) --------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, home: Path):
+        import dagster as dg
+
+        from llm_assets.core.lake import Lake
+        from llm_assets.definitions import build_defs
+        from llm_assets.environment import store_config
+        from llm_assets.settings import load_settings
+
+        self.settings = load_settings()
+        self.defs = build_defs(self.settings)
+        self.lake = Lake(store_config(self.settings.store))
+        self.instance = dg.DagsterInstance.local_temp(str(home / "dagster"))
+        graph = self.defs.resolve_asset_graph()
+        self.group = {k.path[-1]: graph.get(k).group_name for k in graph.get_all_asset_keys()}
+
+    def run(self, job: str, partition: str | None = None, defs=None) -> None:
+        result = (defs or self.defs).resolve_job_def(job).execute_in_process(partition_key=partition,
+                                                                             instance=self.instance)
+        if not result.success:
+            raise RuntimeError(f"{job} {partition} failed")
+
+    def plan(self, settings=None):
+        from llm_assets.stale import stale_partitions
+
+        return [p for p in stale_partitions(None, self.lake, settings or self.settings)
+                if any(self.group.get(p.asset) in groups for groups in JOB_GROUPS.values())]
+
+    def run_plan(self, planned, defs=None) -> None:
+        crawls = sorted({p.partition.split("|")[0] for p in planned})
+        known = set(self.instance.get_dynamic_partitions("crawl"))
+        if new := [c for c in crawls if c not in known]:
+            self.instance.add_dynamic_partitions("crawl", new)
+        for job, groups in JOB_GROUPS.items():
+            for partition in sorted({p.partition for p in planned if self.group.get(p.asset) in groups}):
+                print(f"  {job} {partition}", flush=True)
+                self.run(job, partition, defs)
+
+    def flow(self, name: str, planned, settings=None, extra_raw_bytes=None, apply=None, note: str = "") -> Flow:
+        from llm_assets.core.forecast import split_partition, with_actuals
+        from llm_assets.core.ledger import read_ledger
+        from llm_assets.definitions import build_defs
+        from llm_assets.freshness import plan_forecast
+
+        settings = settings or self.settings
+        figures = plan_forecast(self.lake, settings, planned, extra_raw_bytes)
+        print(f"{name}: {len(planned)} partitions planned\n{figures.render()}", flush=True)
+        if apply is not None:
+            apply()
+            planned = self.plan(settings)  # the plan once the change is applied (the late file is there now)
+        started = time.time()
+        self.run_plan(planned, build_defs(settings) if settings is not self.settings else None)
+        targets = {(p.asset, *split_partition(p.partition)) for p in planned}
+        ledger = read_ledger(self.lake, assets={a for a, _, _ in targets})
+        actual = ledger.filter(pl.col("committed_at") >= started).filter(
+            pl.struct("asset", "crawl", "shard").map_elements(
+                lambda r: (r["asset"], r["crawl"], r["shard"]) in targets, return_dtype=pl.Boolean))
+        return Flow(name, with_actuals(figures, actual), note)
+
+
+def run_flows() -> list[tuple[str, Flow]]:
+    from llm_assets import demo, takedown
+    from llm_assets.core.partition import LakeInput, committed
+    from llm_assets.core.takedowns import TakedownRequest
+    from llm_assets.settings import Settings, settings_path
+
+    bench = Bench(Path(os.environ["LLM_ASSETS_HOME"]))
+    first, second = list(demo.DEMO_CRAWLS)
+    bench.run("curation_job")
+
+    def drop(crawl: str) -> None:
+        demo.drop_files(bench.lake, {crawl: [demo.SHARED_WARC / n for n in demo.DEMO_CRAWLS[crawl]]})
+
+    print(f"history: {first}", flush=True)
+    drop(first)
+    bench.run_plan(bench.plan())
+    drop(second)
+    held_back = bench.flow(f"held-back crawl ({second}, from {first}'s history)", bench.plan(),
+                           note=f"History: {first} ({', '.join(demo.DEMO_CRAWLS[first])}) built first; then "
+                                f"{second} ({', '.join(demo.DEMO_CRAWLS[second])}) forecast from its ledger rows.")
+
+    workdir = Path(os.environ["LLM_ASSETS_HOME"]) / "demo"
+    path = demo.write_changed_settings(settings_path(), workdir)
+    changed = Settings.from_file(path)
+    late = demo.late_file_bytes()
+    change = bench.flow("demo `--change` (min_doc_words 50 → 80, one late file)", bench.plan(changed), changed,
+                        late, apply=lambda: demo.drop_late_file(bench.lake),
+                        note="Forecast before the late file is dropped (counted by its size) and under the changed "
+                             "settings; the run uses the changed settings.")
+
+    manifests = [m for c in (first, second) for m in committed(bench.lake, "deduplicated", c,
+                                                               changed.shard_keys()).values() if m.rows]
+    url = LakeInput(bench.lake, "deduplicated", manifests[:1]).scan().select("url").head(1).collect()["url"][0]
+    takedown.add(bench.lake, TakedownRequest(url=url, reason="benchmark", requested_by="bench",
+                                             date=datetime.now(timezone.utc).date()))
+    bench.run("curation_job")
+    flow_takedown = bench.flow("demo `--takedown` (one released URL)", bench.plan(changed), changed,
+                               note=f"The request: {url}.")
+    return [("held-back", held_back), ("change", change), ("takedown", flow_takedown)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", type=Path, default=Path(__file__).resolve().parents[1] / "BENCHMARKS.md")
+    args = parser.parse_args()
+    from llm_assets.embedded_store import EmbeddedStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = EmbeddedStore.throwaway(Path(tmp) / "store", "bench-forecast")
+        store.start()
+        try:
+            os.environ.update({"LLM_ASSETS_HOME": str(Path(tmp) / "home"), "LLM_ASSETS_S3_ENDPOINT": store.endpoint,
+                               "LLM_ASSETS_BUCKET": store.bucket, "AWS_ACCESS_KEY_ID": store.access_key,
+                               "AWS_SECRET_ACCESS_KEY": store.secret_key})
+            flows = run_flows()
+        finally:
+            store.stop()
+    load = os.getloadavg()[0]
+    body = "\n".join([
+        "## Forecast against the rebuild (`make bench-forecast`)", "",
+        f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on a shared 2-core machine (load average "
+        f"{load:.1f} at the end: other processes ran meanwhile, which inflates wall time more than CPU time). "
+        "Each cell is forecast / actual; errors are forecast / actual - 1. Wall seconds are per partition, its "
+        "units' wall time over the runner's slots, summed. Requests are the lake client's (Polars' scans are not "
+        "counted, see `core/ledger.py`).", "",
+        *(render_flow(flow) for _, flow in flows),
+    ])
+    print(body)
+    command = " ".join([".venv/bin/python -m benchmarks.forecast", *sys.argv[1:]])
+    publish(args.output, "forecast", BEGIN, END, body, [summary_row(flow, key, command) for key, flow in flows])
+
+
+if __name__ == "__main__":
+    main()

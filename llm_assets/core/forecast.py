@@ -1,0 +1,489 @@
+"""What a rebuild will cost before it runs: the stale plan's partitions, priced at the rates the ledger measured.
+
+Each stage's rates come from its ledger rows (`Rates.from_ledger`): CPU-seconds per input byte, wall-seconds per
+unit, output bytes per input byte and S3 requests per unit; a stage with no history yet takes `DEFAULT_RATES`.
+A planned partition's input bytes are, in order of preference:
+
+- the raw files' sizes, for the stages that read raw files (`raw_files`, `documents`, `image_text_pairs`): listed
+  now, mapped to shards as the raw inventory maps them, plus any hypothetical file (`extra_raw_bytes`);
+- its own last build's bytes in, when it is rebuilt with the same inputs (code or thresholds changed, a failed run),
+  scaled by how much its inputs grow or shrink when they are rebuilt too;
+- the bytes its inputs hold (committed, or as forecast when they are rebuilt), for a partition never built.
+
+Only the units that will run are counted where the planner knows which: the raw readers redo only new or changed
+files (a unit's id hashes the file's key and ETag), `filtered` redoes only the units that held a language whose
+thresholds changed, and a shard stage fed part by part (`signatures`, `tokenized`, ...) redoes only the units of the
+upstream parts that are rewritten. Where it does not know, the whole partition is counted: a crawl-level input
+rebuilt (`deduplicated` after `duplicate_clusters`) is assumed to change every unit, which over-counts when few
+removals change. Crawl-level stages scale their last build's bytes in by their inputs' total bytes (their units read
+the shards in several passes), or take that total when never built.
+
+Wall time assumes a stage's units spread evenly over the runner's slots (pool workers or the cluster's threads) and
+nothing else shares them; a run's start-up and the run queue's limits are not in it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import polars as pl
+
+from llm_assets.core.documents import shares_of
+from llm_assets.core.filtered import languages_held
+from llm_assets.core.inventory import is_folder_marker, rejection, shard_of
+from llm_assets.core.lake import parse_raw_key
+from llm_assets.core.ledger import CostSettings, cost_of, read_ledger
+from llm_assets.core.partition import Manifest, read_manifest
+
+if TYPE_CHECKING:
+    from llm_assets.core.lake import Lake
+
+Basis = Literal["ledger", "default"]
+CRAWL_SHARD = "all"  # the shard a crawl-level asset's manifest is stored under
+RAW_STAGES = ("raw_files", "documents", "image_text_pairs")  # their units read the raw files themselves
+SPLIT_STAGES = ("documents",)  # a large WARC/ARC file is several units (`documents.shares_of`)
+TAG_PREFIX = "llm_assets/forecast_"
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A stage's cost per unit of work."""
+
+    cpu_s_per_byte: float
+    wall_s_per_unit: float
+    out_per_in: float  # bytes written per byte read
+    requests_per_unit: float
+    basis: Basis = "default"
+
+
+# Before any history. The CPU figures are per core, from BENCHMARKS.md's stage rows and
+# benchmarks/results/stages.md ("end to end through the work units": 23.3 MB of WARC files, 36 units per stage):
+# documents 64.1 CPU-s with trafilatura, a third of that routed (compare.md: routed 56.3 pages per CPU-s against
+# trafilatura's 19.9), so ~1e-6 CPU-s per raw byte; image_text_pairs 3.5 CPU-s on the same bytes; filtered 12.8
+# CPU-s and tokenized 1.2 CPU-s, per byte of their input parts estimated at ~5 MB (documents) and ~1 MB (kept
+# text). Output ratios and requests per unit are round figures of the demo's manifests (~12 requests a raw file,
+# README's sizing); the dedup path from dedup-path.md (10,200 documents per CPU-s, ~2 KB of signatures each).
+DEFAULT_RATE = Rate(cpu_s_per_byte=1e-6, wall_s_per_unit=2.0, out_per_in=0.5, requests_per_unit=6)
+DEFAULT_RATES: dict[str, Rate] = {
+    "raw_files": Rate(1e-9, 0.5, 1e-4, 4),
+    "documents": Rate(1e-6, 8.0, 0.2, 12),
+    "image_text_pairs": Rate(1.5e-7, 1.0, 0.05, 8),
+    "filtered": Rate(2.5e-6, 2.0, 0.5, 8),
+    "signatures": Rate(5e-7, 0.5, 0.3, 6),
+    "crawl_stats": Rate(2e-7, 0.5, 0.05, 4),
+    "duplicate_clusters": Rate(5e-8, 1.0, 0.1, 8),
+    "deduplicated": Rate(2e-7, 0.5, 0.9, 6),
+    "tokenized": Rate(1.2e-6, 1.0, 0.6, 6),
+    "enriched": Rate(1e-6, 1.0, 1.0, 6),
+    "release": Rate(2e-7, 2.0, 1.0, 20),
+}
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Each stage's rates: measured (the ledger) or `DEFAULT_RATES`."""
+
+    by_stage: Mapping[str, Rate] = field(default_factory=dict)
+
+    @classmethod
+    def from_ledger(cls, ledger: pl.DataFrame) -> Rates:
+        """Per asset, over every ledger row: total CPU-s / total bytes in, wall-s / units, bytes out / bytes in,
+        requests / units. A stage whose rows read no bytes has no CPU-per-byte figure and keeps its default."""
+        if ledger.is_empty():
+            return cls()
+        totals = ledger.group_by("asset").agg(
+            units=pl.len(), cpu_s=pl.col("cpu_s").sum(), wall_s=pl.col("wall_s").sum(),
+            bytes_in=pl.col("bytes_in").sum(), bytes_out=pl.col("bytes_out").sum(),
+            requests=pl.col("requests").sum())
+        return cls({r["asset"]: Rate(cpu_s_per_byte=r["cpu_s"] / r["bytes_in"], wall_s_per_unit=r["wall_s"] / r["units"],
+                                     out_per_in=r["bytes_out"] / r["bytes_in"],
+                                     requests_per_unit=r["requests"] / r["units"], basis="ledger")
+                    for r in totals.iter_rows(named=True) if r["bytes_in"] > 0})
+
+    def of(self, asset: str) -> Rate:
+        return self.by_stage.get(asset) or DEFAULT_RATES.get(asset, DEFAULT_RATE)
+
+
+@dataclass(frozen=True)
+class StageForecast:
+    """One stage's planned partitions, or the whole plan's ("total")."""
+
+    asset: str
+    partitions: int
+    units: int
+    input_bytes: int
+    cpu_hours: float
+    wall_hours: float
+    bytes_out: int
+    requests: int
+    cost: float
+    basis: str  # "ledger" | "default" ("ledger+default" in the total when both)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    stages: list[StageForecast]
+    runner: str  # "pool of 2 workers", "dask cluster of 8 threads", ...
+    slots: int
+    currency: str = "USD"
+    priced: bool = False
+
+    @property
+    def total(self) -> StageForecast:
+        s = self.stages
+        bases = sorted({x.basis for x in s})
+        return StageForecast("total", sum(x.partitions for x in s), sum(x.units for x in s),
+                             sum(x.input_bytes for x in s), sum(x.cpu_hours for x in s), sum(x.wall_hours for x in s),
+                             sum(x.bytes_out for x in s), sum(x.requests for x in s), sum(x.cost for x in s),
+                             "+".join(bases) if bases else "ledger")
+
+    def render(self) -> str:
+        head = (f"{'stage':<20}{'partitions':>11}{'units':>8}{'input':>11}{'CPU-hours':>11}{'wall-hours':>11}"
+                f"{'output':>11}{'requests':>10}{'cost':>12}  basis")
+        lines = [f"forecast on the {self.runner} (wall time: units spread over {self.slots} slots)", head,
+                 "-" * len(head)]
+        for s in [*self.stages, self.total]:
+            cost = f"{s.cost:.2f} {self.currency}" if self.priced else "unpriced"
+            lines.append(f"{s.asset:<20}{s.partitions:>11}{s.units:>8}{human_bytes(s.input_bytes):>11}"
+                         f"{s.cpu_hours:>11.4f}{s.wall_hours:>11.4f}{human_bytes(s.bytes_out):>11}{s.requests:>10}"
+                         f"{cost:>12}  {s.basis}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"runner": self.runner, "slots": self.slots, "currency": self.currency, "priced": self.priced,
+                "stages": [asdict(s) for s in self.stages], "total": asdict(self.total)}
+
+    def to_tags(self) -> dict[str, str]:
+        """Short tags for a backfill or a run request (Dagster tag values are strings)."""
+        t = self.total
+        tags = {f"{TAG_PREFIX}cpu_hours": f"{t.cpu_hours:.4g}", f"{TAG_PREFIX}wall_hours": f"{t.wall_hours:.4g}",
+                f"{TAG_PREFIX}bytes_out": str(t.bytes_out), f"{TAG_PREFIX}requests": str(t.requests),
+                f"{TAG_PREFIX}basis": t.basis, f"{TAG_PREFIX}stages": ",".join(s.asset for s in self.stages)}
+        if self.priced:
+            tags[f"{TAG_PREFIX}cost"] = f"{t.cost:.2f} {self.currency}"
+        return tags
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+class PlannedLike(Protocol):
+    """A planned partition (`llm_assets.stale.Planned`)."""
+
+    @property
+    def asset(self) -> str: ...
+
+    @property
+    def partition(self) -> str: ...
+
+    @property
+    def cause(self) -> str: ...
+
+
+class StageLike(Protocol):
+    """What the forecast needs of a stage's spec (`llm_assets.registry.StageSpec`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def level(self) -> str: ...
+
+    @property
+    def inputs(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True)
+class Work:
+    """A planned partition's forecast: the units that run and their bytes, and what the partition holds after."""
+
+    units: int
+    input_bytes: int
+    bytes_out: int  # written by the units that run
+    total_out: int  # the partition's bytes after the rebuild (reused units' included): what its readers read
+    total_units: int  # its units after the rebuild: a stage fed part by part has one unit per part
+
+
+@dataclass(frozen=True)
+class RawFile:
+    key: str
+    size: int
+    etag: str
+
+
+class Estimator:
+    """One forecast pass over the lake: manifests and raw listings read once."""
+
+    def __init__(self, lake: Lake, shards: int, rates: Rates, stages: Mapping[str, StageLike],
+                 extra_raw_bytes: Mapping[str, int] | None):
+        self.lake, self.shards, self.rates, self.stages = lake, shards, rates, stages
+        self.extra = dict(extra_raw_bytes or {})
+        self.work: dict[tuple[str, str, str], Work] = {}
+        self._manifests: dict[tuple[str, str, str], Manifest | None] = {}
+        self._raw: dict[str, dict[str, list[RawFile]]] = {}
+
+    def manifest(self, asset: str, crawl: str, shard: str) -> Manifest | None:
+        key = (asset, crawl, shard)
+        if key not in self._manifests:
+            self._manifests[key] = read_manifest(self.lake, asset, crawl, shard)
+        return self._manifests[key]
+
+    def raw_files(self, crawl: str, shard: str) -> list[RawFile]:
+        """The partition's raw files now, plus the hypothetical ones of `extra_raw_bytes` (keys under raw/)."""
+        if crawl not in self._raw:
+            by_shard: dict[str, list[RawFile]] = {}
+            extra = {k: v for k, v in self.extra.items() if k.startswith(f"raw/{crawl}/")}
+            for obj in self.lake.list(f"raw/{crawl}/"):
+                if not is_folder_marker(obj) and rejection(obj) is None and obj.key not in extra:
+                    by_shard.setdefault(shard_of(obj.key, self.shards), []).append(RawFile(obj.key, obj.size, obj.etag))
+            for key, size in extra.items():
+                by_shard.setdefault(shard_of(key, self.shards), []).append(RawFile(key, size, "hypothetical"))
+            self._raw[crawl] = by_shard
+        return self._raw[crawl].get(shard, [])
+
+    def inventory(self, crawl: str, shard: str) -> set[tuple[str, str]]:
+        """(key, ETag) of the files the committed raw inventory listed: what the raw readers were built from."""
+        built = self.manifest("raw_files", crawl, shard)
+        if built is None or not built.parts:
+            return set()
+        frame = self.lake.scan(built.parts).select("key", "etag").collect()
+        return set(frame.iter_rows())
+
+    # -- what a partition holds, before and after the rebuild ---------------------------------------------------
+
+    def out_before(self, asset: str, crawl: str, shard: str) -> int:
+        built = self.manifest(asset, crawl, shard)
+        return sum(u.bytes_out for u in built.units) if built else 0
+
+    def out_after(self, asset: str, crawl: str, shard: str) -> int:
+        w = self.work.get((asset, crawl, shard))
+        return w.total_out if w else self.out_before(asset, crawl, shard)
+
+    def units_after(self, asset: str, crawl: str, shard: str) -> int:
+        w = self.work.get((asset, crawl, shard))
+        if w:
+            return w.total_units
+        built = self.manifest(asset, crawl, shard)
+        return sum(1 for u in built.units if u.part) if built else 0
+
+    # -- the rules ------------------------------------------------------------------------------------------------
+
+    def estimate(self, asset: str, crawl: str, shard: str, cause: str) -> Work:
+        rate = self.rates.of(asset)
+        level = self.stages[asset].level if asset in self.stages else "shard"
+        if asset in RAW_STAGES:
+            work = self.raw_stage(asset, crawl, shard, cause, rate)
+        elif level == "crawl":
+            work = self.crawl_stage(asset, crawl, rate)
+        elif level == "shard":
+            work = self.shard_stage(asset, crawl, shard, cause, rate)
+        else:
+            work = self.whole_stage(asset, rate)
+        self.work[(asset, crawl, shard)] = work
+        return work
+
+    def raw_stage(self, asset: str, crawl: str, shard: str, cause: str, rate: Rate) -> Work:
+        files = self.raw_files(crawl, shard)
+        built = self.manifest(asset, crawl, shard)
+        if asset == "raw_files":  # one unit lists the files; it reads their sizes, not their bytes
+            size = sum(f.size for f in files)
+            return Work(1, size, round(size * rate.out_per_in), round(size * rate.out_per_in), 1)
+        if built is not None and _same_code(cause):
+            listed = self.inventory(crawl, shard)
+            run = [f for f in files if (f.key, f.etag) not in listed]
+            kept = {f.key for f in files} - {f.key for f in run}
+            kept_out = sum(u.bytes_out for u in built.units if u.source in kept)
+        else:
+            run, kept_out = files, 0
+        units = sum(shares_of(f.key, f.size) if asset in SPLIT_STAGES else 1 for f in run)
+        size = sum(f.size for f in run)
+        out = round(size * rate.out_per_in)
+        total_units = sum(shares_of(f.key, f.size) if asset in SPLIT_STAGES else 1 for f in files)
+        return Work(units, size, out, kept_out + out, total_units)
+
+    def shard_stage(self, asset: str, crawl: str, shard: str, cause: str, rate: Rate) -> Work:
+        spec = self.stages[asset]
+        shard_inputs = [i for i in spec.inputs if self._level(i) == "shard"]
+        crawl_inputs = [i for i in spec.inputs if self._level(i) == "crawl"]
+        built = self.manifest(asset, crawl, shard)
+        crawl_rebuilt = any((i, crawl, CRAWL_SHARD) in self.work for i in crawl_inputs)
+        fed = [self.work[(i, crawl, shard)] for i in shard_inputs if (i, crawl, shard) in self.work]
+        if built is None:
+            size = sum(self.out_after(i, crawl, shard) for i in shard_inputs)
+            units = sum(self.units_after(i, crawl, shard) for i in shard_inputs) or (1 if size else 0)
+            out = round(size * rate.out_per_in)
+            return Work(units, size, out, out, units)
+        before_out = sum(u.bytes_out for u in built.units)
+        if cause.startswith(LANGUAGES):
+            changed = set(cause.partition("(")[2].rstrip(")").replace(" ", "").split(","))
+            run = [u for u in built.units if changed & set(languages_held(u.counts))]
+            size = sum(u.bytes_in for u in run)
+            out = round(size * rate.out_per_in)
+            return Work(len(run), size, out, before_out - sum(u.bytes_out for u in run) + out, len(built.units))
+        if fed and not crawl_rebuilt and _same_code(cause):
+            # Fed part by part: only the units of rewritten upstream parts run; the others are reused.
+            size = sum(w.bytes_out for w in fed)
+            units = sum(w.units for w in fed)
+            ratio = _ratio(sum(self.out_after(i, crawl, shard) for i in shard_inputs),
+                           sum(self.out_before(i, crawl, shard) for i in shard_inputs))
+            out = round(size * rate.out_per_in)
+            return Work(units, size, out, round(before_out * ratio) if ratio is not None else out,
+                        sum(self.units_after(i, crawl, shard) for i in shard_inputs))
+        # Every unit runs again, on inputs that may have grown or shrunk.
+        ratio = _ratio(sum(self.out_after(i, crawl, shard) for i in shard_inputs),
+                       sum(self.out_before(i, crawl, shard) for i in shard_inputs))
+        size = round(sum(u.bytes_in for u in built.units) * (1.0 if ratio is None else ratio))
+        units = max(1, round(len(built.units) * (1.0 if ratio is None else ratio))) if built.units else 0
+        out = round(size * rate.out_per_in)
+        return Work(units, size, out, out, units)
+
+    def crawl_stage(self, asset: str, crawl: str, rate: Rate) -> Work:
+        spec = self.stages[asset]
+        shards = [f"{i:04d}" for i in range(self.shards)]
+        after = sum(self.out_after(i, crawl, s) for i in spec.inputs for s in shards)
+        before = sum(self.out_before(i, crawl, s) for i in spec.inputs for s in shards)
+        built = self.manifest(asset, crawl, CRAWL_SHARD)
+        ratio = _ratio(after, before)
+        if built is not None and built.units and ratio is not None:
+            size = round(sum(u.bytes_in for u in built.units) * ratio)
+            units = len(built.units)
+        else:  # never built: its inputs' bytes, one unit per shard holding any
+            size = after
+            units = sum(1 for s in shards if any(self.out_after(i, crawl, s) for i in spec.inputs)) or 1
+        out = round(size * rate.out_per_in)
+        return Work(units, size, out, out, units)
+
+    def whole_stage(self, asset: str, rate: Rate) -> Work:
+        """An unpartitioned asset (the release): every crawl's committed or rebuilt input."""
+        spec = self.stages.get(asset)
+        size = 0
+        for name in spec.inputs if spec else ():
+            for folder in self.lake.folders(f"lake/{name}/"):
+                crawl = folder.removeprefix("crawl=")
+                size += sum(self.out_after(name, crawl, f"{i:04d}") for i in range(self.shards))
+        out = round(size * rate.out_per_in)
+        return Work(1, size, out, out, 1)
+
+    def _level(self, asset: str) -> str:
+        return self.stages[asset].level if asset in self.stages else "shard"
+
+
+# The planner's causes (`llm_assets.registry`, which sits above the core): the one naming languages, and those
+# after which no unit of the previous build is reused.
+LANGUAGES = "language thresholds changed"
+RAW = "new or changed raw data"
+_OTHER_CODE = ("code or config changed", "failed", "missing")
+
+
+def _same_code(cause: str) -> bool:
+    """Whether units of the previous build can be reused: not when the code changed, nor after a failed run or
+    for a partition never built."""
+    return not cause.startswith(_OTHER_CODE)
+
+
+def _ratio(after: int, before: int) -> float | None:
+    return after / before if before > 0 else None
+
+
+def split_partition(partition: str) -> tuple[str, str]:
+    """(crawl, shard) of a planned partition: "crawl|shard", "crawl" (a crawl-level asset) or "" (unpartitioned)."""
+    crawl, _, shard = partition.partition("|")
+    return crawl, shard or (CRAWL_SHARD if crawl else "")
+
+
+def forecast(lake: Lake, settings, planned: Sequence[PlannedLike], extra_raw_bytes: Mapping[str, int] | None = None,
+             *, ledger: pl.DataFrame | None = None, stages: Sequence[StageLike] | None = None,
+             slots: int | None = None, runner: str | None = None) -> Forecast:
+    """The cost of rebuilding `planned` (the stale plan, in build order) under `settings` (`llm_assets.settings.
+    Settings`). `extra_raw_bytes`: raw key -> size of files not dropped yet, as if they were. `ledger`: the rows to
+    take the rates from (default: the lake's ledger); `stages`: the registry (default: `llm_assets.pipeline.SPECS`);
+    `slots`/`runner`: the runner's parallelism and its name (default: from `settings.runner`, a Dask cluster
+    counted as `runner.workers` slots: `llm_assets.runners.runner_slots` asks the cluster)."""
+    if stages is None:
+        from llm_assets.pipeline import SPECS  # the registry sits above the core; only its names and inputs are read
+
+        stages = SPECS
+    if ledger is None:
+        ledger = read_ledger(lake, assets={p.asset for p in planned})
+    rates = Rates.from_ledger(ledger)
+    if slots is None or runner is None:
+        slots, runner = default_slots(settings.runner)
+    est = Estimator(lake, settings.shards, rates, {s.name: s for s in stages}, extra_raw_bytes)
+    per_stage: dict[str, list[Work]] = {}
+    for asset, partition, cause in with_raw_drops(planned, extra_raw_bytes or {}, settings.shards, stages):
+        crawl, shard = split_partition(partition)
+        per_stage.setdefault(asset, []).append(est.estimate(asset, crawl, shard, cause))
+    cost: CostSettings = settings.cost
+    out = []
+    for asset, works in per_stage.items():
+        rate = rates.of(asset)
+        units, size, written = sum(w.units for w in works), sum(w.input_bytes for w in works), sum(
+            w.bytes_out for w in works)
+        cpu_s, requests = size * rate.cpu_s_per_byte, round(units * rate.requests_per_unit)
+        wall_s = sum(math.ceil(w.units / slots) for w in works) * rate.wall_s_per_unit
+        out.append(StageForecast(asset, len(works), units, size, cpu_s / 3600, wall_s / 3600, written, requests,
+                                 cost_of(cpu_s, written, requests, cost), rate.basis))
+    return Forecast(out, runner, slots, cost.currency, cost.priced)
+
+
+def with_raw_drops(planned: Sequence[PlannedLike], extra_raw_bytes: Mapping[str, int], shards: int,
+                   stages: Sequence[StageLike]) -> list[tuple[str, str, str]]:
+    """(asset, partition, cause) of the plan, in build order, with the raw stages' partitions that hypothetical raw
+    files would add (the stages after them must be in the plan already, as a settings change puts them)."""
+    rows = [(p.asset, p.partition, p.cause) for p in planned]
+    have = {(a, p) for a, p, _ in rows}
+    for key in extra_raw_bytes:
+        crawl = parse_raw_key(key)[0]  # InvalidKey names a key the raw stage would refuse
+        partition = f"{crawl}|{shard_of(key, shards)}"
+        rows += [(a, partition, RAW) for a in RAW_STAGES if (a, partition) not in have]
+        have |= {(a, partition) for a in RAW_STAGES}
+    order = [s.name for s in stages]
+    return sorted(rows, key=lambda r: (order.index(r[0]) if r[0] in order else len(order), r[1]))
+
+
+def default_slots(runner) -> tuple[int, str]:
+    """(slots, description) of a `RunnerSettings` without asking a cluster."""
+    if runner.kind == "inprocess":
+        return 1, "in-process runner (1 slot)"
+    if runner.kind == "pool":
+        return runner.workers, f"pool of {runner.workers} workers"
+    return runner.workers, f"dask runner (cluster not reached: {runner.workers} slots, runner.workers)"
+
+
+def with_actuals(fc: Forecast, actual: pl.DataFrame) -> pl.DataFrame:
+    """Forecast against what ran, per stage: `actual` is the ledger rows the rebuild appended. Wall time is counted
+    as the forecast counts it: per partition, its units' wall seconds spread over the runner's slots. Errors are
+    forecast / actual - 1 (null where nothing ran)."""
+    per_partition = actual.group_by("asset", "crawl", "shard").agg(
+        units=pl.len(), cpu_s=pl.col("cpu_s").sum(), wall_s=pl.col("wall_s").sum() / pl.min_horizontal(
+            pl.len(), pl.lit(fc.slots)), bytes_out=pl.col("bytes_out").sum(), requests=pl.col("requests").sum())
+    got = per_partition.group_by("asset").agg(pl.col("units", "cpu_s", "wall_s", "bytes_out", "requests").sum())
+    by = {r["asset"]: r for r in got.iter_rows(named=True)}
+    rows = []
+    for s in fc.stages:
+        a = by.get(s.asset, {})
+        rows.append({"asset": s.asset, "basis": s.basis, "units_forecast": s.units, "units_actual": a.get("units", 0),
+                     "cpu_s_forecast": s.cpu_hours * 3600, "cpu_s_actual": float(a.get("cpu_s", 0.0)),
+                     "wall_s_forecast": s.wall_hours * 3600, "wall_s_actual": float(a.get("wall_s", 0.0)),
+                     "bytes_out_forecast": s.bytes_out, "bytes_out_actual": a.get("bytes_out", 0),
+                     "requests_forecast": s.requests, "requests_actual": a.get("requests", 0)})
+    frame = pl.DataFrame(rows, schema_overrides={"cpu_s_actual": pl.Float64, "wall_s_actual": pl.Float64,
+                                                 "cpu_s_forecast": pl.Float64, "wall_s_forecast": pl.Float64})
+    return frame.with_columns(*(relative_error(f"{m}_forecast", f"{m}_actual").alias(f"{m}_error")
+                                for m in ("cpu_s", "wall_s", "bytes_out", "requests")))
+
+
+def relative_error(forecast_col: str, actual_col: str) -> pl.Expr:
+    return (pl.when(pl.col(actual_col) > 0)
+            .then(pl.col(forecast_col) / pl.col(actual_col) - 1).otherwise(None))
+
+
+__all__ = ["DEFAULT_RATE", "DEFAULT_RATES", "Forecast", "Rate", "Rates", "StageForecast", "forecast", "with_actuals"]

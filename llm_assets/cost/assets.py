@@ -1,0 +1,96 @@
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import dagster as dg
+import polars as pl
+
+from llm_assets import charts
+from llm_assets.core.lake import Lake
+from llm_assets.core.ledger import read_ledger, runner_costs, scan_ledger, stage_costs
+from llm_assets.core.partition import FrameOutput, read_manifest
+from llm_assets.core.units import InProcessRunner, UnitResult, peak_rss_bytes, s3_requests
+from llm_assets.cost.spec import SPEC, charged, ledger_version
+from llm_assets.metadata import table
+from llm_assets.partitions import crawl_partitions
+from llm_assets.settings import Settings
+from llm_assets.stage import BY_CRAWL
+from resources import ObjectStore
+
+READERS = 16  # manifests read at once
+
+
+def stored_bytes(lake: Lake, crawl: str, levels: dict[str, str], shards: list[str]) -> dict[str, int]:
+    """Bytes each stage keeps committed for the crawl now: what its units wrote, summed over the parts its current
+    manifests list (superseded parts awaiting the vacuum are not counted)."""
+    wanted = [(a, s) for a, level in levels.items() for s in (shards if level == "shard" else ["all"])]
+    with ThreadPoolExecutor(READERS) as pool:
+        manifests = pool.map(lambda p: read_manifest(lake, p[0], crawl, p[1]), wanted)
+        stored: dict[str, int] = {}
+        for (asset, _), m in zip(wanted, manifests):
+            if m is not None:
+                stored[asset] = stored.get(asset, 0) + sum(u.bytes_out for u in m.units)
+    return stored
+
+
+def build(settings: Settings) -> list[dg.AssetsDefinition]:
+    from llm_assets.pipeline import SPECS  # the registry lists this module's spec: read when built, not imported
+
+    levels = {s.name: s.level for s in SPECS if s.name in charged(SPECS)}
+    deps = [dg.AssetDep(name, partition_mapping=BY_CRAWL if level == "shard" else None)
+            for name, level in levels.items()]
+    prices = settings.cost
+
+    @dg.asset(name=SPEC.name, partitions_def=crawl_partitions, deps=deps, io_manager_key="lake_io_manager",
+              group_name="reports", kinds={"parquet"}, code_version=SPEC.version(settings))
+    def cost(context: dg.AssetExecutionContext, store: ObjectStore):
+        """What building the crawl cost, from the cost ledger (`ledger/costs/`: one row per work unit that ran, appended
+        at each commit; units reused from an earlier commit are not charged again). Per stage: units, CPU-hours,
+        wall-hours, highest peak memory, bytes read and written, S3 requests, CPU-hours per million documents read,
+        and the bytes the stage keeps committed now (from its current manifests); per stage and runner; and, with
+        prices under `cost:` in the settings, money: CPU, a month of storage, requests and the total. Charts: cost (or
+        CPU-hours when unpriced) per stage, and every crawl's CPU-hours per stage. Stale when the crawl's ledger has
+        rows it did not aggregate.
+        """
+        crawl = context.partition_key
+        start, cpu, requests = time.perf_counter(), time.process_time(), s3_requests()
+        lake = store.lake()
+        version, keys = ledger_version(lake, crawl, list(levels))
+        mine = scan_ledger(lake, keys).collect()
+        stages = stage_costs(mine, stored_bytes(lake, crawl, levels, settings.shard_keys()), prices, list(levels))
+        runners = runner_costs(mine)
+        crawls = (read_ledger(lake, list(levels)).filter(pl.col("crawl") != "")
+                  .group_by("crawl", "asset").agg(cpu_hours=pl.col("cpu_s").sum() / 3600))
+        per_stage = stages.filter(pl.col("asset") != "total")
+        total = stages.row(-1, named=True)
+        priced = "cost_total" in stages.columns
+        crawl_names = sorted(crawls["crawl"].unique().to_list())
+        metadata = {
+            "dagster/row_count": per_stage.height,
+            "units": total["units"],
+            "cpu_hours": total["cpu_hours"],
+            "wall_hours": total["wall_hours"],
+            "requests": total["requests"],
+            "stored_bytes": dg.MetadataValue.int(total["stored_bytes"]),
+            **({"cost_total": round(total["cost_total"], 6), "currency": prices.currency} if priced else {}),
+            "by_stage": table(stages),
+            "by_runner": table(runners),
+            "cost_chart": dg.MetadataValue.md(charts.hbars(
+                f"{crawl}: {'cost' if priced else 'CPU-hours'} per stage" + (
+                    f" ({prices.currency}: CPU, a month of storage, requests)" if priced else " (no prices set)"),
+                per_stage["asset"].to_list(), per_stage["cost_total" if priced else "cpu_hours"].to_list(),
+                prices.currency if priced else "CPU-hours", counts=False)),
+            "crawls_chart": dg.MetadataValue.md(charts.stacked(
+                "CPU-hours per crawl and stage (every crawl in the ledger)", crawl_names,
+                {a: [float(crawls.filter((pl.col("crawl") == c) & (pl.col("asset") == a))["cpu_hours"].sum())
+                     for c in crawl_names] for a in levels if a in set(crawls["asset"].to_list())},
+                "CPU-hours", counts=False)),
+            "ledger_objects": len(keys),
+            "storage": "bytes of the parts the crawl's current manifests list (superseded parts not counted)",
+        }
+        work = UnitResult(unit="", source=f"{len(keys)} ledger objects", rows_in=mine.height,
+                          seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu,
+                          requests=s3_requests() - requests, peak_rss_bytes=peak_rss_bytes())
+        return dg.Output(FrameOutput(stages, SPEC.version(settings), version, work=work, runner=str(InProcessRunner())),
+                         metadata=metadata, data_version=dg.DataVersion(version))
+
+    return [cost]

@@ -1,0 +1,121 @@
+"""Backfill forecasts: the rates a ledger gives, the table, the tags, the comparison with what ran (core), and a
+forecast on a real store after a threshold change (servers)."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from benchmarks.forecast import Flow, met, render_flow, summary_row, worst
+from llm_assets.core.forecast import DEFAULT_RATES, TAG_PREFIX, Forecast, Rates, StageForecast, with_actuals
+from llm_assets.core.ledger import LEDGER_COLUMNS, LedgerRow, empty_ledger
+from llm_assets_tests.test_dedup import curated, dedup_defs  # noqa: F401 (fixtures)
+
+
+def rows(*specs: tuple) -> pl.DataFrame:
+    """Ledger rows: (asset, crawl, shard, cpu_s, wall_s, bytes_in, bytes_out, requests)."""
+    out = [LedgerRow(asset=a, crawl=c, shard=s, unit=f"{i:08x}", source="raw/x", runner="pool", committed_at=1.0 + i,
+                     cpu_s=cpu, wall_s=wall, peak_rss_bytes=0, bytes_in=bin_, bytes_out=bout, requests=req,
+                     rows_in=0, rows_out=0)
+           for i, (a, c, s, cpu, wall, bin_, bout, req) in enumerate(specs)]
+    return pl.DataFrame([r.__dict__ for r in out]).select(LEDGER_COLUMNS)
+
+
+def test_rates_are_the_ledger_totals_per_stage_and_the_defaults_elsewhere():
+    ledger = rows(("documents", "C", "0000", 3.0, 4.0, 1_000, 200, 10), ("documents", "C", "0001", 1.0, 2.0, 1_000, 200, 14),
+                  ("crawl_stats", "C", "all", 1.0, 1.0, 0, 10, 2))  # read nothing: no per-byte figure
+    rates = Rates.from_ledger(ledger)
+    docs = rates.of("documents")
+    assert (docs.cpu_s_per_byte, docs.wall_s_per_unit, docs.out_per_in, docs.requests_per_unit, docs.basis) == (
+        4.0 / 2_000, 3.0, 0.2, 12.0, "ledger")
+    assert rates.of("crawl_stats") == DEFAULT_RATES["crawl_stats"] and rates.of("crawl_stats").basis == "default"
+    assert Rates.from_ledger(empty_ledger()).of("filtered") == DEFAULT_RATES["filtered"]
+
+
+def forecast_of(*stages: StageForecast, priced: bool = False) -> Forecast:
+    return Forecast(list(stages), "pool of 2 workers", 2, "EUR", priced)
+
+
+def test_the_total_table_json_and_tags_agree():
+    fc = forecast_of(StageForecast("documents", 2, 5, 2_000_000, 0.5, 0.25, 400_000, 60, 1.5, "ledger"),
+                     StageForecast("filtered", 2, 5, 400_000, 0.25, 0.125, 200_000, 40, 0.5, "default"), priced=True)
+    total = fc.total
+    assert (total.asset, total.partitions, total.units, total.cpu_hours, total.bytes_out, total.requests, total.cost,
+            total.basis) == ("total", 4, 10, 0.75, 600_000, 100, 2.0, "default+ledger")
+    text = fc.render()
+    lines = text.splitlines()
+    assert "pool of 2 workers" in lines[0] and lines[1].split()[:3] == ["stage", "partitions", "units"]
+    assert [line.split()[0] for line in lines[3:]] == ["documents", "filtered", "total"]
+    assert "0.7500" in lines[-1] and "2.00 EUR" in lines[-1]
+    assert json.loads(json.dumps(fc.to_json()))["total"]["cpu_hours"] == 0.75
+    tags = fc.to_tags()
+    assert all(k.startswith(TAG_PREFIX) and isinstance(v, str) and len(v) < 100 for k, v in tags.items())
+    assert tags[f"{TAG_PREFIX}cpu_hours"] == "0.75" and tags[f"{TAG_PREFIX}cost"] == "2.00 EUR"
+    unpriced = forecast_of(*fc.stages)
+    assert f"{TAG_PREFIX}cost" not in unpriced.to_tags() and "unpriced" in unpriced.render().splitlines()[-1]
+
+
+def test_the_comparison_with_what_ran_and_its_rendering():
+    fc = forecast_of(StageForecast("documents", 1, 2, 1_000, 10 / 3600, 5 / 3600, 400, 20, 0.0, "ledger"),
+                     StageForecast("filtered", 1, 2, 400, 6 / 3600, 1 / 3600, 100, 10, 0.0, "ledger"),
+                     StageForecast("tokenized", 1, 1, 100, 1 / 3600, 1 / 3600, 50, 5, 0.0, "default"))
+    # documents: 8 CPU-s in two units of one partition, 4 + 6 wall-s over 2 slots; filtered 5 CPU-s; tokenized none
+    actual = rows(("documents", "C", "0000", 3.0, 4.0, 500, 150, 10), ("documents", "C", "0000", 5.0, 6.0, 500, 150, 10),
+                  ("filtered", "C", "0000", 5.0, 2.0, 300, 100, 10))
+    cmp = with_actuals(fc, actual)
+    by = {r["asset"]: r for r in cmp.iter_rows(named=True)}
+    assert by["documents"]["cpu_s_error"] == pytest.approx(10 / 8 - 1)
+    assert by["documents"]["wall_s_actual"] == pytest.approx(5.0) and by["documents"]["wall_s_error"] == pytest.approx(0)
+    assert by["documents"]["bytes_out_error"] == pytest.approx(400 / 300 - 1)
+    assert by["filtered"]["cpu_s_error"] == pytest.approx(0.2) and by["tokenized"]["cpu_s_error"] is None
+    assert worst(cmp) == ("documents", pytest.approx(0.25)) and met(cmp)
+    assert not met(cmp.with_columns(pl.when(pl.col("asset") == "filtered").then(0.3).otherwise(pl.col("cpu_s_error"))
+                                    .alias("cpu_s_error")))
+    flow = Flow("demo `--change`", cmp)
+    text = render_flow(flow)
+    assert "| documents | ledger | 2 / 2 | 10.0 / 8.0 | +25 % |" in text
+    assert "worst stage (CPU): documents +25 %" in text and text.rstrip().endswith("met")
+    row = summary_row(flow, "change", "make bench-forecast")
+    assert row.key == "forecast:change" and row.met == "yes" and row.current.startswith("worst documents +25 %")
+
+
+def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance, crawl, tmp_path, monkeypatch,
+                                                                capsys):  # noqa: F811
+    from llm_assets import cli, demo
+    from llm_assets.core.forecast import forecast
+    from llm_assets.core.partition import read_manifest
+    from llm_assets.definitions import build_defs
+    from llm_assets.freshness import launch_stale_backfill
+    from llm_assets.settings import DEFAULT_SETTINGS, Settings
+    from llm_assets.stale import CODE, stale_partitions
+
+    lake = curated
+    path = demo.write_changed_settings(DEFAULT_SETTINGS, tmp_path)  # Gopher's min_doc_words 50 → 80
+    monkeypatch.setenv("LLM_ASSETS_SETTINGS", str(path))
+    settings = Settings.from_file(path)
+    # this test's crawl (others share the bucket); the release and the enrichment are not built here
+    planned = [p for p in stale_partitions(instance, lake, settings)
+               if p.partition.split("|")[0] == crawl and p.asset not in ("release", "enriched")]
+    fc = forecast(lake, settings, planned)
+    assert [s.asset for s in fc.stages] == list(dict.fromkeys(p.asset for p in planned))
+    assert {s.asset for s in fc.stages} == {"filtered", "signatures", "crawl_stats", "duplicate_clusters",
+                                            "deduplicated", "tokenized"}
+    assert all(s.basis == "ledger" and s.cpu_hours > 0 and s.units > 0 for s in fc.stages), fc.render()
+    by = {s.asset: s for s in fc.stages}
+    rebuilt = [p for p in planned if p.asset == "filtered"]
+    assert rebuilt and all(p.cause == CODE for p in rebuilt)
+    recorded = [read_manifest(lake, "filtered", *p.partition.split("|")) for p in rebuilt]
+    assert by["filtered"].input_bytes == sum(u.bytes_in for m in recorded if m for u in m.units) > 0
+    assert by["filtered"].partitions == len(rebuilt) and fc.total.cpu_hours == pytest.approx(
+        sum(s.cpu_hours for s in fc.stages))
+
+    backfill_id = launch_stale_backfill(instance, planned, build_defs(settings).resolve_asset_graph(), forecast=fc)
+    assert instance.get_backfill(backfill_id).tags.items() >= fc.to_tags().items()
+
+    assert cli.main(["stale", "--forecast", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    stages = {s["asset"]: s for s in out["forecast"]["stages"]}
+    assert set(by) <= set(stages) and out["forecast"]["total"]["cpu_hours"] > 0
+    assert stages["filtered"]["input_bytes"] >= by["filtered"].input_bytes
