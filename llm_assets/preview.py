@@ -210,8 +210,8 @@ def report_metadata(report: core.PreviewReport) -> dict:
     return meta
 
 
-@dg.op
-def preview_settings(context: dg.OpExecutionContext, config: PreviewConfig, store: ObjectStore) -> dg.Output[dict]:
+@dg.op(out=dg.Out(dg.Nothing))
+def preview_settings(context: dg.OpExecutionContext, config: PreviewConfig, store: ObjectStore) -> dg.Output:
     """Preview the settings of the run config against the deployment's: the report is this op's output metadata."""
     from llm_assets.core.lake import validate_crawl
 
@@ -220,7 +220,7 @@ def preview_settings(context: dg.OpExecutionContext, config: PreviewConfig, stor
     report = preview_change(store.lake(), store.config(), load_settings(), new, crawls,
                             core.parse_sample(config.sample))
     context.log.info(report.render())
-    return dg.Output(report.to_json(), metadata=report_metadata(report))
+    return dg.Output(None, metadata={**report_metadata(report), "report_json": dg.MetadataValue.json(report.to_json())})
 
 
 @dg.job(description="Preview a change of settings before running it: paste the new settings file's YAML "

@@ -14,9 +14,9 @@ from llm_assets.core.lake import SCRATCH_PREFIX, Lake
 from llm_assets.core.partition import read_manifest
 from llm_assets.core.units import InProcessRunner
 from llm_assets.partitions import crawl_shard_key
-from llm_assets.preview import preview_change
+from llm_assets.preview import preview_change, preview_job
 from llm_assets.settings import DEFAULT_SETTINGS, Settings, load_settings
-from llm_assets_tests.conftest import built, object_store_on, point_at, shared
+from llm_assets_tests.conftest import built, object_store_on, png_size, point_at, shared
 from llm_assets_tests.test_dedup import name_in_shard
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
@@ -56,7 +56,7 @@ def deployment(seaweed, store_config, tmp_path_factory):
                 build(lake, resources, instance, crawl, load_settings())
                 return crawl
 
-            yield store, resources, instance, new_crawl
+            yield store, resources, instance, new_crawl, new_crawl()
 
 
 def outcome(lake: Lake, crawl: str, documents_parts: set[str]) -> pl.DataFrame:
@@ -82,7 +82,7 @@ def changed(**sections) -> tuple[Settings, str]:
 
 
 def test_a_sample_preview_is_what_the_rebuild_then_does_on_its_sample(deployment):
-    store, resources, instance, new_crawl = deployment
+    store, resources, instance, new_crawl, _ = deployment
     crawl, lake, current = new_crawl(), store.lake(), load_settings()
     new, _ = changed(documents={"extractor": "resiliparse"})  # not thresholds: documents and filtered are stale
 
@@ -117,3 +117,29 @@ def test_a_sample_preview_is_what_the_rebuild_then_does_on_its_sample(deployment
     assert all(r.tokens_after is not None for r in report.kept if r.stage == "filtered" and r.documents_after)
     text = report.render()
     assert "sample: 1 of 2 units" in text and "scaled to the crawl" in text
+
+
+def test_the_preview_job_shows_its_report_as_its_run_metadata(deployment):
+    store, _, instance, _, crawl = deployment
+    _, text = changed(documents={"extractor": "resiliparse"})
+    result = preview_job.execute_in_process(
+        run_config={"ops": {"preview_settings": {"config": {"settings_yaml": text, "sample": "50%", "crawl": crawl}}}},
+        resources={"store": store}, instance=instance)
+
+    assert result.success
+    (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    meta = {k: v.value for k, v in output.step_output_data.metadata.items()}
+    assert meta["mode"] == "sample" and meta["crawls"] == [crawl]
+    assert meta["stale"]["documents"] == meta["stale"]["filtered"] == 1
+    assert len(meta["sample_units"]) == 1 and 0 < meta["sample_fraction_of_input_bytes"] < 1
+    assert meta["kept"].startswith("| stage | language |") and "| documents | (all) |" in meta["kept"]
+    assert meta["drop_rates"].startswith("| block |")
+    assert png_size(meta["drop_rates_chart"])[0] == 720
+    assert "forecast only: reads every shard" in str(meta["forecast_only"])
+    assert "total" in meta["forecast"]
+    assert meta["report_json"]["sample"]["units"] == meta["sample_units"]
+    assert not list(store.lake().list(SCRATCH_PREFIX))
+    with pytest.raises(Exception, match="settings_yaml"):
+        preview_job.execute_in_process(
+            run_config={"ops": {"preview_settings": {"config": {"settings_yaml": "shards: -1"}}}},
+            resources={"store": store}, instance=instance)
