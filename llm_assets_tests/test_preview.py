@@ -5,13 +5,16 @@ report as its run's metadata."""
 
 from __future__ import annotations
 
+import time
+
 import dagster as dg
 import polars as pl
 import pytest
 import yaml
 
-from llm_assets.core.lake import SCRATCH_PREFIX, Lake
-from llm_assets.core.partition import read_manifest
+from llm_assets.core.lake import SCRATCH_PREFIX, InvalidKey, Lake, id_index_key, scratch_prefix
+from llm_assets.core.partition import read_manifest, vacuum_scratch
+from llm_assets.core.preview import parse_sample, scratch, take_sample
 from llm_assets.core.units import InProcessRunner
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.preview import preview_change, preview_job
@@ -19,7 +22,6 @@ from llm_assets.settings import DEFAULT_SETTINGS, Settings, load_settings
 from llm_assets_tests.conftest import built, object_store_on, png_size, point_at, shared
 from llm_assets_tests.test_dedup import name_in_shard
 
-pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 WARCS = ("dolma__sample-0000.warc.gz", "dolma__sample-0001.warc.gz")
 STAGES = ("raw_files", "documents", "filtered")
 
@@ -143,3 +145,28 @@ def test_the_preview_job_shows_its_report_as_its_run_metadata(deployment):
         preview_job.execute_in_process(
             run_config={"ops": {"preview_settings": {"config": {"settings_yaml": "shards: -1"}}}},
             resources={"store": store}, instance=instance)
+
+
+def test_a_sample_is_the_same_everywhere_and_scratch_goes_even_when_a_preview_fails(lake):
+    sources = [f"raw/C/file-{i}.warc.gz" for i in range(200)]
+    one = take_sample(sources, 0.01)
+    assert len(one) == 2 and take_sample(list(reversed(sources)), 0.01) == one  # ceil(1% of 200), in hash order
+    assert set(one) <= set(take_sample(sources, 0.1)) and take_sample(sources[:3], 0.0001) == take_sample(sources[:3], 0.2)
+    assert parse_sample("1%") == parse_sample("0.01") == 0.01 and parse_sample("100%") == 1.0
+    for bad in ("0%", "150%", "a lot", "-0.5"):
+        with pytest.raises(ValueError, match="--sample"):
+            parse_sample(bad)
+    with pytest.raises(InvalidKey, match="preview id"):
+        scratch_prefix("../lake")
+    part = scratch_prefix("0123456789abcdef") + "lake/documents/crawl=C/shard=0000/part-0123456789.parquet"
+    assert id_index_key(part) == "scratch/preview/0123456789abcdef/index/documents/crawl=C/shard=0000/part-0123456789.ids.npz"
+
+    with pytest.raises(RuntimeError, match="unit failed"):
+        with scratch(lake) as prefix:
+            lake.put_bytes(prefix + "lake/x/part.parquet", b"x")
+            raise RuntimeError("unit failed")
+    assert not list(lake.list(prefix))
+    left = scratch_prefix("fedcba9876543210") + "lake/x/part.parquet"  # as a killed preview leaves it
+    lake.put_bytes(left, b"x")
+    assert vacuum_scratch(lake, retention_s=3600) == [] and lake.keys(left)
+    assert vacuum_scratch(lake, retention_s=3600, now=time.time() + 3601) == [left] and not lake.keys(left)
