@@ -74,6 +74,7 @@ def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Setti
             urls = scores.select("doc_id", "url")
             before.append(redecide(scores, current.filtered).join(urls, on="doc_id", how="left"))
             after.append(redecide(scores, new.filtered).join(urls, on="doc_id", how="left"))
+        notes.append("tokens not counted: the stored scores hold no text")
         report = core.thresholds_report(pl.concat(before, how="diagonal_relaxed"),
                                          pl.concat(after, how="diagonal_relaxed"), crawls, counts, chain, crawl_level,
                                          examples, notes)

@@ -74,11 +74,14 @@ def outcome(lake: Lake, crawl: str, documents_parts: set[str]) -> pl.DataFrame:
     return pl.concat(frames).sort("doc_id")
 
 
-def changed(**sections) -> tuple[Settings, str]:
-    """The default settings file with these sections' fields replaced: (settings, YAML text)."""
+def changed(blocks: dict[str, dict] | None = None, **sections) -> tuple[Settings, str]:
+    """The default settings file with these sections' fields and these filter blocks' fields replaced: (settings,
+    YAML text)."""
     data = yaml.safe_load(DEFAULT_SETTINGS.read_text())
     for section, fields in sections.items():
         data[section] = {**data.get(section, {}), **fields}
+    for block in data["filtered"]["chain"]:
+        block.update((blocks or {}).get(block["block"], {}))
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     return Settings.model_validate(yaml.safe_load(text)), text
 
@@ -170,3 +173,28 @@ def test_a_sample_is_the_same_everywhere_and_scratch_goes_even_when_a_preview_fa
     lake.put_bytes(left, b"x")
     assert vacuum_scratch(lake, retention_s=3600) == [] and lake.keys(left)
     assert vacuum_scratch(lake, retention_s=3600, now=time.time() + 3601) == [left] and not lake.keys(left)
+
+
+def test_a_thresholds_preview_over_the_stored_scores_is_what_the_rebuild_then_does(deployment):
+    """After the job's test, which previews the same crawl under the default settings."""
+    store, resources, instance, _, crawl = deployment
+    lake, current = store.lake(), load_settings()
+    new, _ = changed(blocks={"gopher_quality": {"min_doc_words": 80}})  # the demo's --change
+
+    report = preview_change(lake, store.config(), current, new, [crawl])
+
+    assert report.mode == "thresholds" and report.sample is None and not report.not_thresholds
+    assert not list(lake.list(SCRATCH_PREFIX))
+    dropped = [e for e in report.examples if e.change == "newly dropped"]
+    assert dropped and all(e.block == "gopher_quality" and "80" in (e.threshold or "") for e in dropped)
+    quality = next(b for b in report.blocks if b.block == "gopher_quality")
+    assert quality.dropped_after > quality.dropped_before
+
+    build(lake, resources, instance, crawl, new, selection=("filtered",))
+
+    built = read_manifest(lake, "filtered", crawl, "0000")
+    assert built is not None
+    rebuilt = outcome(lake, crawl, {u.source for u in built.units})
+    previewed = report.decisions.select("doc_id", "filter", "reason").sort("doc_id")
+    assert previewed.height == rebuilt.height > 0
+    assert previewed.equals(rebuilt), "re-deciding the stored scores keeps and drops what the rebuild does"
