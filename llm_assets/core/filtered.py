@@ -23,12 +23,12 @@ from llm_assets.core import documents, quality_model
 from llm_assets.core.config import Section
 from llm_assets.core.decontamination import EvalSetSettings, eval_index
 from llm_assets.core.filters import (
-    DEFAULT_CHAIN, Block, ChainBlock, Decontaminate, QualityModelFilter, apply_filters,
+    DEFAULT_CHAIN, Block, ChainBlock, Decontaminate, QualityModelFilter, score_filters,
 )
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
 from llm_assets.core.gates import LANGUAGE_COUNT
-from llm_assets.core.lake import Lake, ReadCount
+from llm_assets.core.lake import InvalidKey, Lake, ReadCount
 from llm_assets.core.languages import language_table, table_version
 from llm_assets.core.segment import segmenters_for, word_counts
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
@@ -37,7 +37,8 @@ from llm_assets.core.versions import digest
 
 # 6: each language through its own thresholds (the language table), `und` for unknown scripts; words split per
 # language (core/segment): word counts, densities and n_words change
-STAGE_VERSION = "6"
+# 7: every block measures every document that entered the chain; each unit writes its scores beside its part
+STAGE_VERSION = "7"
 BATCH_ROWS = 1024
 
 ADDED = [
@@ -62,6 +63,9 @@ TAKEDOWN_COUNT = "takedown:"  # a unit's counts: documents removed per request t
 LANGUAGE_IN = "language_in:"
 LANGUAGE_DROPPED = "language_dropped:"  # + language + "/" + block
 NO_LANGUAGE = "?"
+FAILS = "fails:"  # + block: the unit's documents whose measures fail the block's rules, whatever came before it
+_EMPTY_SCORES = {"doc_id": pl.String, "url": pl.String, "language": pl.String, "language_score": pl.Float32,
+                 "filter": pl.String, "reason": pl.String}
 
 
 class FilteredSettings(Section):
@@ -241,12 +245,48 @@ def filter_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[
                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """-> (kept, rejected) for one batch of documents, both in the stage's schemas: the documents the takedown
     requests name are removed first, then the chain runs on the rest."""
+    return score_batch(df, settings, takedowns).batch
+
+
+@dataclass(frozen=True)
+class ScoredBatch:
+    kept: pl.DataFrame  # SCHEMA
+    rejected: pl.DataFrame  # REJECTED_SCHEMA
+    scores: pl.DataFrame  # per document that entered the chain (`core.scores`)
+    fails: Mapping[str, int]  # block -> documents its rules fail, measured on every document
+
+    @property
+    def batch(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        return self.kept, self.rejected
+
+
+def score_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[TakedownRequest, ...] = ()
+                ) -> ScoredBatch:
+    """`filter_batch`, with the scores of the documents that entered the chain (those no takedown removed)."""
     df, removed = remove_takedowns(df, takedowns)
-    kept, rejected = apply_filters(df, settings.blocks(), settings.chain_for)
+    scored = score_filters(df, settings.blocks(), settings.chain_for)
+    kept = scored.kept
     languages = kept["language"] if "language" in kept.columns else None
     kept = kept.with_columns(n_words=word_counts(kept["text"], languages))
-    rejected = pl.concat([conform(removed, REJECTED_SCHEMA), conform(rejected, REJECTED_SCHEMA)])
-    return conform(kept, SCHEMA), rejected
+    rejected = pl.concat([conform(removed, REJECTED_SCHEMA), conform(scored.dropped, REJECTED_SCHEMA)])
+    scores = pl.concat([df.select("doc_id", "url"), scored.measures], how="horizontal")
+    return ScoredBatch(conform(kept, SCHEMA), rejected, compact_scores(scores), scored.fails)
+
+
+def compact_scores(scores: pl.DataFrame) -> pl.DataFrame:
+    """The scores in their stored types: counts as UInt32 (every measure counted is at least 0 and fits), the
+    rest as measured (the language and quality scores are float32 as fastText gives them)."""
+    return scores.with_columns(pl.col(name).cast(pl.UInt32) for name, dtype in scores.schema.items()
+                               if dtype.is_integer() and dtype != pl.UInt32)
+
+
+def scores_key(part: str) -> str:
+    """Where a unit's scores (`core.scores`) are kept: beside its part, in the same partition prefix, so that the
+    commit lists it with the part (`UnitResult.side_parts["scores"]`) and the vacuum deletes it with it."""
+    prefix, _, name = part.rpartition("/")
+    if not part.startswith("lake/filtered/") or not name.startswith("part-") or not name.endswith(".parquet"):
+        raise InvalidKey(f"not a filtered part: {part!r}")
+    return f"{prefix}/scores-{name.removeprefix('part-')}"
 
 
 def remove_takedowns(df: pl.DataFrame, requests: tuple[TakedownRequest, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -325,13 +365,18 @@ def filter_documents(u: FilterUnit) -> UnitResult:
     counts: dict[str, int] = {}  # PII masked per type, documents removed per takedown request
     rows_in = 0
     fetched = ReadCount()
+    scores = []
     with lake.part_writer(u.part, SCHEMA) as out, lake.part_writer(u.rejected_part, REJECTED_SCHEMA) as rejected:
         for batch in lake.iter_batches(u.source, BATCH_ROWS, fetched=fetched):
             df = cast(pl.DataFrame, pl.from_arrow(batch))
             rows_in += df.height
-            kept, dropped = filter_batch(df, u.settings, u.takedowns)
+            scored = score_batch(df, u.settings, u.takedowns)
+            kept, dropped = scored.batch
             out.write(kept)
             rejected.write(dropped)
+            scores.append(scored.scores)
+            for block, n in scored.fails.items():
+                counts[FAILS + block] = counts.get(FAILS + block, 0) + n
             for block, reason, n in dropped.group_by("filter", "reason").len().iter_rows():
                 drops.drop(f"{block}/{reason}", n)
             _count_languages(counts, kept, dropped)
@@ -343,6 +388,10 @@ def filter_documents(u: FilterUnit) -> UnitResult:
             for language, n in kept.group_by("language").len().iter_rows():  # the quality gate's language mix
                 key = LANGUAGE_COUNT + (language or NO_LANGUAGE)
                 counts[key] = counts.get(key, 0) + n
+    # a batch's columns are its languages' blocks: another batch may lack one (null there)
+    table = (pl.concat(scores, how="diagonal_relaxed") if scores else pl.DataFrame(schema=_EMPTY_SCORES)).to_arrow()
+    with lake.part_writer(scores_key(u.part), table.schema) as written:
+        written.write(table)
     fingerprint = (u.declared or u.settings).language_fingerprint
     return UnitResult(
         unit=unit_id(u.base, languages_version(fingerprint, languages_held(counts))) if u.base else u.unit,
@@ -356,6 +405,7 @@ def filter_documents(u: FilterUnit) -> UnitResult:
         bytes_out=out.bytes,
         columns=SCHEMA.names,
         counts=counts,
+        side_parts={"scores": scores_key(u.part)},
     )
 
 

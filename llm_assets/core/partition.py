@@ -24,7 +24,7 @@ from llm_assets.core.versions import digest
 MANIFEST_VERSION = 1
 COMMIT_ATTEMPTS = 20
 _PARTITION_KEY = re.compile(r"^(?:lake|rejected)/(?P<asset>[^/]+)/crawl=(?P<crawl>[^/]+)/shard=(?P<shard>[^/]+)/")
-_PART_FILE = re.compile(r"/part-[0-9a-f]+\.parquet$")
+_PART_FILE = re.compile(r"/(?:part|scores)-[0-9a-f]+\.parquet$")  # a part, or a unit's scores beside it
 
 
 class UnitTotals:

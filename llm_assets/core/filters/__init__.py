@@ -10,7 +10,7 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
-from llm_assets.core.filters.base import Block, apply_filters
+from llm_assets.core.filters.base import Block, Scored, apply_filters, score_filters
 from llm_assets.core.filters.c4 import C4BadWords, C4Quality
 from llm_assets.core.filters.decontaminate import Decontaminate
 from llm_assets.core.filters.fineweb import FineWebQuality
@@ -39,5 +39,6 @@ DEFAULT_CHAIN: tuple[ChainBlock, ...] = (
 __all__ = [
     "ChainBlock", "DEFAULT_CHAIN", "DEFAULT_LANGUAGES",
     "Block", "C4BadWords", "C4Quality", "Decontaminate", "DomainVocabulary", "FineWebQuality", "GopherQuality", "GopherRepetition",
-    "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "QualityModelFilter", "URLFilter", "apply_filters", "language_model",
+    "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "QualityModelFilter", "Scored", "URLFilter", "apply_filters",
+    "language_model", "score_filters",
 ]

@@ -31,7 +31,12 @@ _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge
 
 
 class Block(BaseModel):
-    """Base of every filter: frozen typed config, `enabled`, a stable `name` for the funnel and rejected rows."""
+    """Base of every filter: frozen typed config, `enabled`, a stable `name` for the funnel and rejected rows.
+
+    A block measures, then decides: `measure` returns the frame (with the block's added columns, or its rewritten
+    text) and its stats, one row per document, the named measures its `rules` read; `decide` turns stats into
+    reasons and details. Kept apart, the measures of every document can be stored and decided again under other
+    thresholds (`core.scores`) with the same rules."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -40,10 +45,34 @@ class Block(BaseModel):
     # then the frame also holds EXTRACTED: the text before any block rewrote it (a block that checks what a
     # document quoted must not miss what C4's line cleanup or a PII mask removed)
     reads_extracted_text: ClassVar[bool] = False
+    # stats columns that only word a detail, or that the scores hold already (`url`): not stored as measures
+    context: ClassVar[tuple[str, ...]] = ()
+    # settings that change what the block measures (not only how it decides): `core.scores.threshold_only`
+    measured_by: ClassVar[tuple[str, ...]] = ()
     enabled: bool = True
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """-> (frame, stats): the frame with the block's columns added (or its text rewritten), and its measures,
+        one row per document, in the frame's order."""
         raise NotImplementedError
+
+    def rules(self) -> list[Rule]:
+        """The block's rules over its stats' columns, in the order a reference checks them."""
+        return []
+
+    def restore(self, stored: pl.DataFrame) -> pl.DataFrame:
+        """The stats `decide` reads, from the stored measures (named as in stats) and the scores' own columns
+        (`url`, `language`, `language_score`): what `context` left out, put back."""
+        return stored
+
+    def decide(self, stats: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+        """-> (reasons, detail) per row of `stats`."""
+        return verdict(stats, *self.rules())
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        df, stats = self.measure(df)
+        reasons, detail = self.decide(stats)
+        return df.with_columns(detail), reasons
 
 
 class Rule(NamedTuple):
@@ -94,7 +123,7 @@ def details_of(stats: pl.DataFrame, reasons: pl.Series, *rules: Rule) -> pl.Seri
     null); null for the kept rows. Only the dropped rows are measured and formatted."""
     dropped = reasons.is_not_null()
     out = pl.repeat(None, len(reasons), dtype=pl.String, eager=True).alias(DETAIL)
-    if not rules or not dropped.any():
+    if not any(r.measured is not None or r.threshold for r in rules) or not dropped.any():
         return out
     rows = stats.filter(dropped)
     # which rule each dropped row failed first: only those rules are measured and formatted (most batches meet one
@@ -116,27 +145,53 @@ def details_of(stats: pl.DataFrame, reasons: pl.Series, *rules: Rule) -> pl.Seri
     return out.scatter(dropped.arg_true(), detail)
 
 
+class Scored(NamedTuple):
+    """A batch through the chain: the documents it keeps, those it drops (with `filter`, `reason`, `detail`), and
+    what every block measured of every document, one row per document in the batch's order: `language` and
+    `language_score` (null without a language block), then each block's measures as `<block>.<measure>`
+    (`measures`), `<block>#2.<measure>` for a block listed twice, and the decision."""
+
+    kept: pl.DataFrame
+    dropped: pl.DataFrame
+    measures: pl.DataFrame  # + `filter` and `reason`: the block and rule that dropped the document (null: kept)
+    fails: dict[str, int]  # block name -> documents its rules fail, whatever an earlier block decided
+
+
 def apply_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[str], list[Block]] | None = None
                   ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Run the enabled blocks in order, each on what the previous ones kept.
+    """-> (kept, dropped) of `score_filters`."""
+    scored = score_filters(df, filters, chain_for)
+    return scored.kept, scored.dropped
+
+
+def score_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[str], list[Block]] | None = None
+                  ) -> Scored:
+    """Run the enabled blocks in order over every document, then decide as the reference cascade does: a
+    document's reason is the first failing rule of the first failing block, and every block also measured the
+    documents an earlier block dropped (text-rewriting blocks rewrote them as they would have), so that the stored
+    measures decide any other thresholds exactly (`core.scores`).
 
     With `chain_for` (language -> its blocks, `FilteredSettings.chain_for`), the blocks before the language block
     run on the whole batch, the language block with each language's threshold, and the blocks after it per group of
     languages whose blocks are the same, on that group's rows only (they carry `language`); rows come back in their
     order.
 
-    -> (kept, dropped), where dropped carries `filter` (the block's name), `reason` (its code) and `detail` (what the
-    block measured and the threshold it failed, or the block's own record, e.g. decontamination's match)."""
+    The dropped rows carry `filter` (the block's name), `reason` (its code) and `detail` (what the block measured
+    and the threshold it failed, or the block's own record, e.g. decontamination's match), and the columns as they
+    were when that block dropped them."""
     filters = [f for f in filters if f.enabled]
+    names = measure_names(filters)
+    fails: dict[str, int] = {}
+    df = df.with_row_index(ROW).with_columns(pl.lit(False).alias(FAILED))
     at = next((i for i, f in enumerate(filters) if f.name == "language"), None) if chain_for else None
     if chain_for is None or at is None:
         if any(f.reads_extracted_text for f in filters):
             df = df.with_columns(pl.col("text").alias(EXTRACTED))  # shares the text's buffers: no copy
-        df, dropped = _run(df, filters)
-        return _finish(df, dropped)
+        df, dropped, measures = _run(df, filters, names, fails)
+        return _finish(df, dropped, measures, fails)
     # a language's blocks may read the extracted text where the chain's do not (an override enables one)
-    df = df.with_columns(pl.col("text").alias(EXTRACTED)).with_row_index(ROW)
-    df, dropped = _run(df, filters[:at])
+    df = df.with_columns(pl.col("text").alias(EXTRACTED))
+    df, dropped, measures = _run(df, filters[:at], names, fails)
     language = filters[at]
 
     def threshold_of(code: str) -> float:
@@ -144,57 +199,98 @@ def apply_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[s
         return cast(Any, block).threshold
 
     if df.height:
-        df, reason = cast(Any, language).judge(df, threshold_of)
-        df = _dropping(df, language, reason, dropped)
-    groups: list[tuple[list[Block], list[str]]] = []
+        df, stats = cast(Any, language).measure(df, threshold_of)
+        df = _dropping(df, language, *language.decide(stats), dropped, fails)
+        measures.append(_stored(language, stats, names[at]))
+    groups: list[tuple[list[Block], list[str], list[str]]] = []
     for code in df["language"].unique().sort().to_list() if df.height else []:
         chain = chain_for(code)
-        rest = chain[next(i for i, b in enumerate(chain) if b.name == "language") + 1:]
+        after = next(i for i, b in enumerate(chain) if b.name == "language") + 1
+        rest = chain[after:]
         group = next((g for g in groups if g[0] == rest), None)
         if group is None:
-            groups.append((rest, [code]))
+            groups.append((rest, measure_names(chain)[after:], [code]))
         else:
-            group[1].append(code)
-    kept = []
-    for blocks, codes in groups:
-        rows = df if len(groups) == 1 else df.filter(pl.col("language").is_in(codes))
-        rows, out = _run(rows, blocks)
-        kept.append(rows)
+            group[2].append(code)
+    rows, grouped = [], []
+    for blocks, prefixes, codes in groups:
+        part = df if len(groups) == 1 else df.filter(pl.col("language").is_in(codes))
+        part, out, scored = _run(part, blocks, prefixes, fails)
+        rows.append(part)
+        grouped.append(pl.concat([part.select(ROW), *scored], how="horizontal"))
         dropped += out
-    df = pl.concat(kept, how="diagonal_relaxed").sort(ROW) if len(kept) > 1 else kept[0] if kept else df
-    kept_df, dropped_df = _finish(df, dropped)
-    return kept_df.drop(ROW), dropped_df.sort(ROW).drop(ROW)
+    if len(rows) > 1:
+        df = pl.concat(rows, how="diagonal_relaxed").sort(ROW)
+        measures.append(pl.concat(grouped, how="diagonal_relaxed").sort(ROW).drop(ROW))
+    elif rows:
+        df = rows[0]
+        measures.append(grouped[0].drop(ROW))
+    return _finish(df, dropped, measures, fails, sort=True)
 
 
 ROW = "_row"  # a row's place in the batch, to put the groups of languages back in order
+FAILED = "_failed"  # a row an earlier block dropped: measured on, never dropped twice
 
 
-def _run(df: pl.DataFrame, filters: list[Block]) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
-    dropped: list[pl.DataFrame] = []
+def measure_names(filters: list[Block]) -> list[str]:
+    """The prefix of each block's measures: its name, `name#2` for its second occurrence in the chain."""
+    seen: dict[str, int] = {}
+    out = []
     for f in filters:
+        seen[f.name] = seen.get(f.name, 0) + 1
+        out.append(f.name if seen[f.name] == 1 else f"{f.name}#{seen[f.name]}")
+    return out
+
+
+def _stored(block: Block, stats: pl.DataFrame, prefix: str) -> pl.DataFrame:
+    """The measures of a block that the scores keep, named `<prefix>.<measure>`."""
+    return stats.select(pl.col(c).alias(f"{prefix}.{c}") for c in stats.columns if c not in block.context)
+
+
+def _run(df: pl.DataFrame, filters: list[Block], names: list[str], fails: dict[str, int]
+         ) -> tuple[pl.DataFrame, list[pl.DataFrame], list[pl.DataFrame]]:
+    dropped: list[pl.DataFrame] = []
+    measures: list[pl.DataFrame] = []
+    for f, name in zip(filters, names):
         if not f.enabled or df.height == 0:
             continue
-        df, reason = f.apply(df)
-        df = _dropping(df, f, reason, dropped)
-    return df, dropped
+        df, stats = f.measure(df)
+        df = _dropping(df, f, *f.decide(stats), dropped, fails)
+        measures.append(_stored(f, stats, name))
+    return df, dropped, measures
 
 
-def _dropping(df: pl.DataFrame, f: Block, reason: pl.Series, dropped: list[pl.DataFrame]) -> pl.DataFrame:
-    """The rows the block keeps; those it drops go to `dropped` with its name."""
+def _dropping(df: pl.DataFrame, f: Block, reason: pl.Series, detail: pl.Series, dropped: list[pl.DataFrame],
+              fails: dict[str, int]) -> pl.DataFrame:
+    """The frame with the rows the block drops first marked failed; those go to `dropped` with its name, as they
+    are now."""
+    fails[f.name] = fails.get(f.name, 0) + reason.len() - reason.null_count()
     if f.rewrites_text:
         df = df.drop(WORDS, strict=False)
-    if reason.null_count() == df.height:  # nothing dropped: no copy of the frame's columns
-        return df.drop(DETAIL, strict=False)
-    df = df.with_columns(reason.alias("reason"))
-    out = df.filter(pl.col("reason").is_not_null())
-    if out.height:
-        dropped.append(out.drop(WORDS, EXTRACTED, strict=False).with_columns(filter=pl.lit(f.name)))
-    return df.filter(pl.col("reason").is_null()).drop("reason", DETAIL, strict=False)
+    first = reason.is_not_null() & ~df[FAILED]
+    if not first.any():
+        return df
+    out = df.filter(first).with_columns(reason.filter(first).alias("reason"), detail.filter(first).alias(DETAIL))
+    dropped.append(out.drop(WORDS, EXTRACTED, FAILED, strict=False).with_columns(filter=pl.lit(f.name)))
+    return df.with_columns(df[FAILED] | first)
 
 
-def _finish(df: pl.DataFrame, dropped: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    df = df.drop(WORDS, EXTRACTED, strict=False)
+def _finish(df: pl.DataFrame, dropped: list[pl.DataFrame], measures: list[pl.DataFrame], fails: dict[str, int],
+            sort: bool = False) -> Scored:
+    every = df
+    df = df.filter(~pl.col(FAILED)).drop(WORDS, EXTRACTED, FAILED, ROW, strict=False)
+    measured = every.select(
+        pl.col("language") if "language" in every.columns else pl.repeat(None, pl.len(), dtype=pl.String)
+        .alias("language"),
+        pl.col("language_score") if "language_score" in every.columns
+        else pl.repeat(None, pl.len(), dtype=pl.Float32).alias("language_score"),
+    )
+    measured = pl.concat([every.select(ROW), measured, *measures], how="horizontal")
     if dropped:
-        return df, pl.concat(dropped, how="diagonal_relaxed")
-    return df, df.clear().with_columns(reason=pl.lit("", pl.String), filter=pl.lit("", pl.String),
-                                       detail=pl.lit("", pl.String))
+        out = pl.concat(dropped, how="diagonal_relaxed")
+        measured = measured.join(out.select(ROW, "filter", "reason"), on=ROW, how="left", maintain_order="left")
+        return Scored(df, (out.sort(ROW) if sort else out).drop(ROW), measured.drop(ROW), fails)
+    measured = measured.drop(ROW).with_columns(filter=pl.repeat(None, pl.len(), dtype=pl.String),
+                                               reason=pl.repeat(None, pl.len(), dtype=pl.String))
+    return Scored(df, df.clear().with_columns(reason=pl.lit("", pl.String), filter=pl.lit("", pl.String),
+                                              detail=pl.lit("", pl.String)), measured, fails)

@@ -14,7 +14,7 @@ from typing import Literal
 
 import polars as pl
 
-from llm_assets.core.filters.base import Block, Rule, drop_if, first_reason, reasons_of, verdict
+from llm_assets.core.filters.base import Block, Rule, drop_if
 from llm_assets.core.filters.profanity import bad_words
 from llm_assets.core.filters.text import sentence_count
 from llm_assets.core.segment import word_counts
@@ -43,7 +43,12 @@ class C4Quality(Block):
     filter_curly_bracket: bool = True
     filter_policy: bool = True
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    measured_by = ("split_paragraph", "remove_citations", "filter_no_terminal_punct", "min_words_per_line",
+                   "max_word_length", "filter_lorem_ipsum", "filter_javascript", "filter_curly_bracket",
+                   "filter_policy")
+    context = ("text",)
+
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         if not self.split_paragraph:
             raise ValueError("c4_quality: only split_paragraph=true (C4's line mode) is implemented")
         raw = pl.col("raw")
@@ -82,16 +87,17 @@ class C4Quality(Block):
             first_curly=pl.col("pos").filter(pl.col("curly")).min(),
             lorem_line=line.filter(pl.col("lorem")).first(),
             curly_line=line.filter(pl.col("curly")).first(),
-        ).sort("doc")
+        ).sort("doc").drop("doc")
+        return df.with_columns(text=per_doc["text"]), per_doc
+
+    def rules(self) -> list[Rule]:
         lorem_pos, curly_pos = pl.col("first_lorem"), pl.col("first_curly")
-        reasons, detail = verdict(
-            per_doc,
+        return [
             Rule(lorem_pos.is_not_null() & (curly_pos.is_null() | (lorem_pos < curly_pos)), "lorem_ipsum",
                  _shown(pl.col("lorem_line")), 'a kept line contains "lorem ipsum"'),
             Rule(curly_pos.is_not_null(), "curly_bracket", _shown(pl.col("curly_line")), 'a kept line contains "{"'),
             drop_if(pl.col("sentences"), "<", self.min_num_sentences, "too_few_sentences"),
-        )
-        return df.with_columns(text=per_doc["text"], detail=detail), reasons
+        ]
 
 
 class C4BadWords(Block):
@@ -107,16 +113,22 @@ class C4BadWords(Block):
     use_builtin: bool = True
     languages: tuple[str, ...] = ("en",)
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    measured_by = ("words_file", "words", "use_builtin")
+    context = ("language",)
+
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The first listed word each document contains (null: none), and its language, which the rule checks."""
         pattern = _badwords_pattern(self.words_file, self.words, self.use_builtin)
-        if pattern is None:
-            return df, reasons_of(df, first_reason())
-        lower = pl.col("text").str.to_lowercase()
-        hit = lower.str.contains(pattern)
-        if "language" in df.columns:
-            hit &= pl.col("language").is_in(list(self.languages))
-        reasons, detail = verdict(df, Rule(hit, "badwords", lower.str.extract(pattern, 1), "contains a listed bad word"))
-        return df.with_columns(detail), reasons
+        word = (pl.col("text").str.to_lowercase().str.extract(pattern, 1) if pattern is not None
+                else pl.repeat(None, pl.len(), dtype=pl.String))
+        language = pl.col("language") if "language" in df.columns else pl.repeat(None, pl.len(), dtype=pl.String)
+        return df, df.select(badword=word, language=language)
+
+    def rules(self) -> list[Rule]:
+        # a document with no language (no language block ran) is checked
+        checked = pl.col("language").is_null() | pl.col("language").is_in(list(self.languages))
+        return [Rule(pl.col("badword").is_not_null() & checked, "badwords", pl.col("badword"),
+                     "contains a listed bad word")]
 
 
 @cache

@@ -14,7 +14,7 @@ import polars as pl
 from pydantic import Field
 
 from llm_assets.core.decontamination import CONTAMINATED, contamination, load_index
-from llm_assets.core.filters.base import EXTRACTED, KEEP, Block, reasons_of
+from llm_assets.core.filters.base import DETAIL, EXTRACTED, Block, Rule, first_reason, reasons_of
 
 # text: where the match is, and so what match_start/match_end index: "final" (the curated text) or "extracted"
 CONTAMINATION = pl.Struct({"benchmark": pl.String, "ngrams": pl.UInt32, "match_start": pl.Int32,
@@ -37,9 +37,15 @@ class Decontaminate(Block):
     min_matches: int = Field(default=1, ge=1)
     index_path: str | None = None
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    measured_by = ("min_matches", "index_path")
+    context = ("match",)
+
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Adds `contamination`; measures whether a document is contaminated (the match is the detail)."""
         if not self.index_path:
-            return df.with_columns(contamination=pl.lit(None, CONTAMINATION)), reasons_of(df, KEEP)
+            df = df.with_columns(contamination=pl.lit(None, CONTAMINATION))
+            return df, pl.DataFrame({"contaminated": pl.repeat(False, df.height, eager=True),
+                                     "match": pl.repeat(None, df.height, dtype=pl.String, eager=True)})
         index = load_index(self.index_path)
         found = self._matches(contamination(index, df["text"]), FINAL)
         if EXTRACTED in df.columns:
@@ -52,10 +58,19 @@ class Decontaminate(Block):
                 found = (pl.DataFrame({"row": pl.int_range(df.height, dtype=pl.UInt32, eager=True), "final": found})
                          .join(extracted, on="row", how="left", maintain_order="left")
                          .select(pl.coalesce("final", "found"))).to_series().alias("contamination")
-        df = df.with_columns(found.alias("contamination"), detail=found.struct.json_encode())
-        return df, reasons_of(df, KEEP if self.mode == "flag" else
-                              pl.when(pl.col("contamination").is_not_null()).then(pl.lit(CONTAMINATED))
-                              .otherwise(KEEP))
+        df = df.with_columns(found.alias("contamination"))
+        return df, df.select(contaminated=found.is_not_null(), match=found.struct.json_encode())
+
+    def rules(self) -> list[Rule]:
+        return [Rule(pl.col("contaminated"), CONTAMINATED)] if self.mode == "drop" else []
+
+    def decide(self, stats: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+        """The match is the detail of a dropped document."""
+        reasons = reasons_of(stats, first_reason(*self.rules()))
+        match = stats["match"] if "match" in stats.columns else pl.repeat(None, stats.height, dtype=pl.String,
+                                                                            eager=True)
+        both = pl.DataFrame({"reason": reasons, "match": match})
+        return reasons, both.select(pl.when(pl.col("reason").is_not_null()).then("match").alias(DETAIL)).to_series()
 
     def _matches(self, found: pl.DataFrame, text: str) -> pl.Series:
         """The `contamination` value of each scored text: null below `min_matches`."""

@@ -7,7 +7,7 @@ from typing import Literal
 
 import polars as pl
 
-from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if, number, verdict
+from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if, number
 from llm_assets.core.filters.gopher import duplicates
 from llm_assets.core.filters.text import CHUNK, TERMINAL_PUNCTUATION
 from llm_assets.core.segment import segmented, words_by_language
@@ -28,7 +28,9 @@ class FineWebQuality(Block):
     char_duplicates_ratio: float = 0.01
     new_line_ratio: float = 0.3
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    measured_by = ("short_line_length",)
+
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         lines = (df.select(pl.col("text").str.split("\n").alias("line")).with_row_index("doc").explode("line")
                  .filter(pl.col("line").str.strip_chars() != ""))
         per_doc = lines.group_by("doc").agg(
@@ -45,7 +47,10 @@ class FineWebQuality(Block):
                      chars=df["text"].str.replace_all("\n", "", literal=True).str.len_chars(),
                      newlines=df["text"].str.count_matches("\n", literal=True),
                      n_words=_word_counts(df, self.new_line_ratio),
-                 ))
+                 ).drop("doc"))
+        return df, stats
+
+    def rules(self) -> list[Rule]:
         n = pl.col("n").fill_null(0).alias("non_blank_lines")
         punct = (pl.col("punct") / n).alias("line_punct_ratio")
         if self.line_punct_exclude_zero:
@@ -53,8 +58,7 @@ class FineWebQuality(Block):
                             f"0 < line_punct_ratio < {number(self.line_punct_thr)}")
         else:
             no_punct = drop_if(punct, "<", self.line_punct_thr, "line_punct_ratio")
-        reasons, detail = verdict(
-            stats,
+        return [
             drop_if(n, "==", 0, "empty"),
             no_punct,
             drop_if((pl.col("short") / n).alias("short_line_ratio"), ">", self.short_line_thr, "short_line_ratio"),
@@ -62,8 +66,7 @@ class FineWebQuality(Block):
                     "char_dup_ratio"),
             drop_if((pl.col("newlines") / pl.col("n_words")).alias("list_ratio"), ">", self.new_line_ratio,
                     "list_ratio"),
-        )
-        return df.with_columns(detail), reasons
+        ]
 
 
 def _word_counts(df: pl.DataFrame, new_line_ratio: float) -> pl.Series:

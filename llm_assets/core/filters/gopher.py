@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from llm_assets.core.filters.base import WORDS, Block, drop_if, first_reason, reasons_of, verdict
+from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if
 from llm_assets.core.filters.text import SYMBOL_WORD, with_words
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
@@ -40,7 +40,9 @@ class GopherQuality(Block):
     min_stop_words: int = 2
     stop_words: tuple[str, ...] = STOP_WORDS
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    measured_by = ("stop_words",)
+
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         text = pl.col("text")
         w = pl.col(WORDS)
         df = with_words(df)
@@ -58,10 +60,12 @@ class GopherQuality(Block):
             bullet_lines=text.str.count_matches(r"(?m)^[^\S\n]*[•-]"),
             ellipsis_lines=text.str.count_matches(r"(?m)(?:\.\.\.|…)[^\S\n]*$"),
         )
+        return df.with_columns(stats["n_words"].cast(pl.Int32)), stats
+
+    def rules(self) -> list[Rule]:
         n, n_all, lines = pl.col("n_words"), pl.col("n_all"), pl.col("n_lines")
         avg = (pl.col("word_chars") / n).alias("mean_word_length")
-        reasons, detail = verdict(
-            stats,
+        return [
             drop_if(n, "<", self.min_doc_words, "gopher_short_doc"),
             drop_if(n, ">", self.max_doc_words, "gopher_long_doc"),
             drop_if(avg, "<", self.min_avg_word_length, "gopher_below_avg_threshold"),
@@ -77,8 +81,7 @@ class GopherQuality(Block):
             drop_if((pl.col("n_alpha") / n_all).alias("alpha_words_ratio"), "<", self.min_alpha_words_ratio,
                     "gopher_below_alpha_threshold"),
             drop_if(pl.col("n_stop").alias("stop_words"), "<", self.min_stop_words, "gopher_enough_stop_words"),
-        )
-        return df.with_columns(stats["n_words"].cast(pl.Int32), detail), reasons
+        ]
 
 
 class GopherRepetition(Block):
@@ -96,39 +99,43 @@ class GopherRepetition(Block):
     top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.2), (3, 0.18), (4, 0.16))
     dup_n_grams: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Counts and characters, every n-gram rule measured for every non-empty document (`_ngram_chars`)."""
         text = pl.col("text")
         paragraphs = duplicates(df, text.str.strip_chars().str.replace_all(r"\n{2,}", "\x00").str.split("\x00"))
         lines = duplicates(df, text.str.replace_all(r"\n+", "\n").str.split("\n"))
         chars = df["text"].str.len_chars()
-        stats = pl.DataFrame({
-            "chars": chars,
-            "dup_para_frac": paragraphs[0] / paragraphs[2], "dup_para_char_frac": paragraphs[1] / chars,
-            "dup_line_frac": lines[0] / lines[2], "dup_line_char_frac": lines[1] / chars,
-        })
-        rules = [drop_if(pl.col("chars"), "==", 0, "empty")]
-        rules += [drop_if(pl.col(name), ">", limit, name) for name, limit in (
-            ("dup_para_frac", self.dup_para_frac), ("dup_para_char_frac", self.dup_para_char_frac),
-            ("dup_line_frac", self.dup_line_frac), ("dup_line_char_frac", self.dup_line_char_frac),
-        ) if limit is not None]
-        early = reasons_of(stats, first_reason(*rules))
-        # n-grams only for the documents still in
-        todo = np.flatnonzero(early.is_null().to_numpy())
-        ngram = {f"top_{n}_gram_frac": np.zeros(df.height) for n, _ in self.top_n_grams}
-        ngram |= {f"dup_{n}_gram_frac": np.zeros(df.height) for n, _ in self.dup_n_grams}
+        ngram = {f"top_{n}_gram_chars": np.zeros(df.height) for n, _ in self.top_n_grams}
+        ngram |= {f"dup_{n}_gram_chars": np.zeros(df.height) for n, _ in self.dup_n_grams}
+        todo = np.flatnonzero((chars.fill_null(0) > 0).to_numpy())
         if len(todo):
             # split for every row and kept on the frame: Gopher's quality rules count the same words
             df = with_words(df)
             flat = _FlatWords.of(df[WORDS].gather(todo))
             doc_chars = chars.gather(todo).cast(pl.Float64).to_numpy()
             for name, measured in _ngram_chars(flat, doc_chars, self.top_n_grams, self.dup_n_grams).items():
-                ngram[name][todo] = measured
-        stats = stats.with_columns(**{k: pl.Series(v) / pl.col("chars") for k, v in ngram.items()})
-        rules += [drop_if(pl.col(f"top_{n}_gram_frac"), ">", frac, f"top_{n}_gram") for n, frac in self.top_n_grams]
-        rules += [drop_if(pl.col(f"dup_{n}_gram_frac"), ">", frac, f"duplicated_{n}_n_grams")
-                  for n, frac in self.dup_n_grams]
-        reasons, detail = verdict(stats, *rules)
-        return df.with_columns(detail), reasons
+                ngram[name.replace("_frac", "_chars")][todo] = measured
+        stats = pl.DataFrame({
+            "chars": chars, "para_dup": paragraphs[0], "para_dup_chars": paragraphs[1], "paras": paragraphs[2],
+            "line_dup": lines[0], "line_dup_chars": lines[1], "lines": lines[2],
+            **{k: pl.Series(v).cast(pl.UInt32) for k, v in ngram.items()},
+        })
+        return df, stats
+
+    def rules(self) -> list[Rule]:
+        chars = pl.col("chars")
+        rules = [drop_if(chars, "==", 0, "empty")]
+        rules += [drop_if(measured.alias(name), ">", limit, name) for name, measured, limit in (
+            ("dup_para_frac", pl.col("para_dup") / pl.col("paras"), self.dup_para_frac),
+            ("dup_para_char_frac", pl.col("para_dup_chars") / chars, self.dup_para_char_frac),
+            ("dup_line_frac", pl.col("line_dup") / pl.col("lines"), self.dup_line_frac),
+            ("dup_line_char_frac", pl.col("line_dup_chars") / chars, self.dup_line_char_frac),
+        ) if limit is not None]
+        rules += [drop_if((pl.col(f"top_{n}_gram_chars") / chars).alias(f"top_{n}_gram_frac"), ">", frac,
+                          f"top_{n}_gram") for n, frac in self.top_n_grams]
+        rules += [drop_if((pl.col(f"dup_{n}_gram_chars") / chars).alias(f"dup_{n}_gram_frac"), ">", frac,
+                          f"duplicated_{n}_n_grams") for n, frac in self.dup_n_grams]
+        return rules
 
 
 def duplicates(df: pl.DataFrame, parts: pl.Expr) -> tuple[pl.Series, pl.Series, pl.Series]:
@@ -189,30 +196,20 @@ _DOC_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 def _ngram_chars(flat: _FlatWords, doc_chars: np.ndarray, top: tuple[tuple[int, float], ...],
                  dup: tuple[tuple[int, float], ...]) -> dict[str, np.ndarray]:
-    """The characters each n-gram rule measures, per document, by stats column name. The rules are measured in
-    increasing n. A document's reason is its first failing rule, so once a rule drops it, the rules after that one
-    are not read: the document leaves the larger n-grams when all their rules come later (the default order), and
-    a duplicated-n-gram rule scans exactly only where no earlier rule drops the document and its bound exceeds the
-    threshold."""
-    rules = [(f"top_{n}_gram_frac", n, frac) for n, frac in top] + [(f"dup_{n}_gram_frac", n, frac) for n, frac in dup]
-    out = {name: np.zeros(flat.docs) for name, _, _ in rules}
-    first_failed = np.full(flat.docs, len(rules))  # per document: the first rule known to drop it
-    needed = np.ones(flat.docs, dtype=bool)  # documents whose larger n-grams are still read
-    for n, grams in _repeated_ngrams(flat, {n for _, n, _ in rules}, needed):
-        for i, (name, rule_n, frac) in enumerate(rules):
-            if rule_n != n:
-                continue
-            if name.startswith("top_"):
-                measured = _top_ngram_chars(flat, grams, n)
-            else:
-                scan = (first_failed > i) & needed
-                measured = _duplicate_ngram_chars(flat, grams, n, lambda bound: scan & (bound / doc_chars > frac))
-            measured[~needed] = 0  # left out earlier: never read
-            out[name] = measured
-            first_failed = np.where((measured / doc_chars > frac) & (first_failed > i), i, first_failed)
-        later = [i for i, (_, rule_n, _) in enumerate(rules) if rule_n > n]
-        if later:
-            needed &= first_failed > min(later)
+    """The characters each n-gram rule measures, per document, by rule (`top_{n}_gram_frac`, `dup_{n}_gram_frac`:
+    a fraction once divided by the document's characters), for every document (the scores
+    keep them all, whatever an earlier rule decided): the most frequent n-gram's exactly; those the repeated
+    n-grams cover exactly where their bound (every repeat counted, overlaps too) exceeds the rule's threshold,
+    elsewhere the bound, at most the threshold: the rule keeps the document either way, and the scan is Python."""
+    out: dict[str, np.ndarray] = {}
+    needed = np.ones(flat.docs, dtype=bool)
+    for n, grams in _repeated_ngrams(flat, {n for n, _ in top} | {n for n, _ in dup}, needed):
+        if n in {n for n, _ in top}:
+            out[f"top_{n}_gram_frac"] = _top_ngram_chars(flat, grams, n)
+        for rule_n, frac in dup:
+            if rule_n == n:
+                out[f"dup_{n}_gram_frac"] = _duplicate_ngram_chars(
+                    flat, grams, n, lambda bound, frac=frac: bound / doc_chars > frac)
     return out
 
 

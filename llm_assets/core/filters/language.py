@@ -4,14 +4,14 @@ language: a document is kept when its top label is a kept language and scores at
 from __future__ import annotations
 
 import importlib.resources
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cache
 from typing import Any, Literal
 
 import polars as pl
 from pydantic import Field, field_validator, model_validator
 
-from llm_assets.core.filters.base import Block, Rule, details_of, number
+from llm_assets.core.filters.base import Block, Rule, number, verdict
 from llm_assets.core.languages import UNKNOWN, language_table
 from llm_assets.core.languages.scripts import unknown_scripts
 
@@ -76,11 +76,13 @@ class LanguageFilter(Block):
         table = table_threshold(language)
         return DEFAULT_THRESHOLD if table is None else table
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-        return self.judge(df, self.threshold_for)
+    context = ("language", "score", "limit")  # the scores hold the label and its score; the limit is a setting
 
-    def judge(self, df: pl.DataFrame, threshold_of: Callable[[str], float]) -> tuple[pl.DataFrame, pl.Series]:
-        """`apply`, with the threshold of each language from `threshold_of` (the settings' resolution)."""
+    def measure(self, df: pl.DataFrame, threshold_of: Callable[[str], float] | None = None
+                ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The top label and its score of every document, the script that made it `und`, and the threshold of its
+        language (`threshold_of`: the settings' resolution; by default the block's own)."""
+        threshold_of = threshold_of or self.threshold_for
         script = unknown_scripts(df["text"])
         known = script.is_null()
         # fastText refuses newlines; only the top label matters
@@ -98,22 +100,34 @@ class LanguageFilter(Block):
             languages.append(lab[0].removeprefix("__label__") if len(lab) else "")
             values.append(float(s[0]) if len(s) else 0.0)
         limits = {lang: threshold_of(lang) for lang in set(languages)}
-        # compared as fastText gives the score (before the float32 column), as the reference does
-        reasons = pl.Series("reason", [
-            "unknown_script" if lang == UNKNOWN else
-            None if self.keeps(lang) and s is not None and s >= limits[lang] else "language"
-            for lang, s in zip(languages, values)
-        ], pl.String)
         df = df.with_columns(pl.Series("language", languages, pl.String),
                              pl.Series("language_score", values, pl.Float32))
+        # compared as fastText gives the score (a float32: the column holds it exactly), as the reference does
         stats = pl.DataFrame({"language": languages, "score": pl.Series(values, dtype=pl.Float64), "script": script,
-                              "limit": [limits[lang] for lang in languages]})
+                              "limit": pl.Series([limits[lang] for lang in languages], dtype=pl.Float64)})
+        return df, stats
+
+    def rules(self, limits: Iterable[float] = ()) -> list[Rule]:
+        """Over stats whose `limit` takes the values `limits`: a rule per threshold, which the detail names."""
         score = pl.col("score").alias("language_score")
-        rules = [Rule(pl.col("script").is_not_null(), "unknown_script", pl.col("script"),
-                      "a script lid.176 knows")]
+        rules = [Rule(pl.col("script").is_not_null(), "unknown_script", pl.col("script"), "a script lid.176 knows")]
         if self.languages != "all":
             rules.append(Rule(~pl.col("language").is_in(list(self.languages)), "language", pl.col("language"),
                               f"language not {'/'.join(self.languages)}"))
         rules += [Rule((pl.col("limit") == limit) & ~(pl.col("score") >= limit), "language", score,
-                       f"language_score < {number(limit)}") for limit in sorted(set(limits.values()))]
-        return df.with_columns(details_of(stats, reasons, *rules)), reasons
+                       f"language_score < {number(limit)}") for limit in sorted(set(limits))]
+        return rules
+
+    def restore(self, stored: pl.DataFrame) -> pl.DataFrame:
+        limits = {lang: self.threshold_for(lang) for lang in stored["language"].drop_nulls().unique().to_list()}
+        return stored.with_columns(score=pl.col("language_score").cast(pl.Float64),
+                                   limit=pl.col("language").replace_strict(limits, return_dtype=pl.Float64))
+
+    def decide(self, stats: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+        return verdict(stats, *self.rules(stats["limit"].unique().drop_nulls().to_list()))
+
+    def judge(self, df: pl.DataFrame, threshold_of: Callable[[str], float]) -> tuple[pl.DataFrame, pl.Series]:
+        """`apply`, with the threshold of each language from `threshold_of` (the settings' resolution)."""
+        df, stats = self.measure(df, threshold_of)
+        reasons, detail = self.decide(stats)
+        return df.with_columns(detail), reasons

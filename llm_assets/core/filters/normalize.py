@@ -14,7 +14,7 @@ from typing import Literal
 
 import polars as pl
 
-from .base import Block, Rule, first_reason, reasons_of
+from .base import Block, Rule
 
 # The bytes 0x80-0xBF of a UTF-8 sequence as cp1252 (or latin-1, hence the C1 range) renders them.
 _CONT = "\x80-\xbf€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ"
@@ -30,13 +30,14 @@ class Normalize(Block):
     name = "normalize"
     block: Literal["normalize"] = "normalize"  # how the chain names it
     rewrites_text = True
+    measured_by = ("nfc", "fix_mojibake", "strip_control", "whitespace")
 
     nfc: bool = True
     fix_mojibake: bool = True
     strip_control: bool = True
     whitespace: bool = True
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         if self.fix_mojibake:
             df = df.with_columns(repair_mojibake(df["text"]))
         expr = pl.col("text")
@@ -57,8 +58,10 @@ class Normalize(Block):
                 .str.strip_chars("\n")
             )
         df = df.with_columns(expr)
-        empty = pl.col("text").is_null() | (pl.col("text").str.len_bytes() == 0)
-        return df, reasons_of(df, first_reason(Rule(empty, "empty")))
+        return df, df.select(bytes=pl.col("text").str.len_bytes().fill_null(0))
+
+    def rules(self) -> list[Rule]:
+        return [Rule(pl.col("bytes") == 0, "empty")]
 
 
 def nfc(text: pl.Series) -> pl.Series:

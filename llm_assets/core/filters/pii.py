@@ -26,7 +26,7 @@ import polars as pl
 from llm_assets.core.ner import entity_spans
 
 from ..segment import word_counts
-from .base import Block, drop_if, verdict
+from .base import Block, Rule, drop_if
 
 TYPES = ("email", "ip_address", "phone", "credit_card", "iban", "person", "location")
 NER_LABELS = {"person": ("PERSON",), "location": ("GPE", "LOC", "FAC")}  # OntoNotes labels of each type
@@ -175,7 +175,12 @@ class PIIMasker(Block):
         return [[(start, end, kinds[label]) for start, end, label in spans] for spans in
                 entity_spans(texts, self.ner_model, frozenset(kinds), self.ner_batch_size)]
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    measured_by = ("email", "ip_address", "phone", "credit_card", "iban", "person", "location", "ner_model",
+                   "ner_languages")
+
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Masks the text; measures the PII found and the words of the text before masking (the density's
+        denominator: "+1 (415) 555-2671" is three words of PII, not one)."""
         text = df["text"]
         zeros = pl.Series([0] * df.height, dtype=pl.UInt32)
         counts = dict.fromkeys(TYPES, zeros)
@@ -205,12 +210,14 @@ class PIIMasker(Block):
 
         pii = pl.DataFrame({k: counts[k] for k in TYPES}).to_struct("pii")
         masked_df = df.with_columns(text.alias("text"), pii)
+        stats = pl.DataFrame({"found": sum((counts[k].cast(pl.UInt32) for k in TYPES), zeros)})
+        if self.max_density is not None:  # words only where a rule reads them
+            stats = stats.with_columns(words=word_counts(df["text"], df["language"] if "language" in df.columns
+                                                         else None))
+        return masked_df, stats
+
+    def rules(self) -> list[Rule]:
         if self.max_density is None:
-            return masked_df, pl.Series("reason", [None] * df.height, dtype=pl.String)
-        # Density against the words of the original text: "+1 (415) 555-2671" is three words of PII, not one.
-        found = pl.sum_horizontal(pl.col("pii").struct.field(k) for k in TYPES).cast(pl.Float64)
-        words = word_counts(df["text"], df["language"] if "language" in df.columns else None)
-        density = (found / pl.col("_n_words")).fill_nan(0).alias("pii_density")
-        reasons, detail = verdict(df.with_columns(pii, _n_words=words),
-                                  drop_if(density, ">", self.max_density, "pii_density"))
-        return masked_df.with_columns(detail), reasons
+            return []
+        density = (pl.col("found").cast(pl.Float64) / pl.col("words")).fill_nan(0).alias("pii_density")
+        return [drop_if(density, ">", self.max_density, "pii_density")]

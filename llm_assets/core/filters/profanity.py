@@ -18,7 +18,7 @@ import polars as pl
 from pydantic import PrivateAttr
 
 from ..segment import word_counts
-from .base import Block, drop_if, verdict
+from .base import Block, Rule, drop_if
 
 BUILTIN = Path(__file__).parent / "assets" / "bad_words_en.txt"
 
@@ -67,14 +67,22 @@ class ProfanityFilter(Block):
         # Built once per block, so a missing words_file fails when the settings load, not mid-run.
         self._pattern = word_pattern(bad_words(self.words_file, self.words, self.use_builtin))
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    measured_by = ("words", "words_file", "use_builtin")
+
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         if self._pattern is None:
-            density = pl.repeat(0.0, df.height, eager=True)
+            stats = pl.DataFrame({"hits": pl.repeat(0, df.height, dtype=pl.UInt32, eager=True),
+                                  "words": pl.repeat(0, df.height, dtype=pl.UInt32, eager=True)})
         else:
             words = word_counts(df["text"], df["language"] if "language" in df.columns else None)
-            density = df.select((pl.col("text").str.count_matches(self._pattern) / words).fill_nan(0.0)).to_series()
-        stats = pl.DataFrame({"profanity_density": density})
+            stats = df.select(hits=pl.col("text").str.count_matches(self._pattern), words=words)
+        density = stats.select(_density()).to_series()
+        return df.with_columns(density.cast(pl.Float32).alias("profanity_density")), stats
+
+    def rules(self) -> list[Rule]:
         # The threshold is compared in full precision, so a density exactly at max_density is kept.
-        reasons, detail = verdict(stats, drop_if(pl.col("profanity_density"), ">", self.max_density,
-                                                 "profanity_density"))
-        return df.with_columns(density.cast(pl.Float32).alias("profanity_density"), detail), reasons
+        return [drop_if(_density(), ">", self.max_density, "profanity_density")]
+
+
+def _density() -> pl.Expr:
+    return (pl.col("hits") / pl.col("words")).fill_nan(0.0).alias("profanity_density")

@@ -8,7 +8,7 @@ from typing import Literal
 import polars as pl
 from pydantic import Field
 
-from llm_assets.core.filters.base import Block, Rule, number, verdict
+from llm_assets.core.filters.base import Block, Rule, number
 from llm_assets.core.quality_model import load_model, positive_scores
 
 
@@ -24,12 +24,16 @@ class QualityModelFilter(Block):
     label: str = "hq"
     threshold: float = Field(default=0.5, ge=0.0, le=1.0)
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    measured_by = ("model_path", "label")
+
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         if not self.model_path:
             raise ValueError("quality_model: no model; materialize quality_classifier or set model_path")
         scores = positive_scores(load_model(self.model_path), df["text"].to_list(), self.label)
+        # fastText's probabilities are float32: the column holds them exactly
         df = df.with_columns(pl.Series("quality_score", scores, pl.Float32))
+        return df, df.select("quality_score")
+
+    def rules(self) -> list[Rule]:
         score = pl.col("quality_score")
-        reasons, detail = verdict(df, Rule(~(score >= self.threshold), "low_quality", score,
-                                           f"quality_score < {number(self.threshold)}"))
-        return df.with_columns(detail), reasons
+        return [Rule(~(score >= self.threshold), "low_quality", score, f"quality_score < {number(self.threshold)}")]

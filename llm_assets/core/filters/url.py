@@ -14,7 +14,7 @@ from typing import Literal
 
 import polars as pl
 
-from llm_assets.core.filters.base import Block, Rule, drop_if, verdict
+from llm_assets.core.filters.base import Block, Rule, drop_if
 
 # scheme://[user@]host[:port]/...
 HOST = r"^[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/?#]*@)?(\[[^\]/]*\]|[^:/?#\[]*)"
@@ -75,6 +75,7 @@ class URLFilter(Block):
 
     name = "url"
     block: Literal["url"] = "url"  # how the chain names it
+    context = ("url", "host", "registered")
     use_builtin: bool = True
     soft_word_threshold: int = 2
     blocked_domains: tuple[str, ...] = ()
@@ -107,20 +108,26 @@ class URLFilter(Block):
                                                                          *self.banned_subwords]))),
         }
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-        lists = _lists(self)
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Its measures are the URL, its host and registered domain: all of them follow from the URL the scores
+        hold, so none is stored and the lists are applied again when deciding."""
         hosts = df["url"].str.extract(HOST, 1).str.to_lowercase().fill_null("")
         unique = hosts.unique().to_list()
         registered = dict(zip(unique, (registered_domain(h) if h else "" for h in unique)))
+        return df, df.select("url").with_columns(host=hosts, registered=hosts.replace_strict(registered))
+
+    def restore(self, stored: pl.DataFrame) -> pl.DataFrame:
+        return self.measure(stored)[1]
+
+    def rules(self) -> list[Rule]:
+        lists = _lists(self)
         url = pl.col("url")
         url_words = url.str.to_lowercase().str.extract_all(r"[a-z0-9]+")
         banned = list(lists["banned_words"])
         soft = list(lists["soft_banned_words"])
         subwords = list(lists["banned_subwords"])
         squashed = url.str.to_lowercase().str.replace_all(r"[^a-z0-9]+", "")
-        frame = df.select(url).with_columns(host=hosts, registered=hosts.replace_strict(registered))
-        reasons, detail = verdict(
-            frame,
+        return [
             Rule(pl.col("registered").is_in(list(lists["domains"])), "domain", pl.col("registered"),
                  "registered domain is listed"),
             Rule(pl.col("host").is_in(list(lists["domains"])), "subdomain", pl.col("host"), "host is listed"),
@@ -133,5 +140,4 @@ class URLFilter(Block):
             Rule(squashed.str.contains_any(subwords) if subwords else pl.lit(False), "blacklisted_subword",
                  squashed.str.extract_many(subwords).list.first() if subwords else None,
                  "the URL contains a banned subword"),
-        )
-        return df.with_columns(detail), reasons
+        ]

@@ -8,7 +8,7 @@ from typing import Literal
 
 import polars as pl
 
-from llm_assets.core.filters.base import Block, drop_if, verdict
+from llm_assets.core.filters.base import Block, Rule, drop_if
 from llm_assets.core.filters.profanity import read_words, word_pattern
 from llm_assets.core.segment import word_counts
 
@@ -39,20 +39,28 @@ class DomainVocabulary(Block):
             words += read_words(path)
         return tuple(sorted({" ".join(w.lower().split()) for w in words} - {""}))
 
-    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    measured_by = ("vocabulary", "terms", "terms_file")
+
+    def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         pattern = word_pattern(self.lexicon())
         if pattern is None:
             raise ValueError("vocabulary selector: no terms (set vocabulary, terms or terms_file)")
         text = pl.col("text")
         hits = text.str.extract_all(pattern).list.eval(pl.element().str.to_lowercase())
         stats = df.select(
-            density=(hits.list.len() / word_counts(df["text"], df["language"] if "language" in df.columns else None)
-                     ).fill_nan(0.0),
+            hits=hits.list.len(),
+            words=word_counts(df["text"], df["language"] if "language" in df.columns else None),
             distinct=hits.list.n_unique(),
         )
-        reasons, detail = verdict(
-            stats,
-            drop_if(pl.col("density").alias("domain_density"), "<", self.min_density, "off_domain"),
+        density = stats.select(_density()).to_series()
+        return df.with_columns(density.cast(pl.Float32).alias("domain_density")), stats
+
+    def rules(self) -> list[Rule]:
+        return [
+            drop_if(_density(), "<", self.min_density, "off_domain"),
             drop_if(pl.col("distinct").alias("distinct_terms"), "<", self.min_distinct, "off_domain"),
-        )
-        return df.with_columns(stats["density"].cast(pl.Float32).alias("domain_density"), detail), reasons
+        ]
+
+
+def _density() -> pl.Expr:
+    return (pl.col("hits") / pl.col("words")).fill_nan(0.0).alias("domain_density")
