@@ -126,7 +126,7 @@ def test_a_sample_preview_is_what_the_rebuild_then_does_on_its_sample(deployment
 
 def test_the_preview_job_shows_its_report_as_its_run_metadata(deployment):
     store, _, instance, _, crawl = deployment
-    _, text = changed(documents={"extractor": "resiliparse"})
+    _, text = changed(blocks={"c4_quality": {"enabled": False}})  # a block off: its line cleanup no longer runs
     result = preview_job.execute_in_process(
         run_config={"ops": {"preview_settings": {"config": {"settings_yaml": text, "sample": "50%", "crawl": crawl}}}},
         resources={"store": store}, instance=instance)
@@ -135,9 +135,11 @@ def test_the_preview_job_shows_its_report_as_its_run_metadata(deployment):
     (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
     meta = {k: v.value for k, v in output.step_output_data.metadata.items()}
     assert meta["mode"] == "sample" and meta["crawls"] == [crawl]
-    assert meta["stale"]["documents"] == meta["stale"]["filtered"] == 1
+    assert "c4_quality" in meta["not_thresholds_only"]
+    assert meta["stale"]["filtered"] == 1 and "documents" not in meta["stale"]  # the sample runs filtered alone
     assert len(meta["sample_units"]) == 1 and 0 < meta["sample_fraction_of_input_bytes"] < 1
-    assert meta["kept"].startswith("| stage | language |") and "| documents | (all) |" in meta["kept"]
+    assert meta["kept"].startswith("| stage | language |") and "| filtered | en |" in meta["kept"]
+    assert all(b["dropped_after"] == 0 for b in meta["report_json"]["blocks"] if b["block"] == "c4_quality")
     assert meta["drop_rates"].startswith("| block |")
     assert png_size(meta["drop_rates_chart"])[0] == 720
     assert "forecast only: reads every shard" in str(meta["forecast_only"])
@@ -179,14 +181,14 @@ def test_a_thresholds_preview_over_the_stored_scores_is_what_the_rebuild_then_do
     """After the job's test, which previews the same crawl under the default settings."""
     store, resources, instance, _, crawl = deployment
     lake, current = store.lake(), load_settings()
-    new, _ = changed(blocks={"gopher_quality": {"min_doc_words": 80}})  # the demo's --change
+    new, _ = changed(blocks={"gopher_quality": {"min_doc_words": 300}})
 
     report = preview_change(lake, store.config(), current, new, [crawl])
 
     assert report.mode == "thresholds" and report.sample is None and not report.not_thresholds
     assert not list(lake.list(SCRATCH_PREFIX))
     dropped = [e for e in report.examples if e.change == "newly dropped"]
-    assert dropped and all(e.block == "gopher_quality" and "80" in (e.threshold or "") for e in dropped)
+    assert dropped and all(e.block == "gopher_quality" and "300" in (e.threshold or "") for e in dropped)
     quality = next(b for b in report.blocks if b.block == "gopher_quality")
     assert quality.dropped_after > quality.dropped_before
 
