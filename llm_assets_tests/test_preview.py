@@ -5,6 +5,7 @@ report as its run's metadata."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import dagster as dg
@@ -12,6 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
+from llm_assets import cli
 from llm_assets.core.lake import SCRATCH_PREFIX, InvalidKey, Lake, id_index_key, scratch_prefix
 from llm_assets.core.partition import read_manifest, vacuum_scratch
 from llm_assets.core.preview import parse_sample, scratch, take_sample
@@ -177,11 +179,16 @@ def test_a_sample_is_the_same_everywhere_and_scratch_goes_even_when_a_preview_fa
     assert vacuum_scratch(lake, retention_s=3600, now=time.time() + 3601) == [left] and not lake.keys(left)
 
 
-def test_a_thresholds_preview_over_the_stored_scores_is_what_the_rebuild_then_does(deployment):
+def test_a_thresholds_preview_over_the_stored_scores_is_what_the_rebuild_then_does(deployment, tmp_path, capsys):
     """After the job's test, which previews the same crawl under the default settings."""
     store, resources, instance, _, crawl = deployment
     lake, current = store.lake(), load_settings()
-    new, _ = changed(blocks={"gopher_quality": {"min_doc_words": 300}})
+    new, text = changed(blocks={"gopher_quality": {"min_doc_words": 300}})
+    (path := tmp_path / "new.yaml").write_text(text)
+    assert cli.main(["preview", "--settings", str(path), "--sample", "0%"]) == 1
+    assert "--sample '0%': must be above 0" in capsys.readouterr().err
+    assert cli.main(["preview", "--settings", str(path), "--crawl", crawl, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
 
     report = preview_change(lake, store.config(), current, new, [crawl])
 
@@ -191,6 +198,8 @@ def test_a_thresholds_preview_over_the_stored_scores_is_what_the_rebuild_then_do
     assert dropped and all(e.block == "gopher_quality" and "300" in (e.threshold or "") for e in dropped)
     quality = next(b for b in report.blocks if b.block == "gopher_quality")
     assert quality.dropped_after > quality.dropped_before
+    assert printed["mode"] == "thresholds" and printed["blocks"] == [vars(b) for b in report.blocks]
+    assert printed["forecast"]["stages"] and "sample" in printed and printed["sample"] is None
 
     build(lake, resources, instance, crawl, new, selection=("filtered",))
 
