@@ -55,3 +55,19 @@ def test_small_partitions_and_thin_references_are_not_judged():
     # a small sibling is no reference either
     tiny = [*SIBLINGS[:2], profile("0002", rows=10, gopher=1)]
     assert not evaluate(profile("0003", gopher=900), tiny, BLOCKS, GateSettings()).judged
+
+
+def test_with_scores_a_block_is_judged_by_the_documents_it_fails_not_by_what_it_dropped():
+    """A unit's `fails:<block>` counts (every document measured, whatever an earlier block dropped) are the rates;
+    a partition from before the scores is no reference for one with them."""
+    def scored(name: str, gopher_fails: int, language_drops: int = 100):
+        return Profile.of(name, 1000, {"language/language": language_drops, "gopher_quality/gopher_short_doc": 10},
+                          {"fails:language": language_drops, "fails:gopher_quality": gopher_fails, "language:en": 500})
+
+    siblings = [scored("0000", 300), scored("0001", 320), scored("0002", 280)]
+    # the cascade dropped the same 10 documents in each; the scores say this one fails Gopher's rules far more often
+    result = evaluate(scored("0003", 700), siblings, BLOCKS, GateSettings())
+    assert result.judged and [f.measure for f in result.failures] == ["fail rate: gopher_quality"]
+    assert result.failures[0].value == 0.7 and result.failures[0].reference == 0.3
+    assert evaluate(scored("0003", 310), siblings, BLOCKS, GateSettings()).passed
+    assert not evaluate(scored("0003", 700), SIBLINGS, BLOCKS, GateSettings()).judged  # drop counts: not alike

@@ -72,7 +72,7 @@ def test_a_planted_bad_shard_is_held_back_until_the_bounds_admit_it(crawl, objec
     result = lake_job(defs, crawl, BAD, instance)
     gate = gate_of(result)
     assert not result.success and not gate.passed
-    assert gate.metadata["judged"].value and "drop rate: gopher_quality" in gate.metadata["held_back"].value
+    assert gate.metadata["judged"].value and "fail rate: gopher_quality" in gate.metadata["held_back"].value
     built = {e.materialization.asset_key.path[-1] for e in result.get_asset_materialization_events()}
     assert "filtered" in built and "signatures" not in built  # the blocking check stopped the run there
 

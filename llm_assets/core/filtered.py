@@ -27,7 +27,7 @@ from llm_assets.core.filters import (
 )
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
-from llm_assets.core.gates import LANGUAGE_COUNT
+from llm_assets.core.gates import FAILS, LANGUAGE_COUNT
 from llm_assets.core.lake import SCRATCH_PART_RE, InvalidKey, Lake, ReadCount
 from llm_assets.core.languages import language_table, table_version
 from llm_assets.core.segment import segmenters_for, word_counts
@@ -63,7 +63,6 @@ TAKEDOWN_COUNT = "takedown:"  # a unit's counts: documents removed per request t
 LANGUAGE_IN = "language_in:"
 LANGUAGE_DROPPED = "language_dropped:"  # + language + "/" + block
 NO_LANGUAGE = "?"
-FAILS = "fails:"  # + block: the unit's documents whose measures fail the block's rules, whatever came before it
 _EMPTY_SCORES = {"doc_id": pl.String, "url": pl.String, "language": pl.String, "language_score": pl.Float32,
                  "filter": pl.String, "reason": pl.String}
 

@@ -3,7 +3,10 @@
 A broken extractor, a crawl segment of parked domains or a mis-sharded language shows up as one shard whose filter
 drop rates or language mix are unlike its siblings'. The gate compares each partition with the other partitions of
 its crawl that passed (the reference): a block's drop rate against the reference's median rate, the language mix
-of the kept documents against the reference's pooled mix (total variation distance). A partition outside the
+of the kept documents against the reference's pooled mix (total variation distance). A block's rate is the share of
+the documents its rules fail, measured on every document from the scores (`fails:<block>` counts): unlike the
+cascade's drop counts, it does not depend on what the blocks before it dropped. Partitions committed before the
+scores existed give their drop counts; they are compared only with each other. A partition outside the
 bounds is committed but held back: downstream stages neither plan nor read it until it is rebuilt within bounds
 (new data, or wider bounds).
 
@@ -22,13 +25,15 @@ from pydantic import Field
 from llm_assets.core.config import Section
 
 LANGUAGE_COUNT = "language:"  # a filtered unit's counts: kept documents per language
+FAILS = "fails:"  # a filtered unit's counts: documents whose measures fail a block's rules, per block
 
 
 class GateSettings(Section):
     """Bounds of the filtered stage's quality gate (absolute differences of shares, 0..1)."""
 
     enabled: bool = True
-    max_drop_rate_shift: float = Field(default=0.25, ge=0, le=1)  # |block's drop rate - reference median|
+    # |block's rate - reference median|: the share of documents failing its rules (its drop rate before the scores)
+    max_drop_rate_shift: float = Field(default=0.25, ge=0, le=1)
     drop_rate_shifts: dict[str, float] = {}  # a bound per block name, where one block varies more than others
     max_language_shift: float = Field(default=0.3, ge=0, le=1)  # total variation distance of the language mix
     min_documents: int = Field(default=200, ge=1)  # documents in, to judge a partition or use it as reference
@@ -37,22 +42,27 @@ class GateSettings(Section):
 
 @dataclass(frozen=True)
 class Profile:
-    """What the gate compares of one filtered partition: documents in, dropped per block, kept per language."""
+    """What the gate compares of one filtered partition: documents in, failed per block (or dropped, before the
+    scores), kept per language."""
 
     partition: str
     rows_in: int
-    dropped: Mapping[str, int]  # block -> documents dropped
+    dropped: Mapping[str, int]  # block -> documents whose measures fail its rules (`scored`), or it dropped
     languages: Mapping[str, int]  # language -> documents kept
+    scored: bool = False  # `dropped` counts every document failing the block, from the scores
 
     @classmethod
     def of(cls, partition: str, rows_in: int, dropped: Mapping[str, int], counts: Mapping[str, int]) -> Profile:
-        """From a partition's drops by `block/reason` and its unit counts (`language:<code>`)."""
-        blocks: dict[str, int] = {}
-        for key, n in dropped.items():
-            block = key.split("/", 1)[0]
-            blocks[block] = blocks.get(block, 0) + n
+        """From a partition's unit counts (`fails:<block>`, `language:<code>`), or, for a partition committed
+        before the scores, its drops by `block/reason`."""
+        blocks = {k.removeprefix(FAILS): n for k, n in counts.items() if k.startswith(FAILS)}
+        scored = bool(blocks)
+        if not scored:
+            for key, n in dropped.items():
+                block = key.split("/", 1)[0]
+                blocks[block] = blocks.get(block, 0) + n
         languages = {k.removeprefix(LANGUAGE_COUNT): n for k, n in counts.items() if k.startswith(LANGUAGE_COUNT)}
-        return cls(partition, rows_in, blocks, languages)
+        return cls(partition, rows_in, blocks, languages, scored)
 
     def drop_rate(self, block: str) -> float:
         return self.dropped.get(block, 0) / self.rows_in if self.rows_in else 0.0
@@ -66,7 +76,7 @@ class Profile:
 class Finding:
     """One measure of the partition against its reference."""
 
-    measure: str  # "drop rate: gopher_quality", "language mix"
+    measure: str  # "fail rate: gopher_quality" ("drop rate" before the scores), "language mix"
     value: float
     reference: float
     shift: float
@@ -106,7 +116,8 @@ def evaluate(profile: Profile, others: Iterable[Profile], blocks: Iterable[str],
     if profile.rows_in < settings.min_documents:
         return GateResult(False, f"not judged: {profile.rows_in} documents in (< min_documents "
                                  f"{settings.min_documents})")
-    reference = [p for p in others if p.partition != profile.partition and p.rows_in >= settings.min_documents]
+    reference = [p for p in others if p.partition != profile.partition and p.rows_in >= settings.min_documents
+                 and p.scored == profile.scored]  # failure rates and drop rates are not alike
     if len(reference) < settings.min_reference:
         return GateResult(False, f"not judged: {len(reference)} other partitions of the crawl with at least "
                                  f"{settings.min_documents} documents (< min_reference {settings.min_reference})")
@@ -115,7 +126,8 @@ def evaluate(profile: Profile, others: Iterable[Profile], blocks: Iterable[str],
         median = statistics.median(p.drop_rate(block) for p in reference)
         value = profile.drop_rate(block)
         bound = settings.drop_rate_shifts.get(block, settings.max_drop_rate_shift)
-        findings.append(Finding(f"drop rate: {block}", value, median, abs(value - median), bound))
+        measure = "fail rate" if profile.scored else "drop rate"
+        findings.append(Finding(f"{measure}: {block}", value, median, abs(value - median), bound))
     pooled: dict[str, int] = {}
     for p in reference:
         for lang, n in p.languages.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
 
 import polars as pl
@@ -23,6 +24,30 @@ if TYPE_CHECKING:
 KEEP = pl.lit(None, dtype=pl.String)
 WORDS = "_words"  # the words of `text`, split once per batch and shared by the blocks that count words
 EXTRACTED = "_extracted_text"  # `text` as the chain received it, for the blocks that ask (`reads_extracted_text`)
+# What the blocks' `apply` measured, where the chain asked (`score_filters`): through the context, so that `apply`
+# keeps its signature (a test or a deployment may wrap it) and each thread of a worker collects its own.
+_STATS: ContextVar[list[pl.DataFrame] | None] = ContextVar("filter_stats", default=None)
+
+
+def report_stats(stats: pl.DataFrame) -> None:
+    """Hands a block's stats to the chain that runs it, if one asked."""
+    collected = _STATS.get()
+    if collected is not None:
+        collected.append(stats)
+
+
+def _applied(block: Block, df: pl.DataFrame, apply: Callable[[], tuple[pl.DataFrame, pl.Series]]
+             ) -> tuple[pl.DataFrame, pl.Series, pl.DataFrame]:
+    """`apply()` of the block, and the stats it measured."""
+    collected: list[pl.DataFrame] = []
+    token = _STATS.set(collected)
+    try:
+        df, reasons = apply()
+    finally:
+        _STATS.reset(token)
+    if len(collected) != 1:
+        raise RuntimeError(f"filter block {block.name}: apply measured {len(collected)} times (expected once)")
+    return df, reasons, collected[0]
 DETAIL = "detail"  # per dropped row: the measured value and the threshold (JSON), or a block's own record
 SIGNIFICANT_DIGITS = 4  # of a measured float in a detail
 
@@ -70,9 +95,13 @@ class Block(BaseModel):
         return verdict(stats, *self.rules())
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        """-> (frame, reasons): measure and decide; the frame also holds the detail, where the block words one."""
         df, stats = self.measure(df)
         reasons, detail = self.decide(stats)
-        return df.with_columns(detail), reasons
+        report_stats(stats)
+        worded = type(self).decide is not Block.decide or any(r.measured is not None or r.threshold
+                                                                for r in self.rules())
+        return (df.with_columns(detail) if worded else df), reasons
 
 
 class Rule(NamedTuple):
@@ -199,8 +228,8 @@ def score_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[s
         return cast(Any, block).threshold
 
     if df.height:
-        df, stats = cast(Any, language).measure(df, threshold_of)
-        df = _dropping(df, language, *language.decide(stats), dropped, fails)
+        df, reasons, stats = _applied(language, df, lambda: cast(Any, language).judge(df, threshold_of))
+        df = _dropping(df, language, reasons, dropped, fails)
         measures.append(_stored(language, stats, names[at]))
     groups: list[tuple[list[Block], list[str], list[str]]] = []
     for code in df["language"].unique().sort().to_list() if df.height else []:
@@ -254,16 +283,18 @@ def _run(df: pl.DataFrame, filters: list[Block], names: list[str], fails: dict[s
     for f, name in zip(filters, names):
         if not f.enabled or df.height == 0:
             continue
-        df, stats = f.measure(df)
-        df = _dropping(df, f, *f.decide(stats), dropped, fails)
+        df, reasons, stats = _applied(f, df, lambda: f.apply(df))
+        df = _dropping(df, f, reasons, dropped, fails)
         measures.append(_stored(f, stats, name))
     return df, dropped, measures
 
 
-def _dropping(df: pl.DataFrame, f: Block, reason: pl.Series, detail: pl.Series, dropped: list[pl.DataFrame],
-              fails: dict[str, int]) -> pl.DataFrame:
-    """The frame with the rows the block drops first marked failed; those go to `dropped` with its name, as they
-    are now."""
+def _dropping(df: pl.DataFrame, f: Block, reason: pl.Series, dropped: list[pl.DataFrame], fails: dict[str, int]
+              ) -> pl.DataFrame:
+    """The frame with the rows the block drops first marked failed; those go to `dropped` with its name and
+    detail, as they are now."""
+    detail = df[DETAIL] if DETAIL in df.columns else pl.repeat(None, df.height, dtype=pl.String, eager=True)
+    df = df.drop(DETAIL, strict=False)
     fails[f.name] = fails.get(f.name, 0) + reason.len() - reason.null_count()
     if f.rewrites_text:
         df = df.drop(WORDS, strict=False)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import polars as pl
 from pydantic import Field, field_validator, model_validator
 
-from llm_assets.core.filters.base import Block, Rule, number, verdict
+from llm_assets.core.filters.base import Block, Rule, number, report_stats, verdict
 from llm_assets.core.languages import UNKNOWN, language_table
 from llm_assets.core.languages.scripts import unknown_scripts
 
@@ -130,4 +130,5 @@ class LanguageFilter(Block):
         """`apply`, with the threshold of each language from `threshold_of` (the settings' resolution)."""
         df, stats = self.measure(df, threshold_of)
         reasons, detail = self.decide(stats)
+        report_stats(stats)
         return df.with_columns(detail), reasons
