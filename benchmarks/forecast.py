@@ -108,6 +108,7 @@ class Bench:
         self.settings = load_settings()
         self.defs = build_defs(self.settings)
         self.lake = Lake(store_config(self.settings.store))
+        (home / "dagster").mkdir(parents=True, exist_ok=True)
         self.instance = dg.DagsterInstance.local_temp(str(home / "dagster"))
         graph = self.defs.resolve_asset_graph()
         self.group = {k.path[-1]: graph.get(k).group_name for k in graph.get_all_asset_keys()}

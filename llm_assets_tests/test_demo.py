@@ -151,6 +151,16 @@ def test_the_stage_table_comes_after_every_run_the_release_included(demos, which
              if "not materialized" in line and not line.startswith("quality_classifier ")]
     assert not shown, shown
     assert "FAILED" not in out + demos[which].result.stderr
+    # last, the forecast of `demo --change` before it is applied: the late file's raw stages, the changed
+    # threshold's `filtered` and what follows it, with CPU-hours
+    forecast = out[out.index("\nnext, `llm-assets demo --change`"):]
+    header = forecast.splitlines()[3].split()
+    assert header[:3] == ["stage", "partitions", "units"], forecast
+    rows = {cells[0]: cells for line in forecast.splitlines()[5:] if (cells := line.split())}
+    assert {"raw_files", "documents", "filtered", "signatures", "duplicate_clusters", "deduplicated", "tokenized",
+            "total"} <= set(rows), forecast
+    cpu_hours = header.index("CPU-hours") + 1  # the input column is two cells: "144.2 KB"
+    assert float(rows["total"][cpu_hours]) > 0 and float(rows["documents"][cpu_hours]) > 0, forecast
 
 
 FUNNEL_ROW = re.compile(r"^  (\S+)" + r"\s+([\d,]+)" * 6 + "$", re.MULTILINE)

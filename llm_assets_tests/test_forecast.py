@@ -25,12 +25,15 @@ def rows(*specs: tuple) -> pl.DataFrame:
 
 def test_rates_are_the_ledger_totals_per_stage_and_the_defaults_elsewhere():
     ledger = rows(("documents", "C", "0000", 3.0, 4.0, 1_000, 200, 10), ("documents", "C", "0001", 1.0, 2.0, 1_000, 200, 14),
-                  ("crawl_stats", "C", "all", 1.0, 1.0, 0, 10, 2))  # read nothing: no per-byte figure
+                  ("crawl_stats", "C", "all", 1.5, 1.0, 0, 10, 2))  # read no bytes: priced per unit
     rates = Rates.from_ledger(ledger)
     docs = rates.of("documents")
     assert (docs.cpu_s_per_byte, docs.wall_s_per_unit, docs.out_per_in, docs.requests_per_unit, docs.basis) == (
         4.0 / 2_000, 3.0, 0.2, 12.0, "ledger")
-    assert rates.of("crawl_stats") == DEFAULT_RATES["crawl_stats"] and rates.of("crawl_stats").basis == "default"
+    assert docs.cpu_s(1_000, 7) == 2.0 and docs.bytes_out(1_000, 7) == 200
+    stats = rates.of("crawl_stats")
+    assert stats.basis == "ledger" and stats.cpu_s(0, 3) == 4.5 and stats.bytes_out(0, 3) == 30
+    assert rates.of("tokenized") == DEFAULT_RATES["tokenized"] and rates.of("tokenized").basis == "default"
     assert Rates.from_ledger(empty_ledger()).of("filtered") == DEFAULT_RATES["filtered"]
 
 
@@ -95,9 +98,9 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
     path = demo.write_changed_settings(DEFAULT_SETTINGS, tmp_path)  # Gopher's min_doc_words 50 → 80
     monkeypatch.setenv("LLM_ASSETS_SETTINGS", str(path))
     settings = Settings.from_file(path)
-    # this test's crawl (others share the bucket); the release and the enrichment are not built here
+    # this test's crawl (others share the bucket); the release, the enrichment and the cost are not built here
     planned = [p for p in stale_partitions(instance, lake, settings)
-               if p.partition.split("|")[0] == crawl and p.asset not in ("release", "enriched")]
+               if p.partition.split("|")[0] == crawl and p.asset not in ("release", "enriched", "cost")]
     fc = forecast(lake, settings, planned)
     assert [s.asset for s in fc.stages] == list(dict.fromkeys(p.asset for p in planned))
     assert {s.asset for s in fc.stages} == {"filtered", "signatures", "crawl_stats", "duplicate_clusters",

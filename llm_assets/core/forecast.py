@@ -50,13 +50,22 @@ TAG_PREFIX = "llm_assets/forecast_"
 
 @dataclass(frozen=True)
 class Rate:
-    """A stage's cost per unit of work."""
+    """A stage's cost per unit of work: per input byte, or, for a stage whose units record no bytes read (they
+    count rows through Polars' scans: `crawl_stats`, `duplicate_clusters`' passes), per unit."""
 
     cpu_s_per_byte: float
     wall_s_per_unit: float
     out_per_in: float  # bytes written per byte read
     requests_per_unit: float
     basis: Basis = "default"
+    cpu_s_per_unit: float = 0.0  # used where no input bytes are known
+    out_per_unit: float = 0.0
+
+    def cpu_s(self, input_bytes: int, units: int) -> float:
+        return input_bytes * self.cpu_s_per_byte if input_bytes else units * self.cpu_s_per_unit
+
+    def bytes_out(self, input_bytes: int, units: int) -> int:
+        return round(input_bytes * self.out_per_in if input_bytes else units * self.out_per_unit)
 
 
 # Before any history. The CPU figures are per core, from BENCHMARKS.md's stage rows and
@@ -91,17 +100,22 @@ class Rates:
     @classmethod
     def from_ledger(cls, ledger: pl.DataFrame) -> Rates:
         """Per asset, over every ledger row: total CPU-s / total bytes in, wall-s / units, bytes out / bytes in,
-        requests / units. A stage whose rows read no bytes has no CPU-per-byte figure and keeps its default."""
+        requests / units; CPU-s and bytes out per unit too, for a stage whose units record no bytes read."""
         if ledger.is_empty():
             return cls()
         totals = ledger.group_by("asset").agg(
             units=pl.len(), cpu_s=pl.col("cpu_s").sum(), wall_s=pl.col("wall_s").sum(),
             bytes_in=pl.col("bytes_in").sum(), bytes_out=pl.col("bytes_out").sum(),
             requests=pl.col("requests").sum())
-        return cls({r["asset"]: Rate(cpu_s_per_byte=r["cpu_s"] / r["bytes_in"], wall_s_per_unit=r["wall_s"] / r["units"],
-                                     out_per_in=r["bytes_out"] / r["bytes_in"],
-                                     requests_per_unit=r["requests"] / r["units"], basis="ledger")
-                    for r in totals.iter_rows(named=True) if r["bytes_in"] > 0})
+        def rate(r: dict) -> Rate:
+            per_byte = r["bytes_in"] > 0
+            return Rate(cpu_s_per_byte=r["cpu_s"] / r["bytes_in"] if per_byte else 0.0,
+                        wall_s_per_unit=r["wall_s"] / r["units"],
+                        out_per_in=r["bytes_out"] / r["bytes_in"] if per_byte else 0.0,
+                        requests_per_unit=r["requests"] / r["units"], basis="ledger",
+                        cpu_s_per_unit=r["cpu_s"] / r["units"], out_per_unit=r["bytes_out"] / r["units"])
+
+        return cls({r["asset"]: rate(r) for r in totals.iter_rows(named=True)})
 
     def of(self, asset: str) -> Rate:
         return self.by_stage.get(asset) or DEFAULT_RATES.get(asset, DEFAULT_RATE)
@@ -295,7 +309,7 @@ class Estimator:
         built = self.manifest(asset, crawl, shard)
         if asset == "raw_files":  # one unit lists the files; it reads their sizes, not their bytes
             size = sum(f.size for f in files)
-            return Work(1, size, round(size * rate.out_per_in), round(size * rate.out_per_in), 1)
+            return Work(1, size, rate.bytes_out(size, 1), rate.bytes_out(size, 1), 1)
         if built is not None and _same_code(cause):
             listed = self.inventory(crawl, shard)
             run = [f for f in files if (f.key, f.etag) not in listed]
@@ -305,7 +319,7 @@ class Estimator:
             run, kept_out = files, 0
         units = sum(shares_of(f.key, f.size) if asset in SPLIT_STAGES else 1 for f in run)
         size = sum(f.size for f in run)
-        out = round(size * rate.out_per_in)
+        out = rate.bytes_out(size, units)
         total_units = sum(shares_of(f.key, f.size) if asset in SPLIT_STAGES else 1 for f in files)
         return Work(units, size, out, kept_out + out, total_units)
 
@@ -319,14 +333,14 @@ class Estimator:
         if built is None:
             size = sum(self.out_after(i, crawl, shard) for i in shard_inputs)
             units = sum(self.units_after(i, crawl, shard) for i in shard_inputs) or (1 if size else 0)
-            out = round(size * rate.out_per_in)
+            out = rate.bytes_out(size, units)
             return Work(units, size, out, out, units)
         before_out = sum(u.bytes_out for u in built.units)
         if cause.startswith(LANGUAGES):
             changed = set(cause.partition("(")[2].rstrip(")").replace(" ", "").split(","))
             run = [u for u in built.units if changed & set(languages_held(u.counts))]
             size = sum(u.bytes_in for u in run)
-            out = round(size * rate.out_per_in)
+            out = rate.bytes_out(size, len(run))
             return Work(len(run), size, out, before_out - sum(u.bytes_out for u in run) + out, len(built.units))
         if fed and not crawl_rebuilt and _same_code(cause):
             # Fed part by part: only the units of rewritten upstream parts run; the others are reused.
@@ -334,7 +348,7 @@ class Estimator:
             units = sum(w.units for w in fed)
             ratio = _ratio(sum(self.out_after(i, crawl, shard) for i in shard_inputs),
                            sum(self.out_before(i, crawl, shard) for i in shard_inputs))
-            out = round(size * rate.out_per_in)
+            out = rate.bytes_out(size, units)
             return Work(units, size, out, round(before_out * ratio) if ratio is not None else out,
                         sum(self.units_after(i, crawl, shard) for i in shard_inputs))
         # Every unit runs again, on inputs that may have grown or shrunk.
@@ -342,7 +356,7 @@ class Estimator:
                        sum(self.out_before(i, crawl, shard) for i in shard_inputs))
         size = round(sum(u.bytes_in for u in built.units) * (1.0 if ratio is None else ratio))
         units = max(1, round(len(built.units) * (1.0 if ratio is None else ratio))) if built.units else 0
-        out = round(size * rate.out_per_in)
+        out = rate.bytes_out(size, units)
         return Work(units, size, out, out, units)
 
     def crawl_stage(self, asset: str, crawl: str, rate: Rate) -> Work:
@@ -352,13 +366,13 @@ class Estimator:
         before = sum(self.out_before(i, crawl, s) for i in spec.inputs for s in shards)
         built = self.manifest(asset, crawl, CRAWL_SHARD)
         ratio = _ratio(after, before)
-        if built is not None and built.units and ratio is not None:
-            size = round(sum(u.bytes_in for u in built.units) * ratio)
+        if built is not None and built.units and (ratio is not None or not after):
+            size = round(sum(u.bytes_in for u in built.units) * (1.0 if ratio is None else ratio))
             units = len(built.units)
-        else:  # never built: its inputs' bytes, one unit per shard holding any
+        else:  # never built: its inputs' bytes, one unit per input part
             size = after
-            units = sum(1 for s in shards if any(self.out_after(i, crawl, s) for i in spec.inputs)) or 1
-        out = round(size * rate.out_per_in)
+            units = sum(self.units_after(i, crawl, s) for i in spec.inputs for s in shards) or 1
+        out = rate.bytes_out(size, units)
         return Work(units, size, out, out, units)
 
     def whole_stage(self, asset: str, rate: Rate) -> Work:
@@ -369,7 +383,7 @@ class Estimator:
             for folder in self.lake.folders(f"lake/{name}/"):
                 crawl = folder.removeprefix("crawl=")
                 size += sum(self.out_after(name, crawl, f"{i:04d}") for i in range(self.shards))
-        out = round(size * rate.out_per_in)
+        out = rate.bytes_out(size, 1)
         return Work(1, size, out, out, 1)
 
     def _level(self, asset: str) -> str:
@@ -427,7 +441,8 @@ def forecast(lake: Lake, settings, planned: Sequence[PlannedLike], extra_raw_byt
         rate = rates.of(asset)
         units, size, written = sum(w.units for w in works), sum(w.input_bytes for w in works), sum(
             w.bytes_out for w in works)
-        cpu_s, requests = size * rate.cpu_s_per_byte, round(units * rate.requests_per_unit)
+        cpu_s = sum(rate.cpu_s(w.input_bytes, w.units) for w in works)
+        requests = round(units * rate.requests_per_unit)
         wall_s = sum(math.ceil(w.units / slots) for w in works) * rate.wall_s_per_unit
         out.append(StageForecast(asset, len(works), units, size, cpu_s / 3600, wall_s / 3600, written, requests,
                                  cost_of(cpu_s, written, requests, cost), rate.basis))
