@@ -65,6 +65,9 @@ def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Setti
     notes = []
     forecast_text, forecast_json = _forecast(lake, new, planned)
     why_not = thresholds_only(current, new)
+    if why_not is None and (unscored := _unscored(lake, new, crawls)):
+        why_not = (f"{unscored} committed filtered partition{'s' * (unscored > 1)} hold no scores (built before they "
+                   "were stored): a sample is run instead")
     if why_not is None:
         from llm_assets.core.scores import read_scores, redecide
 
@@ -97,6 +100,13 @@ def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Setti
                                           encoder)
             report = core.sample_report(outcome, crawls, counts, chain, crawl_level, why_not, examples, notes)
     return _with_forecast(report, forecast_text, forecast_json)
+
+
+def _unscored(lake: Lake, settings: Settings, crawls: Sequence[str]) -> int:
+    """The committed `filtered` partitions of these crawls with a unit that stored no scores."""
+    return sum(1 for crawl in crawls for shard in settings.shard_keys()
+               if (m := read_manifest(lake, "filtered", crawl, shard)) is not None
+               and any(u.rows_in and "scores" not in u.side_parts for u in m.units))
 
 
 def _with_forecast(report: core.PreviewReport, text: str, data: dict | None) -> core.PreviewReport:
