@@ -10,6 +10,7 @@ as its op's output metadata.
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Literal
 
 import dagster as dg
 import polars as pl
@@ -60,9 +61,12 @@ def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Setti
     planned = planned_of(planning(lake, new, crawls, code_versions(new), SPECS))
     levels = {s.name: s.level for s in SPECS}
     counts = dict(Counter(p.asset for p in planned))
-    crawl_level = [a for a in counts if levels[a] == "crawl"]
+    # what reads every shard of a crawl (or every crawl) is not sampled: its forecast is the preview
+    crawl_level = [a for a in counts if levels[a] != "shard"]
     chain = [b.name for b in new.filtered.blocks()]
     notes = []
+    if later := [a for a in counts if levels[a] == "shard" and a not in SAMPLED]:
+        notes.append(f"not run on the sample, forecast only: {', '.join(later)}")
     forecast_text, forecast_json = _forecast(lake, new, planned)
     why_not = thresholds_only(current, new)
     if why_not is None and (unscored := _unscored(lake, new, crawls)):
@@ -83,8 +87,11 @@ def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Setti
                                          examples, notes)
     else:
         stale = {(p.asset, *p.partition.split("|")) for p in planned if p.asset in SAMPLED}
-        root = next((s for s in SAMPLED if any(a == s for a, *_ in stale)), None)
-        if root is None:
+        # each partition's sample starts at its first stale stage: its raw files, or its committed documents parts
+        extract = sorted((c, s) for a, c, s in stale if a == "documents")
+        inputs = _inputs(lake, "documents", extract) + _inputs(lake, "filtered", sorted(
+            (c, s) for a, c, s in stale if a == "filtered" and (c, s) not in set(extract)))
+        if not inputs:
             report = core.PreviewReport("nothing", tuple(crawls), tuple(counts.items()), not_thresholds=why_not,
                                         crawl_level=tuple(crawl_level), notes=(
                                             *notes, f"a sample runs {' and '.join(SAMPLED)}: neither is stale"))
@@ -94,10 +101,8 @@ def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Setti
 
                 runner = runner_for(new.runner)
             encoder = _encoder(lake, new, notes)
-            inputs = _inputs(lake, root, sorted((c, s) for a, c, s in stale if a == root))
             with core.scratch(lake) as prefix:
-                outcome = core.run_sample(lake, inputs, root, fraction, _stages(lake, store, new), runner, prefix,
-                                          encoder)
+                outcome = core.run_sample(lake, inputs, fraction, _stages(lake, store, new), runner, prefix, encoder)
             report = core.sample_report(outcome, crawls, counts, chain, crawl_level, why_not, examples, notes)
     return _with_forecast(report, forecast_text, forecast_json)
 
@@ -137,20 +142,21 @@ def _encoder(lake: Lake, new: Settings, notes: list[str]) -> core.Encoder | None
         return None
 
 
-def _inputs(lake: Lake, root: str, partitions: Sequence[tuple[str, str]]) -> list[core.Input]:
-    """The stale root stage's inputs in these partitions, as its asset reads them: the committed raw inventory's
-    files for `documents`, the committed documents parts for `filtered`."""
+def _inputs(lake: Lake, stage: Literal["documents", "filtered"], partitions: Sequence[tuple[str, str]]
+            ) -> list[core.Input]:
+    """A stage's inputs in these partitions, as its asset reads them: the committed raw inventory's files for
+    `documents`, the committed documents parts for `filtered`."""
     out = []
     for crawl, shard in partitions:
-        if root == "documents":
+        if stage == "documents":
             raw = read_manifest(lake, "raw_files", crawl, shard)
             if raw is None or not raw.parts:
                 continue
             for key, size, etag in lake.scan(raw.parts).select("key", "size", "etag").collect().iter_rows():
-                out.append(core.Input(crawl, shard, key, size, etag))
+                out.append(core.Input(stage, crawl, shard, key, size, etag))
         else:
             docs = read_manifest(lake, "documents", crawl, shard)
-            out += [core.Input(crawl, shard, u.part, u.bytes_out) for u in (docs.units if docs else ()) if u.part]
+            out += [core.Input(stage, crawl, shard, u.part, u.bytes_out) for u in (docs.units if docs else ()) if u.part]
     return out
 
 

@@ -343,9 +343,10 @@ def _conform(frame: pl.DataFrame) -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class Input:
-    """One input of the stale root stage: a raw file (`documents` is stale) or a committed documents part (only
-    `filtered` is), with its size and, for a raw file, its ETag."""
+    """One input of the first stale stage of its partition: a raw file (`documents` is stale) or a committed
+    documents part (only `filtered` is), with its size and, for a raw file, its ETag."""
 
+    stage: Literal["documents", "filtered"]
     crawl: str
     shard: str
     key: str
@@ -373,8 +374,8 @@ class SampleOutcome:
     info: SampleInfo
 
 
-def run_sample(lake: Lake, inputs: Sequence[Input], root: Literal["documents", "filtered"], fraction: float,
-               stages: SampleStages, runner: Runner, prefix: str, encoder: Encoder | None = None) -> SampleOutcome:
+def run_sample(lake: Lake, inputs: Sequence[Input], fraction: float, stages: SampleStages, runner: Runner, prefix: str,
+               encoder: Encoder | None = None) -> SampleOutcome:
     """Run the sampled inputs of each crawl (at least one each) through the stale stages into `prefix`, chained (the
     scratch documents parts feed the scratch filter units), and read the committed outcome of the same inputs."""
     by_key = {(i.crawl, i.key): i for i in inputs}
@@ -383,7 +384,7 @@ def run_sample(lake: Lake, inputs: Sequence[Input], root: Literal["documents", "
     before, after, docs_before, docs_after = [], [], 0, 0
     for item in chosen:
         committed = read_manifest(lake, "filtered", item.crawl, item.shard)
-        if root == "documents":
+        if item.stage == "documents":
             units = stages.documents(item, prefix)
             ran = run_units(stages.extract_fn, units, runner)
             built = read_manifest(lake, "documents", item.crawl, item.shard)
@@ -404,7 +405,8 @@ def run_sample(lake: Lake, inputs: Sequence[Input], root: Literal["documents", "
                                   encoder))
     info = SampleInfo(tuple(i.key for i in chosen), len(inputs), sum(i.size for i in chosen),
                       sum(i.size for i in inputs))
-    documents = (KeptRow("documents", ALL, docs_before, docs_after),) if root == "documents" else ()
+    documents = ((KeptRow("documents", ALL, docs_before, docs_after),) if any(i.stage == "documents" for i in chosen)
+                 else ())
     return SampleOutcome(pl.concat(before) if before else _conform(pl.DataFrame()),
                          pl.concat(after) if after else _conform(pl.DataFrame()), documents, info)
 
