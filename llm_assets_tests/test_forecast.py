@@ -23,16 +23,19 @@ def rows(*specs: tuple) -> pl.DataFrame:
     return pl.DataFrame([r.__dict__ for r in out]).select(LEDGER_COLUMNS)
 
 
-def test_rates_are_the_ledger_totals_per_stage_and_the_defaults_elsewhere():
-    ledger = rows(("documents", "C", "0000", 3.0, 4.0, 1_000, 200, 10), ("documents", "C", "0001", 1.0, 2.0, 1_000, 200, 14),
-                  ("crawl_stats", "C", "all", 1.5, 1.0, 0, 10, 2))  # read no bytes: priced per unit
+def test_rates_are_a_line_through_the_ledger_rows_per_stage_and_the_defaults_elsewhere():
+    ledger = rows(("documents", "C", "0000", 3.0, 4.0, 1_000, 200, 10), ("documents", "C", "0001", 7.0, 4.0, 3_000, 600, 14),
+                  ("crawl_stats", "C", "all", 1.5, 1.0, 0, 10, 2),  # read no bytes: priced per unit
+                  ("signatures", "C", "0000", 2.0, 1.0, 1_000, 10, 2), ("signatures", "C", "0001", 1.0, 1.0, 3_000, 10, 2))
     rates = Rates.from_ledger(ledger)
-    docs = rates.of("documents")
-    assert (docs.cpu_s_per_byte, docs.wall_s_per_unit, docs.out_per_in, docs.requests_per_unit, docs.basis) == (
-        4.0 / 2_000, 3.0, 0.2, 12.0, "ledger")
-    assert docs.cpu_s(1_000, 7) == 2.0 and docs.bytes_out(1_000, 7) == 200
+    docs = rates.of("documents")  # CPU 1 s a unit + 2 ms a KB; wall 4 s a unit; 0.2 bytes out a byte in
+    assert (docs.cpu_s_per_byte, docs.cpu_s_per_unit, docs.wall_s_per_unit, docs.out_per_in, docs.requests_per_unit,
+            docs.basis) == (pytest.approx(0.002), pytest.approx(1.0), 4.0, pytest.approx(0.2), 12.0, "ledger")
+    assert docs.cpu_s(2_000, 1) == pytest.approx(5.0) and docs.wall_s(2_000, 2) == 8.0 and docs.bytes_out(2_000, 1) == 400
     stats = rates.of("crawl_stats")
     assert stats.basis == "ledger" and stats.cpu_s(0, 3) == 4.5 and stats.bytes_out(0, 3) == 30
+    # more bytes for less CPU: no negative price per byte, the mean per unit
+    assert rates.of("signatures").cpu_s_per_byte == 0 and rates.of("signatures").cpu_s(10**6, 2) == 3.0
     assert rates.of("tokenized") == DEFAULT_RATES["tokenized"] and rates.of("tokenized").basis == "default"
     assert Rates.from_ledger(empty_ledger()).of("filtered") == DEFAULT_RATES["filtered"]
 
@@ -84,8 +87,10 @@ def test_the_comparison_with_what_ran_and_its_rendering():
     assert row.key == "forecast:change" and row.met == "yes" and row.current.startswith("worst documents +25 %")
 
 
-def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance, crawl, tmp_path, monkeypatch,
-                                                                capsys):  # noqa: F811
+def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance, crawl, object_store, tmp_path,
+                                                                monkeypatch, capsys):  # noqa: F811
+    import dagster as dg
+
     from llm_assets import cli, demo
     from llm_assets.core.forecast import forecast
     from llm_assets.core.partition import read_manifest
@@ -114,7 +119,12 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
     assert by["filtered"].partitions == len(rebuilt) and fc.total.cpu_hours == pytest.approx(
         sum(s.cpu_hours for s in fc.stages))
 
-    backfill_id = launch_stale_backfill(instance, planned, build_defs(settings).resolve_asset_graph(), forecast=fc)
+    # the stale sensor's run request carries the forecast of its (whole-bucket) plan; then a launched backfill ours
+    defs = build_defs(settings)
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
+        (request,) = defs.resolve_sensor_def("stale_sensor")(ctx).run_requests
+    assert float(request.tags[f"{TAG_PREFIX}cpu_hours"]) > 0 and set(fc.to_tags()) <= set(request.tags)
+    backfill_id = launch_stale_backfill(instance, planned, defs.resolve_asset_graph(), forecast=fc)
     assert instance.get_backfill(backfill_id).tags.items() >= fc.to_tags().items()
 
     assert cli.main(["stale", "--forecast", "--json"]) == 0

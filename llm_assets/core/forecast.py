@@ -1,7 +1,8 @@
 """What a rebuild will cost before it runs: the stale plan's partitions, priced at the rates the ledger measured.
 
-Each stage's rates come from its ledger rows (`Rates.from_ledger`): CPU-seconds per input byte, wall-seconds per
-unit, output bytes per input byte and S3 requests per unit; a stage with no history yet takes `DEFAULT_RATES`.
+Each stage's rates come from its ledger rows (`Rates.from_ledger`): CPU-seconds, wall-seconds and output bytes as a
+line against input bytes (per byte and per unit), S3 requests per unit; a stage with no history yet takes
+`DEFAULT_RATES`.
 A planned partition's input bytes are, in order of preference:
 
 - the raw files' sizes, for the stages that read raw files (`raw_files`, `documents`, `image_text_pairs`): listed
@@ -12,11 +13,12 @@ A planned partition's input bytes are, in order of preference:
 
 Only the units that will run are counted where the planner knows which: the raw readers redo only new or changed
 files (a unit's id hashes the file's key and ETag), `filtered` redoes only the units that held a language whose
-thresholds changed, and a shard stage fed part by part (`signatures`, `tokenized`, ...) redoes only the units of the
-upstream parts that are rewritten. Where it does not know, the whole partition is counted: a crawl-level input
-rebuilt (`deduplicated` after `duplicate_clusters`) is assumed to change every unit, which over-counts when few
-removals change. Crawl-level stages scale their last build's bytes in by their inputs' total bytes (their units read
-the shards in several passes), or take that total when never built.
+thresholds changed, or, after a takedown, whose part holds a requested document, and a shard stage fed part by part
+(`signatures`, `deduplicated`, `tokenized`, ...) redoes only the units of the upstream parts that are rewritten.
+Where it does not know: `deduplicated` is assumed to keep the units of unchanged parts when its crawl's clusters are
+rebuilt for new inputs (their removals may change too: an under-count), and to redo every unit when the clusters'
+own code changed. Crawl-level stages scale their last build's ledger rows (every pass, which the manifest does not
+list) by their inputs' total bytes, or take that total and one unit per input part when never built.
 
 Wall time assumes a stage's units spread evenly over the runner's slots (pool workers or the cluster's threads) and
 nothing else shares them; a run's start-up and the run queue's limits are not in it.
@@ -24,7 +26,6 @@ nothing else shares them; a run's start-up and the run queue's limits are not in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -50,22 +51,42 @@ TAG_PREFIX = "llm_assets/forecast_"
 
 @dataclass(frozen=True)
 class Rate:
-    """A stage's cost per unit of work: per input byte, or, for a stage whose units record no bytes read (they
-    count rows through Polars' scans: `crawl_stats`, `duplicate_clusters`' passes), per unit."""
+    """A stage's costs as a line over its units: a part per input byte and a part per unit (start-up, models
+    loaded, manifests and parts opened: what dominates small units, and all there is for a stage whose units record
+    no bytes read, such as `crawl_stats` counting rows through Polars' scans)."""
 
     cpu_s_per_byte: float
     wall_s_per_unit: float
     out_per_in: float  # bytes written per byte read
     requests_per_unit: float
     basis: Basis = "default"
-    cpu_s_per_unit: float = 0.0  # used where no input bytes are known
+    cpu_s_per_unit: float = 0.0
     out_per_unit: float = 0.0
+    wall_s_per_byte: float = 0.0
 
     def cpu_s(self, input_bytes: int, units: int) -> float:
-        return input_bytes * self.cpu_s_per_byte if input_bytes else units * self.cpu_s_per_unit
+        return input_bytes * self.cpu_s_per_byte + units * self.cpu_s_per_unit
+
+    def wall_s(self, input_bytes: int, units: int) -> float:
+        """Of the units together, one after the other."""
+        return input_bytes * self.wall_s_per_byte + units * self.wall_s_per_unit
 
     def bytes_out(self, input_bytes: int, units: int) -> int:
-        return round(input_bytes * self.out_per_in if input_bytes else units * self.out_per_unit)
+        return round(input_bytes * self.out_per_in + units * self.out_per_unit)
+
+
+def line(x: pl.Series, y: pl.Series) -> tuple[float, float]:
+    """(per x, per row) of the least-squares line through the rows, neither negative: y = a·x + b."""
+    n, sx, sy = len(x), float(x.sum()), float(y.sum())
+    mx, my = sx / n, sy / n
+    var = float(((x - mx) ** 2).sum())
+    a = float(((x - mx) * (y - my)).sum()) / var if var > 0 else (sy / sx if sx > 0 else 0.0)
+    b = my - a * mx if var > 0 else (0.0 if sx > 0 else my)
+    if a < 0:
+        return 0.0, my
+    if b < 0:
+        return (sy / sx if sx > 0 else 0.0), 0.0
+    return a, b
 
 
 # Before any history. The CPU figures are per core, from BENCHMARKS.md's stage rows and
@@ -99,23 +120,17 @@ class Rates:
 
     @classmethod
     def from_ledger(cls, ledger: pl.DataFrame) -> Rates:
-        """Per asset, over every ledger row: total CPU-s / total bytes in, wall-s / units, bytes out / bytes in,
-        requests / units; CPU-s and bytes out per unit too, for a stage whose units record no bytes read."""
-        if ledger.is_empty():
-            return cls()
-        totals = ledger.group_by("asset").agg(
-            units=pl.len(), cpu_s=pl.col("cpu_s").sum(), wall_s=pl.col("wall_s").sum(),
-            bytes_in=pl.col("bytes_in").sum(), bytes_out=pl.col("bytes_out").sum(),
-            requests=pl.col("requests").sum())
-        def rate(r: dict) -> Rate:
-            per_byte = r["bytes_in"] > 0
-            return Rate(cpu_s_per_byte=r["cpu_s"] / r["bytes_in"] if per_byte else 0.0,
-                        wall_s_per_unit=r["wall_s"] / r["units"],
-                        out_per_in=r["bytes_out"] / r["bytes_in"] if per_byte else 0.0,
-                        requests_per_unit=r["requests"] / r["units"], basis="ledger",
-                        cpu_s_per_unit=r["cpu_s"] / r["units"], out_per_unit=r["bytes_out"] / r["units"])
+        """Per asset, a line through its ledger rows (one per unit that ran): CPU-s, wall-s and bytes out against
+        bytes in (per byte and per unit), and requests per unit."""
+        def rate(rows: pl.DataFrame) -> Rate:
+            x = rows["bytes_in"].cast(pl.Float64)
+            (cpu_b, cpu_u), (wall_b, wall_u), (out_b, out_u) = (
+                line(x, rows[c].cast(pl.Float64)) for c in ("cpu_s", "wall_s", "bytes_out"))
+            return Rate(cpu_s_per_byte=cpu_b, wall_s_per_unit=wall_u, out_per_in=out_b,
+                        requests_per_unit=float(rows["requests"].sum()) / rows.height, basis="ledger",
+                        cpu_s_per_unit=cpu_u, out_per_unit=out_u, wall_s_per_byte=wall_b)
 
-        return cls({r["asset"]: rate(r) for r in totals.iter_rows(named=True)})
+        return cls({str(asset): rate(rows) for (asset,), rows in ledger.group_by("asset")})
 
     def of(self, asset: str) -> Rate:
         return self.by_stage.get(asset) or DEFAULT_RATES.get(asset, DEFAULT_RATE)
@@ -237,10 +252,12 @@ class Estimator:
     """One forecast pass over the lake: manifests and raw listings read once."""
 
     def __init__(self, lake: Lake, shards: int, rates: Rates, stages: Mapping[str, StageLike],
-                 extra_raw_bytes: Mapping[str, int] | None):
-        self.lake, self.shards, self.rates, self.stages = lake, shards, rates, stages
+                 extra_raw_bytes: Mapping[str, int] | None, ledger: pl.DataFrame):
+        self.lake, self.shards, self.rates, self.stages, self.ledger = lake, shards, rates, stages, ledger
         self.extra = dict(extra_raw_bytes or {})
         self.work: dict[tuple[str, str, str], Work] = {}
+        self.causes: dict[tuple[str, str, str], str] = {}
+        self._takedowns: list | None = None
         self._manifests: dict[tuple[str, str, str], Manifest | None] = {}
         self._raw: dict[str, dict[str, list[RawFile]]] = {}
 
@@ -290,7 +307,21 @@ class Estimator:
 
     # -- the rules ------------------------------------------------------------------------------------------------
 
+    def last_commit(self, asset: str, crawl: str, shard: str) -> pl.DataFrame:
+        """The ledger rows of the partition's latest commit: the units that ran then."""
+        rows = self.ledger.filter((pl.col("asset") == asset) & (pl.col("crawl") == crawl) & (pl.col("shard") == shard))
+        return rows.filter(pl.col("committed_at") == rows["committed_at"].max()) if rows.height else rows
+
+    def with_takedowns(self, units: Sequence) -> list:
+        """The units whose part holds a document some takedown request names (through the parts' id indexes)."""
+        from llm_assets.core.takedowns import load_takedowns, requests_in
+
+        if self._takedowns is None:
+            self._takedowns = load_takedowns(self.lake)
+        return [u for u in units if requests_in(self.lake, u.source, self._takedowns)]
+
     def estimate(self, asset: str, crawl: str, shard: str, cause: str) -> Work:
+        self.causes[(asset, crawl, shard)] = cause
         rate = self.rates.of(asset)
         level = self.stages[asset].level if asset in self.stages else "shard"
         if asset in RAW_STAGES:
@@ -328,7 +359,10 @@ class Estimator:
         shard_inputs = [i for i in spec.inputs if self._level(i) == "shard"]
         crawl_inputs = [i for i in spec.inputs if self._level(i) == "crawl"]
         built = self.manifest(asset, crawl, shard)
-        crawl_rebuilt = any((i, crawl, CRAWL_SHARD) in self.work for i in crawl_inputs)
+        # A crawl-level input rebuilt for its own code changes every unit; rebuilt for new inputs, the units of the
+        # parts that did not change are assumed to keep what they read from it (deduplicated: their removals).
+        crawl_changed = any(not _same_code(self.causes.get((i, crawl, CRAWL_SHARD), UPSTREAM)) for i in crawl_inputs
+                            if (i, crawl, CRAWL_SHARD) in self.work)
         fed = [self.work[(i, crawl, shard)] for i in shard_inputs if (i, crawl, shard) in self.work]
         if built is None:
             size = sum(self.out_after(i, crawl, shard) for i in shard_inputs)
@@ -342,7 +376,12 @@ class Estimator:
             size = sum(u.bytes_in for u in run)
             out = rate.bytes_out(size, len(run))
             return Work(len(run), size, out, before_out - sum(u.bytes_out for u in run) + out, len(built.units))
-        if fed and not crawl_rebuilt and _same_code(cause):
+        if cause == TAKEDOWNS and asset == "filtered":  # only the parts that hold a requested document
+            run = self.with_takedowns(built.units)
+            size = sum(u.bytes_in for u in run)
+            out = rate.bytes_out(size, len(run))
+            return Work(len(run), size, out, before_out - sum(u.bytes_out for u in run) + out, len(built.units))
+        if not crawl_changed and _same_code(cause) and (fed or cause.endswith(" is rebuilt)")):
             # Fed part by part: only the units of rewritten upstream parts run; the others are reused.
             size = sum(w.bytes_out for w in fed)
             units = sum(w.units for w in fed)
@@ -366,9 +405,11 @@ class Estimator:
         before = sum(self.out_before(i, crawl, s) for i in spec.inputs for s in shards)
         built = self.manifest(asset, crawl, CRAWL_SHARD)
         ratio = _ratio(after, before)
-        if built is not None and built.units and (ratio is not None or not after):
-            size = round(sum(u.bytes_in for u in built.units) * (1.0 if ratio is None else ratio))
-            units = len(built.units)
+        last = self.last_commit(asset, crawl, CRAWL_SHARD)
+        if built is not None and last.height and (ratio is not None or not after):
+            # its last build's units (its passes: the ledger has them all, the manifest only what it keeps)
+            size = round(int(last["bytes_in"].sum()) * (1.0 if ratio is None else ratio))
+            units = last.height
         else:  # never built: its inputs' bytes, one unit per input part
             size = after
             units = sum(self.units_after(i, crawl, s) for i in spec.inputs for s in shards) or 1
@@ -394,6 +435,8 @@ class Estimator:
 # after which no unit of the previous build is reused.
 LANGUAGES = "language thresholds changed"
 RAW = "new or changed raw data"
+UPSTREAM = "upstream data changed"
+TAKEDOWNS = f"{UPSTREAM} (takedowns)"
 _OTHER_CODE = ("code or config changed", "failed", "missing")
 
 
@@ -426,11 +469,11 @@ def forecast(lake: Lake, settings, planned: Sequence[PlannedLike], extra_raw_byt
 
         stages = SPECS
     if ledger is None:
-        ledger = read_ledger(lake, assets={p.asset for p in planned})
+        ledger = read_ledger(lake, assets={p.asset for p in planned} | (set(RAW_STAGES) if extra_raw_bytes else set()))
     rates = Rates.from_ledger(ledger)
     if slots is None or runner is None:
         slots, runner = default_slots(settings.runner)
-    est = Estimator(lake, settings.shards, rates, {s.name: s for s in stages}, extra_raw_bytes)
+    est = Estimator(lake, settings.shards, rates, {s.name: s for s in stages}, extra_raw_bytes, ledger)
     per_stage: dict[str, list[Work]] = {}
     for asset, partition, cause in with_raw_drops(planned, extra_raw_bytes or {}, settings.shards, stages):
         crawl, shard = split_partition(partition)
@@ -443,7 +486,7 @@ def forecast(lake: Lake, settings, planned: Sequence[PlannedLike], extra_raw_byt
             w.bytes_out for w in works)
         cpu_s = sum(rate.cpu_s(w.input_bytes, w.units) for w in works)
         requests = round(units * rate.requests_per_unit)
-        wall_s = sum(math.ceil(w.units / slots) for w in works) * rate.wall_s_per_unit
+        wall_s = sum(rate.wall_s(w.input_bytes, w.units) / min(slots, w.units) for w in works if w.units)
         out.append(StageForecast(asset, len(works), units, size, cpu_s / 3600, wall_s / 3600, written, requests,
                                  cost_of(cpu_s, written, requests, cost), rate.basis))
     return Forecast(out, runner, slots, cost.currency, cost.priced)
