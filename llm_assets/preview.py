@@ -240,10 +240,25 @@ def preview_settings(context: dg.OpExecutionContext, config: PreviewConfig, stor
     return dg.Output(None, metadata={**report_metadata(report), "report_json": dg.MetadataValue.json(report.to_json())})
 
 
-@dg.job(description="Preview a change of settings before running it: paste the new settings file's YAML "
-                    "(`settings_yaml`); a change of filter thresholds only is re-decided over every document's stored "
-                    "scores, any other runs the stale stages on a sample (`sample`, default 1%) into a scratch prefix "
-                    "that is removed after. The report (documents and tokens kept per language, drop rates per block "
-                    "before and after, examples, the forecast) is the metadata of the op's output.")
-def preview_job():
-    preview_settings()
+def settings_yaml(settings: Settings) -> str:
+    """Settings as the YAML text `settings_yaml` takes: every field, defaults included."""
+    return yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def build_preview_job(settings: Settings | None = None) -> dg.JobDefinition:
+    """The preview job. Given the deployment's settings, its Launchpad opens with them as `settings_yaml`, to edit."""
+
+    def preview_job():
+        preview_settings()
+
+    defaults = {"ops": {"preview_settings": {"config": {"settings_yaml": settings_yaml(settings)}}}} if settings else None
+    # the executor the definitions give every job, named here: the defaults are resolved against it
+    return dg.job(name="preview_job", config=defaults, executor_def=dg.in_process_executor, description=(
+        "Preview a change of settings before running it: edit the settings in `settings_yaml` (the whole file as "
+        "text); a change of filter thresholds only is re-decided over every document's stored scores, any other runs "
+        "the stale stages on a sample (`sample`, default 1%) into a scratch prefix that is removed after. The report "
+        "(documents and tokens kept per language, drop rates per block before and after, examples, the forecast) is "
+        "the metadata of the op's output."))(preview_job)
+
+
+preview_job = build_preview_job()

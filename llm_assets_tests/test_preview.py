@@ -19,7 +19,7 @@ from llm_assets.core.partition import read_manifest, vacuum_scratch
 from llm_assets.core.preview import parse_sample, scratch, take_sample
 from llm_assets.core.units import InProcessRunner
 from llm_assets.partitions import crawl_shard_key
-from llm_assets.preview import preview_change, preview_job
+from llm_assets.preview import build_preview_job, preview_change, settings_yaml
 from llm_assets.settings import DEFAULT_SETTINGS, Settings, load_settings
 from llm_assets_tests.conftest import built, object_store_on, png_size, point_at, shared
 from llm_assets_tests.test_dedup import name_in_shard
@@ -129,6 +129,9 @@ def test_a_sample_preview_is_what_the_rebuild_then_does_on_its_sample(deployment
 def test_the_preview_job_shows_its_report_as_its_run_metadata(deployment):
     store, _, instance, _, crawl = deployment
     _, text = changed(blocks={"c4_quality": {"enabled": False}})  # a block off: its line cleanup no longer runs
+    # the Launchpad opens with the deployment's settings as the text to edit
+    assert Settings.model_validate(yaml.safe_load(settings_yaml(load_settings()))) == load_settings()
+    preview_job = build_preview_job(load_settings())
     result = preview_job.execute_in_process(
         run_config={"ops": {"preview_settings": {"config": {"settings_yaml": text, "sample": "50%", "crawl": crawl}}}},
         resources={"store": store}, instance=instance)
