@@ -377,38 +377,47 @@ class SampleOutcome:
 def run_sample(lake: Lake, inputs: Sequence[Input], fraction: float, stages: SampleStages, runner: Runner, prefix: str,
                encoder: Encoder | None = None) -> SampleOutcome:
     """Run the sampled inputs of each crawl (at least one each) through the stale stages into `prefix`, chained (the
-    scratch documents parts feed the scratch filter units), and read the committed outcome of the same inputs."""
+    scratch documents parts feed the scratch filter units), and read the committed outcome of the same inputs. Each
+    stage's units of the whole sample go to the runner at once, as a partition's do."""
     by_key = {(i.crawl, i.key): i for i in inputs}
     chosen = [by_key[(crawl, key)] for crawl in sorted({i.crawl for i in inputs})
               for key in take_sample([i.key for i in inputs if i.crawl == crawl], fraction)]
+    extracted = _run_each(stages.extract_fn, [stages.documents(i, prefix) if i.stage == "documents" else []
+                                              for i in chosen], runner)
+    parts = [[u.part for u in ran if u.part] if i.stage == "documents" else [i.key] for i, ran in zip(chosen, extracted)]
+    filtered = _run_each(stages.filter_fn, [stages.filtered(i.crawl, i.shard, p, prefix) for i, p in zip(chosen, parts)],
+                         runner)
     before, after, docs_before, docs_after = [], [], 0, 0
-    for item in chosen:
-        committed = read_manifest(lake, "filtered", item.crawl, item.shard)
+    for item, ran, results in zip(chosen, extracted, filtered):
+        old_parts = {item.key}
         if item.stage == "documents":
-            units = stages.documents(item, prefix)
-            ran = run_units(stages.extract_fn, units, runner)
             built = read_manifest(lake, "documents", item.crawl, item.shard)
             old = [u for u in (built.units if built else ()) if u.source == item.key]
             docs_before += sum(u.rows_out for u in old)
             docs_after += sum(u.rows_out for u in ran)
-            old_parts, new_parts = {u.part for u in old if u.part}, [u.part for u in ran if u.part]
-        else:
-            old_parts, new_parts = {item.key}, [item.key]
-        filtered_units = stages.filtered(item.crawl, item.shard, new_parts, prefix)
-        results = run_units(stages.filter_fn, filtered_units, runner)
+            old_parts = {u.part for u in old if u.part}
+        committed = read_manifest(lake, "filtered", item.crawl, item.shard)
         was = [u for u in (committed.units if committed else ()) if u.source in old_parts]
-        before.append(decisions_of(lake, item.key, [u.part for u in was if u.part and u.rows_out],
-                                   [u.rejected_part for u in was if u.rejected_part and u.rows_out < u.rows_in],
-                                   encoder))
-        after.append(decisions_of(lake, item.key, [u.part for u in results if u.part and u.rows_out],
-                                  [u.rejected_part for u in results if u.rejected_part and u.rows_out < u.rows_in],
-                                  encoder))
+        before.append(_decisions(lake, item.key, was, encoder))
+        after.append(_decisions(lake, item.key, results, encoder))
     info = SampleInfo(tuple(i.key for i in chosen), len(inputs), sum(i.size for i in chosen),
                       sum(i.size for i in inputs))
     documents = ((KeptRow("documents", ALL, docs_before, docs_after),) if any(i.stage == "documents" for i in chosen)
                  else ())
     return SampleOutcome(pl.concat(before) if before else _conform(pl.DataFrame()),
                          pl.concat(after) if after else _conform(pl.DataFrame()), documents, info)
+
+
+def _run_each(fn: Callable[[Any], UnitResult], groups: Sequence[Sequence[WorkUnit]], runner: Runner
+              ) -> list[list[UnitResult]]:
+    """Every group's units in one run (a pool's workers share them all), the results given back per group."""
+    results = iter(run_units(fn, [u for group in groups for u in group], runner))
+    return [[next(results) for _ in group] for group in groups]
+
+
+def _decisions(lake: Lake, source: str, units: Sequence[UnitResult], encoder: Encoder | None) -> pl.DataFrame:
+    return decisions_of(lake, source, [u.part for u in units if u.part and u.rows_out],
+                        [u.rejected_part for u in units if u.rejected_part and u.rows_out < u.rows_in], encoder)
 
 
 def sample_report(outcome: SampleOutcome, crawls: Sequence[str], planned: Mapping[str, int], chain: Sequence[str],
