@@ -72,12 +72,12 @@ def test_a_planted_bad_shard_is_held_back_until_the_bounds_admit_it(crawl, objec
     result = lake_job(defs, crawl, BAD, instance)
     gate = gate_of(result)
     assert not result.success and not gate.passed
-    assert gate.metadata["judged"].value and "fail rate: gopher_quality" in gate.metadata["held_back"].value
+    assert gate.metadata["judged"].value and "fail rate: gopher_repetition" in gate.metadata["held_back"].value
     built = {e.materialization.asset_key.path[-1] for e in result.get_asset_materialization_events()}
     assert "filtered" in built and "signatures" not in built  # the blocking check stopped the run there
 
     held = read_manifest(lake, "filtered", crawl, BAD)
-    assert held is not None and held.rows_in == ROWS and "gopher_quality" in held.held_back
+    assert held is not None and held.rows_in == ROWS and "gopher_repetition" in held.held_back
     with pytest.raises(HeldBack, match=f"filtered crawl={crawl} shard={BAD} is held back"):
         LakeInput.load(lake, "filtered", [(crawl, BAD)])
     assert [m.shard for m in LakeInput.load(lake, "filtered", [(crawl, s) for s in (*GOOD, BAD)],

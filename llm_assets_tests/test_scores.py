@@ -14,7 +14,8 @@ from llm_assets.core.units import UnitResult, unit_id
 from llm_assets_tests.conftest import shared
 from llm_assets_tests.test_stage_units import CC_2020, extract_unit, upload
 
-SOURCES = (CC_2020, "dolma__sample-0001.warc.gz", "pywb__iana.warc.gz")  # en, ru, zh, de, fr, nl …: 80 documents
+# en, ru, zh, de, fr, nl …, and an Aragonese page (a language the default chain does not keep): 81 documents
+SOURCES = (CC_2020, "dolma__sample-0001.warc.gz", "pywb__iana.warc.gz", "whirlwind__CC-MAIN-2024-22.warc.gz")
 # thresholds only: Gopher's minimum words for every language, FineWeb's punctuation share for English, and
 # the language score German needs
 CHANGED = FilteredSettings.default_with(gopher_quality={"min_doc_words": 25}).model_copy(
@@ -56,7 +57,7 @@ def test_stored_scores_decide_exactly_what_the_chain_decided(units, lake):
         assert r.side_parts == {"scores": scores_key(r.part)}
         scores = lake.scan([r.side_parts["scores"]]).collect()
         assert scores.height == r.rows_in and scores["doc_id"].n_unique() == r.rows_in
-        assert {"gopher_quality.n_words", "fineweb_quality.punct", "language_score"} <= set(scores.columns)
+        assert {"normalize.bytes", "language_score"} <= set(scores.columns)
         chain = decisions(lake, r)
         assert scores.select("doc_id", "filter", "reason").sort("doc_id").equals(chain)
         again = redecide(scores, FilteredSettings())
@@ -66,7 +67,7 @@ def test_stored_scores_decide_exactly_what_the_chain_decided(units, lake):
         worded = again.join(detail, on="doc_id").filter(pl.col("detail").str.contains('"threshold"'))
         assert worded.height and worded.select(
             pl.col("threshold") == pl.col("detail").str.json_path_match("$.threshold")).to_series().all()
-        assert sum(r.counts.get(f"fails:{b}", 0) for b in ("gopher_quality", "fineweb_quality")) > 0
+    assert sum(r.counts.get(f"fails:{b}", 0) for _, r in units for b in ("gopher_quality", "fineweb_quality")) > 0
 
 
 def test_changed_thresholds_decided_from_the_scores_are_what_a_rebuild_decides(units, lake, store_config):
@@ -107,3 +108,14 @@ def test_what_scores_cannot_decide_again_is_named():
         gopher_repetition={"dup_n_grams": ((5, 0.1),) + FilteredSettings().block("gopher_repetition").dup_n_grams[1:]}))
     assert "blocks" in threshold_only(s, FilteredSettings.default_with(profanity={"enabled": True}))
     assert threshold_only(s, s.model_copy(update={"overrides": {"fr": {"gopher_quality.max_doc_words": 9000}}})) is None
+
+
+def test_a_language_the_chain_does_not_keep_is_not_scored_past_the_language_block(units, lake):
+    scores = pl.concat([lake.scan([r.side_parts["scores"]]).collect() for _, r in units], how="diagonal_relaxed")
+    unkept = scores.filter(~pl.col("language").is_in(FilteredSettings().block("language").languages))
+    assert unkept.height and unkept["gopher_quality.n_words"].null_count() == unkept.height
+    assert (unkept["filter"].is_in(["language", "normalize", "url"])).all()
+    more = FilteredSettings.default_with(language={"languages": ("en", "sv")})
+    assert "adds sv" in threshold_only(FilteredSettings(), more)
+    fewer = FilteredSettings.default_with(language={"languages": ("en",)})
+    assert threshold_only(FilteredSettings(), fewer) is None  # keeping fewer is a threshold

@@ -28,7 +28,7 @@ from llm_assets.core.filters import (
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
 from llm_assets.core.gates import FAILS, LANGUAGE_COUNT
-from llm_assets.core.lake import SCRATCH_PART_RE, InvalidKey, Lake, ReadCount
+from llm_assets.core.lake import InvalidKey, Lake, ReadCount
 from llm_assets.core.languages import language_table, table_version
 from llm_assets.core.segment import segmenters_for, word_counts
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
@@ -283,9 +283,8 @@ def scores_key(part: str) -> str:
     """Where a unit's scores (`core.scores`) are kept: beside its part, in the same partition prefix, so that the
     commit lists it with the part (`UnitResult.side_parts["scores"]`) and the vacuum deletes it with it."""
     prefix, _, name = part.rpartition("/")
-    # a preview's part is under its scratch prefix (`lake.scratch_prefix`), and so are its scores
-    local = scratch["part"] if (scratch := SCRATCH_PART_RE.match(part)) is not None else part
-    if not local.startswith("lake/filtered/") or not name.startswith("part-") or not name.endswith(".parquet"):
+    # a part in the lake, or one a preview writes under its scratch prefix
+    if "filtered/crawl=" not in prefix or not name.startswith("part-") or not name.endswith(".parquet"):
         raise InvalidKey(f"not a filtered part: {part!r}")
     return f"{prefix}/scores-{name.removeprefix('part-')}"
 

@@ -35,6 +35,8 @@ def threshold_only(old: FilteredSettings, new: FilteredSettings) -> str | None:
     again (the same blocks in the same order for every language, no change to what a block measures, which for a
     text-rewriting block is its rewrite); else why not, e.g. "c4_quality rewrites text"."""
     for language in sorted({*language_table(), UNKNOWN}):
+        if new.keeps(language) and not old.keeps(language) and _has_language(old):
+            return f"language.languages adds {language}: its documents were measured only by the language block"
         before, after = old.chain_for(language), new.chain_for(language)
         if [b.name for b in before] != [b.name for b in after]:
             return (f"the blocks {language} documents go through change: {', '.join(b.name for b in before)} -> "
@@ -43,6 +45,10 @@ def threshold_only(old: FilteredSettings, new: FilteredSettings) -> str | None:
             if a != b and (why := _not_a_threshold(a, b)):
                 return why if language == "en" or not _per_language(new, b.name) else f"{why} (for {language})"
     return None
+
+
+def _has_language(settings: FilteredSettings) -> bool:
+    return any(b.name == "language" for b in settings.blocks())
 
 
 def _per_language(settings: FilteredSettings, name: str) -> bool:
@@ -76,7 +82,7 @@ def redecide(scores: pl.DataFrame | pl.LazyFrame, settings: FilteredSettings) ->
     each language through its own blocks (`FilteredSettings.chain_for`). The documents come back in their order."""
     df = scores.collect() if isinstance(scores, pl.LazyFrame) else scores
     df = df.with_row_index(_ROW)
-    has_language = any(b.name == "language" for b in settings.blocks())
+    has_language = _has_language(settings)
     out = []
     for (language,), rows in df.group_by("language"):
         chain = settings.chain_for(language) if has_language and language is not None else settings.blocks()
@@ -94,6 +100,8 @@ def _decide(rows: pl.DataFrame, chain: list[Block], language: str | None) -> pl.
     failed = pl.repeat(None, rows.height, dtype=pl.String, eager=True)
     reason, detail = failed, failed
     for block, prefix in zip(chain, measure_names(chain)):
+        if failed.null_count() == 0:
+            break  # every document dropped: a language not kept is not measured past the language block
         stored = [c for c in rows.columns if c.startswith(prefix + ".")]
         stats = block.restore(rows.select(*[c for c in _BASE if c in rows.columns],
                                           *(pl.col(c).alias(c.removeprefix(prefix + ".")) for c in stored)))

@@ -79,15 +79,17 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         Adds `language`, `language_score`, `n_words`, `pii` (masked per type), `contamination` and the optional
         blocks' densities and quality score.
         Every dropped document is kept under `rejected/filtered/` with the block and reason code that dropped it
-        (`takedown` with the request, `contaminated` with the benchmark and the matched span).
+        (`takedown` with the request, `contaminated` with the benchmark and the matched span). Every block measures
+        every document, kept or dropped before it; each unit keeps those scores beside its part (`scores-<unit>`),
+        so a change of thresholds only is decided again over the whole crawl without a re-run.
         One work unit per upstream documents part; a takedown reruns only the units whose part held the document,
         and a change of one language's thresholds (`filtered.overrides`, the language table, the languages kept) only
         the units that held a document in that language. `language_funnel` (table and chart) gives each language's
         own funnel: documents in, kept, dropped by each block.
 
-        Quality gate (`gates:`): a partition whose block drop rates or language mix depart from the other partitions
-        of its crawl is committed held back: its `quality_gate` check fails and downstream stages keep what they
-        were built from until a rebuild passes.
+        Quality gate (`gates:`): a partition whose blocks' fail rates (from the scores) or language mix depart from
+        the other partitions of its crawl is committed held back: its `quality_gate` check fails and downstream
+        stages keep what they were built from until a rebuild passes.
         """
         crawl, shard = partition_of(context)
         lake = store.lake()

@@ -208,9 +208,13 @@ def _ngram_chars(flat: _FlatWords, doc_chars: np.ndarray, top: tuple[tuple[int, 
             out[f"top_{n}_gram_frac"] = _top_ngram_chars(flat, grams, n)
         for rule_n, frac in dup:
             if rule_n == n:
-                out[f"dup_{n}_gram_frac"] = _duplicate_ngram_chars(
-                    flat, grams, n, lambda bound, frac=frac: bound / doc_chars > frac)
+                out[f"dup_{n}_gram_frac"] = _duplicate_ngram_chars(flat, grams, n, _above(doc_chars, frac))
     return out
+
+
+def _above(doc_chars: np.ndarray, frac: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Which documents' characters (a bound of them) exceed `frac` of the document."""
+    return lambda bound: bound / doc_chars > frac
 
 
 def _repeated_ngrams(flat: _FlatWords, ns: set[int], needed: np.ndarray) -> Iterator[tuple[int, _Grams]]:
