@@ -270,13 +270,13 @@ def cmd_backfill(args) -> int:
     if not planned:
         print("nothing is stale; nothing to do")
         return 0
-    figures = _forecast(lake, args.settings, planned)  # the backfill's tags carry it, printed or not
     if args.dry_run:
         _print_plan(planned)
         if args.forecast:
-            print(f"\n{figures.render()}\n")
+            print(f"\n{_forecast(lake, args.settings, planned).render()}\n")
         print(f"{len(planned)} stale partitions would be ONE backfill (dry run: nothing launched)")
         return 0
+    figures = _forecast(lake, args.settings, planned)  # the backfill's tags carry it, printed or not
     if args.forecast:
         print(f"{figures.render()}\n", flush=True)
     backfill_id = launch_stale_backfill(instance, planned, build_defs(args.settings).resolve_asset_graph(),

@@ -66,16 +66,17 @@ def test_the_total_table_json_and_tags_agree():
 def test_the_comparison_with_what_ran_and_its_rendering():
     fc = forecast_of(StageForecast("documents", 1, 2, 1_000, 10 / 3600, 5 / 3600, 400, 20, 0.0, "ledger"),
                      StageForecast("filtered", 1, 2, 400, 6 / 3600, 1 / 3600, 100, 10, 0.0, "ledger"),
-                     StageForecast("tokenized", 1, 1, 100, 1 / 3600, 1 / 3600, 50, 5, 0.0, "default"))
+                     StageForecast("tokenized", 1, 1, 100, 1 / 3600, 1 / 3600, 50, 5, 0.0, "ledger"))
     # documents: 8 CPU-s in two units of one partition, 4 + 6 wall-s over 2 slots; filtered 5 CPU-s; tokenized none
     actual = rows(("documents", "C", "0000", 3.0, 4.0, 500, 150, 10), ("documents", "C", "0000", 5.0, 6.0, 500, 150, 10),
-                  ("filtered", "C", "0000", 5.0, 2.0, 300, 100, 10))
+                  ("filtered", "C", "0000", 5.0, 2.0, 300, 100, 10),
+                  ("tokenized", "C", "0000", 0.1, 0.1, 100, 20, 4))  # too short to judge: +900 %, shown only
     cmp = with_actuals(fc, actual)
     by = {r["asset"]: r for r in cmp.iter_rows(named=True)}
     assert by["documents"]["cpu_s_error"] == pytest.approx(10 / 8 - 1)
     assert by["documents"]["wall_s_actual"] == pytest.approx(5.0) and by["documents"]["wall_s_error"] == pytest.approx(0)
     assert by["documents"]["bytes_out_error"] == pytest.approx(400 / 300 - 1)
-    assert by["filtered"]["cpu_s_error"] == pytest.approx(0.2) and by["tokenized"]["cpu_s_error"] is None
+    assert by["filtered"]["cpu_s_error"] == pytest.approx(0.2) and by["tokenized"]["cpu_s_error"] == pytest.approx(9)
     assert worst(cmp) == ("documents", pytest.approx(0.25)) and met(cmp)
     assert not met(cmp.with_columns(pl.when(pl.col("asset") == "filtered").then(0.3).otherwise(pl.col("cpu_s_error"))
                                     .alias("cpu_s_error")))
@@ -83,6 +84,7 @@ def test_the_comparison_with_what_ran_and_its_rendering():
     text = render_flow(flow)
     assert "| documents | ledger | 2 / 2 | 10.0 / 8.0 | +25 % |" in text
     assert "worst stage (CPU): documents +25 %" in text and text.rstrip().endswith("met")
+    assert "| tokenized (not judged) | ledger |" in text
     row = summary_row(flow, "change", "make bench-forecast")
     assert row.key == "forecast:change" and row.met == "yes" and row.current.startswith("worst documents +25 %")
 
@@ -132,3 +134,6 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
     stages = {s["asset"]: s for s in out["forecast"]["stages"]}
     assert set(by) <= set(stages) and out["forecast"]["total"]["cpu_hours"] > 0
     assert stages["filtered"]["input_bytes"] >= by["filtered"].input_bytes
+    assert cli.main(["backfill", "--stale", "--dry-run", "--forecast"]) == 0
+    said = capsys.readouterr().out
+    assert "\nforecast on the " in said and "\ntotal " in said and said.rstrip().endswith("(dry run: nothing launched)")

@@ -27,7 +27,7 @@ nothing else shares them; a run's start-up and the run queue's limits are not in
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import polars as pl
@@ -38,6 +38,8 @@ from llm_assets.core.inventory import is_folder_marker, rejection, shard_of
 from llm_assets.core.lake import parse_raw_key
 from llm_assets.core.ledger import CostSettings, cost_of, read_ledger
 from llm_assets.core.partition import Manifest, read_manifest
+from llm_assets.core.takedowns import TakedownRequest, load_takedowns, requests_in
+from llm_assets.core.units import UnitResult
 
 if TYPE_CHECKING:
     from llm_assets.core.lake import Lake
@@ -239,6 +241,7 @@ class Work:
     bytes_out: int  # written by the units that run
     total_out: int  # the partition's bytes after the rebuild (reused units' included): what its readers read
     total_units: int  # its units after the rebuild: a stage fed part by part has one unit per part
+    cpu_scale: float = 1.0  # how this partition's units ran against its stage's line, so far (1: no history)
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,7 @@ class Estimator:
         self.extra = dict(extra_raw_bytes or {})
         self.work: dict[tuple[str, str, str], Work] = {}
         self.causes: dict[tuple[str, str, str], str] = {}
-        self._takedowns: list | None = None
+        self._takedowns: list[TakedownRequest] | None = None
         self._manifests: dict[tuple[str, str, str], Manifest | None] = {}
         self._raw: dict[str, dict[str, list[RawFile]]] = {}
 
@@ -312,10 +315,15 @@ class Estimator:
         rows = self.ledger.filter((pl.col("asset") == asset) & (pl.col("crawl") == crawl) & (pl.col("shard") == shard))
         return rows.filter(pl.col("committed_at") == rows["committed_at"].max()) if rows.height else rows
 
-    def with_takedowns(self, units: Sequence) -> list:
-        """The units whose part holds a document some takedown request names (through the parts' id indexes)."""
-        from llm_assets.core.takedowns import load_takedowns, requests_in
+    def cpu_scale(self, rate: Rate, asset: str, crawl: str, shard: str) -> float:
+        """The partition's CPU so far against what its stage's line gives for the same units: its pages, languages
+        and documents are its own (a rebuild with the same inputs repeats them)."""
+        rows = self.ledger.filter((pl.col("asset") == asset) & (pl.col("crawl") == crawl) & (pl.col("shard") == shard))
+        line_s = sum(rate.cpu_s(b, 1) for b in rows["bytes_in"].to_list())
+        return float(rows["cpu_s"].sum()) / line_s if rows.height and line_s > 0 else 1.0
 
+    def with_takedowns(self, units: Sequence[UnitResult]) -> list[UnitResult]:
+        """The units whose part holds a document some takedown request names (through the parts' id indexes)."""
         if self._takedowns is None:
             self._takedowns = load_takedowns(self.lake)
         return [u for u in units if requests_in(self.lake, u.source, self._takedowns)]
@@ -332,6 +340,8 @@ class Estimator:
             work = self.shard_stage(asset, crawl, shard, cause, rate)
         else:
             work = self.whole_stage(asset, rate)
+        if rate.basis == "ledger" and asset not in RAW_STAGES:  # a raw file is new work: its stage's line only
+            work = replace(work, cpu_scale=self.cpu_scale(rate, asset, crawl, shard))
         self.work[(asset, crawl, shard)] = work
         return work
 
@@ -370,32 +380,40 @@ class Estimator:
             out = rate.bytes_out(size, units)
             return Work(units, size, out, out, units)
         before_out = sum(u.bytes_out for u in built.units)
-        if cause.startswith(LANGUAGES):
-            changed = set(cause.partition("(")[2].rstrip(")").replace(" ", "").split(","))
-            run = [u for u in built.units if changed & set(languages_held(u.counts))]
+        # What this partition writes per byte it reads is its own more than its stage's (its languages, its pages)
+        own = _ratio(before_out, sum(u.bytes_in for u in built.units))
+
+        def written(size: int, units: int) -> int:
+            return round(size * own) if own is not None else rate.bytes_out(size, units)
+
+        if cause.startswith(LANGUAGES) or (cause == TAKEDOWNS and asset == "filtered"):
+            if cause == TAKEDOWNS:  # only the parts that hold a requested document
+                run = self.with_takedowns(built.units)
+            else:  # only the units that held a language whose thresholds changed
+                changed = set(cause.partition("(")[2].rstrip(")").replace(" ", "").split(","))
+                run = [u for u in built.units if changed & set(languages_held(u.counts))]
             size = sum(u.bytes_in for u in run)
-            out = rate.bytes_out(size, len(run))
+            out = written(size, len(run))
             return Work(len(run), size, out, before_out - sum(u.bytes_out for u in run) + out, len(built.units))
-        if cause == TAKEDOWNS and asset == "filtered":  # only the parts that hold a requested document
-            run = self.with_takedowns(built.units)
-            size = sum(u.bytes_in for u in run)
-            out = rate.bytes_out(size, len(run))
-            return Work(len(run), size, out, before_out - sum(u.bytes_out for u in run) + out, len(built.units))
+        ratio = _ratio(sum(self.out_after(i, crawl, shard) for i in shard_inputs),
+                       sum(self.out_before(i, crawl, shard) for i in shard_inputs))
         if not crawl_changed and _same_code(cause) and (fed or cause.endswith(" is rebuilt)")):
-            # Fed part by part: only the units of rewritten upstream parts run; the others are reused.
-            size = sum(w.bytes_out for w in fed)
-            units = sum(w.units for w in fed)
-            ratio = _ratio(sum(self.out_after(i, crawl, shard) for i in shard_inputs),
-                           sum(self.out_before(i, crawl, shard) for i in shard_inputs))
-            out = rate.bytes_out(size, units)
+            # Fed part by part: only the units of rewritten upstream parts run; the others are reused. What they
+            # read and write follows the upstream bytes rewritten, as the partition's last build followed its input.
+            fed_out, units = sum(w.bytes_out for w in fed), sum(w.units for w in fed)
+            upstream = sum(self.out_before(i, crawl, shard) for i in shard_inputs)
+            if upstream > 0:
+                share = fed_out / upstream
+                size, out = round(sum(u.bytes_in for u in built.units) * share), round(before_out * share)
+            else:
+                size = fed_out
+                out = written(size, units)
             return Work(units, size, out, round(before_out * ratio) if ratio is not None else out,
                         sum(self.units_after(i, crawl, shard) for i in shard_inputs))
         # Every unit runs again, on inputs that may have grown or shrunk.
-        ratio = _ratio(sum(self.out_after(i, crawl, shard) for i in shard_inputs),
-                       sum(self.out_before(i, crawl, shard) for i in shard_inputs))
         size = round(sum(u.bytes_in for u in built.units) * (1.0 if ratio is None else ratio))
         units = max(1, round(len(built.units) * (1.0 if ratio is None else ratio))) if built.units else 0
-        out = rate.bytes_out(size, units)
+        out = round(before_out * (1.0 if ratio is None else ratio))
         return Work(units, size, out, out, units)
 
     def crawl_stage(self, asset: str, crawl: str, rate: Rate) -> Work:
@@ -409,10 +427,15 @@ class Estimator:
         if built is not None and last.height and (ratio is not None or not after):
             # its last build's units (its passes: the ledger has them all, the manifest only what it keeps)
             size = round(int(last["bytes_in"].sum()) * (1.0 if ratio is None else ratio))
-            units = last.height
-        else:  # never built: its inputs' bytes, one unit per input part
-            size = after
-            units = sum(self.units_after(i, crawl, s) for i in spec.inputs for s in shards) or 1
+            own = _ratio(int(last["bytes_out"].sum()), int(last["bytes_in"].sum()))
+            out = round(size * own) if own is not None else rate.bytes_out(size, last.height)
+            return Work(last.height, size, out, out, last.height)
+        # never built: its inputs' bytes, as many units as its commits ran (else one per input part)
+        size = after
+        commits = self.ledger.filter(pl.col("asset") == asset).group_by("crawl", "committed_at").len()
+        per_commit = sorted(commits["len"].to_list())
+        units = (per_commit[len(per_commit) // 2] if per_commit
+                 else sum(self.units_after(i, crawl, s) for i in spec.inputs for s in shards) or 1)
         out = rate.bytes_out(size, units)
         return Work(units, size, out, out, units)
 
@@ -484,7 +507,7 @@ def forecast(lake: Lake, settings, planned: Sequence[PlannedLike], extra_raw_byt
         rate = rates.of(asset)
         units, size, written = sum(w.units for w in works), sum(w.input_bytes for w in works), sum(
             w.bytes_out for w in works)
-        cpu_s = sum(rate.cpu_s(w.input_bytes, w.units) for w in works)
+        cpu_s = sum(rate.cpu_s(w.input_bytes, w.units) * w.cpu_scale for w in works)
         requests = round(units * rate.requests_per_unit)
         wall_s = sum(rate.wall_s(w.input_bytes, w.units) / min(slots, w.units) for w in works if w.units)
         out.append(StageForecast(asset, len(works), units, size, cpu_s / 3600, wall_s / 3600, written, requests,
