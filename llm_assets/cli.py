@@ -220,6 +220,22 @@ def cmd_stale(args) -> int:
     return 0
 
 
+def cmd_preview(args) -> int:
+    from pathlib import Path
+
+    from llm_assets.core.preview import parse_sample
+    from llm_assets.preview import preview_change
+
+    new = Settings.from_file(Path(args.new_settings))
+    fraction = parse_sample(args.sample)
+    _ensure_store()
+    store = environment.store_config(args.settings.store)
+    report = preview_change(Lake(store), store, args.settings, new, [validate_crawl(args.crawl)] if args.crawl else None,
+                            fraction, examples=args.examples)
+    print(json.dumps(report.to_json(), default=str) if args.json else report.render())
+    return 0
+
+
 def _forecast(lake, settings, planned):
     from llm_assets.freshness import plan_forecast
 
@@ -598,6 +614,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="then what rebuilding them costs per stage: CPU-hours, wall time on the runner, bytes, "
                         "requests, money (rates from the cost ledger)")
     p.set_defaults(fn=cmd_stale)
+
+    p = sub.add_parser("preview", help="what new settings would change, before a rebuild: re-decided over the stored "
+                                       "scores (thresholds only) or run on a sample of the stale units (scratch)")
+    p.add_argument("--settings", dest="new_settings", required=True, metavar="NEW.yaml",
+                   help="the settings file to preview against the deployment's")
+    p.add_argument("--sample", default="1%", help="a change other than thresholds: the share of the stale units run "
+                                                  "(ordered by a hash of their input; at least one per crawl; default 1%%)")
+    p.add_argument("--crawl", help="only this crawl (default: every crawl)")
+    p.add_argument("--examples", type=int, default=5, help="documents newly dropped and newly kept shown, each")
+    p.add_argument("--json", action="store_true", help="one JSON object: the report")
+    p.set_defaults(fn=cmd_preview)
 
     p = sub.add_parser("backfill", help="launch ONE Dagster backfill of exactly the stale partitions; say how one went")
     p.add_argument("--stale", action="store_true", help="launch a backfill of the partitions `stale` lists")

@@ -13,6 +13,7 @@ from llm_assets.filtered import assets as filtered
 from llm_assets.freshness import build_stale_sensor
 from llm_assets.image_text_pairs import assets as image_text_pairs
 from llm_assets.jobs import JOBS
+from llm_assets.preview import build_preview_job
 from llm_assets.quality_classifier import assets as quality_classifier
 from llm_assets.raw import assets as raw
 from llm_assets.raw.sensor import build_raw_drop_sensor
@@ -33,7 +34,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
     store = object_store_from_env(settings.store)
     return dg.Definitions(
         assets=build_assets(settings),
-        jobs=[*JOBS, vacuum_job],
+        jobs=[*JOBS, vacuum_job, build_preview_job(settings)],
         schedules=[vacuum_schedule],
         sensors=[build_raw_drop_sensor(settings), build_stale_sensor(settings)],
         resources={"store": store, "lake_io_manager": LakeIOManager(store=store)},

@@ -1,5 +1,5 @@
 """The lake's garbage collection, like a table format's vacuum: parts that no committed manifest needs any more
-are deleted once the retention (settings: store.retention_hours) has passed."""
+(and a killed preview's scratch) are deleted once the retention (settings: store.retention_hours) has passed."""
 
 import dagster as dg
 
@@ -9,9 +9,10 @@ from resources import ObjectStore
 
 @dg.op
 def vacuum_lake(context: dg.OpExecutionContext, store: ObjectStore) -> dg.Output[int]:
-    """Delete parts superseded by a commit longer ago than the retention, parts of killed runs older than it, and
-    what release builds that failed left. Live parts, superseded parts a reader of an older manifest may still be
-    reading, and every file of a committed release stay."""
+    """Delete parts superseded by a commit longer ago than the retention, parts of killed runs older than it, what
+    release builds that failed left, and the scratch of previews killed before they removed it. Live parts,
+    superseded parts a reader of an older manifest may still be reading, and every file of a committed release
+    stay."""
     retention_s = store.config().retention_s
     deleted = vacuum(store.lake(), retention_s)
     context.log.info(f"vacuum: deleted {len(deleted)} objects older than {retention_s / 3600:g} h")

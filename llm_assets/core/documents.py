@@ -177,9 +177,10 @@ def shares_of(key: str, size: int) -> int:
 
 
 def extract_units(store, settings: DocumentsSettings, crawl: str, shard: str, key: str, size: int, etag: str,
-                  code: str, extractor: str) -> list[ExtractUnit]:
+                  code: str, extractor: str, prefix: str = "") -> list[ExtractUnit]:
     """The units that turn one raw file into documents: one, or `shares_of` for a large WARC/ARC file. A file that
-    is one unit keeps the id it had before files were split."""
+    is one unit keeps the id it had before files were split. `prefix`: where their parts go, before the zones
+    (`lake/`, `rejected/`): "" for the stage, a scratch prefix for a preview."""
     from llm_assets.core.lake import part_key
     from llm_assets.core.units import unit_id
 
@@ -190,8 +191,8 @@ def extract_units(store, settings: DocumentsSettings, crawl: str, shard: str, ke
         start = size * share // n
         units.append(ExtractUnit(store=store, settings=settings, crawl=crawl, source=key,
                                  size=size * (share + 1) // n - start, offset=start, unit=unit,
-                                 part=part_key("documents", crawl, shard, unit),
-                                 rejected_part=part_key("documents", crawl, shard, unit, zone="rejected"),
+                                 part=part_key("documents", crawl, shard, unit, zone=prefix + "lake"),
+                                 rejected_part=part_key("documents", crawl, shard, unit, zone=prefix + "rejected"),
                                  extractor=extractor, share=share, shares=n))
     return units
 

@@ -461,3 +461,36 @@ def thresholds_version(settings: FilteredSettings) -> str:
     unit writes, so that a unit redone because one of its languages' thresholds changed never overwrites a part a
     committed manifest lists."""
     return digest(json.dumps(settings.model_dump(mode="json"), sort_keys=True), table_version())
+
+
+def filter_units(lake: Lake, store: Any, settings: FilteredSettings, declared: FilteredSettings, crawl: str, shard: str,
+                 sources: Iterable[str], unit_code: str, extra: Iterable[str], requests: Iterable[TakedownRequest],
+                 previous: Mapping[str, UnitResult], prefix: str = "") -> tuple[list[FilterUnit], list[TakedownRequest]]:
+    """The units that filter these documents parts, and the takedown requests that name a document of them: what the
+    stage runs, and a preview on a sample (its parts under `prefix`, before the zones). `settings`: the chain as it
+    runs (this machine's model and eval index paths), `declared`: as the deployment declares it; `extra`: the quality
+    model's and eval index's identities; `previous`: source -> the committed unit of that source.
+
+    A unit is named by its base and the thresholds of the languages it held: the committed unit of a source is
+    reused while both are unchanged, so a change of one language redoes the units that held it only."""
+    from llm_assets.core.lake import part_key
+    from llm_assets.core.takedowns import requests_in, takedowns_version
+
+    thresholds, extra, requests = thresholds_version(declared), tuple(extra), tuple(requests)
+    units: list[FilterUnit] = []
+    named: list[TakedownRequest] = []
+    for source in sources:
+        takedowns = requests_in(lake, source, requests)
+        named += takedowns
+        base = unit_id("filtered", unit_code, source, *extra, takedowns_version(takedowns))
+        done = previous.get(source)
+        if done is not None and done.unit != unit_id(
+                base, languages_version(declared.language_fingerprint, languages_held(done.counts))):
+            done = None  # another input, or the thresholds of a language it held changed: redone
+        part = unit_id(base, thresholds)
+        units.append(FilterUnit(store=store, settings=settings, source=source, unit=done.unit if done else base,
+                                base=base, declared=declared,
+                                part=part_key("filtered", crawl, shard, part, zone=prefix + "lake"),
+                                takedowns=takedowns,
+                                rejected_part=part_key("filtered", crawl, shard, part, zone=prefix + "rejected")))
+    return units, named

@@ -143,10 +143,26 @@ def manifest_key(asset: str, crawl: str, shard: str) -> str:
     return partition_prefix("lake", asset, crawl, shard) + "_manifest.json"
 
 
+SCRATCH_PREFIX = "scratch/preview/"  # what a preview writes: never listed by a manifest, removed after it
+SCRATCH_ID_RE = re.compile(r"^[0-9a-f]{16}$")
+SCRATCH_PART_RE = re.compile(r"^(?P<prefix>scratch/preview/[0-9a-f]{16}/)(?P<part>(?:lake|rejected)/.+)$")
+
+
+def scratch_prefix(preview_id: str) -> str:
+    """The prefix a preview writes its parts under (`scratch/preview/<id>/`, then the zones `lake/`, `rejected/`,
+    `index/`): nothing under `lake/` or `rejected/`, so no reader of committed data ever sees them."""
+    if not SCRATCH_ID_RE.fullmatch(preview_id):
+        raise InvalidKey(f"invalid preview id {preview_id!r}: expected 16 hex digits")
+    return f"{SCRATCH_PREFIX}{preview_id}/"
+
+
 def id_index_key(part: str) -> str:
     """Where the small index of a part's URLs, domains and doc ids is kept (`core.takedowns.IdIndex`): beside the
     lake, under `index/`, named by the part (parts are immutable, so is their index). A rejected part's index (what
-    documents set aside, by URL) is under `index/rejected/`."""
+    documents set aside, by URL) is under `index/rejected/`. A scratch part's (`scratch/preview/<id>/lake/...`) is
+    under its own scratch prefix, so it goes with it."""
+    if (scratch := SCRATCH_PART_RE.match(part)) is not None:
+        return scratch["prefix"] + id_index_key(scratch["part"])
     if not part.startswith(("lake/", "rejected/")) or not part.endswith(".parquet"):
         raise InvalidKey(f"not a lake or rejected part: {part!r}")
     return "index/" + part.removeprefix("lake/").removesuffix(".parquet") + ".ids.npz"

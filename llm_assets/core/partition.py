@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from llm_assets.core.ledger import append_ledger, ledger_rows
-from llm_assets.core.lake import CommitConflict, Lake, ObjectInfo, manifest_key, partition_prefix, tombstone_key
+from llm_assets.core.lake import (SCRATCH_PREFIX, CommitConflict, Lake, ObjectInfo, manifest_key, partition_prefix,
+                                  tombstone_key)
 from llm_assets.core.release import vacuum_releases
 from llm_assets.core.units import UnitResult
 from llm_assets.core.versions import digest
@@ -185,7 +186,8 @@ def vacuum(lake: Lake, retention_s: float, partitions: list[tuple[str, str, str]
     commit (their tombstone older than the retention) and parts no commit ever listed (a killed run's), older
     than the retention. Live parts and parts of recent tombstones stay, so a reader holding an older manifest
     finishes its read. `partitions`: (asset, crawl, shard) to vacuum; None: the whole lake, releases included
-    (`vacuum_releases`: what failed builds left). Returns deleted keys."""
+    (`vacuum_releases`: what failed builds left) and previews' scratch prefixes that a killed process left
+(`vacuum_scratch`). Returns deleted keys."""
     now = time.time() if now is None else now
     cutoff = now - retention_s
     groups: dict[tuple[str, str, str], dict[str, ObjectInfo]] = {}
@@ -212,7 +214,21 @@ def vacuum(lake: Lake, retention_s: float, partitions: list[tuple[str, str, str]
         deleted += doomed + expired
     if partitions is None:
         deleted += vacuum_releases(lake, retention_s, now=now)
+        deleted += vacuum_scratch(lake, retention_s, now=now)
     return deleted
+
+
+def vacuum_scratch(lake: Lake, retention_s: float, now: float | None = None) -> list[str]:
+    """What a preview whose process was killed left under `scratch/preview/`: each preview's objects once its newest
+    is older than the retention (a preview in progress keeps writing)."""
+    cutoff = (time.time() if now is None else now) - retention_s
+    by_preview: dict[str, list] = {}
+    for obj in lake.list(SCRATCH_PREFIX):
+        by_preview.setdefault(obj.key.removeprefix(SCRATCH_PREFIX).split("/", 1)[0], []).append(obj)
+    doomed = [o.key for objects in by_preview.values() if max(o.modified for o in objects) <= cutoff
+              for o in objects]
+    lake.delete(doomed)
+    return doomed
 
 
 def committed(lake: Lake, asset: str, crawl: str, shards: list[str]) -> dict[str, Manifest]:

@@ -2,14 +2,11 @@ import dagster as dg
 import polars as pl
 
 from llm_assets import charts
-from llm_assets.core.filtered import (NO_LANGUAGE, SCHEMA, TAKEDOWN_COUNT, FilterUnit, filter_documents, language_funnels,
-                                     languages_held, languages_version, thresholds_version, with_eval_index,
-                                     with_quality_model)
+from llm_assets.core.filtered import (NO_LANGUAGE, SCHEMA, TAKEDOWN_COUNT, filter_documents, filter_units,
+                                     language_funnels, with_eval_index, with_quality_model)
 from llm_assets.core.gates import GateResult, Profile, evaluate
-from llm_assets.core.lake import part_key
 from llm_assets.core.partition import LakeInput, PartitionOutput, read_manifest
-from llm_assets.core.takedowns import load_takedowns, requests_in, takedowns_version
-from llm_assets.core.units import unit_id
+from llm_assets.core.takedowns import load_takedowns, takedowns_version
 from llm_assets.filtered.spec import SPEC, chain_version, language_inputs, uses_trained_model
 from llm_assets.metadata import block_funnel, language_funnel_table
 from llm_assets.settings import Settings
@@ -98,26 +95,10 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         lake = store.lake()
         filters, model = with_quality_model(settings.filtered, lake)
         filters, evals = with_eval_index(filters, lake, settings.evals)
-        requests, named = load_takedowns(lake), []
-        # A unit is named by its base and the thresholds of the languages it held: the committed unit of a source
-        # is reused while both are unchanged, so a change of one language redoes the units that held it only.
         built = read_manifest(lake, "filtered", crawl, shard)
-        previous = {u.source: u for u in built.units} if built is not None else {}
-        thresholds = thresholds_version(settings.filtered)
-        units = []
-        for source in documents.parts:
-            takedowns = requests_in(lake, source, requests)
-            named += takedowns
-            base = unit_id("filtered", unit_code, source, *([model] if model else []), evals, takedowns_version(takedowns))
-            done = previous.get(source)
-            if done is not None and done.unit != unit_id(
-                    base, languages_version(settings.filtered.language_fingerprint, languages_held(done.counts))):
-                done = None  # another input, or the thresholds of a language it held changed: redone
-            part = unit_id(base, thresholds)
-            units.append(FilterUnit(store=store.config(), settings=filters, source=source,
-                                    unit=done.unit if done else base, base=base, declared=settings.filtered,
-                                    part=part_key("filtered", crawl, shard, part), takedowns=takedowns,
-                                    rejected_part=part_key("filtered", crawl, shard, part, zone="rejected")))
+        units, named = filter_units(lake, store.config(), filters, settings.filtered, crawl, shard, documents.parts,
+                                    unit_code, [*([model] if model else []), evals], load_takedowns(lake),
+                                    {u.source: u for u in built.units} if built is not None else {})
         yield from run_stage(context, filter_documents, units, code, SCHEMA.names, settings.runner,
                              report=lambda out: report(lake, out),
                              metadata={"eval_index": evals or "off", **({"quality_model_sha256": model} if model else {})},
