@@ -15,7 +15,6 @@ from llm_assets.core.forecast import Forecast, forecast
 from llm_assets.core.lake import Lake
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.pipeline import SPECS, code_versions
-from llm_assets.runners import runner_slots
 from llm_assets.settings import Settings
 from llm_assets.stale import Planned, SourceVersion, known_crawls, planned_of, planning, source_versions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
@@ -40,6 +39,9 @@ def register_crawls(instance: dg.DagsterInstance, planned: list[Planned]) -> Non
 def plan_forecast(lake: Lake, settings: Settings, planned: Sequence[Planned],
                   extra_raw_bytes: Mapping[str, int] | None = None) -> Forecast:
     """The forecast of a plan on the runner the settings choose (a Dask cluster's threads counted when it answers)."""
+    # Here, not at the top: the runners' module is not imported when the code location is built (every run worker)
+    from llm_assets.runners import runner_slots
+
     slots, runner = runner_slots(settings.runner)
     return forecast(lake, settings, planned, extra_raw_bytes, slots=slots, runner=runner)
 
