@@ -6,11 +6,15 @@ costs. For each flow: plan → forecast → run → compare, per stage, the fore
 On an embedded SeaweedFS and a Dagster instance of their own (temporary folders, removed after), with the default
 settings and the real WARC files of `../shared/data/warc` (the demo's two crawls):
 
-1. **held-back crawl**: the demo's first crawl is built (the history), then the second crawl's files are dropped,
-   planned, forecast from the first crawl's ledger rows, and built;
-2. **demo `--change`**: the demo's changed settings (Gopher's `min_doc_words` 50 → 80) and its late file, forecast
+1. **held-back half of a crawl**: every WARC file of `../shared/data/warc` split in two by its records (each
+   record is a gzip member: members in turn to one half and the other), one half of each file dropped as a crawl
+   and built (the history), then the other halves dropped as a second crawl, planned, forecast from the ledger and
+   built: how a dump's later segments are forecast from its first ones, pages of the same sites on both sides;
+2. **held-back crawl**: the demo's first crawl is built, then the second crawl's files (other sites, other years)
+   are dropped, planned, forecast from the ledger (the split crawls' rows and the first crawl's), and built;
+3. **demo `--change`**: the demo's changed settings (Gopher's `min_doc_words` 50 → 80) and its late file, forecast
    before either is applied (the file counted by its size), then applied and rebuilt;
-3. **demo `--takedown`**: one deduplicated document's URL taken down, planned, forecast and rebuilt.
+4. **demo `--takedown`**: one deduplicated document's URL taken down, planned, forecast and rebuilt.
 
 Each flow runs the plan as the demo's deployment would, in-process: `lake_job` for the planned crawl × shard
 partitions of its assets, then `crawl_job`, then `curated_job` (the release and the enrichment are left out of the
@@ -27,6 +31,7 @@ import os
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -122,6 +127,7 @@ class Bench:
         self.instance = dg.DagsterInstance.local_temp(str(home / "dagster"))
         graph = self.defs.resolve_asset_graph()
         self.group = {k.path[-1]: graph.get(k).group_name for k in graph.get_all_asset_keys()}
+        self.crawls: set[str] | None = None  # the crawls a flow plans (None: every crawl)
 
     def run(self, job: str, partition: str | None = None, defs=None) -> None:
         result = (defs or self.defs).resolve_job_def(job).execute_in_process(partition_key=partition,
@@ -133,7 +139,8 @@ class Bench:
         from llm_assets.stale import stale_partitions
 
         return [p for p in stale_partitions(None, self.lake, settings or self.settings)
-                if any(self.group.get(p.asset) in groups for groups in JOB_GROUPS.values())]
+                if any(self.group.get(p.asset) in groups for groups in JOB_GROUPS.values())
+                and (self.crawls is None or p.partition.split("|")[0] in self.crawls)]
 
     def run_plan(self, planned, defs=None) -> None:
         crawls = sorted({p.partition.split("|")[0] for p in planned})
@@ -167,6 +174,25 @@ class Bench:
         return Flow(name, with_actuals(figures, actual), note)
 
 
+SPLIT_CRAWLS = ("SPLIT-HISTORY", "SPLIT-HELD-BACK")
+
+
+def split_records(path: Path, halves: tuple[Path, Path]) -> None:
+    """A record-gzipped WARC file's members written in turn to one half and the other: two valid WARC files of the
+    same crawl (a request, its response and its metadata record fall on both sides, so do the pages)."""
+    data, pos, members = path.read_bytes(), 0, []
+    while pos < len(data):
+        member = zlib.decompressobj(31)
+        member.decompress(data[pos:])
+        if not member.eof:
+            raise ValueError(f"{path}: not a gzip member at byte {pos}")
+        end = len(data) - len(member.unused_data)
+        members.append(data[pos:end])
+        pos = end
+    for i, half in enumerate(halves):
+        half.write_bytes(b"".join(members[i::2]))
+
+
 def run_flows() -> list[tuple[str, Flow]]:
     from llm_assets import demo, takedown
     from llm_assets.core.partition import LakeInput, committed
@@ -180,14 +206,32 @@ def run_flows() -> list[tuple[str, Flow]]:
     def drop(crawl: str) -> None:
         demo.drop_files(bench.lake, {crawl: [demo.SHARED_WARC / n for n in demo.DEMO_CRAWLS[crawl]]})
 
+    halves = Path(os.environ["LLM_ASSETS_HOME"]) / "halves"
+    files = sorted(demo.SHARED_WARC.glob("*.warc.gz"))
+    for crawl in SPLIT_CRAWLS:
+        (halves / crawl).mkdir(parents=True, exist_ok=True)
+    for path in files:
+        split_records(path, (halves / SPLIT_CRAWLS[0] / path.name, halves / SPLIT_CRAWLS[1] / path.name))
+    print(f"history: {SPLIT_CRAWLS[0]}", flush=True)
+    demo.drop_files(bench.lake, {SPLIT_CRAWLS[0]: sorted((halves / SPLIT_CRAWLS[0]).iterdir())})
+    bench.run_plan(bench.plan())
+    demo.drop_files(bench.lake, {SPLIT_CRAWLS[1]: sorted((halves / SPLIT_CRAWLS[1]).iterdir())})
+    split = bench.flow(f"held-back half of a crawl ({SPLIT_CRAWLS[1]}, from {SPLIT_CRAWLS[0]}'s history)",
+                       bench.plan(),
+                       note=f"The {len(files)} WARC files of ../shared/data/warc split by records, the even ones "
+                            f"dropped as {SPLIT_CRAWLS[0]} and built first, the odd ones as {SPLIT_CRAWLS[1]}, forecast "
+                            "from the ledger rows and built.")
+
     print(f"history: {first}", flush=True)
     drop(first)
     bench.run_plan(bench.plan())
     drop(second)
     held_back = bench.flow(f"held-back crawl ({second}, from {first}'s history)", bench.plan(),
-                           note=f"History: {first} ({', '.join(demo.DEMO_CRAWLS[first])}) built first; then "
-                                f"{second} ({', '.join(demo.DEMO_CRAWLS[second])}) forecast from its ledger rows.")
+                           note=f"History: {first} ({', '.join(demo.DEMO_CRAWLS[first])}) built after the split "
+                                f"crawls; then {second} ({', '.join(demo.DEMO_CRAWLS[second])}) forecast from the "
+                                "ledger rows of all three.")
 
+    bench.crawls = {first, second}  # the demo's flows change the demo's crawls; the split crawls are left as they are
     workdir = Path(os.environ["LLM_ASSETS_HOME"]) / "demo"
     path = demo.write_changed_settings(settings_path(), workdir)
     changed = Settings.from_file(path)
@@ -205,7 +249,7 @@ def run_flows() -> list[tuple[str, Flow]]:
     bench.run("curation_job")
     flow_takedown = bench.flow("demo `--takedown` (one released URL)", bench.plan(changed), changed,
                                note=f"The request: {url}.")
-    return [("held-back", held_back), ("change", change), ("takedown", flow_takedown)]
+    return [("held-back-half", split), ("held-back", held_back), ("change", change), ("takedown", flow_takedown)]
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ import pytest
 from benchmarks.forecast import Flow, met, render_flow, summary_row, worst
 from llm_assets.core.forecast import DEFAULT_RATES, TAG_PREFIX, Forecast, Rates, StageForecast, with_actuals
 from llm_assets.core.ledger import LEDGER_COLUMNS, LedgerRow, empty_ledger
+from llm_assets_tests.conftest import shared
 from llm_assets_tests.test_dedup import curated, dedup_defs  # noqa: F401 (fixtures)
 
 
@@ -87,6 +88,24 @@ def test_the_comparison_with_what_ran_and_its_rendering():
     assert "| tokenized (not judged) | ledger |" in text
     row = summary_row(flow, "change", "make bench-forecast")
     assert row.key == "forecast:change" and row.met == "yes" and row.current.startswith("worst documents +25 %")
+
+
+def test_the_held_back_half_of_a_crawl_is_every_other_record_of_each_file(tmp_path):
+    from benchmarks.forecast import split_records
+    from llm_assets.core.documents import DocumentsSettings, reader_settings
+    from llm_assets.core.readers import ReadReport, read_records
+
+    source = shared("warc", "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz")
+    halves = (tmp_path / "a.warc.gz", tmp_path / "b.warc.gz")
+    split_records(source, halves)
+    assert sum(h.stat().st_size for h in halves) == source.stat().st_size
+
+    def urls(path):
+        with path.open("rb") as f:
+            return [r.url for r in read_records(f, path.name, reader_settings(DocumentsSettings()), ReadReport())]
+
+    a, b = urls(halves[0]), urls(halves[1])
+    assert a and b and not set(a) & set(b) and sorted(a + b) == sorted(urls(source))
 
 
 def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance, crawl, object_store, tmp_path,
