@@ -71,6 +71,8 @@ NEEDS = {"lake_job": (), "crawl_job": LAKE_ASSETS, "curated_job": LAKE_ASSETS + 
 RESILIPARSE = {"ops": {"documents": {"config": {"extractor": "resiliparse"}}}}
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 MANIFEST_RE = re.compile(r"^lake/(?P<asset>[^/]+)/crawl=(?P<crawl>[^/]+)/shard=(?P<shard>[^/]+)/_manifest\.json$")
+MEASURED_ASSETS = {"cost"}  # whose data are measurements of the runs that built the lake
+MEASURED = "measured"
 PART_RE = re.compile(r"^(?:lake|rejected)/[^/]+/crawl=[^/]+/shard=[^/]+/part-[0-9a-f]+\.parquet$")
 RESULT = "CHAOS-RESULT "
 
@@ -344,7 +346,10 @@ def committed_state(lake: Lake) -> dict[tuple, tuple]:
     for obj in lake.list("lake/"):
         if m := MANIFEST_RE.match(obj.key):
             manifest = lake.get_json(obj.key)
-            state[m.group("asset", "crawl", "shard")] = (manifest["rows"], manifest["data_version"])
+            # `cost` holds what the runs measured (seconds, requests) and its version names the ledger objects they
+            # appended: no two runs agree on it. What must hold is that it is committed whole: its rows, one per stage.
+            version = MEASURED if m["asset"] in MEASURED_ASSETS else manifest["data_version"]
+            state[m.group("asset", "crawl", "shard")] = (manifest["rows"], version)
     for obj in lake.list("releases/"):
         if obj.key.endswith("/latest.json") and obj.key.count("/") == 2:
             pointer = lake.get_json(obj.key)
