@@ -226,7 +226,8 @@ def dagster_child(spec: dict) -> dict:
     from llm_assets.core.lake import Credentials, Lake, StoreConfig
     from llm_assets.core.partition import read_manifest
     from llm_assets.definitions import build_assets
-    from llm_assets.jobs import crawl_job, curated_job, lake_job
+    from llm_assets.jobs import JOBS
+    crawl_job, curated_job, lake_job = (JOBS[name] for name in ("crawl_job", "curated_job", "lake_job"))
     from llm_assets.core.units import stop_pool_server
     from llm_assets.partitions import crawl_shard_key
     from resources import LakeIOManager, ObjectStore, S3Endpoint

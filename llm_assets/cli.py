@@ -500,7 +500,7 @@ def cmd_record(args) -> int:
     if not all(c in "0123456789abcdef" for c in args.doc_id) or not args.doc_id:
         raise ValueError(f"invalid doc_id {args.doc_id!r}: expected hex digits")
     lake = Lake(environment.store_config(args.settings.store))
-    from llm_assets.documents.spec import SPEC as DOCUMENTS
+    from llm_assets.stages.documents import SPEC as DOCUMENTS
 
     manifests = list(committed(lake, DOCUMENTS.name, args.crawl, args.settings.shard_keys()).values())
     found = (LakeInput(lake, DOCUMENTS.name, manifests).scan()

@@ -10,16 +10,17 @@ from collections.abc import Mapping, Sequence
 import dagster as dg
 
 from llm_assets.dagster_private import (DATA_VERSION_TAG, SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
-                                        PartitionBackfill, backfill_targets, make_new_backfill_id)
+                                        PartitionBackfill, make_new_backfill_id)
+from llm_assets.backfills import STALE_TAG, observation, stale_backfills_in_progress
 from llm_assets.core.forecast import Forecast, forecast
 from llm_assets.core.lake import Lake
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
-from llm_assets.pipeline import SPECS, code_versions
+from llm_assets.stages import SPECS, code_versions
 from llm_assets.settings import Settings
-from llm_assets.stale import Planned, SourceVersion, known_crawls, planned_of, planning, source_versions
+from llm_assets.registry import SourceVersion
+from llm_assets.stale import Planned, known_crawls, planned_of, planning, source_versions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
-STALE_TAG = "llm_assets/stale_backfill"
 PARTITION_TAG = "dagster/partition"  # what Dagster tags a partition's run with: "<crawl>|<shard>" or "<crawl>"
 
 
@@ -43,7 +44,7 @@ def plan_forecast(lake: Lake, settings: Settings, planned: Sequence[Planned],
     from llm_assets.runners import runner_slots
 
     slots, runner = runner_slots(settings.runner)
-    return forecast(lake, settings, planned, extra_raw_bytes, slots=slots, runner=runner)
+    return forecast(lake, settings, planned, extra_raw_bytes, stages=SPECS, slots=slots, runner=runner)
 
 
 def launch_stale_backfill(instance: dg.DagsterInstance, planned: list[Planned], asset_graph,
@@ -87,17 +88,8 @@ def wait_backfill(instance: dg.DagsterInstance, backfill_id: str, poll_s: float 
     return backfill
 
 
-def _stale_backfills_in_progress(instance: dg.DagsterInstance) -> list[PartitionBackfill]:
-    return [b for b in instance.get_backfills(status=BulkActionStatus.REQUESTED, limit=50) if STALE_TAG in b.tags]
-
-
 def stale_backfill_in_progress(instance: dg.DagsterInstance) -> bool:
-    return bool(_stale_backfills_in_progress(instance))
-
-
-def stale_backfill_targets(instance: dg.DagsterInstance) -> set[tuple[str, str]]:
-    """(asset, partition) of every stale backfill still in progress: the raw-drop sensor leaves those to it."""
-    return {t for b in _stale_backfills_in_progress(instance) for t in backfill_targets(b)}
+    return bool(stale_backfills_in_progress(instance))
 
 
 IN_FLIGHT = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING,
@@ -131,11 +123,6 @@ def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: 
             if state == dg.AssetPartitionStatus.FAILED:
                 failed[(spec.name, key)] = _latest_failed_run(instance, key)
     return failed
-
-
-def observation(version: SourceVersion) -> dg.AssetObservation:
-    return dg.AssetObservation(dg.AssetKey(version.source), partition=version.partition,
-                               tags={DATA_VERSION_TAG: version.version})
 
 
 def last_observed(instance: dg.DagsterInstance, source: str, partition: str) -> str | None:

@@ -96,7 +96,7 @@ def test_code_version_follows_settings():
     """A threshold of the chain changes the filtered stage's code version (what applies per language does not: see
     test_languages)."""
     from llm_assets.core.filters import GopherQuality
-    from llm_assets.pipeline import code_versions
+    from llm_assets.stages import code_versions
     from llm_assets.settings import FilteredSettings, Settings
 
     default = code_versions(Settings())
@@ -116,7 +116,7 @@ def test_code_version_follows_settings():
 
 
 def test_the_definitions_declare_the_registry_code_versions():
-    from llm_assets.pipeline import code_versions
+    from llm_assets.stages import code_versions
     from llm_assets.settings import load_settings
 
     assert {s.key.path[-1]: s.code_version for s in defs.resolve_all_asset_specs()

@@ -33,7 +33,7 @@ from llm_assets.core.filtered import languages_held
 from llm_assets.core.partition import read_manifest
 from llm_assets.core.takedowns import TakedownRequest
 from llm_assets.demo import write_changed_settings
-from llm_assets.filtered.spec import SPEC as FILTERED
+from llm_assets.stages.filtered import SPEC as FILTERED
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import PROJECT_ROOT, load_settings
 from llm_assets.stale import LANGUAGES, stale_partitions
@@ -53,7 +53,8 @@ FOLLOWS = "is rebuilt)"  # the cause of a partition planned because a partition 
 @pytest.fixture(scope="module")
 def deployment(seaweed, store_config, tmp_path_factory):
     """The test store and a Dagster instance; the settings (two shards) in a file the webserver reads too."""
-    from llm_assets.jobs import crawl_job, curated_job, lake_job
+    from llm_assets.jobs import JOBS
+    crawl_job, curated_job, lake_job = (JOBS[name] for name in ("crawl_job", "curated_job", "lake_job"))
     from resources import LakeIOManager
 
     home = tmp_path_factory.mktemp("one-stale")

@@ -18,10 +18,13 @@ from llm_assets.settings import load_settings
 import pytest
 
 from llm_assets import cli
-from llm_assets.jobs import crawl_job, curated_job, enrich_job, lake_job
-from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
+from llm_assets.jobs import JOBS
+from llm_assets.stages.raw import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
 from resources import LakeIOManager, ObjectStore
 from llm_assets_tests.conftest import built, english_only_settings, object_store_on, png_size, point_at, shared
+
+crawl_job, curated_job, enrich_job, lake_job = (JOBS[name] for name in (
+    "crawl_job", "curated_job", "enrich_job", "lake_job"))
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 
@@ -301,7 +304,7 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
     rebuild that reuses units charges only the units it redid, and makes the cost asset stale."""
     from llm_assets.core.ledger import read_ledger
     from llm_assets.core.partition import read_manifest
-    from llm_assets.pipeline import SPECS, code_versions
+    from llm_assets.stages import SPECS, code_versions
     from llm_assets.stale import plan_stale
 
     result, partition = materialized
