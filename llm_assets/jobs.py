@@ -1,6 +1,6 @@
 """The asset jobs, made from the stage list: each job runs the assets whose spec names it (`StageSpec.job`)."""
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import dagster as dg
 
@@ -36,3 +36,9 @@ def build_jobs(specs: Sequence[StageSpec]) -> list:
 
 # The code location's jobs, by name (tests and benchmarks run them in process).
 JOBS = {job.name: job for job in build_jobs(SPECS)}
+
+
+def jobs_of(names: Collection[str]) -> list:
+    """The jobs of the named stages only, each selecting those of them that name it: for a code location of some of
+    the stages (tests, benchmarks), where a job selecting an absent asset would not load."""
+    return build_jobs([s for s in SPECS if s.name in names])

@@ -238,10 +238,10 @@ def stale_partitions(instance, lake: Lake, settings: Settings, code: dict[str, s
     crawls = known_crawls(lake, instance)
     if instance is None:
         return plan_stale(lake, settings, crawls, code or code_versions(settings), SPECS)
-    from llm_assets.freshness import failed_partitions, report_sources  # Dagster's side: only given an instance
+    from llm_assets.backfills import failed_partitions, report_sources  # Dagster's side: only given an instance
 
     planner = planning(lake, settings, crawls, code or code_versions(settings), SPECS,
-                       failed_partitions(instance, settings, crawls))
+                       failed_partitions(instance, settings, crawls, SPECS))
     report_sources(instance, source_versions(planner))
     return planned_of(planner)
 

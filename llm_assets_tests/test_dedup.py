@@ -335,15 +335,15 @@ def test_earlier_crawls_follow_the_configured_order():
 # --- the assets on a real store --------------------------------------------------------------------------------
 
 def lake_defs(object_store, settings=None):
-    from llm_assets.jobs import JOBS
-    crawl_job, curated_job, lake_job = (JOBS[name] for name in ("crawl_job", "curated_job", "lake_job"))
+    from llm_assets.jobs import jobs_of
     from llm_assets_tests.conftest import built
     from resources import LakeIOManager
 
+    stages = ("raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
+              "deduplicated", "tokenized", "crawl_stats")
     return dg.Definitions(
-        assets=built("raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
-                     "deduplicated", "tokenized", "crawl_stats", settings=settings),
-        jobs=[lake_job, crawl_job, curated_job],
+        assets=built(*stages, settings=settings),
+        jobs=jobs_of(stages),
         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
     )
 
