@@ -119,7 +119,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         return SignaturePart(crawl, shard, unit.part or "", unit.rows_out, unit.side_parts["index"],
                              unit.side_parts["docs"])
 
-
     dedup, shards = settings.dedup, settings.shard_keys()
     signatures_code = SIGNATURES_SPEC.version(settings)
     clusters_code = CLUSTERS_SPEC.version(settings)

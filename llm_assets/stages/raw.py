@@ -83,7 +83,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         the reason (dropped as `invalid_raw_key`, kept under `rejected/raw_files/`).
         """
         crawl, shard = partition_of(context)
-        unit = InventoryUnit(store=store.config(), source=f"raw/{crawl}/", crawl=crawl, shard=shard, shards=settings.shards)
+        unit = InventoryUnit(store=store.config(), source=f"raw/{crawl}/", crawl=crawl, shard=shard,
+                             shards=settings.shards)
         yield from run_stage(context, observe_raw_files, [unit], code, SCHEMA.names, settings.runner,
                              report=lambda out: rejected_keys_metadata(store.lake(), out))
 

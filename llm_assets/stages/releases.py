@@ -36,7 +36,8 @@ def _latest(lake, settings) -> dict | None:
             "sequences": counts["sequences"]}
 
 
-SPEC = StageSpec("release", "release", ("tokenized",), version=lambda s: code_version(STAGE_VERSION, s.release.fingerprint()),
+SPEC = StageSpec("release", "release", ("tokenized",),
+                 version=lambda s: code_version(STAGE_VERSION, s.release.fingerprint()),
                  plan=_stale, facts=_latest, group="releases", job="release_job")
 SPECS = [SPEC]
 
@@ -79,10 +80,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         return {"crawl": m.crawl, "shard": m.shard, "data_version": m.data_version, "code_version": m.code_version,
                 "rows": m.rows, "parts": m.parts}
 
-
     def _committed(lake, asset: str, crawls: list[str], shards: list[str]) -> list[dict]:
         return [_partition(m) for crawl in crawls for m in committed(lake, asset, crawl, shards).values()]
-
 
     def _card_facts(lake, settings: Settings, crawls: list[str], shards: list[str]) -> dict:
         """Funnel per crawl from the raw records (what the readers skipped, what each filter dropped, what dedup
@@ -118,10 +117,10 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         takedowns = sorted({key.removeprefix(TAKEDOWN_COUNT) for m in manifests["filtered"] for u in m.units
                             for key, n in u.counts.items() if key.startswith(TAKEDOWN_COUNT) and n})
         return {"funnel": funnel, "drops": drops, "takedowns": takedowns, "languages": languages,
-                "language_funnel": dict(sorted(language_funnel.items(), key=lambda kv: (-kv[1].get("filtered", 0), kv[0]))),
+                "language_funnel": dict(sorted(language_funnel.items(),
+                                               key=lambda kv: (-kv[1].get("filtered", 0), kv[0]))),
                 "text_parts": text_parts, "filters": filters,
                 "dedup": settings.dedup.model_dump(mode="json"), "evals": settings.evals.model_dump(mode="json")}
-
 
     def _charts(lake, partitions: list[dict], mixture: dict[str, dict], counts: dict) -> dict:
         """Tokens per crawl and per language (the mix achieved, beside the weights' shares), and where the sequences'
@@ -149,7 +148,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
                 "tokens", [charts.BLUE, charts.RED, charts.RED])),
         }
 
-
     def mixture_table(mixture: dict) -> pl.DataFrame:
         """The language mix the release achieved, a row per language: documents, tokens, share, target."""
         rows = [(lang, r["documents"], r["tokens"], r["share"], (r.get("target") or {}).get("tokens"),
@@ -158,7 +156,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         return pl.DataFrame(rows, orient="row", schema={
             "language": pl.String, "documents": pl.Int64, "tokens": pl.Int64, "share": pl.Float64,
             "target_tokens": pl.Int64, "target_weight": pl.Float64, "available_tokens": pl.Int64})
-
 
     def language_funnel_table(funnel: dict[str, dict[str, int]], mixture: dict) -> pl.DataFrame:
         """Documents per language through the stages: kept by the filters, deduplicated, tokenized, released."""
