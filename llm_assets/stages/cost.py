@@ -1,4 +1,4 @@
-"""The `cost` stage in the stage registry: one partition per crawl, built from the cost ledger, not from parts."""
+"""The `cost` stage: what building a crawl cost, one partition per crawl, built from the cost ledger, not from parts."""
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor

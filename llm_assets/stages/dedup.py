@@ -1,4 +1,4 @@
-"""Deduplication in the stage registry: signatures per shard, clusters per crawl, deduplicated per shard."""
+"""Deduplication: signatures per shard, duplicate clusters per crawl, deduplicated per shard."""
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -92,7 +92,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     import time
 
     import dagster as dg
-    import polars as pl
 
     from llm_assets import charts
     from llm_assets.core.clusters import SignaturePart, cluster_lake

@@ -186,7 +186,6 @@ SPECS = [SPEC]
 
 def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
     import dagster as dg
-    import polars as pl
 
     from llm_assets import charts
     from llm_assets.core.filtered import (

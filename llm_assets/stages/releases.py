@@ -72,6 +72,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.metadata import table
     from llm_assets.settings import Settings
     from llm_assets.stage import require_every_shard
+    from llm_assets.stages.tokenized import TOKENIZER_SPEC
     from resources import ObjectStore
     from resources.io_manager import ALLOW_MISSING_PARTITIONS
 
@@ -177,9 +178,10 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
 
     @dg.asset(
         name=SPEC.name,
-        ins={"tokenized": dg.AssetIn(partition_mapping=dg.AllPartitionMapping(),
-                                     metadata={ALLOW_MISSING_PARTITIONS: True})},
-        deps=[dg.AssetKey("tokenizer")],
+        # every partition of its inputs (the spec's), whatever crawl
+        ins={name: dg.AssetIn(partition_mapping=dg.AllPartitionMapping(), metadata={ALLOW_MISSING_PARTITIONS: True})
+             for name in SPEC.inputs},
+        deps=[dg.AssetKey(TOKENIZER_SPEC.name)],
         group_name=SPEC.group,
         kinds={"s3", "numpy"},
         code_version=SPEC.version(settings),
