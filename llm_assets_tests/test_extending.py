@@ -150,3 +150,25 @@ def test_status_trace_and_export_follow_the_list(new_stage, tmp_path):
     seen = json.loads(out.splitlines()[-1])
     assert all(NAME in names for names in seen.values()), seen
     assert [s.name for s in SPECS if s.documents] == [n for n in seen["trace"] if n != NAME]
+
+
+def test_an_asset_function_takes_exactly_its_specs_inputs():
+    """The edges are the spec's: a function taking another input, or missing one, is refused, naming the stage."""
+    import dagster as dg
+
+    from llm_assets.core.partition import LakeInput
+    from llm_assets.registry import StageSpec
+    from llm_assets.stage import stage_asset
+
+    spec = StageSpec(NAME, "shard", ("filtered",))
+    settings, specs = load_settings(), [*SPECS, spec]
+    with pytest.raises(TypeError, match=rf"stage {NAME}: .* takes \['documents'\], its spec's inputs are \['filtered'\]"):
+        @stage_asset(spec, settings, specs)
+        def wrong(context: dg.AssetExecutionContext, documents: LakeInput):
+            """Reads documents, which its spec does not name."""
+
+    @stage_asset(spec, settings, specs)
+    def right(context: dg.AssetExecutionContext, filtered: LakeInput):
+        """Reads filtered, as its spec says."""
+
+    assert [d.asset_key.path[-1] for d in next(iter(right.specs)).deps] == ["filtered"]
