@@ -122,7 +122,7 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
     from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
     @dg.sensor(
-        job_name="lake_job",
+        job_name=SPEC.job,  # it requests the runs of the job that builds raw_files
         minimum_interval_seconds=settings.sensor.interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
