@@ -29,6 +29,7 @@ from llm_assets.core.tokenized import TokenizedSettings, TokenizerTraining
 from llm_assets.core.units import RunnerSettings
 
 DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
+SETTINGS_ENV = "LLM_ASSETS_SETTINGS"  # the settings file of a deployment; `--settings PATH` of a command sets it
 # The sections, re-exported for the Dagster layer: each lives beside the core code it configures.
 __all__ = ["PROJECT_ROOT", "CostSettings", "DedupSettings", "DocumentsSettings", "FilteredSettings", "GateSettings", "ImagePairsSettings",
            "ReleaseSettings", "RunnerSettings", "Settings", "StoreSettings", "TokenizedSettings", "TokenizerTraining",
@@ -90,7 +91,7 @@ class Settings(Section):
 
 
 def settings_path() -> Path:
-    return Path(os.environ.get("LLM_ASSETS_SETTINGS", DEFAULT_SETTINGS))
+    return Path(os.environ.get(SETTINGS_ENV, DEFAULT_SETTINGS))
 
 
 def load_settings() -> Settings:
