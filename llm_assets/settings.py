@@ -45,34 +45,34 @@ class SensorSettings(Section):
 class Settings(Section):
     shards: int = Field(default=4, ge=1, le=9999, description=(
         "Hash buckets per crawl: a raw file's shard is a stable hash of its key. Changing it re-partitions the lake."))
-    runner: RunnerSettings = Field(RunnerSettings(), description=(
+    runner: RunnerSettings = Field(default=RunnerSettings(), description=(
         "Where a partition's work units run (`kind`: in this process, a process pool, a Dask cluster); part of no "
         "code version."))
-    documents: DocumentsSettings = Field(DocumentsSettings(), description=(
+    documents: DocumentsSettings = Field(default=DocumentsSettings(), description=(
         "The `documents` stage: raw files (WARC, WET, JSON Lines, Parquet, HTML...) to extracted text."))
-    image_text_pairs: ImagePairsSettings = Field(ImagePairsSettings(), description=(
+    image_text_pairs: ImagePairsSettings = Field(default=ImagePairsSettings(), description=(
         "The `image_text_pairs` stage: images of the crawled pages with their alt, caption or nearby text."))
-    filtered: FilteredSettings = Field(FilteredSettings(), description=(
+    filtered: FilteredSettings = Field(default=FilteredSettings(), description=(
         "The `filtered` stage: the filter chain, per-language values and overrides."))
-    gates: GateSettings = Field(GateSettings(), description=(
+    gates: GateSettings = Field(default=GateSettings(), description=(
         "The `filtered` stage's quality gate: a partition whose filtering departs from its crawl's is held back."))
-    evals: EvalSetSettings = Field(EvalSetSettings(), description=(
+    evals: EvalSetSettings = Field(default=EvalSetSettings(), description=(
         "Evaluation sets for decontamination (the `eval_index` asset and the `decontaminate` block)."))
-    quality_classifier: QualityTraining = Field(QualityTraining(), description=(
+    quality_classifier: QualityTraining = Field(default=QualityTraining(), description=(
         "The `quality_classifier` asset: a fastText classifier trained on labelled JSON Lines."))
-    dedup: DedupSettings = Field(DedupSettings(), description=(
+    dedup: DedupSettings = Field(default=DedupSettings(), description=(
         "Deduplication across every shard of a crawl (exact, by URL, MinHash LSH; FineWeb's defaults)."))
-    tokenized: TokenizedSettings = Field(TokenizedSettings(), description=(
+    tokenized: TokenizedSettings = Field(default=TokenizedSettings(), description=(
         "The `tokenized` stage: which tokenizer, the EOS token, documents too short to keep."))
-    enriched: EnrichedSettings = Field(EnrichedSettings(), description=(
+    enriched: EnrichedSettings = Field(default=EnrichedSettings(), description=(
         "The `enriched` asset: named entities, keywords and an extractive summary per document."))
-    release: ReleaseSettings = Field(ReleaseSettings(), description=(
+    release: ReleaseSettings = Field(default=ReleaseSettings(), description=(
         "The training release the `release` asset writes under `releases/<name>/<version>/`."))
-    sensor: SensorSettings = Field(SensorSettings(), description=(
+    sensor: SensorSettings = Field(default=SensorSettings(), description=(
         "The raw-drop sensor that finds new files under `raw/`."))
-    store: StoreSettings = Field(StoreSettings(), description=(
+    store: StoreSettings = Field(default=StoreSettings(), description=(
         "How the lake treats its object store (retries, retention); part of no code version."))
-    cost: CostSettings = Field(CostSettings(), description=(
+    cost: CostSettings = Field(default=CostSettings(), description=(
         "Prices that turn the cost ledger into money (the `cost` asset and the forecasts)."))
 
     @classmethod

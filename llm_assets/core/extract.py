@@ -196,9 +196,9 @@ class Routing(Section):
     host rule is off: on a single-host crawl (the archive.org WARC) one overrun sent 58 % of its pages to
     resiliparse (agreement 0.88), which the public sets, one page per host, cannot judge."""
 
-    primary: Literal["trafilatura", "trafilatura_fast"] = Field("trafilatura", description=(
+    primary: Literal["trafilatura", "trafilatura_fast"] = Field(default="trafilatura", description=(
         "The extractor of most pages: `trafilatura` (FineWeb's settings) or `trafilatura_fast`."))
-    fast: Literal["resiliparse"] = Field("resiliparse", description="The extractor of the pages routed away.")
+    fast: Literal["resiliparse"] = Field(default="resiliparse", description="The extractor of the pages routed away.")
     # HTML longer than this many characters (after `max_html_chars`) goes to `fast` (reason `size`)
     max_chars: int | None = Field(default=None, gt=0, description=(
         "Characters: HTML longer than this (after `max_html_chars`) goes to `fast` (reason `size`); null: off."))

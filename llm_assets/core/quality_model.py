@@ -42,9 +42,9 @@ class QualityTraining(BaseModel):
 
     labels_prefix: str = Field(default="labels/quality/", pattern=r"^labels/(?:[A-Za-z0-9_-]+/)*$", description=(
         "Where labelled JSON Lines are dropped in the bucket, one `{\"text\", \"label\"}` per line."))
-    text_field: str = Field("text", description="The field holding the text.")
-    label_field: str = Field("label", description="The field holding the label.")
-    positive_label: str = Field("hq", description="The label of good documents.")
+    text_field: str = Field(default="text", description="The field holding the text.")
+    label_field: str = Field(default="label", description="The field holding the label.")
+    positive_label: str = Field(default="hq", description="The label of good documents.")
     holdout: float = Field(default=0.1, ge=0.0, lt=1.0, description=(
         "Share (0..1) of the labelled documents, by a hash of their text, held out for precision and recall."))
     threshold: float = Field(default=0.5, ge=0.0, le=1.0, description=(
@@ -57,7 +57,7 @@ class QualityTraining(BaseModel):
     dim: int = Field(default=100, ge=1, description="Vector dimensions (fastText's default).")
     min_count: int = Field(default=1, ge=1, description=(
         "Occurrences a word needs to be in the vocabulary (fastText's default)."))
-    seed: int = Field(0, description="Seed of the training (with one thread: reproducible).")
+    seed: int = Field(default=0, description="Seed of the training (with one thread: reproducible).")
 
 
 @dataclass

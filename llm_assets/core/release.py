@@ -68,14 +68,14 @@ class ReleaseSettings(Section):
 
     name: str = Field(default="demo", pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description=(
         "The release's name: `releases/<name>/<version>/`."))
-    crawls: tuple[str, ...] = Field((), description="The crawls released; empty: every crawl.")
+    crawls: tuple[str, ...] = Field(default=(), description="The crawls released; empty: every crawl.")
     context: int = Field(default=2048, ge=1, description="Tokens per sequence.")
-    packing: Literal["bfd", "concat"] = Field("bfd", description=(
+    packing: Literal["bfd", "concat"] = Field(default="bfd", description=(
         "`bfd`: whole documents, best-fit decreasing, padded; `concat`: concatenated and chunked, no padding."))
-    seed: int = Field(0, description="Seed of the global shuffle.")
-    include_text: bool = Field(True, description=(
+    seed: int = Field(default=0, description="Seed of the global shuffle.")
+    include_text: bool = Field(default=True, description=(
         "Also write the curated text as Parquet (readable by Hugging Face datasets)."))
-    length_buckets: tuple[int, ...] = Field((), description=(
+    length_buckets: tuple[int, ...] = Field(default=(), description=(
         "Token-count boundaries, e.g. `[256, 1024]`: documents are packed only with others of their bucket."))
     # Sequences per shard (one .bin/.idx pair, written by one work unit, whose memory and disk it bounds): 262,144
     # sequences of 2,048 uint16 ids are 1 GiB. A release of at most this many sequences is one shard.
@@ -84,7 +84,7 @@ class ReleaseSettings(Section):
         "GiB)."))
     # The language mix: empty, every language as it comes; else only the languages listed, each with a token budget
     # (`{tokens: N}`) or a weight (`{weight: w}`, its share of the release's tokens being w over the weights' sum).
-    languages: dict[str, LanguageShare] = Field({}, description=(
+    languages: dict[str, LanguageShare] = Field(default={}, description=(
         "The language mix: empty, every language as it comes; else only these, each `{tokens: N}` or `{weight: w}`."))
     tokens: int | None = Field(default=None, ge=1, description=(
         "With weights: the release's total tokens; null: the largest mix the data allows."))

@@ -29,28 +29,28 @@ class GopherQuality(Block):
     gopher_below_alpha_threshold, gopher_enough_stop_words."""
 
     name = "gopher_quality"
-    block: Literal["gopher_quality"] = Field("gopher_quality", description=(
+    block: Literal["gopher_quality"] = Field(default="gopher_quality", description=(
         "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
-    min_doc_words: int = Field(50, description=(
+    min_doc_words: int = Field(default=50, description=(
         "Non-symbol words: shorter documents are dropped (`gopher_short_doc`; Gopher)."))
-    max_doc_words: int = Field(100_000, description=(
+    max_doc_words: int = Field(default=100_000, description=(
         "Non-symbol words: longer documents are dropped (`gopher_long_doc`; Gopher)."))
-    min_avg_word_length: float = Field(3, description=(
+    min_avg_word_length: float = Field(default=3, description=(
         "Characters: a lower mean word length is dropped (`gopher_below_avg_threshold`; Gopher)."))
-    max_avg_word_length: float = Field(10, description=(
+    max_avg_word_length: float = Field(default=10, description=(
         "Characters: a higher mean word length is dropped (`gopher_above_avg_threshold`; Gopher)."))
-    max_symbol_word_ratio: float = Field(0.1, description=(
+    max_symbol_word_ratio: float = Field(default=0.1, description=(
         "Hashes or ellipses per word above which a document is dropped (`gopher_too_many_hashes`, "
         "`gopher_too_many_ellipsis`; Gopher)."))
-    max_bullet_lines_ratio: float = Field(0.9, description=(
+    max_bullet_lines_ratio: float = Field(default=0.9, description=(
         "Share of lines starting with a bullet above which a document is dropped (Gopher)."))
-    max_ellipsis_lines_ratio: float = Field(0.3, description=(
+    max_ellipsis_lines_ratio: float = Field(default=0.3, description=(
         "Share of lines ending with an ellipsis above which a document is dropped (Gopher)."))
-    min_alpha_words_ratio: float = Field(0.8, description=(
+    min_alpha_words_ratio: float = Field(default=0.8, description=(
         "Share of words with a letter below which a document is dropped (Gopher)."))
-    min_stop_words: int = Field(2, description=(
+    min_stop_words: int = Field(default=2, description=(
         "Stop words (of `stop_words`) a document needs, or it is dropped (`gopher_enough_stop_words`; Gopher)."))
-    stop_words: tuple[str, ...] = Field(STOP_WORDS, description=(
+    stop_words: tuple[str, ...] = Field(default=STOP_WORDS, description=(
         "The stop words `min_stop_words` counts (Gopher's English list)."))
 
     measured_by = ("stop_words",)
@@ -103,24 +103,24 @@ class GopherRepetition(Block):
     top_{n}_gram, duplicated_{n}_n_grams."""
 
     name = "gopher_repetition"
-    block: Literal["gopher_repetition"] = Field("gopher_repetition", description=(
+    block: Literal["gopher_repetition"] = Field(default="gopher_repetition", description=(
         "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
     # None: the rule is off (FineWeb-2 turns the paragraph rules and dup_line_char_frac off)
-    dup_line_frac: float | None = Field(0.3, description=(
+    dup_line_frac: float | None = Field(default=0.3, description=(
         "Share of lines that are duplicates above which a document is dropped (Gopher, Rae et al. 2021, table A1); "
         "null: off."))
-    dup_para_frac: float | None = Field(0.3, description=(
+    dup_para_frac: float | None = Field(default=0.3, description=(
         "Share of paragraphs that are duplicates above which a document is dropped (Gopher); null: off (FineWeb-2 "
         "turns it off)."))
-    dup_line_char_frac: float | None = Field(0.2, description=(
+    dup_line_char_frac: float | None = Field(default=0.2, description=(
         "Share of characters in duplicated lines above which a document is dropped (Gopher); null: off."))
-    dup_para_char_frac: float | None = Field(0.2, description=(
+    dup_para_char_frac: float | None = Field(default=0.2, description=(
         "Share of characters in duplicated paragraphs above which a document is dropped (Gopher); null: off."))
-    top_n_grams: tuple[tuple[int, float], ...] = Field(((2, 0.2), (3, 0.18), (4, 0.16)), description=(
+    top_n_grams: tuple[tuple[int, float], ...] = Field(default=((2, 0.2), (3, 0.18), (4, 0.16)), description=(
         "Pairs `[n, share]`: dropped when the most frequent word n-gram covers more than `share` of the characters "
         "(Gopher)."))
     dup_n_grams: tuple[tuple[int, float], ...] = Field(
-        ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)),
+        default=((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)),
         description=(
             "Pairs `[n, share]`: dropped when duplicated word n-grams cover more than `share` of the characters "
             "(Gopher)."))

@@ -29,18 +29,18 @@ HSPACE = r"[ \t\p{Zs}]"
 
 class Normalize(Block):
     name = "normalize"
-    block: Literal["normalize"] = Field("normalize", description=(
+    block: Literal["normalize"] = Field(default="normalize", description=(
         "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
     rewrites_text = True
     measured_by = ("nfc", "fix_mojibake", "strip_control", "whitespace")
 
-    nfc: bool = Field(True, description="Unicode NFC normalization of the text.")
-    fix_mojibake: bool = Field(True, description=(
+    nfc: bool = Field(default=True, description="Unicode NFC normalization of the text.")
+    fix_mojibake: bool = Field(default=True, description=(
         "Repair mojibake (UTF-8 read as Latin-1/cp1252) with ftfy, only in the texts that show it."))
-    strip_control: bool = Field(True, description=(
+    strip_control: bool = Field(default=True, description=(
         "Remove invisible control characters (C0 but tab and newline, DEL, C1, BOM, zero-width space); line ends "
         "become `\\n`."))
-    whitespace: bool = Field(True, description=(
+    whitespace: bool = Field(default=True, description=(
         "Tidy whitespace: a run of spaces after a visible character becomes one, trailing spaces go, 3+ newlines "
         "become 2; indentation is kept."))
 

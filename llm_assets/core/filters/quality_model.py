@@ -18,13 +18,13 @@ class QualityModelFilter(Block):
     `quality_classifier` asset trained last. Reason: `low_quality`."""
 
     name = "quality_model"
-    block: Literal["quality_model"] = Field("quality_model", description=(
+    block: Literal["quality_model"] = Field(default="quality_model", description=(
         "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
-    enabled: bool = Field(False, description=(
+    enabled: bool = Field(default=False, description=(
         "Off by default; on, documents scoring below `threshold` are dropped (DCLM-style)."))
-    model_path: str | None = Field(None, description=(
+    model_path: str | None = Field(default=None, description=(
         "A fastText .bin/.ftz file; null: the model the `quality_classifier` asset trained."))
-    label: str = Field("hq", description="The label whose probability is the document's `quality_score`.")
+    label: str = Field(default="hq", description="The label whose probability is the document's `quality_score`.")
     threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="Minimum P(`label`), 0..1, a document needs.")
 
     measured_by = ("model_path", "label")

@@ -21,16 +21,16 @@ class DomainVocabulary(Block):
     terms (one repeated word is not a domain). Adds `domain_density`. Reason: off_domain."""
 
     name = "vocabulary"
-    block: Literal["vocabulary"] = Field("vocabulary", description=(
+    block: Literal["vocabulary"] = Field(default="vocabulary", description=(
         "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
-    enabled: bool = Field(False, description=(
+    enabled: bool = Field(default=False, description=(
         "Off by default; on, it keeps only the documents of one domain (`off_domain` for the others)."))
-    vocabulary: Literal["medical", "code", "custom"] = Field("medical", description=(
+    vocabulary: Literal["medical", "code", "custom"] = Field(default="medical", description=(
         "The built-in vocabulary (`medical`, `code`), or `custom` (only `terms` and `terms_file`)."))
-    terms: tuple[str, ...] = Field((), description="Terms listed inline, added to the vocabulary.")
-    terms_file: str | None = Field(None, description="A file of terms, one per line.")
-    min_density: float = Field(0.01, description="Vocabulary hits per word a document needs.")
-    min_distinct: int = Field(3, description=(
+    terms: tuple[str, ...] = Field(default=(), description="Terms listed inline, added to the vocabulary.")
+    terms_file: str | None = Field(default=None, description="A file of terms, one per line.")
+    min_density: float = Field(default=0.01, description="Vocabulary hits per word a document needs.")
+    min_distinct: int = Field(default=3, description=(
         "Different vocabulary terms a document needs (one repeated word is not a domain)."))
 
     def lexicon(self) -> tuple[str, ...]:
