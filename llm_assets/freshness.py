@@ -13,7 +13,7 @@ from llm_assets.dagster_private import (DATA_VERSION_TAG, SENSOR_NAME_TAG, Asset
                                         PartitionBackfill, backfill_targets, make_new_backfill_id)
 from llm_assets.core.forecast import Forecast, forecast
 from llm_assets.core.lake import Lake
-from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
+from llm_assets.partitions import CRAWL_PARTITIONS, crawl_partitions, crawl_shard_partitions
 from llm_assets.pipeline import SPECS, code_versions
 from llm_assets.settings import Settings
 from llm_assets.stale import Planned, SourceVersion, known_crawls, planned_of, planning, source_versions
@@ -31,9 +31,9 @@ def stale_subset(planned: list[Planned], asset_graph) -> AssetGraphSubset:
 def register_crawls(instance: dg.DagsterInstance, planned: list[Planned]) -> None:
     """Crawls dropped under raw/ that the sensor has not registered yet become partitions first."""
     crawls = {p.partition.split("|")[0] for p in planned if p.partition}
-    new = sorted(crawls - set(instance.get_dynamic_partitions(crawl_partitions.name)))
+    new = sorted(crawls - set(instance.get_dynamic_partitions(CRAWL_PARTITIONS)))
     if new:
-        instance.add_dynamic_partitions(crawl_partitions.name, new)
+        instance.add_dynamic_partitions(CRAWL_PARTITIONS, new)
 
 
 def plan_forecast(lake: Lake, settings: Settings, planned: Sequence[Planned],
@@ -113,7 +113,7 @@ def raw_drop_runs_in_flight(instance: dg.DagsterInstance) -> bool:
 def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: list[str]) -> dict[tuple[str, str], str]:
     """(asset, partition) -> the failed run, for every partition whose latest materialization attempt failed (the
     UI's red "Failed"): the lake still holds what an earlier run committed, or nothing, so only the instance knows."""
-    known = set(instance.get_dynamic_partitions(crawl_partitions.name))
+    known = set(instance.get_dynamic_partitions(CRAWL_PARTITIONS))
     crawls = [c for c in crawls if c in known]
     if not crawls:
         return {}
@@ -212,6 +212,8 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
         if not planned:
             return dg.SensorResult(asset_events=observed, skip_reason="nothing is stale" + (
                 f" but the {len(own)} partitions that failed in this sensor's backfill" if own else ""))
+        if context.repository_def is None:  # evaluated outside its code location: no asset graph to select from
+            raise RuntimeError("stale_sensor needs the definitions it belongs to (context.repository_def)")
         register_crawls(context.instance, planned)
         figures = plan_forecast(lake, settings, planned)
         context.log.info(f"stale backfill of {len(planned)} partitions:\n{figures.render()}")

@@ -165,7 +165,8 @@ def _section(annotation: Any) -> tuple[str, list[type[BaseModel]], str | None] |
     discriminator = None
     if typing.get_origin(annotation) is typing.Annotated:
         annotation, *meta = typing.get_args(annotation)
-        discriminator = next((m.discriminator for m in meta if isinstance(m, FieldInfo) and m.discriminator), None)
+        discriminator = next((m.discriminator for m in meta if isinstance(m, FieldInfo) and isinstance(m.discriminator, str)),
+                             None)
     if typing.get_origin(annotation) in (Union, types.UnionType):
         members = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
         if not members:

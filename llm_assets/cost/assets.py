@@ -1,4 +1,5 @@
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
@@ -19,7 +20,7 @@ from resources import ObjectStore
 READERS = 16  # manifests read at once
 
 
-def stored_bytes(lake: Lake, crawl: str, levels: dict[str, str], shards: list[str]) -> dict[str, int]:
+def stored_bytes(lake: Lake, crawl: str, levels: Mapping[str, str], shards: list[str]) -> dict[str, int]:
     """Bytes each stage keeps committed for the crawl now: what its units wrote, summed over the parts its current
     manifests list (superseded parts awaiting the vacuum are not counted)."""
     wanted = [(a, s) for a, level in levels.items() for s in (shards if level == "shard" else ["all"])]

@@ -1,4 +1,5 @@
 import time
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -42,7 +43,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         languages = stats.languages
         kept = languages.filter(pl.col("kept") > 0).sort("kept", "language", descending=[True, False])
         mix = kept.head(20).with_columns(documents_share=pl.col("kept") / max(1, int(kept["kept"].sum())))
-        metadata = {
+        metadata: dict[str, Any] = {
             "dagster/row_count": rows_out,
             "documents_in": rows_in,
             "documents_kept": rows_out,

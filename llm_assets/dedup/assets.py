@@ -1,4 +1,5 @@
 import time
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -104,7 +105,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             REMOVED_SCHEMA)
         removed, by = clusters.removed_count, clusters.removed_by
         sizes = clusters.sizes
-        metadata = {
+        metadata: dict[str, Any] = {
             "dagster/row_count": removed,
             "documents": clusters.documents,
             "duplicates_removed": removed,

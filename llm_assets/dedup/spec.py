@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from llm_assets.core.dedup import CLUSTERS_VERSION, LAYOUT_SETTINGS, SIGNATURES_VERSION, STAGE_VERSION
-from llm_assets.core.partition import read_manifest, units_version
+from llm_assets.core.partition import Manifest, read_manifest, units_version
 from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import StageSpec
 
@@ -25,7 +25,7 @@ def deduplicated_version(settings) -> str:
     return code_version(STAGE_VERSION)
 
 
-def clusters_version(code: str, *manifest_sets: dict[str, dict]) -> str:
+def clusters_version(code: str, *manifest_sets: dict[str, Manifest]) -> str:
     """The clusters' data version: their code version and every signatures unit they were built from."""
     return units_version(code, [m for ms in manifest_sets for m in ms.values()])
 

@@ -1,4 +1,5 @@
 import time
+from typing import Any
 
 import dagster as dg
 
@@ -41,7 +42,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         record = {"files": len(keys), "train_examples": model.train_examples, "labels": model.labels,
                   "held_out": ev.__dict__ if ev else None}
         key = publish(lake, model, record)
-        metadata = {
+        metadata: dict[str, Any] = {
             "model": dg.MetadataValue.text(lake.url(key)),
             "model_sha256": model.sha256,
             "model_bytes": len(model.data),

@@ -5,7 +5,7 @@ import dagster as dg
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, RawScan, changed_partitions
 from llm_assets.filtered.spec import CURATION_SCOPE
 from llm_assets.freshness import observation, stale_backfill_targets
-from llm_assets.partitions import crawl_partitions, crawl_shard_key
+from llm_assets.partitions import CRAWL_PARTITIONS, crawl_partitions, crawl_shard_key
 from llm_assets.raw.spec import RAW_DROP, SPEC
 from llm_assets.registry import UNOBSERVED
 from llm_assets.stale import SourceVersion
@@ -51,7 +51,7 @@ def build_raw_drop_sensor(settings: Settings) -> dg.SensorDefinition:
 
         now = scan.fingerprints()
         changed = changed_partitions(seen, now)
-        known = set(context.instance.get_dynamic_partitions(crawl_partitions.name))
+        known = set(context.instance.get_dynamic_partitions(CRAWL_PARTITIONS))
         new_crawls = sorted({p.split("|")[0] for p in now} - known)
         for crawl in new_crawls:  # its shards that got no file are built too: empty, not missing for ever
             for shard in settings.shard_keys():

@@ -21,8 +21,9 @@ def _recorded(built) -> str:
     return next((u.unit for u in built.units), "")  # the inventory unit's id is the fingerprint it listed
 
 
-def _stale(planner, crawl: str, shard: str) -> str | None:
+def _stale(planner, crawl: str | None, shard: str | None) -> str | None:
     """Compared by file fingerprints (key, ETag, size): an identical re-upload changes nothing."""
+    assert crawl is not None and shard is not None  # raw_files is partitioned by crawl × shard
     files, now = _files(planner, crawl, shard)
     built = planner.manifest("raw_files", crawl, shard)
     if built is None:

@@ -1,6 +1,7 @@
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -58,7 +59,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         """
         start = time.perf_counter()
         lake = store.lake()
-        metadata = {"source": tokenization.source}
+        metadata: dict[str, Any] = {"source": tokenization.source}
         if trains:
             train = tokenization.train
             crawls = list(train.crawls) or sorted(context.instance.get_dynamic_partitions("crawl"))
