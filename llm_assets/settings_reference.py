@@ -60,7 +60,9 @@ def _sections(path: str, field: FieldInfo, level: int) -> Iterator[str]:
     where = f"`{path}`" + (" is a list: each item" if kind == "list" else "")
     intro += f" {where} is one of {len(members)} kinds, named by `{discriminator}`."
     default = field.get_default(call_default_factory=True) if not field.is_required() else None
-    if isinstance(default, tuple) and all(isinstance(d, BaseModel) for d in default):
+    if isinstance(default, BaseModel):
+        intro += f" Default: `{getattr(default, discriminator)}`."
+    elif isinstance(default, tuple) and all(isinstance(d, BaseModel) for d in default):
         intro += " Default: " + ", ".join(f"`{getattr(d, discriminator)}`" for d in default) + "."
     yield f"{'#' * level} `{path}`\n\n{intro}"
     for model in members:
