@@ -53,7 +53,7 @@ snapshots: $(VENV)/.synced
 
 lint: $(VENV)/.synced
 	$(BIN)/ruff check llm_assets resources benchmarks llm_assets_tests
-	$(BIN)/mypy llm_assets/core
+	$(BIN)/mypy llm_assets resources
 
 UI_PORT ?= 3000
 ui: $(VENV)/.synced

@@ -7,12 +7,13 @@ import errno
 import json
 import os
 import sys
+from pathlib import Path
 
 from llm_assets import environment
 from llm_assets.core.errors import InfrastructureError
 from llm_assets.core.lake import Lake, validate_crawl, validate_shard
 from llm_assets.core.partition import LakeInput, committed
-from llm_assets.settings import Settings, settings_path
+from llm_assets.settings import SETTINGS_ENV, Settings, settings_path
 
 # What needs Dagster (the instance, the definitions) is imported by the commands that use it: `show`, `record` or
 # `store` start without paying for it.
@@ -211,7 +212,6 @@ def cmd_stale(args) -> int:
 
 
 def cmd_preview(args) -> int:
-    from pathlib import Path
 
     from llm_assets.core.preview import parse_sample
     from llm_assets.preview import preview_change
@@ -549,11 +549,23 @@ def cmd_deploy(args) -> int:
     return deploy.print_status(home, as_json=args.json)
 
 
+def cmd_settings(args) -> int:
+    import yaml
+
+    if args.reference:
+        from llm_assets.settings_reference import render
+
+        sys.stdout.write(render())
+        return 0
+    print(f"# {args.settings_path}")
+    sys.stdout.write(yaml.safe_dump(args.settings.model_dump(mode="json"), sort_keys=False, allow_unicode=True))
+    return 0
+
+
 def cmd_drop(args) -> int:
     """Upload crawl files under raw/<crawl>/, where the raw_drop_sensor finds them: every key checked first, with the
     sensor's rules, so a bad name uploads nothing; each file streamed (a multipart upload, completed whole or not at
     all), never read into memory."""
-    from pathlib import Path
 
     from llm_assets.core.lake import parse_raw_key
 
@@ -582,7 +594,7 @@ def cmd_drop(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-assets", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = _Commands(parser.add_subparsers(dest="command", required=True))
 
     p = sub.add_parser("demo", help="drop the demo crawls, run the sensor's requests, print a summary")
     p.add_argument("--change", action="store_true",
@@ -607,8 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("preview", help="what new settings would change, before a rebuild: re-decided over the stored "
                                        "scores (thresholds only) or run on a sample of the stale units (scratch)")
-    p.add_argument("--settings", dest="new_settings", required=True, metavar="NEW.yaml",
-                   help="the settings file to preview against the deployment's")
+    p.add_argument("new_settings", metavar="NEW.yaml", help="the settings file to preview against the deployment's")
     p.add_argument("--sample", default="1%", help="a change other than thresholds: the share of the stale units run "
                                                   "(ordered by a hash of their input; at least one per crawl; default 1%%)")
     p.add_argument("--crawl", help="only this crawl (default: every crawl)")
@@ -713,6 +724,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=3000, help="the webserver's port (default 3000)")
     p.set_defaults(fn=cmd_ui)
 
+    p = sub.add_parser("settings", help="the effective settings (YAML), or with --reference every setting documented")
+    p.add_argument("--reference", action="store_true",
+                   help="the settings reference (Markdown, docs/settings.md): every key, its type, default and meaning")
+    p.set_defaults(fn=cmd_settings)
+
     p = sub.add_parser("drop", help="upload crawl files under raw/<crawl>/ for the raw_drop_sensor (streamed)")
     p.add_argument("files", nargs="+", metavar="FILE", help="WARC, ARC, WET, JSON Lines, JSON, Parquet or HTML files")
     p.add_argument("--crawl", required=True, help="the crawl they belong to (letters, digits, '.', '_', '-')")
@@ -722,9 +738,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Commands:
+    """The subcommands, each with the options every command shares (`--settings`)."""
+
+    def __init__(self, sub: argparse._SubParsersAction) -> None:
+        self._sub = sub
+        self._common = argparse.ArgumentParser(add_help=False)
+        self._common.add_argument("--settings", dest="settings_file", metavar="PATH",
+                                  help=f"the settings file (default: ${SETTINGS_ENV}, else the embedded "
+                                       "llm_assets/settings.yaml); the processes the command starts read it too")
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        return self._sub.add_parser(name, parents=[self._common], **kwargs)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.settings_file:
+            # through the variable every process reads: the code server, the daemon's runs and the workers a
+            # command starts use the same file
+            os.environ[SETTINGS_ENV] = str(Path(args.settings_file).resolve())
         args.settings_path = settings_path()
         args.settings = Settings.from_file(args.settings_path)
         return args.fn(args)

@@ -56,8 +56,10 @@ def __getattr__(name: str):
 
 def backfill_targets(backfill: PartitionBackfill) -> set[tuple[str, str]]:
     """(asset name, partition key) of every asset partition an asset backfill targets ("" when unpartitioned)."""
-    return {(k.asset_key.path[-1], str(k.partition_key or ""))
-            for k in backfill.asset_backfill_data.target_subset.iterate_asset_partitions()}
+    data = backfill.asset_backfill_data
+    if data is None:  # a job backfill targets partitions of a job, not assets
+        return set()
+    return {(k.asset_key.path[-1], str(k.partition_key or "")) for k in data.target_subset.iterate_asset_partitions()}
 
 
 # The Dagster release these names were checked against (the lock file's); the test compares it with the installed one.

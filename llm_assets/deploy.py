@@ -382,8 +382,8 @@ class Postgres:
         self.data_dir.mkdir(mode=0o700)
         if owner:
             # the postgres user must reach its folder: the folders above it are traversable (0711), not readable
-            account = pwd.getpwnam(owner)
-            os.chown(self.data_dir, account.pw_uid, account.pw_gid)
+            postgres = pwd.getpwnam(owner)
+            os.chown(self.data_dir, postgres.pw_uid, postgres.pw_gid)
             for folder in self.data_dir.parents:
                 if folder.stat().st_mode & 0o001:
                     continue
@@ -610,7 +610,7 @@ def print_status(home: Path, as_json: bool = False) -> int:
 # ---- the store's and the cluster's foreground processes: they run while the server they started runs
 
 
-def _run_until_stopped(start: Callable[[], None], alive: Callable[[], bool], stop: Callable[[], object]) -> int:
+def _run_until_stopped(start: Callable[[], object], alive: Callable[[], bool], stop: Callable[[], object]) -> int:
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())

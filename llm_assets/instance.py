@@ -117,7 +117,7 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
             entry = record.event_log_entry
             pid = entry.dagster_event.engine_event_data.metadata.get("pid") if entry.dagster_event else None
             if pid is not None:
-                return int(pid.value), entry.timestamp
+                return int(str(pid.value)), entry.timestamp  # Dagster records it as text
         return None
 
 

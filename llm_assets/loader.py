@@ -35,7 +35,7 @@ import threading
 import warnings
 from collections import deque
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice, tee
 from dataclasses import dataclass
@@ -360,7 +360,7 @@ class _LocalRelease:
         self.sequences, self.dtype, self.context = self.layout.sequences, self.layout.dtype, self.layout.context
         self.rows = [d.tokens.reshape(len(d.index), self.context) for d in datasets]
 
-    def read_batches(self, batches: Iterable[tuple[int, int]], step: int) -> Iterator[np.ndarray]:
+    def read_batches(self, batches: Iterable[tuple[int, int]], step: int) -> Generator[np.ndarray, None, None]:
         firsts = self.layout.firsts
         for i0, count in batches:
             rows = i0 + step * np.arange(count, dtype=np.int64)
@@ -475,7 +475,7 @@ class _S3Release:
                           f"expected {(g1 - g0) * self.row_bytes}")
         return g0, np.frombuffer(data, dtype=self.dtype).reshape(g1 - g0, self.context)
 
-    def read_batches(self, batches: Iterable[tuple[int, int]], step: int) -> Iterator[np.ndarray]:
+    def read_batches(self, batches: Iterable[tuple[int, int]], step: int) -> Generator[np.ndarray, None, None]:
         batches, for_blocks = tee(batches)
         blocks = prefetched(self._block, plan_blocks(for_blocks, step, self.block_rows, self.sequences,
                                                      self.layout.firsts[1:].tolist()), self.prefetch)
@@ -508,7 +508,7 @@ def _not_found(error, url: str) -> Exception:
     return error
 
 
-def prefetched(fn: Callable, items: Iterable, depth: int) -> Iterator:
+def prefetched(fn: Callable, items: Iterable, depth: int) -> Generator:
     """fn(item) for each item, in order, with up to `depth` calls running ahead on threads. Closing the
     iterator early cancels what has not started and waits for what has."""
     pool = ThreadPoolExecutor(max_workers=depth)

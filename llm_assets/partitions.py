@@ -8,7 +8,8 @@ from functools import cache
 
 import dagster as dg
 
-crawl_partitions = dg.DynamicPartitionsDefinition(name="crawl")
+CRAWL_PARTITIONS = "crawl"  # the dynamic partitions the instance holds, one per crawl
+crawl_partitions = dg.DynamicPartitionsDefinition(name=CRAWL_PARTITIONS)
 
 
 def crawl_shard_partitions(settings) -> dg.MultiPartitionsDefinition:

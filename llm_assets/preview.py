@@ -10,7 +10,7 @@ as its op's output metadata.
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import dagster as dg
 import polars as pl
@@ -251,9 +251,11 @@ def build_preview_job(settings: Settings | None = None) -> dg.JobDefinition:
     def preview_job():
         preview_settings()
 
-    defaults = {"ops": {"preview_settings": {"config": {"settings_yaml": settings_yaml(settings)}}}} if settings else None
+    # without settings, no `config` at all: an empty one is still a config mapping, with a schema of its own
+    defaults: dict[str, Any] = {"config": {"ops": {"preview_settings": {"config": {
+        "settings_yaml": settings_yaml(settings)}}}}} if settings else {}
     # the executor the definitions give every job, named here: the defaults are resolved against it
-    return dg.job(name="preview_job", config=defaults, executor_def=dg.in_process_executor, description=(
+    return dg.job(name="preview_job", **defaults, executor_def=dg.in_process_executor, description=(
         "Preview a change of settings before running it: edit the settings in `settings_yaml` (the whole file as "
         "text); a change of filter thresholds only is re-decided over every document's stored scores, any other runs "
         "the stale stages on a sample (`sample`, default 1%) into a scratch prefix that is removed after. The report "

@@ -29,6 +29,7 @@ from llm_assets.core.tokenized import TokenizedSettings, TokenizerTraining
 from llm_assets.core.units import RunnerSettings
 
 DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
+SETTINGS_ENV = "LLM_ASSETS_SETTINGS"  # the settings file of a deployment; `--settings PATH` of a command sets it
 # The sections, re-exported for the Dagster layer: each lives beside the core code it configures.
 __all__ = ["PROJECT_ROOT", "CostSettings", "DedupSettings", "DocumentsSettings", "FilteredSettings", "GateSettings", "ImagePairsSettings",
            "ReleaseSettings", "RunnerSettings", "Settings", "StoreSettings", "TokenizedSettings", "TokenizerTraining",
@@ -36,26 +37,43 @@ __all__ = ["PROJECT_ROOT", "CostSettings", "DedupSettings", "DocumentsSettings",
 
 
 class SensorSettings(Section):
-    interval_seconds: int = Field(default=30, ge=1)
-    max_keys_per_tick: int = Field(default=100_000, ge=1)
+    interval_seconds: int = Field(default=30, ge=1, description="Seconds between two ticks of the raw-drop sensor.")
+    max_keys_per_tick: int = Field(default=100_000, ge=1, description=(
+        "Keys listed under `raw/` per tick; a longer listing resumes on the next tick."))
 
 
 class Settings(Section):
-    shards: int = Field(default=4, ge=1, le=9999)
-    runner: RunnerSettings = RunnerSettings()
-    documents: DocumentsSettings = DocumentsSettings()
-    image_text_pairs: ImagePairsSettings = ImagePairsSettings()
-    filtered: FilteredSettings = FilteredSettings()
-    gates: GateSettings = GateSettings()
-    evals: EvalSetSettings = EvalSetSettings()
-    quality_classifier: QualityTraining = QualityTraining()
-    dedup: DedupSettings = DedupSettings()
-    tokenized: TokenizedSettings = TokenizedSettings()
-    enriched: EnrichedSettings = EnrichedSettings()
-    release: ReleaseSettings = ReleaseSettings()
-    sensor: SensorSettings = SensorSettings()
-    store: StoreSettings = StoreSettings()
-    cost: CostSettings = CostSettings()
+    shards: int = Field(default=4, ge=1, le=9999, description=(
+        "Hash buckets per crawl: a raw file's shard is a stable hash of its key. Changing it re-partitions the lake."))
+    runner: RunnerSettings = Field(default=RunnerSettings(), description=(
+        "Where a partition's work units run (`kind`: in this process, a process pool, a Dask cluster); part of no "
+        "code version."))
+    documents: DocumentsSettings = Field(default=DocumentsSettings(), description=(
+        "The `documents` stage: raw files (WARC, WET, JSON Lines, Parquet, HTML...) to extracted text."))
+    image_text_pairs: ImagePairsSettings = Field(default=ImagePairsSettings(), description=(
+        "The `image_text_pairs` stage: images of the crawled pages with their alt, caption or nearby text."))
+    filtered: FilteredSettings = Field(default=FilteredSettings(), description=(
+        "The `filtered` stage: the filter chain, per-language values and overrides."))
+    gates: GateSettings = Field(default=GateSettings(), description=(
+        "The `filtered` stage's quality gate: a partition whose filtering departs from its crawl's is held back."))
+    evals: EvalSetSettings = Field(default=EvalSetSettings(), description=(
+        "Evaluation sets for decontamination (the `eval_index` asset and the `decontaminate` block)."))
+    quality_classifier: QualityTraining = Field(default=QualityTraining(), description=(
+        "The `quality_classifier` asset: a fastText classifier trained on labelled JSON Lines."))
+    dedup: DedupSettings = Field(default=DedupSettings(), description=(
+        "Deduplication across every shard of a crawl (exact, by URL, MinHash LSH; FineWeb's defaults)."))
+    tokenized: TokenizedSettings = Field(default=TokenizedSettings(), description=(
+        "The `tokenized` stage: which tokenizer, the EOS token, documents too short to keep."))
+    enriched: EnrichedSettings = Field(default=EnrichedSettings(), description=(
+        "The `enriched` asset: named entities, keywords and an extractive summary per document."))
+    release: ReleaseSettings = Field(default=ReleaseSettings(), description=(
+        "The training release the `release` asset writes under `releases/<name>/<version>/`."))
+    sensor: SensorSettings = Field(default=SensorSettings(), description=(
+        "The raw-drop sensor that finds new files under `raw/`."))
+    store: StoreSettings = Field(default=StoreSettings(), description=(
+        "How the lake treats its object store (retries, retention); part of no code version."))
+    cost: CostSettings = Field(default=CostSettings(), description=(
+        "Prices that turn the cost ledger into money (the `cost` asset and the forecasts)."))
 
     @classmethod
     def from_file(cls, path: Path) -> Settings:
@@ -73,7 +91,7 @@ class Settings(Section):
 
 
 def settings_path() -> Path:
-    return Path(os.environ.get("LLM_ASSETS_SETTINGS", DEFAULT_SETTINGS))
+    return Path(os.environ.get(SETTINGS_ENV, DEFAULT_SETTINGS))
 
 
 def load_settings() -> Settings:

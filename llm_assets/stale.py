@@ -49,7 +49,8 @@ class Planner:
     def __init__(self, lake: Lake, settings: Settings, crawls: list[str], code_versions: dict[str, str],
                  specs: Sequence[StageSpec], failed: Mapping[tuple[str, str], str] | None = None,
                  hold: Collection[tuple[str, str]] = ()):
-        self.lake, self.settings, self.crawls, self.code = lake, settings, crawls, code_versions
+        self.lake: Lake = lake  # typed one by one: the specs that read them are checked before this module
+        self.settings, self.crawls, self.code = settings, crawls, code_versions
         self.failed, self.hold = failed or {}, set(hold)
         self.shards = settings.shard_keys()
         self.specs = {s.name: s for s in specs}

@@ -57,7 +57,8 @@ def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
             status_held.append({"asset": asset, "crawl": crawl, "shard": m.shard, "why": m.held_back})
     specs = {s.name: s for s in SPECS}
     for asset in UNPARTITIONED:
-        facts = specs[asset].facts(lake, settings) if specs[asset].facts else None
+        spec = specs[asset]
+        facts = spec.facts(lake, settings) if spec.facts else None
         assets[asset] = {"materialized": int(facts is not None), "total": 1, "rows": 0, **(facts or {})}
     status = {"crawls": crawls, "assets": assets, "by_crawl": by_crawl, "held_back": status_held}
     if rejected:

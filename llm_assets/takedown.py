@@ -63,7 +63,7 @@ def status(lake: Lake, settings: Settings, crawls: list[str]) -> list[RequestSta
                 s = out[target]
                 if not current:
                     s.pending.append(f"{crawl}|{shard}")
-                elif target in applied:  # else only a hash of the part's index matched: nothing to remove
+                elif target in applied and built is not None:  # else only a hash of the index matched: nothing removed
                     s.removed[f"{crawl}|{shard}"] = applied[target]
                     s.removed_at = max(s.removed_at, _utc(built.committed_at))
     releases = sorted((m for v in lake.folders(f"{RELEASES}/{settings.release.name}/")

@@ -47,3 +47,41 @@ def test_drop_streams_files_where_the_sensor_finds_them(store_env, lake, crawl, 
     assert cli.main(["drop", str(warc), "/nonexistent/file.warc.gz", "--crawl", crawl + "-d"]) == 1
     assert "/nonexistent/file.warc.gz: no such file" in capsys.readouterr().err
     assert {o.key for o in lake.list("raw/")} == before  # nothing uploaded by a refused command
+
+
+def test_settings_flag_overrides_the_environment_for_every_command(store_env, lake, crawl, tmp_path, capsys,
+                                                                   monkeypatch):
+    """`--settings PATH` on any command: the file it names is read instead of LLM_ASSETS_SETTINGS' (here a broken
+    file, so that a command reading the environment's fails), and handed on through that variable."""
+    import json
+    import os
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("shards: 0\n")
+    monkeypatch.setenv("LLM_ASSETS_SETTINGS", str(broken))  # restored after the test, whatever main() sets
+    flagged = tmp_path / "one-shard.yaml"
+    flagged.write_text("shards: 1\nevals:\n  prefix: evals/flagged/\n")
+    warc = shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz")
+
+    assert cli.main(["status", "--json"]) == 1
+    assert f"invalid settings in {broken}" in capsys.readouterr().err
+    assert cli.main(["drop", str(warc), "--crawl", crawl, "--settings", str(flagged)]) == 0
+    assert f"raw/{crawl}/{warc.name}" in capsys.readouterr().out
+
+    assert cli.main(["settings", "--settings", str(flagged)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"# {flagged}\n") and "\nshards: 1\n" in out and "prefix: evals/flagged/" in out
+    assert os.environ["LLM_ASSETS_SETTINGS"] == str(flagged)  # what the processes a command starts read
+
+    assert cli.main(["status", "--json", "--settings", str(flagged)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["unused_eval_keys"]["prefix"] == "evals/flagged/"
+    assert crawl in status["crawls"] and status["assets"]["documents"]["total"] == len(status["crawls"])  # 1 shard
+
+    assert cli.main(["stale", "--json", "--settings", str(flagged)]) == 0
+    planned = [p["partition"] for p in json.loads(capsys.readouterr().out)["partitions"]
+               if (p["partition"] or "").startswith(f"{crawl}|")]
+    assert planned and set(planned) == {f"{crawl}|0000"}
+
+    assert cli.main(["settings", "--settings", str(tmp_path / "absent.yaml")]) == 1
+    assert f"cannot read settings file {tmp_path / 'absent.yaml'}" in capsys.readouterr().err

@@ -188,9 +188,9 @@ def test_a_thresholds_preview_over_the_stored_scores_is_what_the_rebuild_then_do
     lake, current = store.lake(), load_settings()
     new, text = changed(blocks={"gopher_quality": {"min_doc_words": 300}})
     (path := tmp_path / "new.yaml").write_text(text)
-    assert cli.main(["preview", "--settings", str(path), "--sample", "0%"]) == 1
+    assert cli.main(["preview", str(path), "--sample", "0%"]) == 1
     assert "--sample '0%': must be above 0" in capsys.readouterr().err
-    assert cli.main(["preview", "--settings", str(path), "--crawl", crawl, "--json"]) == 0
+    assert cli.main(["preview", str(path), "--crawl", crawl, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
 
     report = preview_change(lake, store.config(), current, new, [crawl])

@@ -53,18 +53,23 @@ COMPRESSIONS = (".gz", ".zst")  # as raw files: the bytes say which (`readers.de
 class EvalSet(Section):
     """One eval set's own text fields, e.g. a code benchmark's prompt and solution."""
 
-    name: str  # its key without the prefix and suffixes: evals/humaneval.jsonl.gz -> humaneval
-    text_fields: tuple[str, ...]
+    name: str = Field(description=(
+        "The set's key without the prefix and suffixes: `evals/humaneval.jsonl.gz` is `humaneval`."))
+    text_fields: tuple[str, ...] = Field(description="The fields holding this set's test text.")
 
 
 class EvalSetSettings(Section):
     """Evaluation sets dropped under `evals/` in the bucket (JSON Lines or a JSON array, plain, gzip or zstd): which
     fields hold their test text, for every set (`text_fields`) or for one (`sets`)."""
 
-    prefix: str = "evals/"
-    text_fields: tuple[str, ...] = ("question", "answer", "text", "prompt", "completion")
-    sets: tuple[EvalSet, ...] = ()
-    ngram: int = Field(default=13, ge=1, le=50)
+    prefix: str = Field(default="evals/", description=(
+        "Where eval sets are dropped in the bucket (JSON Lines or a JSON array, plain, gzip or zstd)."))
+    text_fields: tuple[str, ...] = Field(default=("question", "answer", "text", "prompt", "completion"), description=(
+        "The fields holding an eval item's test text, for every set."))
+    sets: tuple[EvalSet, ...] = Field(default=(), description=(
+        "One set's own text fields, by its name, e.g. `[{name: humaneval, text_fields: [prompt, "
+        "canonical_solution]}]`."))
+    ngram: int = Field(default=13, ge=1, le=50, description="Words per n-gram of the eval index (GPT-3's 13).")
 
     def fields_of(self, benchmark: str) -> tuple[str, ...]:
         return next((s.text_fields for s in self.sets if s.name == benchmark), self.text_fields)

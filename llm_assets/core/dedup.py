@@ -35,28 +35,39 @@ from llm_assets.core.units import DropCounter, UnitResult, WorkUnit, timed_unit
 class DedupSettings(Section):
     """FineWeb's MinHash deduplication defaults: word 5-grams, 14 bands × 8 rows (112 hashes)."""
 
-    exact: bool = True  # same normalized text (lowercase words, punctuation and spacing ignored)
-    by_url: bool = False  # also one document per URL
-    near: bool = True  # MinHash LSH
-    ngram: int = Field(default=5, ge=1)
-    bands: int = Field(default=14, ge=1)
-    rows: int = Field(default=8, ge=1)
-    seed: int = 1
-    keep: Literal["earliest", "longest", "first"] = "earliest"  # fetch time, text length, or doc_id order
-    cross_crawl: bool = False  # also drop documents already in an earlier crawl
-    crawl_order: tuple[str, ...] = ()  # earliest first; empty: crawl names sorted (Common Crawl's sort by date)
+    exact: bool = Field(default=True, description=(
+        "Cluster documents with the same normalized text (lowercase words, punctuation and spacing ignored)."))
+    by_url: bool = Field(default=False, description="Also keep one document per URL.")
+    near: bool = Field(default=True, description="Cluster near duplicates by MinHash LSH over word n-grams.")
+    ngram: int = Field(default=5, ge=1, description="Words per shingle of the MinHash signatures (FineWeb's 5).")
+    bands: int = Field(default=14, ge=1, description="LSH bands (FineWeb's 14).")
+    rows: int = Field(default=8, ge=1, description=(
+        "Hashes per band (FineWeb's 8): 14 × 8 = 112 hashes catch half the pairs at Jaccard 0.72, 92 % at 0.8."))
+    seed: int = Field(default=1, description="Seed of the MinHash functions.")
+    keep: Literal["earliest", "longest", "first"] = Field(default="earliest", description=(
+        "Which document of a cluster is kept: `earliest` (fetch time), `longest` (text) or `first` (doc_id order)."))
+    cross_crawl: bool = Field(default=False, description="Also drop documents already in an earlier crawl.")
+    crawl_order: tuple[str, ...] = Field(default=(), description=(
+        "Crawls earliest first; empty: crawl names sorted (Common Crawl's sort by date)."))
     # An LSH candidate pair becomes an edge only when its signatures estimate a Jaccard similarity at least this
     # (FineWeb's 0.8); 0: every candidate. Short pages sharing a long banner collide in a band without being alike.
-    jaccard_threshold: float = Field(default=0.8, ge=0, le=1)
+    jaccard_threshold: float = Field(default=0.8, ge=0, le=1, description=(
+        "An LSH candidate pair joins a cluster only at this estimated Jaccard similarity (FineWeb's 0.8); 0: every "
+        "candidate."))
     # How the clustering is cut into work units; none changes the clusters. buckets 0: enough that one bucket
     # holds about `bucket_rows` rows (a document has one row per band and rule; ~75 bytes a row with its sketch).
-    buckets: int = Field(default=0, ge=0)
-    bucket_rows: int = Field(default=4_000_000, ge=1)
-    merge_fan_in: int = Field(default=8, ge=2)  # label parts merged by one components unit
+    buckets: int = Field(default=0, ge=0, description=(
+        "Clustering work units by band-hash range; 0: enough that one holds about `bucket_rows` rows. Never changes "
+        "the clusters."))
+    bucket_rows: int = Field(default=4_000_000, ge=1, description=(
+        "Rows one bucket unit holds (a row: one band or rule of a document, ~75 bytes)."))
+    merge_fan_in: int = Field(default=8, ge=2, description="Label parts merged by one components unit.")
     # keep_parts 0: enough keep units that one holds about `keep_rows` members (documents in a cluster of 2 or
     # more; ~650 bytes a member while the keep rule runs).
-    keep_parts: int = Field(default=0, ge=0)
-    keep_rows: int = Field(default=1_000_000, ge=1)
+    keep_parts: int = Field(default=0, ge=0, description=(
+        "Keep-rule work units, by a hash of the cluster; 0: enough that one holds about `keep_rows` members."))
+    keep_rows: int = Field(default=1_000_000, ge=1, description=(
+        "Members one keep unit holds (documents in a cluster of 2 or more, ~650 bytes each)."))
 
     def hasher(self) -> MinHasher:
         return MinHasher(bands=self.bands, rows=self.rows, ngram=self.ngram, seed=self.seed)

@@ -50,22 +50,34 @@ from llm_assets.core.units import UnitResult, Warmup, WorkUnit, timed_unit
 
 
 class DocumentsSettings(Section):
-    # routed: `routing.primary` (trafilatura, FineWeb's settings) for most pages, `routing.fast` (resiliparse) for
-    # the few that would cost most of its time; or one extractor for every page.
-    extractor: Literal["routed", "trafilatura", "resiliparse", "trafilatura_fast"] = "routed"
-    routing: Routing = Routing()
+    extractor: Literal["routed", "trafilatura", "resiliparse", "trafilatura_fast"] = Field(
+        default="routed", description=(
+            "HTML to main text: `routed` (`routing.primary` for most pages, `routing.fast` for the few that would "
+            "cost most of its time), or one extractor for every page: `trafilatura` (FineWeb's settings), "
+            "`trafilatura_fast` or `resiliparse`. A run may override it."))
+    routing: Routing = Field(default=Routing(), description=(
+        "`extractor: routed`: which pages go to the fast extractor."))
     # A larger record is quarantined (oversized) unread: an HTML or WET payload, a JSON line or array element, a
     # Parquet text.
-    max_payload_bytes: int = Field(default=5_000_000, gt=0)
+    max_payload_bytes: int = Field(default=5_000_000, gt=0, description=(
+        "Bytes: a larger record (an HTML or WET payload, a JSON line or array element, a Parquet text) is quarantined"
+        " as `oversized` without being held whole."))
     # CPU seconds of the extracting thread per page, so that other processes' load does not count. CPU time still
     # grows with contention for caches and memory (the slowest shared page: 2.2 CPU-s on a quiet machine, 4.9 with
     # the other core busy), hence far above it.
-    extract_timeout_s: float = Field(default=30.0, gt=0)
-    max_html_chars: int = Field(default=2_000_000, gt=0)
-    min_text_chars: int = Field(default=1, ge=0)
-    text_field: str = "text"
-    url_field: str = "url"
-    id_field: str = "id"
+    extract_timeout_s: float = Field(default=30.0, gt=0, description=(
+        "Per-page extraction limit in CPU seconds of the extracting thread (`extraction_timeout`; routed: the fast "
+        "extractor's), so other processes' load does not count. Far above the slowest real page (2.2 CPU-s quiet, 4.9"
+        " with the other core busy)."))
+    max_html_chars: int = Field(default=2_000_000, gt=0, description=(
+        "Characters: HTML is cut to this length before parsing."))
+    min_text_chars: int = Field(default=1, ge=0, description=(
+        "Characters: documents whose extracted text is shorter are dropped (`no_text`)."))
+    text_field: str = Field(default="text", description=(
+        "JSON Lines / JSON / Parquet sources: the field holding the text."))
+    url_field: str = Field(default="url", description="JSON Lines / JSON / Parquet sources: the field holding the URL.")
+    id_field: str = Field(default="id", description=(
+        "JSON Lines / JSON / Parquet sources: the field holding the source's own id."))
 
 
 # 3: CPU-time extraction limit; JSON, JSON Lines and Parquet records capped. 4: records set aside for their content

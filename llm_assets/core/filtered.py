@@ -17,7 +17,7 @@ from typing import Any, Literal, cast
 
 import polars as pl
 import pyarrow as pa
-from pydantic import PrivateAttr, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
 from llm_assets.core import documents, quality_model
 from llm_assets.core.config import Section
@@ -76,9 +76,16 @@ class FilteredSettings(Section):
     the language table (`fineweb2`: FineWeb-2's thresholds for that language; `none`: the chain's for every
     language), then from `overrides` ({language: {"block.field": value}}): `chain_for`."""
 
-    chain: tuple[ChainBlock, ...] = DEFAULT_CHAIN
-    language_table: Literal["fineweb2", "none"] = "fineweb2"
-    overrides: dict[str, dict[str, Any]] = {}
+    chain: tuple[ChainBlock, ...] = Field(default=DEFAULT_CHAIN, description=(
+        "The filter blocks in the order they run, each `- block: NAME` with the thresholds it changes (the published "
+        "defaults where omitted); a deployment may reorder, repeat or drop blocks, and the code version follows the "
+        "list. One table per block below."))
+    language_table: Literal["fineweb2", "none"] = Field(default="fineweb2", description=(
+        "Per-language values of the blocks from `language` on: `fineweb2` (FineWeb-2's per-language configs, "
+        "`core/languages/fineweb2.json`) or `none` (the chain's values for every language)."))
+    overrides: dict[str, dict[str, Any]] = Field(default={}, description=(
+        "Per language, `\"block.field\": value` for the blocks from `language` on, applied after the language table, "
+        "e.g. `{de: {\"gopher_quality.min_stop_words\": 3}}`."))
     _chains: dict[str, list[Block]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")

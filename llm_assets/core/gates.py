@@ -31,13 +31,19 @@ FAILS = "fails:"  # a filtered unit's counts: documents whose measures fail a bl
 class GateSettings(Section):
     """Bounds of the filtered stage's quality gate (absolute differences of shares, 0..1)."""
 
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="Judge each `filtered` partition; off, none is held back.")
     # |block's rate - reference median|: the share of documents failing its rules (its drop rate before the scores)
-    max_drop_rate_shift: float = Field(default=0.25, ge=0, le=1)
-    drop_rate_shifts: dict[str, float] = {}  # a bound per block name, where one block varies more than others
-    max_language_shift: float = Field(default=0.3, ge=0, le=1)  # total variation distance of the language mix
-    min_documents: int = Field(default=200, ge=1)  # documents in, to judge a partition or use it as reference
-    min_reference: int = Field(default=3, ge=1)  # partitions of the crawl to compare with
+    max_drop_rate_shift: float = Field(default=0.25, ge=0, le=1, description=(
+        "Share (0..1): a block's drop rate may differ this much from the crawl's median before the partition is held "
+        "back."))
+    drop_rate_shifts: dict[str, float] = Field(default={}, description=(
+        "Per block name, its own bound instead of `max_drop_rate_shift`, e.g. `{language: 0.4}`."))
+    max_language_shift: float = Field(default=0.3, ge=0, le=1, description=(
+        "Total variation distance (0..1) of the language mix from the crawl's above which the partition is held back."))
+    min_documents: int = Field(default=200, ge=1, description=(
+        "Documents in: smaller partitions are neither judged nor used as reference."))
+    min_reference: int = Field(default=3, ge=1, description=(
+        "Other partitions of the crawl a partition is compared with, at least."))
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,12 @@ from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
 
 class ImagePairsSettings(Section):
-    min_text_chars: int = Field(default=5, ge=0)
-    nearby_chars: int = Field(default=300, ge=0)
-    min_side_px: int = Field(default=32, ge=0)
-    max_images_per_page: int = Field(default=100, ge=1)
+    min_text_chars: int = Field(default=5, ge=0, description=(
+        "Characters: a pair needs alt, caption or nearby text at least this long."))
+    nearby_chars: int = Field(default=300, ge=0, description="Characters: nearby text is cut to this length.")
+    min_side_px: int = Field(default=32, ge=0, description=(
+        "Pixels: images declared smaller than this on a side (spacers, icons) are dropped."))
+    max_images_per_page: int = Field(default=100, ge=1, description="Pairs kept per page at most.")
 
 
 STAGE_VERSION = "1"

@@ -58,10 +58,15 @@ class StoreSettings(Section):
 
     # A run's processes stop waiting for a failing store once it has been failing this long in the run (one clock
     # for every call of the run and its units, not a budget per call), and the run fails.
-    retry_budget_s: float = Field(default=300.0, gt=0)
-    retry_base_s: float = Field(default=0.5, gt=0)  # first backoff; doubles up to retry_max_s, with full jitter
-    retry_max_s: float = Field(default=20.0, gt=0)
-    retention_hours: float = Field(default=24.0, ge=0)  # superseded parts outlive the manifest that dropped them
+    retry_budget_s: float = Field(default=300.0, gt=0, description=(
+        "Seconds a run keeps retrying a failing store (unreachable, throttled, 5xx), one clock for all its calls and "
+        "units, before it fails."))
+    retry_base_s: float = Field(default=0.5, gt=0, description=(
+        "Seconds of the first backoff; it doubles up to `retry_max_s`, with full jitter."))
+    retry_max_s: float = Field(default=20.0, gt=0, description="Seconds of the longest backoff.")
+    retention_hours: float = Field(default=24.0, ge=0, description=(
+        "Hours superseded parts (and a killed run's parts) outlive their last manifest before the vacuum deletes "
+        "them."))
 
     def retry(self) -> RetryPolicy:
         return RetryPolicy(budget_s=self.retry_budget_s, base_s=self.retry_base_s, max_s=self.retry_max_s)

@@ -146,10 +146,11 @@ class CostSettings(Section):
     """Prices, to turn the ledger into money (`cost:` in the settings). 0 = unpriced: the `cost` asset and the
     forecasts then show CPU-hours, bytes and requests, and no money."""
 
-    core_hour: float = Field(default=0.0, ge=0)  # per CPU core-hour (a CPU-second of a unit is 1/3600 of one)
-    gib_month: float = Field(default=0.0, ge=0)  # per GiB stored for a month
-    thousand_requests: float = Field(default=0.0, ge=0)  # per 1,000 S3 requests
-    currency: str = Field(default="USD", min_length=1, max_length=8)
+    core_hour: float = Field(default=0.0, ge=0, description=(
+        "Price per CPU core-hour (a unit's CPU-second is 1/3600 of one); 0: unpriced."))
+    gib_month: float = Field(default=0.0, ge=0, description="Price per GiB stored for a month; 0: unpriced.")
+    thousand_requests: float = Field(default=0.0, ge=0, description="Price per 1,000 S3 requests; 0: unpriced.")
+    currency: str = Field(default="USD", min_length=1, max_length=8, description="The prices' currency, as shown.")
 
     @property
     def priced(self) -> bool:

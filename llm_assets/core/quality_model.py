@@ -40,19 +40,24 @@ class QualityTraining(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    labels_prefix: str = Field(default="labels/quality/", pattern=r"^labels/(?:[A-Za-z0-9_-]+/)*$")
-    text_field: str = "text"
-    label_field: str = "label"
-    positive_label: str = "hq"
-    holdout: float = Field(default=0.1, ge=0.0, lt=1.0)
-    threshold: float = Field(default=0.5, ge=0.0, le=1.0)  # held-out precision/recall are reported at this score
-    epoch: int = Field(default=5, ge=1)
-    lr: float = Field(default=0.1, gt=0.0)
-    word_ngrams: int = Field(default=2, ge=1)
-    bucket: int = Field(default=200_000, ge=1)
-    dim: int = Field(default=100, ge=1)
-    min_count: int = Field(default=1, ge=1)
-    seed: int = 0
+    labels_prefix: str = Field(default="labels/quality/", pattern=r"^labels/(?:[A-Za-z0-9_-]+/)*$", description=(
+        "Where labelled JSON Lines are dropped in the bucket, one `{\"text\", \"label\"}` per line."))
+    text_field: str = Field(default="text", description="The field holding the text.")
+    label_field: str = Field(default="label", description="The field holding the label.")
+    positive_label: str = Field(default="hq", description="The label of good documents.")
+    holdout: float = Field(default=0.1, ge=0.0, lt=1.0, description=(
+        "Share (0..1) of the labelled documents, by a hash of their text, held out for precision and recall."))
+    threshold: float = Field(default=0.5, ge=0.0, le=1.0, description=(
+        "The score at which held-out precision and recall are reported."))
+    epoch: int = Field(default=5, ge=1, description="Training epochs (fastText's default).")
+    lr: float = Field(default=0.1, gt=0.0, description="Learning rate (fastText's default).")
+    word_ngrams: int = Field(default=2, ge=1, description="Word n-grams (DCLM's bigrams).")
+    bucket: int = Field(default=200_000, ge=1, description=(
+        "Hashed n-gram rows (fastText: 2M; 200k keeps the model at 80 MB for the same accuracy)."))
+    dim: int = Field(default=100, ge=1, description="Vector dimensions (fastText's default).")
+    min_count: int = Field(default=1, ge=1, description=(
+        "Occurrences a word needs to be in the vocabulary (fastText's default)."))
+    seed: int = Field(default=0, description="Seed of the training (with one thread: reproducible).")
 
 
 @dataclass

@@ -51,8 +51,9 @@ from llm_assets.core.versions import digest
 class LanguageShare(Section):
     """One language's part of a release: at most `tokens` tokens of it, or a `weight`."""
 
-    tokens: int | None = Field(default=None, ge=0)
-    weight: float | None = Field(default=None, gt=0)
+    tokens: int | None = Field(default=None, ge=0, description="At most this many tokens of the language.")
+    weight: float | None = Field(default=None, gt=0, description=(
+        "The language's share of the release's tokens: this weight over the weights' sum."))
 
     @model_validator(mode="after")
     def _one(self) -> LanguageShare:
@@ -65,20 +66,28 @@ class ReleaseSettings(Section):
     """One training release: which crawls, how sequences are packed, the shuffle seed. The tokenizer is the
     tokenized stage's. Another config is another version; a version is never rewritten."""
 
-    name: str = Field(default="demo", pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
-    crawls: tuple[str, ...] = ()  # empty: every crawl
-    context: int = Field(default=2048, ge=1)
-    packing: Literal["bfd", "concat"] = "bfd"  # best-fit-decreasing of whole documents, or concatenate and chunk
-    seed: int = 0
-    include_text: bool = True  # the curated text as Parquet too, readable by Hugging Face datasets
-    length_buckets: tuple[int, ...] = ()  # token-count boundaries: documents are packed only with their bucket
+    name: str = Field(default="demo", pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$", description=(
+        "The release's name: `releases/<name>/<version>/`."))
+    crawls: tuple[str, ...] = Field(default=(), description="The crawls released; empty: every crawl.")
+    context: int = Field(default=2048, ge=1, description="Tokens per sequence.")
+    packing: Literal["bfd", "concat"] = Field(default="bfd", description=(
+        "`bfd`: whole documents, best-fit decreasing, padded; `concat`: concatenated and chunked, no padding."))
+    seed: int = Field(default=0, description="Seed of the global shuffle.")
+    include_text: bool = Field(default=True, description=(
+        "Also write the curated text as Parquet (readable by Hugging Face datasets)."))
+    length_buckets: tuple[int, ...] = Field(default=(), description=(
+        "Token-count boundaries, e.g. `[256, 1024]`: documents are packed only with others of their bucket."))
     # Sequences per shard (one .bin/.idx pair, written by one work unit, whose memory and disk it bounds): 262,144
     # sequences of 2,048 uint16 ids are 1 GiB. A release of at most this many sequences is one shard.
-    sequences_per_shard: int = Field(default=262_144, ge=1)
+    sequences_per_shard: int = Field(default=262_144, ge=1, description=(
+        "Sequences per .bin/.idx shard, each written by one work unit (262,144 sequences of 2,048 uint16 ids are 1 "
+        "GiB)."))
     # The language mix: empty, every language as it comes; else only the languages listed, each with a token budget
     # (`{tokens: N}`) or a weight (`{weight: w}`, its share of the release's tokens being w over the weights' sum).
-    languages: dict[str, LanguageShare] = {}
-    tokens: int | None = Field(default=None, ge=1)  # with weights: the release's total (else the largest mix possible)
+    languages: dict[str, LanguageShare] = Field(default={}, description=(
+        "The language mix: empty, every language as it comes; else only these, each `{tokens: N}` or `{weight: w}`."))
+    tokens: int | None = Field(default=None, ge=1, description=(
+        "With weights: the release's total tokens; null: the largest mix the data allows."))
 
     @model_validator(mode="after")
     def _one_kind_of_mix(self) -> ReleaseSettings:

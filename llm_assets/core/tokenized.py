@@ -32,21 +32,27 @@ from llm_assets.core.versions import digest
 class TokenizerTraining(Section):
     """A byte-level BPE trained by the `tokenizer` asset on a deterministic sample of deduplicated documents."""
 
-    vocab_size: int = Field(default=32_000, ge=260)
-    min_frequency: int = Field(default=2, ge=1)
-    special_tokens: tuple[str, ...] = ("<|endoftext|>",)
-    sample_documents: int = Field(default=100_000, ge=1)  # the documents whose doc_id hashes lowest
-    crawls: tuple[str, ...] = ()  # empty: every crawl
+    vocab_size: int = Field(default=32_000, ge=260, description="Tokens in the trained vocabulary.")
+    min_frequency: int = Field(default=2, ge=1, description="Occurrences a merge needs in the sample.")
+    special_tokens: tuple[str, ...] = Field(default=("<|endoftext|>",), description="Tokens added whole.")
+    sample_documents: int = Field(default=100_000, ge=1, description=(
+        "The deduplicated documents trained on: those whose doc_id hashes lowest."))
+    crawls: tuple[str, ...] = Field(default=(), description="The crawls sampled; empty: every crawl.")
 
 
 class TokenizedSettings(Section):
-    source: Literal["file", "train"] = "file"  # the tokenizer at tokenizer_path, or one the tokenizer asset trains
-    tokenizer_path: Path = Path("../shared/data/tokenizers/gpt2")
-    eos_token: str = "<|endoftext|>"
-    train: TokenizerTraining = TokenizerTraining()
+    source: Literal["file", "train"] = Field(default="file", description=(
+        "`file`: the tokenizer at `tokenizer_path`; `train`: the one the `tokenizer` asset trains."))
+    tokenizer_path: Path = Field(default=Path("../shared/data/tokenizers/gpt2"), description=(
+        "GPT-2 byte-level BPE as vocab + merges (encoder.json / vocab.bpe), or a `tokenizer.json` file; relative "
+        "paths are from the repository."))
+    eos_token: str = Field(default="<|endoftext|>", description="Appended after every document.")
+    train: TokenizerTraining = Field(default=TokenizerTraining(), description=(
+        "`source: train`: the byte-level BPE the `tokenizer` asset trains."))
     # Documents with fewer tokens than this (their own tokens, the appended EOS not counted) are dropped as
     # `too_few_tokens`; 0 keeps every document.
-    min_tokens: int = Field(default=0, ge=0)
+    min_tokens: int = Field(default=0, ge=0, description=(
+        "Documents with fewer tokens (the EOS not counted) are set aside as `too_few_tokens`; 0 keeps every document."))
 
     def resolved_path(self) -> Path:
         path = self.tokenizer_path

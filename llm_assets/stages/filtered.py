@@ -8,6 +8,7 @@ import polars as pl
 
 from llm_assets.core.decontamination import NO_INDEX, contaminated_ids, eval_index, stored_index
 from llm_assets.core.filtered import STAGE_VERSION, FilteredSettings, file_sha256, languages_held, languages_version
+from llm_assets.core.filters import Decontaminate
 from llm_assets.core.lake import contamination_key
 from llm_assets.core.partition import Manifest
 from llm_assets.core.takedowns import load_takedowns, requests_in_partition, takedowns_version
@@ -79,7 +80,7 @@ def _inputs_now(planner: Planner, crawl: str, shard: str) -> dict[str, str | Non
     current: dict[str, str | None] = {"documents": docs.data_version, "takedowns": takedowns_version(named)}
     built = planner.manifest("filtered", crawl, shard)
     block = planner.settings.filtered.block("decontaminate")
-    if block is not None and block.enabled:
+    if isinstance(block, Decontaminate) and block.enabled:
         current["evals"] = _evals(planner, built, docs, block.min_matches)
     # a partition built before its languages were recorded is planned for its code version
     if built is not None and LANGUAGES_INPUT in built.inputs:

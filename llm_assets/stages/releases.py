@@ -212,6 +212,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         tok_settings, tok_hash = resolve_tokenizer(settings.tokenized, lake)
         tok = load_tokenizer(str(tok_settings.resolved_path()))
         eos = tok.token_to_id(settings.tokenized.eos_token)
+        if eos is None:
+            raise dg.Failure(f"EOS token {settings.tokenized.eos_token!r} is not in the tokenizer's vocabulary")
         facts = _card_facts(lake, settings, crawls, shards)
         from llm_assets.runners import runner_for  # when it runs, as run_stage does: a cluster client is heavy
 
@@ -226,7 +228,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
                 runner=runner_for(settings.runner))
         point_latest(lake, built)
         if superseded := mark_superseded(lake, previous, built):
-            context.log.warning(f"release {previous['version']} is superseded by {built.version}: it holds documents "
+            context.log.warning(f"release {superseded['version']} is superseded by {built.version}: it holds documents "
                                 f"that takedown requests removed ({', '.join(superseded['takedowns'][:5])})")
         counts = built.manifest["counts"]
         if built.reused:

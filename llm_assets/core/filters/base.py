@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from polars.expr.whenthen import ChainedThen, Then
@@ -78,7 +78,7 @@ class Block(BaseModel):
     context: ClassVar[tuple[str, ...]] = ()
     # settings that change what the block measures (not only how it decides): `core.scores.threshold_only`
     measured_by: ClassVar[tuple[str, ...]] = ()
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="`false` keeps the block listed but skips it.")
 
     def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """-> (frame, stats): the frame with the block's columns added (or its text rewritten), and its measures,

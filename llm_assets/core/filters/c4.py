@@ -13,6 +13,7 @@ from functools import cache
 from typing import Literal
 
 import polars as pl
+from pydantic import Field
 
 from llm_assets.core.filters.base import Block, Rule, drop_if
 from llm_assets.core.filters.profanity import bad_words
@@ -30,18 +31,26 @@ class C4Quality(Block):
     (checked line by line, the first one met wins), too_few_sentences."""
 
     name = "c4_quality"
-    block: Literal["c4_quality"] = "c4_quality"  # how the chain names it
+    block: Literal["c4_quality"] = Field(default="c4_quality", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
     rewrites_text = True
-    split_paragraph: bool = True
-    remove_citations: bool = True
-    filter_no_terminal_punct: bool = True
-    min_num_sentences: int = 5
-    min_words_per_line: int = 3
-    max_word_length: int = 1000
-    filter_lorem_ipsum: bool = True
-    filter_javascript: bool = True
-    filter_curly_bracket: bool = True
-    filter_policy: bool = True
+    split_paragraph: bool = Field(default=True, description=(
+        "Judge the text line by line (C4's mode; the only one implemented)."))
+    remove_citations: bool = Field(default=True, description=(
+        "Remove Wikipedia-style citation marks (`[1]`, `[edit]`, `[citation needed]`) from lines."))
+    filter_no_terminal_punct: bool = Field(default=True, description=(
+        "Drop lines not ending in terminal punctuation (C4's rule; FineWeb sets it false in `settings.yaml`)."))
+    min_num_sentences: int = Field(default=5, description=(
+        "Sentences the kept lines need, or the page is dropped (`too_few_sentences`; C4)."))
+    min_words_per_line: int = Field(default=3, description="Words: shorter lines are removed (C4).")
+    max_word_length: int = Field(default=1000, description=(
+        "Characters: lines with a longer word are removed (C4); -1: off."))
+    filter_lorem_ipsum: bool = Field(default=True, description=(
+        "Drop a page containing \"lorem ipsum\" (`lorem_ipsum`; C4)."))
+    filter_javascript: bool = Field(default=True, description='Remove lines mentioning "javascript" (C4).')
+    filter_curly_bracket: bool = Field(default=True, description="Drop a page containing `{` (`curly_bracket`; C4).")
+    filter_policy: bool = Field(default=True, description=(
+        "Remove lines about terms of use, privacy or cookie policies (C4)."))
 
     measured_by = ("split_paragraph", "remove_citations", "filter_no_terminal_punct", "min_words_per_line",
                    "max_word_length", "filter_lorem_ipsum", "filter_javascript", "filter_curly_bracket",
@@ -106,12 +115,16 @@ class C4BadWords(Block):
     documents labelled with one of `languages` are checked when a `language` column exists. Reason: badwords."""
 
     name = "c4_badwords"
-    block: Literal["c4_badwords"] = "c4_badwords"  # how the chain names it
-    enabled: bool = False
-    words_file: str | None = None
-    words: tuple[str, ...] = ()
-    use_builtin: bool = True
-    languages: tuple[str, ...] = ("en",)
+    block: Literal["c4_badwords"] = Field(default="c4_badwords", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
+    enabled: bool = Field(default=False, description=(
+        "Off by default (FineWeb does not run it); on, a page with a listed word is dropped (`badwords`)."))
+    words_file: str | None = Field(default=None, description=(
+        "A file of words or phrases, one per line (C4 used the LDNOOBW list)."))
+    words: tuple[str, ...] = Field(default=(), description="Words or phrases listed inline, added to the others.")
+    use_builtin: bool = Field(default=True, description="Start from the small built-in list.")
+    languages: tuple[str, ...] = Field(default=("en",), description=(
+        "Only documents labelled with one of these languages are checked (when the chain labels languages)."))
 
     measured_by = ("words_file", "words", "use_builtin")
     context = ("language",)

@@ -31,11 +31,16 @@ class Decontaminate(Block):
     everything."""
 
     name = "decontaminate"
-    block: Literal["decontaminate"] = "decontaminate"  # how the chain names it
+    block: Literal["decontaminate"] = Field(default="decontaminate", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
     reads_extracted_text = True
-    mode: Literal["drop", "flag"] = "drop"
-    min_matches: int = Field(default=1, ge=1)
-    index_path: str | None = None
+    mode: Literal["drop", "flag"] = Field(default="drop", description=(
+        "`drop`: a contaminated document is removed (`contaminated`); `flag`: kept with its `contamination` column "
+        "set."))
+    min_matches: int = Field(default=1, ge=1, description=(
+        "N-grams shared with an eval set that make a document contaminated."))
+    index_path: str | None = Field(default=None, description=(
+        "Set by the run (the index the `eval_index` asset built from `evals/`), not in a settings file."))
 
     measured_by = ("min_matches", "index_path")
     context = ("match",)

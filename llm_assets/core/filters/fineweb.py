@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 import polars as pl
+from pydantic import Field
 
 from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if, number
 from llm_assets.core.filters.gopher import duplicates
@@ -20,13 +21,22 @@ class FineWebQuality(Block):
     newlines per word (list_ratio). An all-blank text is `empty`."""
 
     name = "fineweb_quality"
-    block: Literal["fineweb_quality"] = "fineweb_quality"  # how the chain names it
-    line_punct_thr: float = 0.12
-    line_punct_exclude_zero: bool = False
-    short_line_thr: float = 0.67
-    short_line_length: int = 30
-    char_duplicates_ratio: float = 0.01
-    new_line_ratio: float = 0.3
+    block: Literal["fineweb_quality"] = Field(default="fineweb_quality", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
+    line_punct_thr: float = Field(default=0.12, description=(
+        "Share of non-blank lines ending in terminal punctuation below which a document is dropped "
+        "(`line_punct_ratio`; FineWeb)."))
+    line_punct_exclude_zero: bool = Field(default=False, description=(
+        "Spare a document none of whose lines end in punctuation from `line_punct_thr` (datatrove's option; off in "
+        "FineWeb)."))
+    short_line_thr: float = Field(default=0.67, description=(
+        "Share of short lines above which a document is dropped (`short_line_ratio`; FineWeb)."))
+    short_line_length: int = Field(default=30, description=(
+        "Characters: a line this long or shorter is short (FineWeb)."))
+    char_duplicates_ratio: float = Field(default=0.01, description=(
+        "Share of characters in repeated lines above which a document is dropped (`char_dup_ratio`; FineWeb)."))
+    new_line_ratio: float = Field(default=0.3, description=(
+        "Newlines per word above which a document is dropped (`list_ratio`; FineWeb)."))
 
     measured_by = ("short_line_length",)
 

@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 import polars as pl
+from pydantic import Field
 
 from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if
 from llm_assets.core.filters.text import SYMBOL_WORD
@@ -29,17 +30,29 @@ class GopherQuality(Block):
     gopher_below_alpha_threshold, gopher_enough_stop_words."""
 
     name = "gopher_quality"
-    block: Literal["gopher_quality"] = "gopher_quality"  # how the chain names it
-    min_doc_words: int = 50
-    max_doc_words: int = 100_000
-    min_avg_word_length: float = 3
-    max_avg_word_length: float = 10
-    max_symbol_word_ratio: float = 0.1
-    max_bullet_lines_ratio: float = 0.9
-    max_ellipsis_lines_ratio: float = 0.3
-    min_alpha_words_ratio: float = 0.8
-    min_stop_words: int = 2
-    stop_words: tuple[str, ...] = STOP_WORDS
+    block: Literal["gopher_quality"] = Field(default="gopher_quality", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
+    min_doc_words: int = Field(default=50, description=(
+        "Non-symbol words: shorter documents are dropped (`gopher_short_doc`; Gopher)."))
+    max_doc_words: int = Field(default=100_000, description=(
+        "Non-symbol words: longer documents are dropped (`gopher_long_doc`; Gopher)."))
+    min_avg_word_length: float = Field(default=3, description=(
+        "Characters: a lower mean word length is dropped (`gopher_below_avg_threshold`; Gopher)."))
+    max_avg_word_length: float = Field(default=10, description=(
+        "Characters: a higher mean word length is dropped (`gopher_above_avg_threshold`; Gopher)."))
+    max_symbol_word_ratio: float = Field(default=0.1, description=(
+        "Hashes or ellipses per word above which a document is dropped (`gopher_too_many_hashes`, "
+        "`gopher_too_many_ellipsis`; Gopher)."))
+    max_bullet_lines_ratio: float = Field(default=0.9, description=(
+        "Share of lines starting with a bullet above which a document is dropped (Gopher)."))
+    max_ellipsis_lines_ratio: float = Field(default=0.3, description=(
+        "Share of lines ending with an ellipsis above which a document is dropped (Gopher)."))
+    min_alpha_words_ratio: float = Field(default=0.8, description=(
+        "Share of words with a letter below which a document is dropped (Gopher)."))
+    min_stop_words: int = Field(default=2, description=(
+        "Stop words (of `stop_words`) a document needs, or it is dropped (`gopher_enough_stop_words`; Gopher)."))
+    stop_words: tuple[str, ...] = Field(default=STOP_WORDS, description=(
+        "The stop words `min_stop_words` counts (Gopher's English list)."))
 
     measured_by = ("stop_words",)
 
@@ -91,14 +104,27 @@ class GopherRepetition(Block):
     top_{n}_gram, duplicated_{n}_n_grams."""
 
     name = "gopher_repetition"
-    block: Literal["gopher_repetition"] = "gopher_repetition"  # how the chain names it
+    block: Literal["gopher_repetition"] = Field(default="gopher_repetition", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
     # None: the rule is off (FineWeb-2 turns the paragraph rules and dup_line_char_frac off)
-    dup_line_frac: float | None = 0.3
-    dup_para_frac: float | None = 0.3
-    dup_line_char_frac: float | None = 0.2
-    dup_para_char_frac: float | None = 0.2
-    top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.2), (3, 0.18), (4, 0.16))
-    dup_n_grams: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+    dup_line_frac: float | None = Field(default=0.3, description=(
+        "Share of lines that are duplicates above which a document is dropped (Gopher, Rae et al. 2021, table A1); "
+        "null: off."))
+    dup_para_frac: float | None = Field(default=0.3, description=(
+        "Share of paragraphs that are duplicates above which a document is dropped (Gopher); null: off (FineWeb-2 "
+        "turns it off)."))
+    dup_line_char_frac: float | None = Field(default=0.2, description=(
+        "Share of characters in duplicated lines above which a document is dropped (Gopher); null: off."))
+    dup_para_char_frac: float | None = Field(default=0.2, description=(
+        "Share of characters in duplicated paragraphs above which a document is dropped (Gopher); null: off."))
+    top_n_grams: tuple[tuple[int, float], ...] = Field(default=((2, 0.2), (3, 0.18), (4, 0.16)), description=(
+        "Pairs `[n, share]`: dropped when the most frequent word n-gram covers more than `share` of the characters "
+        "(Gopher)."))
+    dup_n_grams: tuple[tuple[int, float], ...] = Field(
+        default=((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)),
+        description=(
+            "Pairs `[n, share]`: dropped when duplicated word n-grams cover more than `share` of the characters "
+            "(Gopher)."))
 
     def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Counts and characters, every n-gram rule measured for every non-empty document (`_ngram_chars`)."""

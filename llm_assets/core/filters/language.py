@@ -43,9 +43,13 @@ class LanguageFilter(Block):
     lid.176 language is written in is `und` (no score), not guessed. Reasons: unknown_script, language."""
 
     name = "language"
-    block: Literal["language"] = "language"  # how the chain names it
-    languages: tuple[str, ...] | Literal["all"] = ("en",)
-    threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    block: Literal["language"] = Field(default="language", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
+    languages: tuple[str, ...] | Literal["all"] = Field(default=("en",), description=(
+        "fastText lid.176 labels kept (a document's top label must be one of them), or `all`."))
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0, description=(
+        "Minimum `language_score` (0..1) for every language; null: each language's own (FineWeb-2's; 0.65, FineWeb's,"
+        " where it has none)."))
 
     @model_validator(mode="before")
     @classmethod

@@ -13,6 +13,7 @@ import unicodedata
 from typing import Literal
 
 import polars as pl
+from pydantic import Field
 
 from .base import Block, Rule
 
@@ -28,14 +29,20 @@ HSPACE = r"[ \t\p{Zs}]"
 
 class Normalize(Block):
     name = "normalize"
-    block: Literal["normalize"] = "normalize"  # how the chain names it
+    block: Literal["normalize"] = Field(default="normalize", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
     rewrites_text = True
     measured_by = ("nfc", "fix_mojibake", "strip_control", "whitespace")
 
-    nfc: bool = True
-    fix_mojibake: bool = True
-    strip_control: bool = True
-    whitespace: bool = True
+    nfc: bool = Field(default=True, description="Unicode NFC normalization of the text.")
+    fix_mojibake: bool = Field(default=True, description=(
+        "Repair mojibake (UTF-8 read as Latin-1/cp1252) with ftfy, only in the texts that show it."))
+    strip_control: bool = Field(default=True, description=(
+        "Remove invisible control characters (C0 but tab and newline, DEL, C1, BOM, zero-width space); line ends "
+        "become `\\n`."))
+    whitespace: bool = Field(default=True, description=(
+        "Tidy whitespace: a run of spaces after a visible character becomes one, trailing spaces go, 3+ newlines "
+        "become 2; indentation is kept."))
 
     def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         if self.fix_mojibake:

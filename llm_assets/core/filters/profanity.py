@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from ..segment import word_counts
 from .base import Block, Rule, drop_if
@@ -53,13 +53,15 @@ def word_pattern(words: tuple[str, ...]) -> str | None:
 
 class ProfanityFilter(Block):
     name = "profanity"
-    block: Literal["profanity"] = "profanity"  # how the chain names it
+    block: Literal["profanity"] = Field(default="profanity", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
 
-    enabled: bool = False
-    words: tuple[str, ...] = ()
-    words_file: str | None = None
-    use_builtin: bool = True
-    max_density: float = 0.02
+    enabled: bool = Field(default=False, description="Off by default; on, pages above `max_density` are dropped.")
+    words: tuple[str, ...] = Field(default=(), description=(
+        "Profane words or phrases listed inline, added to the others."))
+    words_file: str | None = Field(default=None, description="A file of words or phrases, one per line.")
+    use_builtin: bool = Field(default=True, description="Start from the built-in list.")
+    max_density: float = Field(default=0.02, description="Listed words per word above which a page is dropped.")
 
     _pattern: str | None = PrivateAttr(default=None)
 

@@ -18,11 +18,14 @@ class QualityModelFilter(Block):
     `quality_classifier` asset trained last. Reason: `low_quality`."""
 
     name = "quality_model"
-    block: Literal["quality_model"] = "quality_model"  # how the chain names it
-    enabled: bool = False
-    model_path: str | None = None
-    label: str = "hq"
-    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    block: Literal["quality_model"] = Field(default="quality_model", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
+    enabled: bool = Field(default=False, description=(
+        "Off by default; on, documents scoring below `threshold` are dropped (DCLM-style)."))
+    model_path: str | None = Field(default=None, description=(
+        "A fastText .bin/.ftz file; null: the model the `quality_classifier` asset trained."))
+    label: str = Field(default="hq", description="The label whose probability is the document's `quality_score`.")
+    threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="Minimum P(`label`), 0..1, a document needs.")
 
     measured_by = ("model_path", "label")
 

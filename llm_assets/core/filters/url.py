@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
+from pydantic import Field
 
 from llm_assets.core.filters.base import Block, Rule, drop_if
 
@@ -74,18 +75,29 @@ class URLFilter(Block):
     `soft_word_threshold` soft-banned words), blacklisted_subword (a banned subword occurs anywhere)."""
 
     name = "url"
-    block: Literal["url"] = "url"  # how the chain names it
+    block: Literal["url"] = Field(default="url", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
     context = ("url", "host", "registered")
-    use_builtin: bool = True
-    soft_word_threshold: int = 2
-    blocked_domains: tuple[str, ...] = ()
-    blocked_urls: tuple[str, ...] = ()
-    banned_words: tuple[str, ...] = ()
-    soft_banned_words: tuple[str, ...] = ()
-    banned_subwords: tuple[str, ...] = ()
-    blocked_domains_file: str | None = None
-    blocked_urls_file: str | None = None
-    banned_words_file: str | None = None
+    use_builtin: bool = Field(default=True, description=(
+        "Start from the small built-in lists (RefinedWeb / FineWeb style) before adding the ones below."))
+    soft_word_threshold: int = Field(default=2, description=(
+        "URL words: a URL with at least this many soft-banned words is dropped (`soft_blacklisted`); datatrove's "
+        "default."))
+    blocked_domains: tuple[str, ...] = Field(default=(), description=(
+        "Registered domains or full host names to drop (`domain`, `subdomain`)."))
+    blocked_urls: tuple[str, ...] = Field(default=(), description="Exact URLs to drop (`url`).")
+    banned_words: tuple[str, ...] = Field(default=(), description=(
+        "Whole URL words that drop a URL (`hard_blacklisted`)."))
+    soft_banned_words: tuple[str, ...] = Field(default=(), description=(
+        "URL words counted towards `soft_word_threshold`."))
+    banned_subwords: tuple[str, ...] = Field(default=(), description=(
+        "Strings that drop a URL wherever they occur in it (`blacklisted_subword`)."))
+    blocked_domains_file: str | None = Field(default=None, description=(
+        "A file of blocked domains, one per line, `#` comments (relative paths: from the repository)."))
+    blocked_urls_file: str | None = Field(default=None, description=(
+        "A file of blocked URLs, one per line, `#` comments."))
+    banned_words_file: str | None = Field(default=None, description=(
+        "A file of banned URL words, one per line, `#` comments."))
 
     def lists(self) -> dict[str, frozenset[str]]:
         builtin = builtin_lists() if self.use_builtin else {k: () for k in LIST_KINDS}

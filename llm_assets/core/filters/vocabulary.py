@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
+from pydantic import Field
 
 from llm_assets.core.filters.base import Block, Rule, drop_if
 from llm_assets.core.filters.profanity import read_words, word_pattern
@@ -20,13 +21,17 @@ class DomainVocabulary(Block):
     terms (one repeated word is not a domain). Adds `domain_density`. Reason: off_domain."""
 
     name = "vocabulary"
-    block: Literal["vocabulary"] = "vocabulary"  # how the chain names it
-    enabled: bool = False
-    vocabulary: Literal["medical", "code", "custom"] = "medical"
-    terms: tuple[str, ...] = ()
-    terms_file: str | None = None
-    min_density: float = 0.01
-    min_distinct: int = 3
+    block: Literal["vocabulary"] = Field(default="vocabulary", description=(
+        "How the chain names this block (the `block:` key of its entry in `filtered.chain`)."))
+    enabled: bool = Field(default=False, description=(
+        "Off by default; on, it keeps only the documents of one domain (`off_domain` for the others)."))
+    vocabulary: Literal["medical", "code", "custom"] = Field(default="medical", description=(
+        "The built-in vocabulary (`medical`, `code`), or `custom` (only `terms` and `terms_file`)."))
+    terms: tuple[str, ...] = Field(default=(), description="Terms listed inline, added to the vocabulary.")
+    terms_file: str | None = Field(default=None, description="A file of terms, one per line.")
+    min_density: float = Field(default=0.01, description="Vocabulary hits per word a document needs.")
+    min_distinct: int = Field(default=3, description=(
+        "Different vocabulary terms a document needs (one repeated word is not a domain)."))
 
     def lexicon(self) -> tuple[str, ...]:
         words = list(self.terms)
