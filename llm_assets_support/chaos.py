@@ -17,7 +17,7 @@ and refilled from them before each scenario. Data versions hash raw keys and ETa
 of `work` are comparable with `ref`.
 
 A worker reads JSON commands on stdin, one per line, and answers one JSON line each:
-    python -m llm_assets_tests.chaos worker
+    python -m llm_assets_support.chaos worker
     {"job": "lake_job", "partition": "CHAOS-2024|0000", "bucket": "work", "budget_s": 300}
 """
 
@@ -210,7 +210,7 @@ class Worker:
     def __init__(self, env: dict[str, str], log: Path):
         self.log = log
         with open(log, "ab") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "llm_assets_tests.chaos", "worker"], cwd=PROJECT_ROOT,
+            self.proc = subprocess.Popen([sys.executable, "-m", "llm_assets_support.chaos", "worker"], cwd=PROJECT_ROOT,
                                          env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                                          text=True, start_new_session=True)
         self.replies: queue.Queue = queue.Queue()

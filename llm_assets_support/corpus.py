@@ -12,9 +12,9 @@ import polars as pl
 from llm_assets.core.documents import doc_id, reader_settings
 from llm_assets.core.extract import extract_html
 from llm_assets.core.readers import ReadReport, read_records
-from llm_assets.settings import DocumentsSettings, PROJECT_ROOT
+from llm_assets.settings import DocumentsSettings
+from llm_assets_support.shared_data import SHARED_DATA
 
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 FILES = ("warc/*.warc.gz", "wet/*.wet.gz", "text/*.jsonl.gz")
 
 

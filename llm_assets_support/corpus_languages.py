@@ -15,7 +15,7 @@ from functools import cache
 
 import polars as pl
 
-from llm_assets_tests.corpus import SHARED_DATA
+from llm_assets_support.corpus import SHARED_DATA
 
 UDHR = SHARED_DATA / "text" / "nltk-data__udhr2.zip"
 
@@ -188,7 +188,7 @@ def unknown_script_documents(per_script: int = 8) -> pl.DataFrame:
 def crawl_documents(languages: set[str]) -> Iterator[tuple[str, str, str]]:
     """(language, doc_id, text) of the shared WARC pages lid.176 labels with one of `languages`."""
     from llm_assets.core.filters.language import language_model
-    from llm_assets_tests.corpus import shared_documents
+    from llm_assets_support.corpus import shared_documents
 
     docs = shared_documents()
     labels, _ = language_model().predict(docs["text"].str.replace_all("\n", " ", literal=True).to_list(), k=1)

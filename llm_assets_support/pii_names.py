@@ -69,12 +69,16 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from llm_assets_tests.conftest import SHARED_DATA
+from llm_assets_support.shared_data import SHARED_DATA
+
+if TYPE_CHECKING:
+    from llm_assets.core.filters.pii import PIIMasker
 
 Kind = Literal["person", "location"]
 KINDS: tuple[Kind, ...] = ("person", "location")
@@ -831,3 +835,20 @@ def score(predict: Callable[[str], Iterable[Span]]) -> Scores:
                 false_positives += [(passage.id, s, e, k, text[s:e]) for s, e, k in pred if (s, e, k) not in correct]
     person, location, any_kind = (KindScores(*counts[kind]) for kind in (*KINDS, "any"))
     return Scores(person, location, any_kind, tuple(misses), tuple(false_positives))
+
+
+PLACEHOLDER = re.compile(r"<(EMAIL|IP_ADDRESS|PHONE|CREDIT_CARD|IBAN|PERSON|LOCATION)>")
+NAME_KINDS = {"PERSON": "person", "LOCATION": "location"}
+
+
+def name_masks(block: PIIMasker) -> Callable[[str], list[tuple[int, int, str]]]:
+    """The (start, end, kind) of every <PERSON> and <LOCATION> the block writes into a text, in the original."""
+    import polars as pl
+
+    def predict(text: str) -> list[tuple[int, int, str]]:
+        after = block.apply(pl.DataFrame({"text": [text]}))[0]["text"][0]
+        parts = PLACEHOLDER.split(after)
+        aligned = re.fullmatch("(.+?)".join(re.escape(p) for p in parts[0::2]), text, re.DOTALL)
+        assert aligned, after
+        return [(*aligned.span(i + 1), NAME_KINDS[kind]) for i, kind in enumerate(parts[1::2]) if kind in NAME_KINDS]
+    return predict

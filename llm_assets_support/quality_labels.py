@@ -4,7 +4,7 @@ list repeated), so the two classes share a vocabulary and only the quality diffe
 
 import random
 
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 
 def wikitext_paragraphs(min_words: int = 40) -> list[str]:

@@ -17,7 +17,7 @@ from llm_assets.core.lake import Lake, manifest_key
 from llm_assets.embedded_store import free_ports
 from llm_assets.settings import load_settings
 from llm_assets.stale import known_crawls
-from llm_assets_tests.browser import _poll, chromium
+from llm_assets_support.browser import _poll, chromium
 
 # (file, page, the chart to open or the text to wait for): `duplicate_clusters`' chart is `cluster_sizes`
 CHARTS = {"cluster_sizes"}

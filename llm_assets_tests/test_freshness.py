@@ -25,8 +25,9 @@ from llm_assets.freshness import STALE_TAG
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import DEFAULT_SETTINGS, Settings
 from llm_assets.stale import stale_partitions
-from llm_assets_tests.conftest import point_at, shared
-from llm_assets_tests.test_run_monitoring import Deployment, wait_for
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.conftest import point_at
+from llm_assets_tests.test_instance_run_monitoring import Deployment, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:Error loading repository location:UserWarning")
 

@@ -19,9 +19,9 @@ from llm_assets.settings import load_settings
 from llm_assets.stage import QUALITY_GATE
 from llm_assets.stale import plan_stale
 from llm_assets.status import lake_status
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_dedup import lake_defs, run
-from llm_assets_tests.test_takedown_flow import instance, object_store, store_env  # noqa: F401
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.core.test_dedup import lake_defs, run
+from llm_assets_tests.test_takedown import instance, object_store, store_env  # noqa: F401
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 GOOD, BAD = ("0000", "0001", "0002"), "0003"

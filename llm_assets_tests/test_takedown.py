@@ -22,8 +22,9 @@ from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import ReleaseSettings, load_settings
 from llm_assets.pipeline import SPECS, code_versions
 from llm_assets.stale import plan_stale
-from llm_assets_tests.conftest import built, object_store_on, point_at, shared
-from llm_assets_tests.test_dedup import lake_defs, name_in_shard, run
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.conftest import built, object_store_on, point_at
+from llm_assets_tests.core.test_dedup import lake_defs, name_in_shard, run
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 SHARDS = ("0000", "0001")

@@ -33,8 +33,8 @@ from llm_assets.local_cluster import LocalCluster, Node
 from llm_assets.runners import runner_for
 from llm_assets.settings import RunnerSettings, load_settings
 from llm_assets_tests.cluster_units import Probe
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_stage_units import CC_2020, RUNNER_FILES, extract_unit, upload
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.core.test_units import CC_2020, RUNNER_FILES, extract_unit, upload
 from resources import LakeIOManager, ObjectStore, S3Endpoint
 
 # Workers cannot import the test package: its unit functions travel with the task.
@@ -256,7 +256,7 @@ def test_duplicate_clusters_on_the_cluster_equal_the_single_process_clusters(tmp
     from llm_assets.core.lake import part_key
     from llm_assets.core.units import unit_id
     from llm_assets.settings import DedupSettings
-    from llm_assets_tests.test_clusters import planted, split_parts, write_signatures
+    from llm_assets_tests.core.test_clusters import planted, split_parts, write_signatures
 
     earlier_crawl = f"{crawl}-A"
     earlier, _ = planted(earlier_crawl, 800, seed=1)
@@ -302,7 +302,7 @@ def test_a_release_sharded_on_the_cluster_equals_the_single_file_release(cluster
     import numpy as np
 
     from llm_assets.core.release import provenance_keys, release_shards
-    from llm_assets_tests.test_release_shards import build, sequences, tokenized_parts
+    from llm_assets_tests.core.test_release import build, sequences, tokenized_parts
 
     partitions = tokenized_parts(lake, crawl)
     single = build(lake, partitions, tmp_path, InProcessRunner())
@@ -316,7 +316,7 @@ def test_a_release_sharded_on_the_cluster_equals_the_single_file_release(cluster
 def test_crawl_stats_counted_on_the_cluster_equal_the_whole_crawl(cluster, lake, crawl):
     """crawl_stats' units (one per filtered part) on the cluster: the summed counts are the whole crawl's."""
     from llm_assets.core.crawl_stats import crawl_stats, summarize
-    from llm_assets_tests.test_crawl_stats import BLOCKS, planted_manifests
+    from llm_assets_tests.core.test_crawl_stats import BLOCKS, planted_manifests
 
     manifests, (kept, rejected) = planted_manifests(lake, crawl)
     stats = crawl_stats(lake.config, manifests, BLOCKS, runner(cluster))

@@ -10,8 +10,8 @@ import regex
 
 from llm_assets.core.decontamination import (EvalIndex, EvalSet, EvalSetSettings, benchmark_name, build_index,
                                              contamination, eval_texts, set_texts)
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.corpus import lightly_edited, planted, shared_documents
+from llm_assets_support.shared_data import shared
+from llm_assets_support.corpus import lightly_edited, planted, shared_documents
 
 GSM8K = "openai-grade-school-math__gsm8k_test.jsonl"
 

@@ -11,8 +11,8 @@ import pytest
 
 from llm_assets.core.documents import DocumentsSettings, ExtractUnit, reader_settings, share_records
 from llm_assets.core.readers import ReadReport, member_layout, read_records
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_readers import gzip_members
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.core.test_readers import gzip_members
 
 GZIP_PER_RECORD = ["aut__example.IAH-2008-archive.org.warc.gz", "dolma__sample-0000.warc.gz",
                    "dolma__sample-0001.warc.gz", "pywb__iana.warc.gz", "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"]

@@ -9,7 +9,7 @@ import pytest
 
 from llm_assets.core.enrich import (SCHEMA, EnrichedSettings, EntitySettings, KeywordSettings, SummarySettings,
                                     enrich_batch, entities, keyword_language, keywords, sentences, summary)
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 pytestmark = pytest.mark.core
 

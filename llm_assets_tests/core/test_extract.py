@@ -34,8 +34,8 @@ from llm_assets.core.extract import (
 )
 from llm_assets.core.lake import Lake
 from llm_assets.settings import DocumentsSettings
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_stage_units import extract_unit, upload
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.core.test_units import extract_unit, upload
 
 ARCHIVE_ORG = "aut__example.IAH-2008-archive.org.warc.gz"
 CC_2020 = "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"
@@ -218,7 +218,7 @@ def test_fast_date_search_keeps_the_text_and_never_loads_dateparser():
     shared("warc", CC_2020)
     code = f"""
 import json, sys
-from llm_assets_tests.test_extract import html_pages
+from llm_assets_tests.core.test_extract import html_pages
 from llm_assets.core.extract import extract_html
 import trafilatura
 pages = html_pages({CC_2020!r})

@@ -19,7 +19,7 @@ from llm_assets.core.documents import (
 )
 from llm_assets.core.extract import ROUTED, Router, Routing, extract_html
 from llm_assets.core.readers import ReadReport, SourceRecord
-from llm_assets_tests.test_extract import ARTICLE_URL, article, biggest_page
+from llm_assets_tests.core.test_extract import ARTICLE_URL, article, biggest_page
 
 RESILIPARSE = f"resiliparse {version('resiliparse')}"
 TRAFILATURA = f"trafilatura {version('trafilatura')}"

@@ -15,7 +15,7 @@ from llm_assets.core.filters import (
 )
 from llm_assets.core.filters.text import _word_pattern, words, words_column
 from llm_assets.settings import FilteredSettings
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 ENGLISH = ("The quick brown fox jumps over the lazy dog while the farmer watches from the old wooden porch, "
            "wondering whether the rain will come before the harvest is finished this year.")
@@ -410,7 +410,7 @@ def test_a_real_page_made_short_or_repetitive_is_dropped_with_its_measure():
 def test_chain_on_the_real_documents():
     shared("warc")
     from llm_assets.core.filtered import filter_batch
-    from llm_assets_tests.corpus import shared_documents
+    from llm_assets_support.corpus import shared_documents
 
     docs = shared_documents().with_columns(domain=pl.lit(""))
     kept, rejected = filter_batch(docs, FilteredSettings.default_with(language={"languages": ("en",)}))  # FineWeb's
@@ -457,7 +457,7 @@ def test_batch_word_split_and_ngram_measures_equal_the_per_document_definitions(
     per-document definitions."""
     shared("warc")
     from llm_assets.core.filters.gopher import _FlatWords, _ngram_chars
-    from llm_assets_tests.corpus import shared_documents
+    from llm_assets_support.corpus import shared_documents
 
     texts = shared_documents()["text"]
     column = words_column(texts)

@@ -11,8 +11,8 @@ import pytest
 from benchmarks.forecast import Flow, met, render_flow, summary_row, worst
 from llm_assets.core.forecast import DEFAULT_RATES, TAG_PREFIX, Forecast, Rates, StageForecast, with_actuals
 from llm_assets.core.ledger import LEDGER_COLUMNS, LedgerRow, empty_ledger
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_dedup import curated, dedup_defs  # noqa: F401 (fixtures)
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.core.test_dedup import curated, dedup_defs  # noqa: F401 (fixtures)
 
 
 def rows(*specs: tuple) -> pl.DataFrame:

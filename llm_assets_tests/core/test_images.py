@@ -12,7 +12,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from llm_assets.core.images import IMAGE_PAIRS_SCHEMA, ImagePairSettings, extract_image_pairs
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 PAGE = "http://example.org/dir/page.html"
 

@@ -15,7 +15,7 @@ from llm_assets.core.filters import DEFAULT_LANGUAGES, GopherQuality, LanguageFi
 from llm_assets.core.languages import TABLE, UNKNOWN, known_scripts, language_table, table_version
 from llm_assets.core.languages.generate import MIRROR, Source, overrides
 from llm_assets.core.languages.scripts import unknown_scripts
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 pytestmark = pytest.mark.core
 

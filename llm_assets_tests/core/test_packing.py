@@ -9,7 +9,7 @@ import pytest
 
 from llm_assets.core.packing import Plan, bucket_by_length, pack_bfd, pack_concat
 from llm_assets.core.tokenize import load_tokenizer
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 EOS = 50256
 PAD = 65535  # no GPT-2 id: a padded position can never pass for a real token

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from llm_assets.core import tokenize
 from llm_assets.core.units import PoolRunner, UnitResult, Warmup, run_units, stop_pool_server
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 TEXTS = ["Hello world! It's 2026.", "naïve café — “quotes”", "日本語のテキスト 😀", ""]
 

@@ -35,7 +35,7 @@ from llm_assets.core.filters import LanguageFilter, language_model
 from llm_assets.core.errors import StoreUnavailable
 from llm_assets.core.readers import (HTML_TYPES, ReaderSettings, ReadReport, SourceRecord, UnreadableFile, is_parquet,
                                      read_parquet, read_records, sniff_format)
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 SETTINGS = ReaderSettings()
 MAX_PAYLOAD = SETTINGS.max_payload_bytes

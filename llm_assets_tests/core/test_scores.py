@@ -11,8 +11,8 @@ from llm_assets.core.lake import Lake, part_key
 from llm_assets.core.partition import PartitionOutput, commit
 from llm_assets.core.scores import read_scores, redecide, threshold_only
 from llm_assets.core.units import UnitResult, unit_id
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_stage_units import CC_2020, extract_unit, upload
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.core.test_units import CC_2020, extract_unit, upload
 
 # en, ru, zh, de, fr, nl …, and an Aragonese page (a language the default chain does not keep): 81 documents
 SOURCES = (CC_2020, "dolma__sample-0001.warc.gz", "pywb__iana.warc.gz", "whirlwind__CC-MAIN-2024-22.warc.gz")

@@ -17,7 +17,7 @@ import pytest
 from llm_assets.core import segment
 from llm_assets.core.filters.text import with_words
 from llm_assets.core.minhash import MinHasher, words
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 pytestmark = pytest.mark.core
 

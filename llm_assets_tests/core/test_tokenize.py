@@ -14,7 +14,7 @@ import tiktoken.load
 from llm_assets.core.tokenize import load_tokenizer, tokenizer_hash
 from llm_assets.core.versions import VERSION_CHARS
 from llm_assets.settings import TokenizedSettings
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 R50K_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 EOS = 50256

@@ -29,8 +29,8 @@ from llm_assets.core.units import PoolRunner, UnitFailed, UnitResult, run_units,
 from llm_assets.core.filters import FineWebQuality
 from llm_assets.runners import runner_for
 from llm_assets.settings import DocumentsSettings, FilteredSettings, RunnerSettings, Settings, TokenizedSettings
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_readers import gzip_members
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.core.test_readers import gzip_members
 
 CC_2020 = "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"
 # The default chain keeping English only (FineWeb's) without FineWeb's line rules: its one English page with body

@@ -16,7 +16,8 @@ from llm_assets import cli
 from llm_assets.core.inventory import shard_of
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
-from llm_assets_tests.conftest import built, shared
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.conftest import built
 from resources import LakeIOManager
 
 DEEP = "http://deep.example/nested"  # 100,000 nested <div>s: the extractor finds no text

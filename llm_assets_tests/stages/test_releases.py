@@ -16,8 +16,9 @@ from llm_assets.core.lake import manifest_key
 from llm_assets.core.release import latest_release
 from llm_assets.loader import ReleaseLoader
 from llm_assets.settings import ReleaseSettings, load_settings
-from llm_assets_tests.conftest import object_store_on, png_size, point_at, shared
-from llm_assets_tests.test_dedup import build_curated, lake_defs
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.conftest import object_store_on, png_size, point_at
+from llm_assets_tests.core.test_dedup import build_curated, lake_defs
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 
@@ -381,7 +382,7 @@ def test_a_release_over_a_crawl_with_a_shard_never_built_fails_and_writes_nothin
     """A file dropped into a shard of the crawl that was never built (shard 0002 has raw files, no tokenized
     partition): the release fails naming that shard, and no new version is written or pointed to."""
     from llm_assets_tests.conftest import built
-    from llm_assets_tests.test_dedup import name_in_shard
+    from llm_assets_tests.core.test_dedup import name_in_shard
     from resources import LakeIOManager
 
     lake = object_store.lake()

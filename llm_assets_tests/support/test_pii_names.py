@@ -1,4 +1,4 @@
-"""The hand-labelled names of llm_assets_tests.pii_names: every passage is found in ../shared/data and hashes as
+"""The hand-labelled names of llm_assets_support.pii_names: every passage is found in ../shared/data and hashes as
 recorded, its labels are the substrings at their offsets, and the scorer gives the gold spans a perfect score and
 an empty predictor no recall."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.pii_names import KINDS, PASSAGES, Passage, passages, score
+from llm_assets_support.shared_data import shared
+from llm_assets_support.pii_names import KINDS, PASSAGES, Passage, passages, score
 
 pytestmark = pytest.mark.core
 

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from llm_assets.core.filters.normalize import MOJIBAKE, Normalize
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 
 def normalize(*texts: str | None, **config) -> list[str | None]:
@@ -85,7 +85,7 @@ def lines(text: str) -> list[str]:
 @pytest.mark.corpus
 def test_real_documents():
     shared()
-    from llm_assets_tests.corpus import shared_documents
+    from llm_assets_support.corpus import shared_documents
 
     docs = shared_documents()
     once, reasons = Normalize().apply(docs)

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from llm_assets.core.filters.pii import TYPES, PIIMasker, is_iban, luhn
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 NONE = dict.fromkeys(TYPES, 0)
 
@@ -217,7 +217,7 @@ def masked_spans(before: str, after: str) -> list[tuple[str, str]]:
 @pytest.mark.corpus
 def test_real_documents():
     shared()
-    from llm_assets_tests.corpus import shared_documents
+    from llm_assets_support.corpus import shared_documents
 
     docs = shared_documents()
     out, reasons = PIIMasker().apply(docs)
@@ -282,24 +282,10 @@ def test_names_in_a_real_page_are_masked_and_counted():
     assert "Segun Olusola" in headmaster and "Olusola" not in out["text"][1]
 
 
-NAME_KINDS = {"PERSON": "person", "LOCATION": "location"}
-
-
-def name_masks(block: PIIMasker):
-    """The (start, end, kind) of every <PERSON> and <LOCATION> the block writes into a text, in the original."""
-    def predict(text: str) -> list[tuple[int, int, str]]:
-        after = block.apply(pl.DataFrame({"text": [text]}))[0]["text"][0]
-        parts = PLACEHOLDER.split(after)
-        aligned = re.fullmatch("(.+?)".join(re.escape(p) for p in parts[0::2]), text, re.DOTALL)
-        assert aligned, after
-        return [(*aligned.span(i + 1), NAME_KINDS[kind]) for i, kind in enumerate(parts[1::2]) if kind in NAME_KINDS]
-    return predict
-
-
 def test_precision_and_recall_of_name_masks_on_the_hand_labelled_set():
-    """60 real passages, 160 person and 144 location mentions labelled by hand (llm_assets_tests/pii_names.py):
+    """60 real passages, 160 person and 144 location mentions labelled by hand (llm_assets_support/pii_names.py):
     the regular expressions mask none of them; the model masks most (figures in benchmarks/results/pii-names.md)."""
-    from llm_assets_tests.pii_names import score
+    from llm_assets_support.pii_names import name_masks, score
 
     shared()
     regex = score(name_masks(PIIMasker()))

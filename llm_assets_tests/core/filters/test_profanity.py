@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from llm_assets.core.filters.profanity import BUILTIN, ProfanityFilter, bad_words
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 
 def run(texts: list[str | None], **config) -> tuple[list[float | None], list[str | None]]:
@@ -78,7 +78,7 @@ def test_builtin_list():
 @pytest.mark.corpus
 def test_real_documents():
     shared()
-    from llm_assets_tests.corpus import shared_documents
+    from llm_assets_support.corpus import shared_documents
 
     docs = shared_documents()
     out, reasons = ProfanityFilter(enabled=True).apply(docs)
