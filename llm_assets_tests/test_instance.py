@@ -1,6 +1,6 @@
 """Dagster's own controls where they exist: the concurrency pool of the stages that read a whole crawl, and a step
 retry for a partition whose units failed on the store, never for one that failed on its input. (Run retries and a
-killed worker's process pool: test_run_monitoring.py, on a real daemon.)"""
+killed worker's process pool: test_instance_run_monitoring.py, on a real daemon.)"""
 
 from dataclasses import dataclass
 

@@ -76,7 +76,7 @@ def test_c4_badwords_match_datatrove(docs):
 
 
 def test_hand_made_cases_match_datatrove():
-    """The edge cases of test_filters.py get datatrove's verdict too."""
+    """The edge cases of core/test_filters.py get datatrove's verdict too."""
     from llm_assets_tests.core import test_filters as t
 
     texts = [t.PROSE, t.ENGLISH, "", "\n \n"] + [c[0] for c in t.test_gopher_quality_rules.pytestmark[0].args[1]] \

@@ -10,7 +10,7 @@ from pathlib import Path
 from benchmarks import compare
 from benchmarks.summary import BEGIN, END, Row, details_links, load_rows, publish, render_table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 
 

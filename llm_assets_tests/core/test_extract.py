@@ -233,7 +233,7 @@ for (url, html), mine in zip(pages, ours):
 out["default_loaded"] = "dateparser" in sys.modules
 print(json.dumps(out))
 """
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == {"ours_loaded": False, "same": True, "default_loaded": True}
 

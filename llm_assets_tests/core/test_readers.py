@@ -997,7 +997,7 @@ def test_memory_stays_bounded_on_a_200_mb_json_line(tmp_path):
         for _ in range(200):
             f.write(piece)
         f.write(b'"}\n{"id": "after", "text": "b"}\n')
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(path)], cwd=root, capture_output=True, text=True,
                           check=True)
     out = json.loads(done.stdout)

@@ -5,7 +5,6 @@ document per paragraph) and the Chinese pages of the shared CC-MAIN-2020-34 WARC
 from __future__ import annotations
 
 import collections
-import re
 import subprocess
 import sys
 import zipfile
@@ -228,21 +227,3 @@ def test_the_filter_pool_warms_the_segmenters_of_the_kept_languages():
                       part="p", rejected_part="r")
     assert unit.warmup.function == "llm_assets.core.segment:warm" and unit.warmup.argument == "jieba,sudachi"
     assert segment.segmenters_for("all") == "jieba,kiwi,newmm,sudachi"
-
-
-def test_the_segmenter_benchmark_measures_both_sides_and_publishes_its_rows(tmp_path):
-    from benchmarks.segmenters import measure, write
-
-    results = measure("th", 2, 1) + measure("de", 2, 1)
-    assert {(r.language, r.segmenter) for r in results} == {("th", "ours"), ("th", "datatrove"), ("de", "ours"),
-                                                            ("de", "datatrove")}
-    assert all(r.agreement == 1.0 and r.words > 0 and r.cpu_s[0] > 0 for r in results)
-    output = tmp_path / "BENCHMARKS.md"
-    output.write_text("<!-- summary:begin -->\n<!-- summary:end -->\n")
-    write(output, results, "a test")
-    summary = output.read_text()
-    # one summary row for every segmenter: each dedicated one's cost beside datatrove's, the spaced ones' speed-up
-    row = next(line for line in summary.splitlines() if line.startswith("| Word segmentation vs datatrove"))
-    assert re.search(r"\| th \d+\.\d\d \(\d+\.\d\d\)", row), row  # the figures themselves are timings: not asserted
-    assert "spaced languages" in row and "agreement ≥ 1.0000" in row
-    assert "| th (Thai (newmm)) | ours | 1.0000 |" in (tmp_path / "benchmarks/results/segmenters.md").read_text()
