@@ -109,8 +109,8 @@ def instance(tmp_path):
 
 # Tests that start a server of their own (an object store, a Dagster deployment, a cluster) rather than through
 # the fixtures above.
-_SERVER_MODULES = {"test_embedded_store", "core.test_lake_outage", "test_store_security", "test_chaos",
-                   "core.test_dask_runner", "test_instance_run_monitoring", "test_demo", "test_deploy"}
+_SERVER_MODULES = {"test_embedded_store", "test_lake_outage", "test_store_security", "test_chaos", "test_dask_runner",
+                   "test_instance_run_monitoring", "test_demo", "test_deploy"}
 _SERVER_FIXTURES = {"seaweed", "instance"}
 
 
@@ -119,7 +119,7 @@ def pytest_collection_modifyitems(items):
     processing core alone: `pytest -m core` runs in seconds) unless it is marked `corpus` (the core over whole real
     files or datatrove's blocks: minutes)."""
     for item in items:
-        module = item.module.__name__.removeprefix("llm_assets_tests.")
+        module = item.module.__name__.rsplit(".", 1)[-1]
         if module in _SERVER_MODULES or _SERVER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.servers)
         elif item.get_closest_marker("corpus") is None:

@@ -1,11 +1,13 @@
 """benchmarks/dedup_path.py, our side, runs the stage's code on its input."""
 
 import polars as pl
+import pytest
 
 from llm_assets.core.dedup import find_clusters
-from llm_assets_tests.core.test_dedup import SETTINGS, one_word_changed, paragraphs, pytestmark  # noqa: F401
+from llm_assets_tests.core.test_dedup import SETTINGS, one_word_changed, paragraphs  # noqa: F401 (a fixture)
 
 
+@pytest.mark.corpus  # a benchmark's runs, each side in processes of its own
 def test_the_dedup_path_benchmark_runs_the_stages_code_on_its_input(tmp_path, paragraphs):
     """benchmarks/dedup_path.py, our side: its three steps, each in its own process as the benchmark runs them, remove
     what `find_clusters` removes from the same documents, and the removal keeps every other document."""

@@ -1,13 +1,15 @@
 """benchmarks/minhash_stage.py runs the stage's MinHash and datasketch's on the same shingles."""
 
 import polars as pl
+import pytest
 from datasketch import MinHash
 
 from llm_assets.core.dedup import signature_frame
 from llm_assets.core.minhash import shingle_set
-from llm_assets_tests.core.test_dedup import SETTINGS, paragraphs, pytestmark  # noqa: F401 (fixture, marks)
+from llm_assets_tests.core.test_dedup import SETTINGS, paragraphs  # noqa: F401 (a fixture)
 
 
+@pytest.mark.corpus  # a benchmark's runs, each side in processes of its own
 def test_the_stage_benchmark_runs_both_sides_on_the_same_shingles(tmp_path, paragraphs):
     """benchmarks/minhash_stage.py: each side reads the Parquet input and writes one signature row per document;
     ours writes what the stage writes; the datasketch side shingles as `shingle_set` does, with our settings."""

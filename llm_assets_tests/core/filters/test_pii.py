@@ -282,6 +282,7 @@ def test_names_in_a_real_page_are_masked_and_counted():
     assert "Segun Olusola" in headmaster and "Olusola" not in out["text"][1]
 
 
+@pytest.mark.corpus  # the whole hand-labelled set
 def test_precision_and_recall_of_name_masks_on_the_hand_labelled_set():
     """60 real passages, 160 person and 144 location mentions labelled by hand (llm_assets_support/pii_names.py):
     the regular expressions mask none of them; the model masks most (figures in benchmarks/results/pii-names.md)."""
