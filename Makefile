@@ -20,7 +20,7 @@ $(VENV)/.synced: pyproject.toml uv.lock
 	@touch $@
 
 # The project's own modules change between runs: compiled before each command that starts processes.
-COMPILE = $(BIN)/python -m compileall -q -j0 llm_assets resources benchmarks >/dev/null
+COMPILE = $(BIN)/python -m compileall -q -j0 llm_assets resources benchmarks llm_assets_support >/dev/null
 
 demo: $(VENV)/.synced
 	@$(COMPILE)
@@ -52,7 +52,7 @@ snapshots: $(VENV)/.synced
 	$(BIN)/python -m pytest -m snapshot --update-snapshots -p no:cacheprovider -q
 
 lint: $(VENV)/.synced
-	$(BIN)/ruff check llm_assets resources benchmarks llm_assets_tests
+	$(BIN)/ruff check llm_assets resources benchmarks llm_assets_tests llm_assets_support
 	$(BIN)/mypy llm_assets resources
 
 UI_PORT ?= 3000
@@ -76,7 +76,7 @@ deploy-status: $(VENV)/.synced
 SCREENSHOTS ?= $(STATE)/screenshots
 screenshots: $(VENV)/.synced browser
 	@$(COMPILE)
-	$(BIN)/python -m llm_assets_tests.screenshots $(SCREENSHOTS)
+	$(BIN)/python -m llm_assets_support.screenshots $(SCREENSHOTS)
 
 bench: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.run

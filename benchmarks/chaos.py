@@ -3,7 +3,7 @@ benchmarks/results/chaos.md and a row of BENCHMARKS.md's summary table.
 
     .venv/bin/python -m benchmarks.chaos [--seed N] [--no-write]
 
-What runs (the harness and its invariants are in llm_assets_tests/chaos.py; the short version is
+What runs (the harness and its invariants are in llm_assets_support/chaos.py; the short version is
 llm_assets_tests/test_chaos.py, in CI): the real WARC files of ../shared/data/warc as one crawl in 2 shards, every
 job run once cleanly as the reference, then lake_job, crawl_job, curated_job and release_job SIGKILLed at random
 points (22 kills), the store stopped, SIGKILLed or paused (SIGSTOP) for 10 s and for 120 s in the middle of a
@@ -26,7 +26,7 @@ from pathlib import Path
 from benchmarks.report import write_hand_section
 from benchmarks.summary import Row, details_path, update_rows, verdict
 from llm_assets.settings import PROJECT_ROOT
-from llm_assets_tests.chaos import CRAWL, FULL_LAYOUT, Chaos, CodeChanged, Tally
+from llm_assets_support.chaos import CRAWL, FULL_LAYOUT, Chaos, CodeChanged, Tally
 
 BENCHMARKS = PROJECT_ROOT / "BENCHMARKS.md"
 HEADING = "## Reliability: fault injection"

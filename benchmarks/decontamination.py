@@ -36,7 +36,7 @@ import polars as pl  # noqa: E402
 from benchmarks.report import n, table  # noqa: E402
 from benchmarks.summary import Row, publish  # noqa: E402
 from llm_assets.core.decontamination import EvalIndex, build_index, contamination, eval_texts  # noqa: E402
-from llm_assets_tests.corpus import SHARED_DATA, lightly_edited, planted, shared_documents  # noqa: E402
+from llm_assets_support.corpus import SHARED_DATA, lightly_edited, planted, shared_documents  # noqa: E402
 
 BEGIN, END = "<!-- decontamination:begin -->", "<!-- decontamination:end -->"
 GSM8K = SHARED_DATA / "evals" / "openai-grade-school-math__gsm8k_test.jsonl"

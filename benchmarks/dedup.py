@@ -273,7 +273,7 @@ def child_quality(workdir: Path, args) -> dict:
     from llm_assets.core.dedup import BATCH_ROWS, CLUSTER_COLUMNS, find_clusters, signature_frame
     from llm_assets.core.minhash import jaccard_estimate, shingle_set
     from llm_assets.settings import DedupSettings
-    from llm_assets_tests.quality_labels import wikitext_paragraphs
+    from llm_assets_support.quality_labels import wikitext_paragraphs
 
     shared = pl.read_parquet(workdir / SHARED_FILE).filter(pl.col("text") != "").to_dicts()
     docs, planted, counts = build_corpus(shared, wikitext_paragraphs(40))
@@ -404,7 +404,7 @@ def child_cluster(workdir: Path, args) -> dict:
 
 
 def child_prepare(workdir: Path, args) -> dict:
-    from llm_assets_tests.corpus import shared_documents
+    from llm_assets_support.corpus import shared_documents
 
     t0 = time.perf_counter()
     df = shared_documents()

@@ -82,7 +82,7 @@ def originals(data: Path) -> list[str]:
     """Real texts of the shared data, distinct, in a fixed order."""
     import polars as pl
 
-    from llm_assets_tests.corpus import shared_documents
+    from llm_assets_support.corpus import shared_documents
 
     texts = pl.read_ndjson(data / "bench" / "seed003_input.jsonl.gz")["text"].to_list()
     for split in ("valid", "test"):

@@ -81,7 +81,7 @@ def make_input(path: Path, shared_data: Path | None = None) -> dict:
     import pyarrow.parquet as pq
 
     from llm_assets.core import filtered
-    from llm_assets_tests.corpus import shared_documents
+    from llm_assets_support.corpus import shared_documents
 
     data = shared_data_dir(shared_data)
     seed = pl.read_ndjson(data / SEED_INPUT).select(

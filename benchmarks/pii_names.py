@@ -1,5 +1,5 @@
 """Masking people's names and places: precision and recall on the hand-labelled set of real shared passages
-(llm_assets_tests/pii_names.py), the regular expressions alone against the named-entity model, and what the model
+(llm_assets_support/pii_names.py), the regular expressions alone against the named-entity model, and what the model
 costs per document (one core, CPU-seconds).
 
     .venv/bin/python -m benchmarks.pii_names [--no-write]   # make bench-pii-names
@@ -22,9 +22,8 @@ import polars as pl
 from benchmarks.summary import ROOT, Row, publish
 from llm_assets.core.filters.pii import PIIMasker
 from llm_assets.core.ner import spacy_pipeline
-from llm_assets_tests.conftest import SHARED_DATA
-from llm_assets_tests.pii_names import score
-from llm_assets_tests.test_pii import name_masks
+from llm_assets_support.pii_names import name_masks, score
+from llm_assets_support.shared_data import SHARED_DATA
 
 DOCS = 2_000
 

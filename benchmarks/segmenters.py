@@ -27,7 +27,7 @@ import polars as pl
 
 from benchmarks.summary import ROOT, Row, publish
 from llm_assets.core import segment
-from llm_assets_tests.conftest import SHARED_DATA
+from llm_assets_support.shared_data import SHARED_DATA
 
 # language -> (UDHR file, datatrove's key, family)
 LANGUAGES = {

@@ -392,7 +392,7 @@ def _datatrove_seconds(batches, settings) -> dict[str, float]:
     filtered stage chains them: seconds per block over all documents (one pass after a warm-up; it is slow)."""
     import polars as pl
 
-    from llm_assets_tests import datatrove_oracle as oracle
+    from llm_assets_support import datatrove_oracle as oracle
 
     steps = [("url", oracle.url), ("language", oracle.language), ("gopher_repetition", oracle.gopher_repetition),
              ("gopher_quality", oracle.gopher_quality), ("c4_quality", oracle.c4_quality),

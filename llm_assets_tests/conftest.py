@@ -10,9 +10,7 @@ import pytest
 
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
-from llm_assets.settings import DEFAULT_SETTINGS, PROJECT_ROOT, Settings, load_settings
-
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+from llm_assets.settings import DEFAULT_SETTINGS, Settings, load_settings
 
 
 def built(*names: str, settings: Settings | None = None) -> list:
@@ -21,14 +19,6 @@ def built(*names: str, settings: Settings | None = None) -> list:
 
     by_name = {a.key.path[-1]: a for a in build_assets(settings or load_settings())}
     return [by_name[n] for n in names]
-
-
-def shared(*parts: str) -> Path:
-    """A file of ../shared/data, or skip the test with the reason."""
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} is absent (../shared/data holds the real crawl files)")
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -119,8 +109,8 @@ def instance(tmp_path):
 
 # Tests that start a server of their own (an object store, a Dagster deployment, a cluster) rather than through
 # the fixtures above.
-_SERVER_MODULES = {"test_store", "test_store_outage", "test_store_security", "test_chaos", "test_cluster",
-                   "test_run_monitoring", "test_demo", "test_deploy"}
+_SERVER_MODULES = {"test_embedded_store", "test_lake_outage", "test_store_security", "test_chaos", "test_dask_runner",
+                   "test_instance_run_monitoring", "test_demo", "test_deploy"}
 _SERVER_FIXTURES = {"seaweed", "instance"}
 
 

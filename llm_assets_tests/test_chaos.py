@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from llm_assets_tests.chaos import SHORT_LAYOUT, WARC, Chaos, Tally
+from llm_assets_support.chaos import SHORT_LAYOUT, WARC, Chaos, Tally
 
 pytestmark = pytest.mark.skipif(not WARC.is_dir(), reason=f"{WARC} is absent (../shared/data holds the real crawls)")
 

@@ -8,7 +8,7 @@ import argparse
 from llm_assets import cli
 from llm_assets.core.inventory import partition_files, shard_of
 from llm_assets.settings import load_settings
-from llm_assets_tests.conftest import shared
+from llm_assets_support.shared_data import shared
 
 
 def _actions(parser: argparse.ArgumentParser, path: str = "llm-assets"):

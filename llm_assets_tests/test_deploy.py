@@ -33,8 +33,8 @@ import yaml
 from llm_assets.deploy import Layout, read_env_file
 from llm_assets.embedded_store import free_ports
 from llm_assets.settings import DEFAULT_SETTINGS
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_run_monitoring import wait_for
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.test_instance_run_monitoring import wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:Error loading repository location:UserWarning")
 
@@ -202,7 +202,7 @@ def test_a_stale_backfill_completes(topology):
 def test_the_ui_shows_the_charts_as_images(topology, tmp_path):
     """The deployment's webserver, headless Chromium: a crawl's stats page and a shard partition's page of
     `filtered` show their charts as images of the panel's width."""
-    from llm_assets_tests.browser import chromium
+    from llm_assets_support.browser import chromium
 
     crawl, shard = PARTITION.split("|")
     port = topology.port

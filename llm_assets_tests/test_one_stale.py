@@ -37,8 +37,9 @@ from llm_assets.stages.filtered import SPEC as FILTERED
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import PROJECT_ROOT, load_settings
 from llm_assets.stale import LANGUAGES, stale_partitions
-from llm_assets_tests.conftest import built, object_store_on, point_at, shared
-from llm_assets_tests.test_dedup import name_in_shard
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.conftest import built, object_store_on, point_at
+from llm_assets_tests.core.test_dedup import name_in_shard
 from llm_assets_tests.test_stale import udhr_jsonl
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
@@ -80,7 +81,7 @@ def deployment(seaweed, store_config, tmp_path_factory):
 @pytest.fixture(scope="module")
 def webserver(deployment):
     from llm_assets.embedded_store import free_ports
-    from llm_assets_tests.browser import _poll
+    from llm_assets_support.browser import _poll
 
     instance, *_, home = deployment
     (port,) = free_ports(1)
@@ -174,7 +175,7 @@ def rebuild(defs, instance, plan: dict[tuple[str, str], str]) -> None:
 
 def reload_code(url: str, filtered_version: str) -> None:
     """The webserver reloads its code location (the settings file changed) and shows the new code versions."""
-    from llm_assets_tests.browser import _poll
+    from llm_assets_support.browser import _poll
 
     graphql(url, "mutation { reloadWorkspace { __typename } }")
 

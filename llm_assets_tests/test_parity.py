@@ -12,8 +12,8 @@ from llm_assets.core.filters import (
     C4BadWords, C4Quality, FineWebQuality, GopherQuality, GopherRepetition, LanguageFilter, URLFilter,
 )
 from llm_assets.core.filters.profanity import BUILTIN
-from llm_assets_tests import datatrove_oracle as oracle
-from llm_assets_tests.conftest import shared
+from llm_assets_support import datatrove_oracle as oracle
+from llm_assets_support.shared_data import shared
 
 pytestmark = pytest.mark.corpus  # datatrove's blocks and ours over the real documents
 pytest.importorskip("datatrove")
@@ -39,7 +39,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def docs() -> pl.DataFrame:
     shared("warc")
-    from llm_assets_tests.corpus import shared_documents
+    from llm_assets_support.corpus import shared_documents
 
     return shared_documents()
 
@@ -76,8 +76,8 @@ def test_c4_badwords_match_datatrove(docs):
 
 
 def test_hand_made_cases_match_datatrove():
-    """The edge cases of test_filters.py get datatrove's verdict too."""
-    from llm_assets_tests import test_filters as t
+    """The edge cases of core/test_filters.py get datatrove's verdict too."""
+    from llm_assets_tests.core import test_filters as t
 
     texts = [t.PROSE, t.ENGLISH, "", "\n \n"] + [c[0] for c in t.test_gopher_quality_rules.pytestmark[0].args[1]] \
         + [c[0] for c in t.test_gopher_repetition_rules.pytestmark[0].args[1]] \

@@ -21,7 +21,8 @@ from llm_assets import cli
 from llm_assets.jobs import jobs_of
 from llm_assets.stages.raw import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
 from resources import LakeIOManager, ObjectStore
-from llm_assets_tests.conftest import built, english_only_settings, object_store_on, png_size, point_at, shared
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.conftest import built, english_only_settings, object_store_on, png_size, point_at
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 

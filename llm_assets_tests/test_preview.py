@@ -21,8 +21,9 @@ from llm_assets.core.units import InProcessRunner
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.preview import build_preview_job, preview_change, settings_yaml
 from llm_assets.settings import DEFAULT_SETTINGS, Settings, load_settings
-from llm_assets_tests.conftest import built, object_store_on, png_size, point_at, shared
-from llm_assets_tests.test_dedup import name_in_shard
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.conftest import built, object_store_on, png_size, point_at
+from llm_assets_tests.core.test_dedup import name_in_shard
 
 WARCS = ("dolma__sample-0000.warc.gz", "dolma__sample-0001.warc.gz")
 STAGES = ("raw_files", "documents", "filtered")

@@ -10,8 +10,8 @@ from llm_assets.definitions import build_defs
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
 from llm_assets.stale import CODE, MISSING, RAW, plan_stale, stale_partitions
-from llm_assets_tests.conftest import shared
-from llm_assets_tests.test_dedup import curated, dedup_defs, name_in_shard, run  # noqa: F401 (fixtures)
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.core.test_dedup import curated, dedup_defs, name_in_shard, run  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 CHAIN = ["documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
@@ -252,7 +252,7 @@ def write_settings(path, languages: list[str], overrides: dict | None = None, **
 def multilingual(store_env, object_store, instance, crawl, tmp_path, monkeypatch):
     """A crawl of two shards built through lake_job: shard 0000 holds an English and a German JSON Lines file, shard
     0001 an English and a French one; the chain keeps en, de and fr. -> (lake, settings file)."""
-    from llm_assets_tests.test_dedup import lake_defs
+    from llm_assets_tests.core.test_dedup import lake_defs
 
     settings_file = tmp_path / "settings.yaml"
     write_settings(settings_file, ["en", "de", "fr"])
@@ -281,7 +281,7 @@ def test_a_threshold_change_for_one_language_plans_only_the_partitions_that_hold
     from llm_assets.stages.filtered import LANGUAGE_INPUT, LANGUAGES_INPUT
     from llm_assets.stale import LANGUAGES
     from llm_assets_tests.conftest import png_size
-    from llm_assets_tests.test_dedup import lake_defs
+    from llm_assets_tests.core.test_dedup import lake_defs
 
     lake, settings_file, meta = multilingual
     # each partition records the languages it held, with their funnels (its units' counts) and thresholds

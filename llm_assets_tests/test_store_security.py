@@ -343,7 +343,7 @@ def test_the_home_is_private_and_no_process_carries_the_secret(tmp_path, monkeyp
     from llm_assets.core.lake import Credentials, Lake, StoreSettings
     from llm_assets.core.units import PoolRunner
     from llm_assets_tests.cluster_units import ReadKey, read_key
-    from llm_assets_tests.test_run_monitoring import Deployment
+    from llm_assets_tests.test_instance_run_monitoring import Deployment
 
     home = tmp_path / "home"
     for name in list(os.environ):

@@ -4,7 +4,7 @@ Languages written with spaces use the pattern of `filters.text` (spaCy's rules, 
 apply to them), with the language's own rules where they matter: English contractions only in English, elided
 articles split off in French, Italian and Catalan ("l'|homme"). Chinese, Japanese, Korean and Thai have
 segmenters of their own, the ones FineWeb-2's tokenizers run (measured against them in
-`llm_assets_tests/test_segment.py`, costs in `benchmarks/segmenters.py`): jieba, Sudachi (core dictionary, split
+`llm_assets_tests/core/test_segment.py`, costs in `benchmarks/segmenters.py`): jieba, Sudachi (core dictionary, split
 mode A), Kiwi (skip-bigram model) and PyThaiNLP's newmm; the languages of India and Pakistan (Hindi, Bengali,
 Tamil, Urdu, ...) IndicNLP's punctuation rules, reproduced here. Any other language whose text is mostly in a script
 written without spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan: Cantonese, Wu, Lao labelled pages, a page the

@@ -1,0 +1,79 @@
+"""Screenshots of the Dagster UI over this checkout's lake, as a curator sees it after `make demo`: the asset graph,
+a shard partition's filter funnel, a crawl's stats and the release's charts.
+
+    make screenshots [SCREENSHOTS=folder]    (default: .llm-assets/screenshots)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from llm_assets import environment
+from llm_assets.core.lake import Lake, manifest_key
+from llm_assets.embedded_store import free_ports
+from llm_assets.settings import load_settings
+from llm_assets.stale import known_crawls
+from llm_assets_support.browser import _poll, chromium
+
+# (file, page, the chart to open or the text to wait for): `duplicate_clusters`' chart is `cluster_sizes`
+CHARTS = {"cluster_sizes"}
+PAGES = [
+    ("catalog.png", "/assets", "partitions"),
+    ("lake-group.png", "/locations/llm_assets/asset-groups/lake", "signatures"),
+    ("filtered-partition.png", "/assets/filtered?view=partitions&partition={crawl}|{shard}", "filter_funnel_chart"),
+    ("tokenized-partition.png", "/assets/tokenized?view=partitions&partition={crawl}|{shard}", "tokens_chart"),
+    ("crawl-stats.png", "/assets/crawl_stats?view=partitions&partition={crawl}", "language_chart"),
+    ("duplicate-clusters.png", "/assets/duplicate_clusters?view=partitions&partition={dup_crawl}", "cluster_sizes"),
+    ("duplicate-clusters-metadata.png", "/assets/duplicate_clusters?view=partitions&partition={dup_crawl}",
+     "lsh_rejected"),
+    ("release.png", "/assets/release", "tokens_by_crawl_chart"),
+    ("release-metadata.png", "/assets/release", "shards"),
+]
+
+
+def with_duplicates(lake: Lake, crawls: list[str]) -> str:
+    """The first crawl whose clusters removed a document (the demo's first crawl has none, so no chart)."""
+    return next((c for c in crawls if (lake.get_json(manifest_key("duplicate_clusters", c, "all")) or {})
+                 .get("rows")), crawls[0])
+
+
+def main(out: Path) -> None:
+    settings = load_settings()
+    lake = Lake(environment.store_config(settings.store))
+    crawls, shard = known_crawls(lake), settings.shard_keys()[0]
+    crawl, dup_crawl = crawls[0], with_duplicates(lake, crawls)
+    environment.private_dir(out)
+    (port,) = free_ports(1)
+    ui = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "llm-assets"), "ui", "--port", str(port)],
+                          stdout=open(out / "webserver.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _poll(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2), timeout=180)
+        with chromium() as page:
+            for name, path, chart in PAGES:
+                page.goto(f"http://127.0.0.1:{port}{path.format(crawl=crawl, shard=shard, dup_crawl=dup_crawl)}")
+                if chart.endswith("_chart") or chart in CHARTS:
+                    width, _ = page.show_chart(chart)
+                    print(f"{name}: {chart} shown, {width} px wide")
+                else:
+                    page.wait_for(f"document.body.innerText.includes('{chart}')")
+                    for _ in range(2):  # the modal may open once the page has loaded
+                        page.skip_modal()
+                        page.settle()
+                    # a metadata row named so (e.g. `lsh_rejected`, `shards`) is scrolled into view
+                    page.js(f"""[...document.querySelectorAll('tr')]
+                               .find(r => r.innerText.trim().split(/\\s/)[0] == '{chart}')
+                               ?.scrollIntoView({{block: 'center'}})""")
+                    page.settle()
+                page.screenshot(out / name)
+                print(f"wrote {out / name}")
+    finally:
+        os.killpg(ui.pid, 15)
+        ui.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else environment.home() / "screenshots")

@@ -1,0 +1,121 @@
+"""BENCHMARKS.md: one summary table on top, each row with a command that exists and a details file that exists;
+the benchmarks write their details under benchmarks/results/ and replace only their own rows."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from benchmarks import compare
+from benchmarks.summary import BEGIN, END, Row, details_links, load_rows, publish, render_table
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of the summary table's rows (header and rule left out); `\\|` inside a cell is not a separator."""
+    table = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    lines = [line for line in table.splitlines() if line.startswith("|")][2:]
+    return [[c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))] for line in lines]
+
+
+def make_targets() -> set[str]:
+    return set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+
+
+def test_benchmarks_md_opens_with_the_summary_table_and_stays_short():
+    text = BENCHMARKS.read_text()
+    title, _, rest = text.partition("\n")
+    assert title == "# Benchmarks"
+    before = rest.split(BEGIN, 1)[0]
+    assert BEGIN in rest and "|" not in before and "\n#" not in before, "the summary table comes first"
+    assert len(text.encode()) < 15_000
+    rows = table_rows(text)
+    assert len(rows) >= 30
+    assert all(len(r) == 7 for r in rows), [r for r in rows if len(r) != 7]
+
+
+def test_every_row_names_a_command_that_exists_and_links_a_file_that_exists():
+    rows = table_rows(BENCHMARKS.read_text())
+    targets = make_targets()
+    for measure, current, target, met, measured, command, details in rows:
+        assert current and measured, measure
+        cmd = command.strip("`")
+        make = re.fullmatch(r"make ([\w-]+)", cmd)
+        module = re.search(r"python -m benchmarks\.(\w+)", cmd)
+        assert make or module, f"{measure}: {cmd} is neither a make target nor a benchmarks module"
+        if make:
+            assert make.group(1) in targets, f"{measure}: no target {make.group(1)} in the Makefile"
+        else:
+            assert (ROOT / "benchmarks" / f"{module.group(1)}.py").is_file(), f"{measure}: {cmd}"
+        (link,) = re.findall(r"\]\(([^)]+)\)", details)
+        assert link.startswith("benchmarks/results/") and (ROOT / link).is_file(), f"{measure}: {link}"
+
+
+def test_the_table_is_the_rendering_of_summary_json():
+    """Every benchmark renders the table from benchmarks/results/summary.json: an edit of the table alone would be
+    lost at the next run."""
+    text = BENCHMARKS.read_text()
+    assert render_table(load_rows(BENCHMARKS)) in text
+    assert len(details_links(text)) == len(load_rows(BENCHMARKS))
+
+
+def test_publish_replaces_its_own_rows_and_section_and_keeps_the_rest(tmp_path):
+    output = tmp_path / "BENCHMARKS.md"
+    output.write_text("# Benchmarks\n\nHow to read the table.\n")
+    a = Row("a:x", "measure x", "1.0×", "make bench-a", "a.md", "≥ 2×", "no")
+    b = Row("b:y", "measure y", "3", "make bench-b", "b.md")
+    publish(output, "a", "<!-- a:begin -->", "<!-- a:end -->", "## A\n\nfirst run", [a])
+    publish(output, "b", "<!-- b:begin -->", "<!-- b:end -->", "## B\n\nonly run", [b], measured="2026-01-02, abc")
+    details = tmp_path / "benchmarks" / "results" / "a.md"
+    details.write_text(details.read_text() + "\nNotes by hand, kept across runs.\n")
+    again = Row("a:x", "measure x", "2.5×", "make bench-a", "a.md", "≥ 2×", "yes")
+    new = Row("a:z", "measure z", "7", "make bench-a", "a.md")
+    publish(output, "a", "<!-- a:begin -->", "<!-- a:end -->", "## A\n\nsecond run", [again, new])
+
+    text = output.read_text()
+    assert text.startswith("# Benchmarks\n\n<!-- summary:begin -->") and "How to read the table." in text
+    rows = table_rows(text)
+    assert [r[0] for r in rows] == ["measure x", "measure z", "measure y"]  # a new key goes after its file's rows
+    assert rows[0][1:4] == ["2.5×", "≥ 2×", "yes"] and rows[2][4] == "2026-01-02, abc"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d, \w+\+?", rows[0][4])
+    body = details.read_text()
+    assert "second run" in body and "first run" not in body and "Notes by hand, kept across runs." in body
+    assert "[Summary of every benchmark](../../BENCHMARKS.md)" in body
+    assert json.loads((tmp_path / "benchmarks" / "results" / "summary.json").read_text())[2]["key"] == "b:y"
+
+
+def test_compare_renders_from_saved_json_into_its_details_file_and_rows(tmp_path):
+    """`python -m benchmarks.compare --render-from results.json --output BENCHMARKS.md` re-renders a saved run."""
+    saved = {"meta": {"date": "2026-11-26 02:19 UTC", "machine": "x86_64, 2 CPUs", "commit": "1d20ae8",
+                      "load_before": "0.1", "load_after": "0.2", "minutes": 1.0, "core": 1, "pairs": 3,
+                      "command": "make bench-compare", "anchor_versions": {"datatrove": "0.10.1"},
+                      "ours_versions": {"polars": "2.1.0"}, "corpus": "6 WARC files"},
+             "results": {"startup": {"command": "defs()", "imports": [],
+                                     "runs": [{"wall_s": w, "cpu_s": w - 0.1} for w in (2.5, 2.8, 3.4)]}}}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(saved))
+    output = tmp_path / "BENCHMARKS.md"
+    compare.main(["--render-from", str(path), "--output", str(output)])
+    compare.main(["--render-from", str(path), "--output", str(output)])  # re-runnable: the same table again
+
+    (row,) = table_rows(output.read_text())
+    assert row[0].startswith("start-up: the code location in a fresh process")
+    assert row[1].startswith("2.80") and row[2:6] == ["≤ 3 s", "yes", "2026-11-26, 1d20ae8", "`make bench-compare`"]
+    details = (tmp_path / "benchmarks" / "results" / "compare.md").read_text()
+    assert details.count("<!-- compare:begin -->") == 1 and "2.50 s wall" in details
+
+
+def test_a_replaced_run_goes_to_the_history_file_which_the_details_file_links(tmp_path):
+    output = tmp_path / "BENCHMARKS.md"
+    row = Row("a:x", "measure x", "1", "make bench-a", "a.md")
+    for run in ("run one", "run two", "run two", "run three"):  # the same run rendered again is not history
+        publish(output, "a", "<!-- a:begin -->", "<!-- a:end -->", f"## A\n\n{run}", [row])
+    results = tmp_path / "benchmarks" / "results"
+    details, history = (results / "a.md").read_text(), (results / "a.history.md").read_text()
+    assert "run three" in details and "run two" not in details and "[a.history.md](a.history.md)" in details
+    assert details.count("a.history.md)") == 1
+    assert history.index("run two") < history.index("run one") and history.count("run two") == 1
+    assert "run three" not in history and history.startswith("# a: earlier runs")
