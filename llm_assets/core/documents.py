@@ -32,17 +32,17 @@ from llm_assets.core.errors import SourceChanged, is_store_error
 from llm_assets.core.extract import ROUTED, ExtractionTimeout, Routed, Router, Routing, extract_html
 from llm_assets.core.lake import Lake, PartWriter
 from llm_assets.core.readers import (
-    ReaderSettings,
     CHUNK,
+    FORMATS,
     LOOKAHEAD,
     ByteStream,
+    ReaderSettings,
     ReadReport,
     SourceRecord,
     UnreadableFile,
-    is_parquet,
-    member_layout,
+    format_named,
+    random_access,
     read_member_range,
-    read_parquet,
     read_records,
 )
 from llm_assets.core.takedowns import write_id_index
@@ -119,7 +119,6 @@ def doc_id(source_key: str, record_id: str, offset: int, skip: int = 0) -> str:
 # record is read whole by every share (~2% of the extraction's CPU each), so a huge file is not split further.
 SHARE_BYTES = 512 * 1024
 MAX_SHARES = 8
-_SPLIT_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz", ".warc.zst")
 
 
 @dataclass(frozen=True)
@@ -171,7 +170,8 @@ def shares_of(key: str, size: int) -> int:
     """How many units extract a raw file: by its name and size only, so the same file always gives the same units.
     Files of formats that hold text already (WET, JSON, Parquet) are one unit: a share would re-read them for
     nothing."""
-    if not key.lower().endswith(_SPLIT_SUFFIXES):
+    fmt = format_named(key)
+    if fmt is None or not fmt.splits:
         return 1
     return max(1, min(MAX_SHARES, -(-size // SHARE_BYTES)))
 
@@ -203,15 +203,15 @@ def reader_settings(s: DocumentsSettings) -> ReaderSettings:
 
 
 def iter_source(lake: Lake, key: str, settings: ReaderSettings, report: ReadReport):
-    """Records of one raw object, streamed (Parquet with random access instead). A file that is no known format
+    """Records of one raw object, streamed (a format that needs random access, Parquet, read from a seekable file). A file that is no known format
     is quarantined as `unreadable_file` and named in `report.errors`; it yields nothing."""
     def records():
         body = lake.open(key)
         head = body.read(4)
-        if is_parquet(head):
+        if (fmt := random_access(head)) is not None and fmt.read_file is not None:
             body.close()
             with lake.open_arrow(key) as f:
-                yield from read_parquet(f, settings, report)
+                yield from fmt.read_file(f, settings, report)
             return
         yield from read_records(_Prepend(head, body), key, settings, report)
 
@@ -226,10 +226,10 @@ def share_records(open_at: Callable[[int], ByteStream], key: str, u: ExtractUnit
     its part of the HTML records (`_share`); only share 0 counts what the reader passed over."""
     body = open_at(0)
     head = _read_up_to(body, CHUNK)  # a gzip-per-record file's first member (warcinfo) is small
-    fmt = member_layout(head, whole=len(head) < CHUNK)
+    fmt = _layout(head, whole=len(head) < CHUNK)
     if fmt is None and len(head) == CHUNK:
         head += _read_up_to(body, LOOKAHEAD - CHUNK)
-        fmt = member_layout(head, whole=len(head) < LOOKAHEAD)
+        fmt = _layout(head, whole=len(head) < LOOKAHEAD)
     if fmt is None:
         reader_report = report if u.share == 0 else ReadReport(keep_set_aside=False)
         return _share(u, _guarded(key, reader_report, read_records(_Prepend(head, body), key, settings,
@@ -242,6 +242,13 @@ def share_records(open_at: Callable[[int], ByteStream], key: str, u: ExtractUnit
             raise SourceChanged(f"{key} was replaced while it was being read")
     return _guarded(key, report, read_member_range(body if u.offset else _Prepend(head, body), u.offset,
                                                    u.offset + u.size, fmt, settings, report))
+
+
+def _layout(head: bytes, whole: bool) -> str | None:
+    """The format that can read a file whose first bytes are `head` from any member on (`Format.layout`), or None:
+    the file is read from its start."""
+    layouts = dict.fromkeys(fmt.layout for fmt in FORMATS if fmt.layout is not None)
+    return next((name for layout in layouts if (name := layout(head, whole)) is not None), None)
 
 
 def _read_up_to(body: ByteStream, n: int) -> bytes:
