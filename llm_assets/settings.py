@@ -26,12 +26,19 @@ from llm_assets.core.ledger import CostSettings
 from llm_assets.core.quality_model import QualityTraining
 from llm_assets.core.release import ReleaseSettings
 from llm_assets.core.tokenized import TokenizedSettings, TokenizerTraining
-from llm_assets.core.units import RunnerSettings
+from llm_assets.core.units import (
+    DaskRunnerSettings,
+    InProcessRunnerSettings,
+    PoolRunnerSettings,
+    RunnerSettings,
+    runner_settings,
+)
 
 DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
 # The sections, re-exported for the Dagster layer: each lives beside the core code it configures.
 __all__ = ["PROJECT_ROOT", "CostSettings", "DedupSettings", "DocumentsSettings", "FilteredSettings", "GateSettings", "ImagePairsSettings",
-           "ReleaseSettings", "RunnerSettings", "Settings", "StoreSettings", "TokenizedSettings", "TokenizerTraining",
+           "ReleaseSettings", "RunnerSettings", "DaskRunnerSettings", "InProcessRunnerSettings", "PoolRunnerSettings",
+           "runner_settings", "Settings", "StoreSettings", "TokenizedSettings", "TokenizerTraining",
            "load_settings", "settings_path"]
 
 
@@ -42,7 +49,7 @@ class SensorSettings(Section):
 
 class Settings(Section):
     shards: int = Field(default=4, ge=1, le=9999)
-    runner: RunnerSettings = RunnerSettings()
+    runner: RunnerSettings = PoolRunnerSettings()
     documents: DocumentsSettings = DocumentsSettings()
     image_text_pairs: ImagePairsSettings = ImagePairsSettings()
     filtered: FilteredSettings = FilteredSettings()

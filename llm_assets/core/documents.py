@@ -33,7 +33,6 @@ from llm_assets.core.extract import ROUTED, ExtractionTimeout, Routed, Router, R
 from llm_assets.core.lake import Lake, PartWriter
 from llm_assets.core.readers import (
     CHUNK,
-    FORMATS,
     LOOKAHEAD,
     ByteStream,
     ReaderSettings,
@@ -41,6 +40,7 @@ from llm_assets.core.readers import (
     SourceRecord,
     UnreadableFile,
     format_named,
+    member_layout,
     random_access,
     read_member_range,
     read_records,
@@ -226,10 +226,10 @@ def share_records(open_at: Callable[[int], ByteStream], key: str, u: ExtractUnit
     its part of the HTML records (`_share`); only share 0 counts what the reader passed over."""
     body = open_at(0)
     head = _read_up_to(body, CHUNK)  # a gzip-per-record file's first member (warcinfo) is small
-    fmt = _layout(head, whole=len(head) < CHUNK)
+    fmt = member_layout(head, whole=len(head) < CHUNK)
     if fmt is None and len(head) == CHUNK:
         head += _read_up_to(body, LOOKAHEAD - CHUNK)
-        fmt = _layout(head, whole=len(head) < LOOKAHEAD)
+        fmt = member_layout(head, whole=len(head) < LOOKAHEAD)
     if fmt is None:
         reader_report = report if u.share == 0 else ReadReport(keep_set_aside=False)
         return _share(u, _guarded(key, reader_report, read_records(_Prepend(head, body), key, settings,
@@ -242,13 +242,6 @@ def share_records(open_at: Callable[[int], ByteStream], key: str, u: ExtractUnit
             raise SourceChanged(f"{key} was replaced while it was being read")
     return _guarded(key, report, read_member_range(body if u.offset else _Prepend(head, body), u.offset,
                                                    u.offset + u.size, fmt, settings, report))
-
-
-def _layout(head: bytes, whole: bool) -> str | None:
-    """The format that can read a file whose first bytes are `head` from any member on (`Format.layout`), or None:
-    the file is read from its start."""
-    layouts = dict.fromkeys(fmt.layout for fmt in FORMATS if fmt.layout is not None)
-    return next((name for layout in layouts if (name := layout(head, whole)) is not None), None)
 
 
 def _read_up_to(body: ByteStream, n: int) -> bytes:

@@ -536,12 +536,8 @@ def with_raw_drops(planned: Sequence[PlannedLike], extra_raw_bytes: Mapping[str,
 
 
 def default_slots(runner) -> tuple[int, str]:
-    """(slots, description) of a `RunnerSettings` without asking a cluster."""
-    if runner.kind == "inprocess":
-        return 1, "in-process runner (1 slot)"
-    if runner.kind == "pool":
-        return runner.workers, f"pool of {runner.workers} workers"
-    return runner.workers, f"dask runner (cluster not reached: {runner.workers} slots, runner.workers)"
+    """(slots, description) of a runner's settings without asking a cluster."""
+    return runner.slots()
 
 
 def with_actuals(fc: Forecast, actual: pl.DataFrame) -> pl.DataFrame:

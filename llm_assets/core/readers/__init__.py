@@ -47,9 +47,10 @@ from llm_assets.core.readers.compression import (
     gzip_head,
 )
 from llm_assets.core.readers.parquet import PARQUET_MAGIC, read_parquet
-from llm_assets.core.readers.warc import HTML_TYPES, member_layout
+from llm_assets.core.readers.warc import HTML_TYPES
 
-# Sniffing order: the first format whose `sniff` (or raw `magic`) matches reads the file.
+# Sniffing order: the first format whose `sniff` (or raw `magic`) matches reads the file. Looked up when a file is
+# read, so that a format added to the table (a test's) is read like the others.
 FORMATS: tuple[Format, ...] = (warc.FORMAT, wet.FORMAT, arc.FORMAT, jsonl.FORMAT, json.FORMAT, parquet.FORMAT,
                                html.FORMAT)
 
@@ -59,22 +60,22 @@ __all__ = ["CHUNK", "FORMATS", "GZIP_MAGIC", "HTML_TYPES", "LOOKAHEAD", "PARQUET
            "read_parquet", "read_records", "sniff", "sniff_format"]
 
 
-def by_name(name: str, formats: tuple[Format, ...] = FORMATS) -> Format:
-    for fmt in formats:
+def by_name(name: str) -> Format:
+    for fmt in FORMATS:
         if fmt.name == name:
             return fmt
-    raise KeyError(f"no reader format {name!r}; known: {', '.join(f.name for f in formats)}")
+    raise KeyError(f"no reader format {name!r}; known: {', '.join(f.name for f in FORMATS)}")
 
 
-def format_named(key: str, formats: tuple[Format, ...] = FORMATS) -> Format | None:
+def format_named(key: str) -> Format | None:
     """The format a file's name says (by suffix), for what is decided before its bytes are read (splitting)."""
-    return next((fmt for fmt in formats if fmt.named(key)), None)
+    return next((fmt for fmt in FORMATS if fmt.named(key)), None)
 
 
-def sniff(head: bytes, formats: tuple[Format, ...] = FORMATS) -> Format | None:
+def sniff(head: bytes) -> Format | None:
     """The format of a stream whose first decompressed bytes are `head`."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    return next((fmt for fmt in formats if fmt.sniff is not None and fmt.sniff(text)), None)
+    return next((fmt for fmt in FORMATS if fmt.sniff is not None and fmt.sniff(text)), None)
 
 
 def sniff_format(head: bytes) -> str | None:
@@ -83,13 +84,20 @@ def sniff_format(head: bytes) -> str | None:
     return fmt.name if fmt is not None else None
 
 
-def random_access(head: bytes, formats: tuple[Format, ...] = FORMATS) -> Format | None:
+def random_access(head: bytes) -> Format | None:
     """The format of a file read with random access (`Format.read_file`), told by its raw first bytes."""
-    return next((fmt for fmt in formats if fmt.magic and head.startswith(fmt.magic)), None)
+    return next((fmt for fmt in FORMATS if fmt.magic and head.startswith(fmt.magic)), None)
 
 
 def is_parquet(head: bytes) -> bool:
     return random_access(head) is parquet.FORMAT
+
+
+def member_layout(head: bytes, whole: bool) -> str | None:
+    """The format that can read a file whose first bytes are `head` (`whole`: the whole file) from any record on
+    (`Format.layout`: a gzip-per-record WARC or ARC), or None: the file is read from its start."""
+    layouts = dict.fromkeys(fmt.layout for fmt in FORMATS if fmt.layout is not None)
+    return next((name for layout in layouts if (name := layout(head, whole)) is not None), None)
 
 
 def read_member_range(raw: ByteStream, start: int, end: int, fmt: str, settings: ReaderSettings,
@@ -102,38 +110,37 @@ def read_member_range(raw: ByteStream, start: int, end: int, fmt: str, settings:
     return read_range(raw, start, end, settings, report)
 
 
-def read_records(raw: ByteStream, name: str, settings: ReaderSettings, report: ReadReport,
-                 formats: tuple[Format, ...] = FORMATS) -> Iterator[SourceRecord]:
+def read_records(raw: ByteStream, name: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
     """Records of one raw file (a streaming, non-seekable byte stream). A format that needs random access is read
     by its `read_file` instead (callers check `random_access`). Raises UnreadableFile for what is no known format."""
     src = Source(raw)
     magic = src.peek(4)
     if not magic:
         raise UnreadableFile("empty file")
-    if (seekable := random_access(magic, formats)) is not None:
+    if (seekable := random_access(magic)) is not None:
         raise UnreadableFile(f"{seekable.name} needs random access: read it with its format's read_file")
 
     def known(head: bytes) -> bool:
-        return sniff(head, formats) is not None
+        return sniff(head) is not None
 
     fmt: Format | None = None
     gzipped = magic.startswith(GZIP_MAGIC)
     if gzipped or (magic != ZSTD_MAGIC and GZIP_MAGIC in src.peek(LOOKAHEAD)):
         # gzip, or gzip members after a damaged start (the first member's own header is broken)
-        fmt = sniff(gzip_head(src, known), formats)
+        fmt = sniff(gzip_head(src, known))
         if fmt is not None and fmt.read_members is not None:
             yield from fmt.read_members(src, settings, report)
             return
     stream = decompressing(src)
     if not gzipped:  # a gzip file is what its (first intact) member says
         try:
-            fmt = sniff(stream.peek(4096)[:4096], formats)
+            fmt = sniff(stream.peek(4096)[:4096])
         except (OSError, EOFError, zstandard.ZstdError) as e:
             if is_store_error(e):
                 raise
             raise UnreadableFile(f"cannot decompress: {e}") from e
     if fmt is None or fmt.read is None:
-        raise UnreadableFile(f"not a {', '.join(f.name for f in formats)} file")
+        raise UnreadableFile(f"not a {', '.join(f.name for f in FORMATS)} file")
     try:
         yield from fmt.read(stream, name, settings, report)
     except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
