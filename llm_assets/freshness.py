@@ -12,6 +12,7 @@ import dagster as dg
 from llm_assets.dagster_private import (DATA_VERSION_TAG, SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
                                         PartitionBackfill, backfill_targets, make_new_backfill_id)
 from llm_assets.core.forecast import Forecast, forecast
+from llm_assets.core.keys import PartitionRef, split_partition
 from llm_assets.core.lake import Lake
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.pipeline import SPECS, code_versions
@@ -30,7 +31,7 @@ def stale_subset(planned: list[Planned], asset_graph) -> AssetGraphSubset:
 
 def register_crawls(instance: dg.DagsterInstance, planned: list[Planned]) -> None:
     """Crawls dropped under raw/ that the sensor has not registered yet become partitions first."""
-    crawls = {p.partition.split("|")[0] for p in planned if p.partition}
+    crawls = {split_partition(p.partition)[0] for p in planned if p.partition}
     new = sorted(crawls - set(instance.get_dynamic_partitions(crawl_partitions.name)))
     if new:
         instance.add_dynamic_partitions(crawl_partitions.name, new)
@@ -121,7 +122,7 @@ def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: 
     for spec in SPECS:
         if spec.level == "shard":
             partitions_def: dg.PartitionsDefinition = crawl_shard_partitions(settings)
-            keys = [f"{c}|{s}" for c in crawls for s in settings.shard_keys()]
+            keys = [PartitionRef(c, s).key for c in crawls for s in settings.shard_keys()]
         elif spec.level == "crawl":
             partitions_def, keys = crawl_partitions, crawls
         else:
