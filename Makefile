@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors store-start store-stop clean
+.PHONY: demo demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -46,6 +46,10 @@ postgres:
 # The processing core's tests alone: no object store, no Dagster instance.
 test-core: $(VENV)/.synced
 	$(BIN)/python -m pytest -m core
+
+# The generated snapshots (llm_assets_tests/snapshots/), rewritten from the code: review the diff before committing.
+snapshots: $(VENV)/.synced
+	$(BIN)/python -m pytest -m snapshot --update-snapshots -p no:cacheprovider -q
 
 lint: $(VENV)/.synced
 	$(BIN)/ruff check llm_assets resources benchmarks llm_assets_tests

@@ -226,7 +226,7 @@ def dagster_child(spec: dict) -> dict:
     from llm_assets.core.lake import Credentials, Lake, StoreConfig
     from llm_assets.core.partition import read_manifest
     from llm_assets.definitions import build_assets
-    from llm_assets.jobs import crawl_job, curated_job, lake_job
+    from llm_assets.jobs import jobs_of
     from llm_assets.core.units import stop_pool_server
     from llm_assets.partitions import crawl_shard_key
     from resources import LakeIOManager, ObjectStore, S3Endpoint
@@ -243,7 +243,7 @@ def dagster_child(spec: dict) -> dict:
     names = {"raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
              "deduplicated", "tokenized"}
     defs = timed("build the definitions", lambda: dg.Definitions(
-        assets=[a for a in build_assets(settings) if a.key.path[-1] in names], jobs=[lake_job, crawl_job, curated_job],
+        assets=[a for a in build_assets(settings) if a.key.path[-1] in names], jobs=jobs_of(names),
         resources={"store": store, "lake_io_manager": LakeIOManager(store=store)}))
     timed("drop the file(s) under raw/", _dropper(lake, crawl, spec["files"]))
     key = crawl_shard_key(crawl, SHARD)

@@ -20,19 +20,9 @@ from llm_assets.settings import Settings, settings_path
 
 
 def _store():
-    """The embedded store of this home, on the ports it recorded; a store never started takes the default ports.
-    `start` takes free loopback ports for those another process holds (a second checkout, a Jupyter server on 8888)
-    and says which moved."""
-    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore
+    from llm_assets.embedded_store import home_store  # boto3: only for the commands that manage the store
 
-    credentials = environment.embedded_store_credentials()
-    ports = environment.recorded_ports() or dict(DEFAULT_PORTS)
-    if pinned := os.environ.get("LLM_ASSETS_S3_ENDPOINT"):
-        ports["s3.port"] = int(pinned.rsplit(":", 1)[-1])
-    store = EmbeddedStore(state_dir=environment.home() / "store", bucket=environment.bucket(),
-                          access_key=credentials.access_key, secret_key=credentials.secret_key, ports=ports,
-                          pinned=("s3.port",) if pinned else ())
-    return store
+    return home_store()
 
 
 def cmd_store(args) -> int:
@@ -501,7 +491,7 @@ def cmd_record(args) -> int:
     if not all(c in "0123456789abcdef" for c in args.doc_id) or not args.doc_id:
         raise ValueError(f"invalid doc_id {args.doc_id!r}: expected hex digits")
     lake = Lake(environment.store_config(args.settings.store))
-    from llm_assets.documents.spec import SPEC as DOCUMENTS
+    from llm_assets.stages.documents import SPEC as DOCUMENTS
 
     manifests = list(committed(lake, DOCUMENTS.name, args.crawl, args.settings.shard_keys()).values())
     found = (LakeInput(lake, DOCUMENTS.name, manifests).scan()

@@ -24,15 +24,15 @@ from llm_assets.core.keys import split_partition
 from llm_assets.core.lake import parse_raw_key
 from llm_assets.core.partition import LakeInput, committed
 from llm_assets.core.tokenize import train_bytelevel_bpe
-from llm_assets.cost.spec import SPEC as COST
-from llm_assets.crawl_stats.spec import SPEC as CRAWL_STATS
-from llm_assets.dedup.spec import CLUSTERS_SPEC
-from llm_assets.enriched.spec import SPEC as ENRICHED
+from llm_assets.stages.cost import SPEC as COST
+from llm_assets.stages.crawl_stats import SPEC as CRAWL_STATS
+from llm_assets.stages.dedup import CLUSTERS_SPEC
+from llm_assets.stages.enriched import SPEC as ENRICHED
 from llm_assets.failures import FailedRun, first_error, report
-from llm_assets.image_text_pairs.spec import SPEC as IMAGE_TEXT_PAIRS
+from llm_assets.stages.image_text_pairs import SPEC as IMAGE_TEXT_PAIRS
 from llm_assets.instance import launched_by
-from llm_assets.pipeline import SPECS
-from llm_assets.releases.spec import SPEC as RELEASE
+from llm_assets.stages import SPECS
+from llm_assets.stages.releases import SPEC as RELEASE
 from llm_assets.settings import PROJECT_ROOT, Settings, settings_path
 from llm_assets.stale import Planned, stale_partitions
 
@@ -423,7 +423,7 @@ def takedown_step(instance, lake, settings: Settings) -> list[FailedRun]:
     from llm_assets import takedown
     from llm_assets.core.release import latest_release
     from llm_assets.core.takedowns import TakedownRequest
-    from llm_assets.dedup.spec import DEDUPLICATED_SPEC
+    from llm_assets.stages.dedup import DEDUPLICATED_SPEC
     from llm_assets.loader import ReleaseLoader, SupersededReleaseWarning
 
     crawls = [c for c in instance.get_dynamic_partitions("crawl")]
@@ -554,9 +554,9 @@ def language_funnel(lake, settings: Settings, crawls: list[str]) -> pl.DataFrame
     or dropped by the chain), kept by `filtered`, `deduplicated`, `tokenized`, and in the latest `release` (with its
     `release_tokens`). A document keeps the language `filtered` gave it; the stages after it are counted by doc_id."""
     from llm_assets.core.release import latest_release, provenance_keys
-    from llm_assets.dedup.spec import DEDUPLICATED_SPEC
-    from llm_assets.filtered.spec import SPEC as FILTERED
-    from llm_assets.tokenized.spec import SPEC as TOKENIZED
+    from llm_assets.stages.dedup import DEDUPLICATED_SPEC
+    from llm_assets.stages.filtered import SPEC as FILTERED
+    from llm_assets.stages.tokenized import SPEC as TOKENIZED
 
     def manifests(asset: str) -> list:
         return [m for c in crawls for m in committed(lake, asset, c, settings.shard_keys()).values()]

@@ -48,6 +48,7 @@ import psutil
 import yaml
 
 from llm_assets.core.config import PROJECT_ROOT
+from llm_assets.instance import Layout, read_env_file
 from llm_assets.store_security import write_private
 
 HOST = "127.0.0.1"
@@ -442,76 +443,22 @@ class Postgres:
         return True
 
 
-def read_env_file(path: Path) -> dict[str, str]:
-    """The file's `NAME=value` lines, or nothing when it is absent."""
-    from llm_assets.core.lake import read_env_file as read  # the lake's reader (polars and boto3: not at start-up)
-
+def reserve_ports(layout: Layout, webserver_port: int | None) -> dict[str, int]:
+    """The ports of the last start when free, else free ones (said on stderr); saved for the next start."""
     try:
-        return read(path)
-    except OSError:
-        return {}
-
-
-# ---- the deployment of one state home
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where a deployment keeps its state, under the state home."""
-
-    home: Path
-
-    @property
-    def root(self) -> Path:
-        return self.home / "deploy"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.root / "supervisor.pid"
-
-    @property
-    def log(self) -> Path:
-        return self.root / "supervisor.log"
-
-    @property
-    def ports_file(self) -> Path:
-        return self.root / "ports.json"
-
-    @property
-    def dagster_home(self) -> Path:
-        return self.root / "dagster"
-
-    @property
-    def postgres_env(self) -> Path:
-        return self.dagster_home / "postgres.env"
-
-    @property
-    def services_file(self) -> Path:
-        return self.root / "services.json"
-
-    def supervisor_pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text())
-            return pid if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE else None
-        except (OSError, ValueError, psutil.NoSuchProcess):
-            return None
-
-    def ports(self, webserver_port: int | None) -> dict[str, int]:
-        """The ports of the last start when free, else free ones (said on stderr); saved for the next start."""
-        try:
-            ports = {k: int(v) for k, v in json.loads(self.ports_file.read_text()).items()}
-        except (OSError, ValueError):
-            ports = {}
-        wanted = {"postgres": ports.get("postgres"), "code-server": ports.get("code-server"),
-                  "webserver": webserver_port or ports.get("webserver") or 3000}
-        for name, port in wanted.items():
-            if port is None or port_open(port):
-                free = free_port()
-                if port is not None:
-                    print(f"{name}: port {port} is taken by another process; using {free}", file=sys.stderr)
-                wanted[name] = free
-        write_private(self.ports_file, json.dumps(wanted).encode())
-        return {k: int(v) for k, v in wanted.items() if v is not None}
+        ports = {k: int(v) for k, v in json.loads(layout.ports_file.read_text()).items()}
+    except (OSError, ValueError):
+        ports = {}
+    wanted = {"postgres": ports.get("postgres"), "code-server": ports.get("code-server"),
+              "webserver": webserver_port or ports.get("webserver") or 3000}
+    for name, port in wanted.items():
+        if port is None or port_open(port):
+            free = free_port()
+            if port is not None:
+                print(f"{name}: port {port} is taken by another process; using {free}", file=sys.stderr)
+            wanted[name] = free
+    write_private(layout.ports_file, json.dumps(wanted).encode())
+    return {k: int(v) for k, v in wanted.items() if v is not None}
 
 
 def instance_config() -> dict:
@@ -526,7 +473,7 @@ def topology(layout: Layout, nodes: int, webserver_port: int | None) -> tuple[li
     """The services of a deployment and the environment they share (the Dagster services also get the database's)."""
     from llm_assets import environment
 
-    ports = layout.ports(webserver_port)
+    ports = reserve_ports(layout, webserver_port)
     layout.dagster_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_private(layout.dagster_home / "dagster.yaml", (
         "# Written by `llm-assets deploy up` from deploy/local/dagster.yaml and deploy/local/dagster.postgres.yaml\n"
@@ -620,9 +567,9 @@ def down(home: Path, timeout_s: float = 180.0) -> int:
     # A supervisor killed before it could stop them leaves the store and the cluster it started in their own
     # sessions (so that a service's restart does not take them down): stopped here by their own commands.
     if any(s.name == "store" and s.groups for s in states):
-        from llm_assets.cli import _store
+        from llm_assets.embedded_store import home_store
 
-        _store().stop()
+        home_store().stop()
     if any(s.name == "cluster" and s.groups for s in states):
         from llm_assets.runners import local_cluster
 
@@ -678,15 +625,15 @@ def _run_until_stopped(start: Callable[[], None], alive: Callable[[], bool], sto
 
 
 def _store_ready() -> bool:
-    from llm_assets.cli import _store
+    from llm_assets.embedded_store import home_store
 
-    return _store().ready()
+    return home_store().ready()
 
 
 def run_store() -> int:
-    from llm_assets.cli import _store
+    from llm_assets.embedded_store import home_store
 
-    store = _store()
+    store = home_store()
     return _run_until_stopped(store.start, lambda: store.pid() is not None, store.stop)
 
 

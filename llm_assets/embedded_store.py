@@ -307,3 +307,19 @@ class EmbeddedStore:
         pid = self.pid()
         return {"running": bool(pid) and self.ready(), "pid": pid, "endpoint": self.endpoint,
                 "bucket": self.bucket, "dir": str(self.state_dir)}
+
+
+def home_store() -> EmbeddedStore:
+    """The embedded store of this home, on the ports it recorded; a store never started takes the default ports.
+    `start` takes free loopback ports for those another process holds (a second checkout, a Jupyter server on 8888)
+    and says which moved."""
+    from llm_assets import environment
+
+    credentials = environment.embedded_store_credentials()
+    ports = environment.recorded_ports() or dict(DEFAULT_PORTS)
+    if pinned := os.environ.get("LLM_ASSETS_S3_ENDPOINT"):
+        ports["s3.port"] = int(pinned.rsplit(":", 1)[-1])
+    store = EmbeddedStore(state_dir=environment.home() / "store", bucket=environment.bucket(),
+                          access_key=credentials.access_key, secret_key=credentials.secret_key, ports=ports,
+                          pinned=("s3.port",) if pinned else ())
+    return store

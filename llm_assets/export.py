@@ -32,9 +32,10 @@ import zstandard
 
 from llm_assets.core.lake import RAW_NAME_FORBIDDEN_RE, Lake, validate_crawl, validate_shard
 from llm_assets.core.partition import Manifest, MissingPartition, read_manifest
+from llm_assets.stages import SPECS
 
 # The crawl × shard stages holding documents (text and provenance, scores) or their token ids.
-EXPORTABLE = ("documents", "filtered", "deduplicated", "tokenized")
+EXPORTABLE = tuple(s.name for s in SPECS if s.documents)  # the stages holding documents
 Format = Literal["jsonl", "parquet"]
 FORMATS: tuple[Format, ...] = ("jsonl", "parquet")
 BATCH_ROWS = 1024

@@ -9,19 +9,18 @@ from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
-from llm_assets.dagster_private import (DATA_VERSION_TAG, SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
-                                        PartitionBackfill, backfill_targets, make_new_backfill_id)
+from llm_assets.dagster_private import (SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
+                                        PartitionBackfill, make_new_backfill_id)
+from llm_assets.backfills import STALE_TAG, failed_partitions, new_observations, stale_backfills_in_progress
 from llm_assets.core.forecast import Forecast, forecast
-from llm_assets.core.keys import PartitionRef, split_partition
+from llm_assets.core.keys import split_partition
 from llm_assets.core.lake import Lake
-from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
-from llm_assets.pipeline import SPECS, code_versions
+from llm_assets.partitions import crawl_partitions
+from llm_assets.stages import SPECS, code_versions
 from llm_assets.settings import Settings
-from llm_assets.stale import Planned, SourceVersion, known_crawls, planned_of, planning, source_versions
+from llm_assets.stale import Planned, known_crawls, planned_of, planning, source_versions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
-STALE_TAG = "llm_assets/stale_backfill"
-PARTITION_TAG = "dagster/partition"  # what Dagster tags a partition's run with: "<crawl>|<shard>" or "<crawl>"
 
 
 def stale_subset(planned: list[Planned], asset_graph) -> AssetGraphSubset:
@@ -44,7 +43,7 @@ def plan_forecast(lake: Lake, settings: Settings, planned: Sequence[Planned],
     from llm_assets.runners import runner_slots
 
     slots, runner = runner_slots(settings.runner)
-    return forecast(lake, settings, planned, extra_raw_bytes, slots=slots, runner=runner)
+    return forecast(lake, settings, planned, extra_raw_bytes, stages=SPECS, slots=slots, runner=runner)
 
 
 def launch_stale_backfill(instance: dg.DagsterInstance, planned: list[Planned], asset_graph,
@@ -88,17 +87,8 @@ def wait_backfill(instance: dg.DagsterInstance, backfill_id: str, poll_s: float 
     return backfill
 
 
-def _stale_backfills_in_progress(instance: dg.DagsterInstance) -> list[PartitionBackfill]:
-    return [b for b in instance.get_backfills(status=BulkActionStatus.REQUESTED, limit=50) if STALE_TAG in b.tags]
-
-
 def stale_backfill_in_progress(instance: dg.DagsterInstance) -> bool:
-    return bool(_stale_backfills_in_progress(instance))
-
-
-def stale_backfill_targets(instance: dg.DagsterInstance) -> set[tuple[str, str]]:
-    """(asset, partition) of every stale backfill still in progress: the raw-drop sensor leaves those to it."""
-    return {t for b in _stale_backfills_in_progress(instance) for t in backfill_targets(b)}
+    return bool(stale_backfills_in_progress(instance))
 
 
 IN_FLIGHT = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING,
@@ -111,64 +101,7 @@ def raw_drop_runs_in_flight(instance: dg.DagsterInstance) -> bool:
                                          limit=1))
 
 
-def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: list[str]) -> dict[tuple[str, str], str]:
-    """(asset, partition) -> the failed run, for every partition whose latest materialization attempt failed (the
-    UI's red "Failed"): the lake still holds what an earlier run committed, or nothing, so only the instance knows."""
-    known = set(instance.get_dynamic_partitions(crawl_partitions.name))
-    crawls = [c for c in crawls if c in known]
-    if not crawls:
-        return {}
-    failed: dict[tuple[str, str], str] = {}
-    for spec in SPECS:
-        if spec.level == "shard":
-            partitions_def: dg.PartitionsDefinition = crawl_shard_partitions(settings)
-            keys = [PartitionRef(c, s).key for c in crawls for s in settings.shard_keys()]
-        elif spec.level == "crawl":
-            partitions_def, keys = crawl_partitions, crawls
-        else:
-            continue  # the release is stale until a version for the current inputs exists, failed or not
-        status = instance.get_status_by_partition(dg.AssetKey(spec.name), keys, partitions_def) or {}
-        for key, state in status.items():
-            if state == dg.AssetPartitionStatus.FAILED:
-                failed[(spec.name, key)] = _latest_failed_run(instance, key)
-    return failed
 
-
-def observation(version: SourceVersion) -> dg.AssetObservation:
-    return dg.AssetObservation(dg.AssetKey(version.source), partition=version.partition,
-                               tags={DATA_VERSION_TAG: version.version})
-
-
-def last_observed(instance: dg.DagsterInstance, source: str, partition: str) -> str | None:
-    records = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(source),
-                                                                asset_partitions=[partition]), limit=1).records
-    event = records[0].asset_observation if records else None
-    return event.tags.get(DATA_VERSION_TAG) if event is not None and event.tags else None
-
-
-def new_observations(instance: dg.DagsterInstance, versions: list[SourceVersion]) -> list[dg.AssetObservation]:
-    """Observations of the versions Dagster does not hold yet: a source partition is stale for Dagster when an
-    observation after its dependent's build differs from the one before, so the same version is never reported
-    twice (only versions that differ from what a partition recorded reach this: few, one query each). An anchor is
-    reported only while its source has no observation: a build then has one to compare later ones with."""
-    unobserved = {v.source for v in versions if v.anchor
-                  and not instance.fetch_observations(dg.AssetKey(v.source), limit=1).records}
-    return [observation(v) for v in versions if (v.source in unobserved if v.anchor else
-                                                 last_observed(instance, v.source, v.partition) != v.version)]
-
-
-def report_sources(instance: dg.DagsterInstance, versions: list[SourceVersion]) -> int:
-    """Report the observed sources' new versions to the instance; -> how many."""
-    events = new_observations(instance, versions)
-    for event in events:
-        instance.report_runless_asset_event(event)
-    return len(events)
-
-
-def _latest_failed_run(instance: dg.DagsterInstance, partition: str) -> str:
-    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
-                                                     tags={PARTITION_TAG: partition}), limit=1)
-    return records[0].dagster_run.run_id if records else "unknown"
 
 
 def _launched_by_the_sensor(instance: dg.DagsterInstance, run_id: str) -> bool:
@@ -203,7 +136,7 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
             return dg.SkipReason("raw_drop_sensor's runs are in flight: what they rebuild is theirs")
         lake = store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S)
         crawls = known_crawls(lake, context.instance)
-        failed = failed_partitions(context.instance, settings, crawls)
+        failed = failed_partitions(context.instance, settings, crawls, SPECS)
         own = {p for p, run in failed.items() if _launched_by_the_sensor(context.instance, run)}
         if own:
             context.log.warning(f"{len(own)} partitions failed in this sensor's backfill and are not retried on their "

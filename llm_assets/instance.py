@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -195,7 +196,6 @@ def dagster_home() -> Path:
 
 def _home() -> Path:
     from llm_assets import environment
-    from llm_assets.deploy import Layout
     from llm_assets.settings import PROJECT_ROOT
 
     deployment = Layout(environment.home())
@@ -214,11 +214,63 @@ def _home() -> Path:
     if not config.exists() and source.exists():
         config.symlink_to(source)
     os.environ["DAGSTER_HOME"] = str(home)
-    from llm_assets.deploy import read_env_file
-
     for key, value in read_env_file(home / "postgres.env").items():
         os.environ.setdefault(key, value)
     return home
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """The file's `NAME=value` lines, or nothing when it is absent."""
+    from llm_assets.core.lake import read_env_file as read  # the lake's reader (polars and boto3: not at start-up)
+
+    try:
+        return read(path)
+    except OSError:
+        return {}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a deployment keeps its state, under the state home."""
+
+    home: Path
+
+    @property
+    def root(self) -> Path:
+        return self.home / "deploy"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "supervisor.pid"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "supervisor.log"
+
+    @property
+    def ports_file(self) -> Path:
+        return self.root / "ports.json"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.root / "dagster"
+
+    @property
+    def postgres_env(self) -> Path:
+        return self.dagster_home / "postgres.env"
+
+    @property
+    def services_file(self) -> Path:
+        return self.root / "services.json"
+
+    def supervisor_pid(self) -> int | None:
+        import psutil  # here: every Dagster process imports this module, and not psutil at start-up
+
+        try:
+            pid = int(self.pid_file.read_text())
+            return pid if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE else None
+        except (OSError, ValueError, psutil.NoSuchProcess):
+            return None
 
 
 def configure_pools(instance: dg.DagsterInstance) -> None:

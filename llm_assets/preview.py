@@ -55,7 +55,7 @@ def thresholds_only(current: Settings, new: Settings) -> str | None:
 def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Settings, crawls: Sequence[str] | None = None,
                    fraction: float = core.DEFAULT_SAMPLE, runner: Runner | None = None,
                    examples: int = core.EXAMPLES) -> core.PreviewReport:
-    from llm_assets.pipeline import SPECS, code_versions
+    from llm_assets.stages import SPECS, code_versions
     from llm_assets.stale import known_crawls, planned_of, planning
 
     crawls = list(crawls) if crawls else known_crawls(lake)
@@ -166,8 +166,8 @@ def _stages(lake: Lake, store: StoreConfig, new: Settings) -> core.SampleStages:
     from llm_assets.core.documents import extract_documents, extract_units
     from llm_assets.core.filtered import filter_documents, filter_units, with_eval_index, with_quality_model
     from llm_assets.core.takedowns import load_takedowns
-    from llm_assets.documents.spec import SPEC as DOCUMENTS
-    from llm_assets.filtered.spec import chain_version
+    from llm_assets.stages.documents import SPEC as DOCUMENTS
+    from llm_assets.stages.filtered import chain_version
 
     filters, model = with_quality_model(new.filtered, lake)
     filters, evals = with_eval_index(filters, lake, new.evals)

@@ -1,7 +1,7 @@
 """The stage registry: what the stale planner, `status`, the jobs and the demo know of each lake stage.
 
-Each stage declares its `StageSpec` beside its asset (`llm_assets/<stage>/assets.py`); `llm_assets.pipeline` lists
-them in build order. Nothing else names assets: the planner walks the specs, `status` shows them, the demo picks
+Each stage declares its `StageSpec` in its stage module (`llm_assets/stages/<stage>.py`, beside its `build`);
+`llm_assets.stages.STAGES` lists the modules in build order. Nothing else names assets: the planner walks the specs, `status` shows them, the demo picks
 its stages from them. A spec says which lake assets the stage reads and, where the general rules do not cover it,
 how its code version follows the settings, and, where the general rules do not cover it, how the data version a
 build would have now is computed, and, where the stage reads something outside the lake's assets (raw files, the
@@ -10,15 +10,14 @@ takedown and eval lists), the observed source that carries it into Dagster's not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from llm_assets.core.lake import Lake
     from llm_assets.core.partition import Manifest
     from llm_assets.settings import Settings
-    from llm_assets.stale import Planner
 
 Level = Literal["shard", "crawl", "release", "model"]
 
@@ -29,6 +28,38 @@ CODE = "code or config changed"
 RAW = "new or changed raw data"
 UPSTREAM = "upstream data changed"
 LANGUAGES = "language thresholds changed"  # for a language the partition holds: "language thresholds changed (de)"
+
+
+T = TypeVar("T")
+
+
+class Planner(Protocol):
+    """What a spec's functions read of the stale planner (`llm_assets.stale.Planner`) during one planning pass."""
+
+    lake: Lake
+    settings: Settings
+    shards: list[str]
+    crawls: list[str]
+    code: dict[str, str]
+    specs: Mapping[str, StageSpec]
+    planned: Mapping[tuple[str, str], str]  # (asset, partition) -> cause, so far in this pass
+
+    def memo(self, key: object, compute: Callable[[], T]) -> T: ...
+    def manifest(self, asset: str, crawl: str, shard: str) -> Manifest | None: ...
+    def committed(self, asset: str, crawl: str) -> dict[str, Manifest]: ...
+    def code_changed(self, asset: str, built: Manifest) -> bool: ...
+    def data_version(self, asset: str, crawl: str, shard: str) -> str | None: ...
+    def any_planned(self, asset: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class SourceVersion:
+    """An observed source's version for a partition, as Dagster should see it (`StageSpec.observed`)."""
+
+    source: str
+    partition: str  # "crawl|shard"
+    version: str
+    anchor: bool = False  # of a partition planned for another cause: needed only while the source has no observation
 
 
 UNOBSERVED = "none"  # an observed source's version for a partition it cannot be computed for yet
@@ -74,6 +105,10 @@ class StageSpec:
       where `upstream data changed (name)` would not say it (None: that).
     - `facts(lake, settings)`: an unpartitioned asset's latest build as `status` shows it (its version and counts),
       or None when it was never built.
+    - `group`: its asset group in the catalog; `job`: the asset job that builds it (None: materialized on its own);
+      jobs are made from these (`llm_assets.jobs`).
+    - `documents`: it holds documents with their provenance, one part per unit: `trace` follows a URL through it
+      and `export` writes it out.
     """
 
     name: str
@@ -86,6 +121,9 @@ class StageSpec:
     facts: Callable[[Lake, Settings], dict | None] | None = None
     observed: Observed | None = None
     cause: Callable[[Planner, Manifest, str], str | None] | None = None
+    group: str = "lake"
+    job: str | None = None
+    documents: bool = False
 
 
 def check_order(specs: Sequence[StageSpec]) -> None:

@@ -7,6 +7,7 @@ stage's quality gate holds a partition back from downstream when it departs from
 
 from __future__ import annotations
 
+import inspect
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -56,32 +57,49 @@ def stage_check_specs(asset: str, row_accounting: bool = True, gated: bool = Fal
     return specs
 
 
-def observed_source(spec: StageSpec, settings: Settings, group_name: str = "lake") -> dg.AssetSpec:
+def observed_source(spec: StageSpec, settings: Settings) -> dg.AssetSpec:
     """The observed source of a stage's spec: a crawl × shard external asset whose per-partition versions the stale
-    planner and `raw_drop_sensor` report (`llm_assets.stale.source_versions`, `llm_assets.freshness.new_observations`)."""
+    planner and `raw_drop_sensor` report (`llm_assets.stale.source_versions`, `llm_assets.backfills.new_observations`)."""
     assert spec.observed is not None
-    return dg.AssetSpec(spec.observed.name, description=spec.observed.description, group_name=group_name,
+    return dg.AssetSpec(spec.observed.name, description=spec.observed.description, group_name=spec.group,
                         partitions_def=crawl_shard_partitions(settings), deps=[dg.AssetKey(d) for d in spec.observed.deps],
                         kinds={"s3"})
 
 
-def stage_asset(spec: StageSpec, settings: Settings, row_accounting: bool = True, group_name: str = "lake",
+# What an asset function receives besides its inputs: Dagster's context, the run's config, the store resource.
+NOT_INPUTS = frozenset({"context", "config", "store"})
+
+
+def _check_inputs(spec: StageSpec, fn: Callable) -> None:
+    """The asset function takes exactly its spec's inputs: the edges are the spec's, the parameters only name them."""
+    params = [p for p in inspect.signature(fn).parameters if p not in NOT_INPUTS]
+    if sorted(params) != sorted(spec.inputs):
+        raise TypeError(f"stage {spec.name}: the asset function {fn.__name__} takes {params}, its spec's inputs are "
+                        f"{list(spec.inputs)}; declare inputs in the StageSpec and take each as a parameter")
+
+
+def stage_asset(spec: StageSpec, settings: Settings, specs: Sequence[StageSpec], row_accounting: bool = True,
                 gated: bool = False, **kwargs):
-    """A lake stage: a crawl × shard asset committed by the lake IO manager, with the stage checks, named and
-    versioned by its spec under these settings, depending on its observed source if it has one.
-    `row_accounting=False` for stages whose rows are not their inputs' (one page gives many image pairs); `gated`
-    adds the quality gate (`run_stage(gate=...)`)."""
+    """A lake stage: a crawl × shard asset committed by the lake IO manager, with the stage checks, named, grouped,
+    versioned and wired by its spec under these settings (its inputs from `spec.inputs`: a crawl-level input maps
+    to the partition's crawl), depending on its observed source if it has one. `row_accounting=False` for stages
+    whose rows are not their inputs' (one page gives many image pairs); `gated` adds the quality gate
+    (`run_stage(gate=...)`)."""
+    levels = {s.name: s.level for s in specs}
+    ins = {name: dg.AssetIn(partition_mapping=BY_CRAWL if levels[name] == "crawl" else None) for name in spec.inputs}
     deps = [*kwargs.pop("deps", []), *([dg.AssetKey(spec.observed.name)] if spec.observed else [])]
 
     def decorate(fn):
+        _check_inputs(spec, fn)
         return dg.asset(
             name=spec.name,
             partitions_def=crawl_shard_partitions(settings),
             code_version=spec.version(settings),
             io_manager_key="lake_io_manager",
             check_specs=stage_check_specs(spec.name, row_accounting, gated),
-            group_name=group_name,
+            group_name=spec.group,
             kinds={"s3", "parquet"},
+            ins=ins,
             deps=deps or None,
             **kwargs,
         )(fn)
@@ -89,18 +107,25 @@ def stage_asset(spec: StageSpec, settings: Settings, row_accounting: bool = True
     return decorate
 
 
-def crawl_asset(spec: StageSpec, settings: Settings, group_name: str, kinds: set[str]):
+def crawl_asset(spec: StageSpec, settings: Settings, kinds: set[str]):
     """A crawl-level stage: one partition per crawl, reading every committed shard of the crawl of each input its
     spec names (a shard without files has none), committed by the lake IO manager."""
     ins = {name: dg.AssetIn(partition_mapping=BY_CRAWL, metadata={ALLOW_MISSING_PARTITIONS: True})
            for name in spec.inputs}
     # In the `fan_in` concurrency pool: these stages hold the most memory per unit and move the most lake bytes, and
     # two at once would compete for both.
-    return dg.asset(name=spec.name, partitions_def=crawl_partitions, ins=ins, io_manager_key="lake_io_manager",
-                    group_name=group_name, kinds=kinds, code_version=spec.version(settings), pool=FAN_IN_POOL)
+    asset = dg.asset(name=spec.name, partitions_def=crawl_partitions, ins=ins, io_manager_key="lake_io_manager",
+                     group_name=spec.group, kinds=kinds, code_version=spec.version(settings), pool=FAN_IN_POOL)
+
+    def decorate(fn):
+        _check_inputs(spec, fn)
+        return asset(fn)
+
+    return decorate
 
 
-def require_every_shard(spec: StageSpec, crawl: str, settings: Settings, read: LakeInput) -> None:
+def require_every_shard(spec: StageSpec, crawl: str, settings: Settings, read: LakeInput,
+                        specs: Sequence[StageSpec]) -> None:
     """A crawl-level stage is built over every shard of its crawl, or not at all: a shard that has raw files but
     no committed partition of the input `read` (its run failed, or never ran) fails the stage before anything is
     committed, naming those shards. A shard without raw files has nothing to build (one the sensor built empty is
@@ -108,7 +133,7 @@ def require_every_shard(spec: StageSpec, crawl: str, settings: Settings, read: L
     was built from: neither is missing."""
     present = {m.shard for m in read.manifests if m.crawl == crawl}
     missing = [s for s in sorted(shards_with_files(read.lake, crawl, settings.shards) - present)
-               if not _held_back(read.lake, read.asset, crawl, s)]
+               if not _held_back(read.lake, read.asset, crawl, s, specs)]
     if missing:
         raise MissingPartition(
             f"{spec.name} {crawl}: {read.asset} has no committed partition for shard{'s' * (len(missing) > 1)} "
@@ -117,10 +142,8 @@ def require_every_shard(spec: StageSpec, crawl: str, settings: Settings, read: L
             "them, `llm-assets backfill --stale` builds them)")
 
 
-def _held_back(lake: Lake, asset: str, crawl: str, shard: str) -> bool:
-    from llm_assets.pipeline import SPECS  # the registry holds this module's stages' specs
-
-    specs = {s.name: s for s in SPECS}
+def _held_back(lake: Lake, asset: str, crawl: str, shard: str, registry: Sequence[StageSpec]) -> bool:
+    specs = {s.name: s for s in registry}
     chain, seen = [asset], set()
     while chain:
         name = chain.pop()

@@ -1,7 +1,7 @@
 """The stale planner: every partition that a rebuild must run, and why.
 
 The lake's manifests are the record: each committed partition's manifest records its code version, its data version
-and the data versions of what it was built from (`inputs`). The planner walks the stage registry (`llm_assets.pipeline.SPECS`) in build order. A partition is planned when one of its
+and the data versions of what it was built from (`inputs`). The planner walks the stage registry (`llm_assets.stages.SPECS`) in build order. A partition is planned when one of its
 inputs is planned, when it is missing while an input exists, when its code version (stage version + effective
 settings) differs from the code's, or when what it would read now differs from what it read (a shard stage's
 recorded inputs; a crawl stage's data version, recomputed from the manifests it fans in). Stages with rules of their
@@ -28,8 +28,8 @@ from typing import Callable, Collection, Mapping, Sequence, TypeVar, cast
 from llm_assets.core.keys import CRAWL_LEVEL_SHARD, PartitionRef
 from llm_assets.core.lake import InvalidKey, Lake, validate_crawl
 from llm_assets.core.partition import Manifest, read_manifest
-from llm_assets.pipeline import SPECS, code_versions
-from llm_assets.registry import CODE, FAILED, LANGUAGES, MISSING, RAW, UNOBSERVED, UPSTREAM, StageSpec
+from llm_assets.registry import CODE, FAILED, LANGUAGES, MISSING, RAW, UNOBSERVED, UPSTREAM, SourceVersion, StageSpec
+from llm_assets.stages import SPECS, code_versions
 from llm_assets.settings import Settings
 
 T = TypeVar("T")
@@ -152,16 +152,6 @@ class Planner:
         return None
 
 
-@dataclass(frozen=True)
-class SourceVersion:
-    """An observed source's version for a partition, as Dagster should see it (`StageSpec.observed`)."""
-
-    source: str
-    partition: str  # "crawl|shard"
-    version: str
-    anchor: bool = False  # of a partition planned for another cause: needed only while the source has no observation
-
-
 def source_versions(planner: Planner) -> list[SourceVersion]:
     """The observed sources' versions Dagster must be told of for its notion of stale to be the planner's: for each
     partition of a stage with an observed source, what the stage would read now, where it differs from what the
@@ -248,10 +238,10 @@ def stale_partitions(instance, lake: Lake, settings: Settings, code: dict[str, s
     crawls = known_crawls(lake, instance)
     if instance is None:
         return plan_stale(lake, settings, crawls, code or code_versions(settings), SPECS)
-    from llm_assets.freshness import failed_partitions, report_sources  # Dagster's side: only given an instance
+    from llm_assets.backfills import failed_partitions, report_sources  # Dagster's side: only given an instance
 
     planner = planning(lake, settings, crawls, code or code_versions(settings), SPECS,
-                       failed_partitions(instance, settings, crawls))
+                       failed_partitions(instance, settings, crawls, SPECS))
     report_sources(instance, source_versions(planner))
     return planned_of(planner)
 

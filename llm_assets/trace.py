@@ -18,9 +18,10 @@ from llm_assets.core.keys import (PartitionRef, release_manifest_key, release_na
 from llm_assets.core.release import provenance_keys
 from llm_assets.core.takedowns import IdIndex, part_index, partition_index
 from llm_assets.settings import Settings
+from llm_assets.stages import SPECS
 
 # The shard stages a document passes, in order, and the columns that say why one set it aside.
-STAGES = ("documents", "filtered", "deduplicated", "tokenized")
+STAGES = tuple(s.name for s in SPECS if s.documents)  # the stages holding documents, in build order
 WHY = ("filter", "reason", "detail", "duplicate_of", "language", "language_score", "n_words", "quality_score")
 
 

@@ -124,6 +124,11 @@ _SERVER_MODULES = {"test_store", "test_store_outage", "test_store_security", "te
 _SERVER_FIXTURES = {"seaweed", "instance"}
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-snapshots", action="store_true", default=False,
+                     help="rewrite the generated snapshots (llm_assets_tests/snapshots/) instead of comparing")
+
+
 def pytest_collection_modifyitems(items):
     """Marks each test `servers` (a real object store, Dagster instance or cluster on loopback), or else `core` (the
     processing core alone: `pytest -m core` runs in seconds) unless it is marked `corpus` (the core over whole real

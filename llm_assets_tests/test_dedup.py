@@ -208,7 +208,7 @@ def test_the_dedup_path_benchmark_runs_the_stages_code_on_its_input(tmp_path, pa
 
 
 def test_the_cluster_size_chart_has_a_bar_per_small_size_then_per_power_of_ten():
-    from llm_assets.dedup.assets import size_classes
+    from llm_assets.stages.dedup import size_classes
 
     labels, counts = size_classes([(2, 100), (3, 5), (9, 1), (10, 2), (57, 3), (99, 1), (1234, 1)])
     assert labels == ["2 documents", "3 documents", "9 documents", "10–99 documents", "1,000–9,999 documents"]
@@ -335,14 +335,15 @@ def test_earlier_crawls_follow_the_configured_order():
 # --- the assets on a real store --------------------------------------------------------------------------------
 
 def lake_defs(object_store, settings=None):
-    from llm_assets.jobs import crawl_job, curated_job, lake_job
+    from llm_assets.jobs import jobs_of
     from llm_assets_tests.conftest import built
     from resources import LakeIOManager
 
+    stages = ("raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
+              "deduplicated", "tokenized", "crawl_stats")
     return dg.Definitions(
-        assets=built("raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
-                     "deduplicated", "tokenized", "crawl_stats", settings=settings),
-        jobs=[lake_job, crawl_job, curated_job],
+        assets=built(*stages, settings=settings),
+        jobs=jobs_of(stages),
         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
     )
 

@@ -1,39 +1,25 @@
 """The code location loads, its asset specs are what the catalog shows (snapshot), and building it stays light."""
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from llm_assets.definitions import defs as deployment
+from llm_assets_tests.snapshot import check_snapshot
 
 defs = deployment()
 
-EXPECTED = {
-    "raw_files": ["raw_drop"],
-    "documents": ["raw_files"],
-    "image_text_pairs": ["raw_files"],
-    "filtered": ["curation_scope", "documents"],
-    "signatures": ["filtered"],
-    "deduplicated": ["duplicate_clusters", "filtered"],
-    "tokenized": ["deduplicated", "tokenizer"],
-    "enriched": ["deduplicated"],
-}
-GROUPS = {"deduplicated": "curated", "tokenized": "curated", "enriched": "enrichment"}  # the rest of EXPECTED: "lake"
-# crawl-level: every shard of the crawl fans in
-REPORTS = {"crawl_stats": ["filtered"], "duplicate_clusters": ["signatures"],
-           # what building the crawl cost: from the ledger, after every stage it charges
-           "cost": sorted({*EXPECTED, "crawl_stats", "duplicate_clusters"})}
-# unpartitioned; `filtered` depends on the classifier only when its block uses it; the tokenizer (configured or
-# trained) is upstream of every token
-MODELS = {"quality_classifier": [], "tokenizer": [], "release": ["tokenized", "tokenizer"]}
-# unpartitioned lists people drop, read by every filtered run
-CURATION = {"takedowns": [], "eval_index": []}
 # crawl × shard observed sources: what raw_files and filtered read outside the lake's assets, one version a partition
-SOURCES = {"raw_drop": [], "curation_scope": ["eval_index", "takedowns"]}
+SOURCES = {"raw_drop", "curation_scope"}
+# Words each catalog description must hold (deps, groups, partitions, kinds, checks and code versions are in the
+# generated snapshot, snapshots/definitions.json).
+DESCRIBED = {"crawl_stats": "funnel", "cost": "ledger", "duplicate_clusters": "connected components",
+             "quality_classifier": "labels/quality/", "release": "Megatron", "raw_drop": "stale",
+             "curation_scope": "stale"}
 
 
 def test_definitions_load():
@@ -44,49 +30,73 @@ def test_definitions_load():
     assert defs.resolve_sensor_def("raw_drop_sensor").job_name == "lake_job"
 
 
-def test_asset_specs_snapshot():
+SNAPSHOT = Path(__file__).parent / "snapshots" / "definitions.json"
+
+
+def _partitions(p) -> str | None:
+    if p is None:
+        return None
+    if isinstance(p, dg.MultiPartitionsDefinition):
+        return " × ".join(d.name for d in p.partitions_defs)
+    return getattr(p, "name", None) or type(p).__name__
+
+
+def definitions_snapshot(d: dg.Definitions) -> dict:
+    """What the code location declares, as the catalog and the daemon see it: per asset its deps, group,
+    partitions, kinds, checks, code version (default settings) and whether it has a description; the jobs and what
+    they select; the sensors, schedules and resources."""
+    graph = d.resolve_asset_graph()
+    checks: dict[str, list[str]] = {}
+    for key in graph.asset_check_keys:
+        checks.setdefault(key.asset_key.to_user_string(), []).append(key.name)
+    assets = {}
+    for spec in sorted(d.resolve_all_asset_specs(), key=lambda s: s.key.to_user_string()):
+        name = spec.key.to_user_string()
+        if name.startswith("__"):
+            continue
+        assets[name] = {
+            "deps": sorted(dep.asset_key.to_user_string() for dep in spec.deps),
+            "group": spec.group_name,
+            "partitions": _partitions(spec.partitions_def),
+            "kinds": sorted(spec.kinds),
+            "checks": sorted(checks.get(name, [])),
+            "code_version": spec.code_version,
+            "described": bool(spec.description),
+            "observable_source": spec.key in graph.external_asset_keys,
+        }
+    jobs = {}
+    for job in sorted(d.resolve_all_job_defs(), key=lambda j: j.name):
+        if job.name.startswith("__"):
+            continue
+        selected = job.asset_layer.executable_asset_keys if job.asset_layer else set()
+        jobs[job.name] = {"assets": sorted(k.to_user_string() for k in selected), "executor": job.executor_def.name}
+    sensors = {s.name: {"jobs": sorted(t.job_name for t in s.targets), "default_status": s.default_status.value}
+               for s in sorted(d.sensors or [], key=lambda s: s.name)}
+    schedules = {s.name: {"job": s.job_name, "cron": s.cron_schedule}
+                 for s in sorted(d.schedules or [], key=lambda s: s.name)}
+    return {"assets": assets, "jobs": jobs, "sensors": sensors, "schedules": schedules,
+            "resources": sorted(d.resources or {})}
+
+
+@pytest.mark.snapshot
+def test_definitions_snapshot(request):
+    """The generated snapshot of the code location (`make snapshots` rewrites it; review its diff)."""
+    check_snapshot(request, SNAPSHOT, json.dumps(definitions_snapshot(defs), indent=1, sort_keys=True))
+
+
+def test_every_asset_has_a_catalog_description():
     specs = {s.key.path[-1]: s for s in defs.resolve_all_asset_specs() if not s.key.path[-1].startswith("__")}
-    assert {k: sorted(d.asset_key.path[-1] for d in s.deps) for k, s in specs.items()} == EXPECTED | REPORTS | MODELS | CURATION | SOURCES
-    stats = specs.pop("crawl_stats")
-    assert stats.group_name == "reports" and stats.partitions_def.name == "crawl"
-    assert stats.description and "funnel" in stats.description
-    cost = specs.pop("cost")
-    assert cost.group_name == "reports" and cost.partitions_def.name == "crawl"
-    assert cost.description and "ledger" in cost.description
-    clusters = specs.pop("duplicate_clusters")
-    assert clusters.group_name == "dedup" and clusters.partitions_def.name == "crawl"
-    assert clusters.description and "connected components" in clusters.description
-    classifier = specs.pop("quality_classifier")
-    assert classifier.group_name == "models" and classifier.partitions_def is None
-    assert classifier.description and "labels/quality/" in classifier.description
-    assert specs.pop("tokenizer").group_name == "models"
-    for name in CURATION:
-        spec = specs.pop(name)
-        assert spec.group_name == "curation" and spec.partitions_def is None and len(spec.description or "") > 80
-    for name in SOURCES:
-        spec = specs.pop(name)
-        assert spec.group_name == "lake" and spec.partitions_def.partition_dimension_names == ["crawl", "shard"]
-        assert spec.description and "stale" in spec.description
-    assert {k.path[-1] for k in defs.resolve_asset_graph().external_asset_keys} >= set(SOURCES)
-    release = specs.pop("release")
-    assert release.group_name == "releases" and release.partitions_def is None
-    assert release.description and "Megatron" in release.description
+    assert {k.path[-1] for k in defs.resolve_asset_graph().external_asset_keys} >= SOURCES
     for name, spec in specs.items():
-        assert spec.group_name == GROUPS.get(name, "lake")
         assert spec.description and len(spec.description) > 80, f"{name} needs a catalog description"
-        assert isinstance(spec.partitions_def, dg.MultiPartitionsDefinition)
-        assert spec.partitions_def.partition_dimension_names == ["crawl", "shard"]
-        assert re.fullmatch(r"\d+-[0-9a-f]{20}", spec.code_version or "")
-    checks = {(k.asset_key.path[-1], k.name) for k in defs.resolve_asset_graph().asset_check_keys}
-    assert checks == {(a, "schema") for a in EXPECTED} | {
-        (a, "row_accounting") for a in EXPECTED if a != "image_text_pairs"} | {("filtered", "quality_gate")}
+        assert DESCRIBED.get(name, "") in spec.description, f"{name}'s description names {DESCRIBED[name]!r}"
 
 
 def test_code_version_follows_settings():
     """A threshold of the chain changes the filtered stage's code version (what applies per language does not: see
     test_languages)."""
     from llm_assets.core.filters import GopherQuality
-    from llm_assets.pipeline import code_versions
+    from llm_assets.stages import code_versions
     from llm_assets.settings import FilteredSettings, Settings
 
     default = code_versions(Settings())
@@ -106,7 +116,7 @@ def test_code_version_follows_settings():
 
 
 def test_the_definitions_declare_the_registry_code_versions():
-    from llm_assets.pipeline import code_versions
+    from llm_assets.stages import code_versions
     from llm_assets.settings import load_settings
 
     assert {s.key.path[-1]: s.code_version for s in defs.resolve_all_asset_specs()

@@ -114,6 +114,7 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
 
     from llm_assets import cli, demo
     from llm_assets.core.forecast import forecast
+    from llm_assets.stages import SPECS
     from llm_assets.core.partition import read_manifest
     from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill
@@ -127,7 +128,7 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
     # this test's crawl (others share the bucket); the release, the enrichment and the cost are not built here
     planned = [p for p in stale_partitions(instance, lake, settings)
                if p.partition.split("|")[0] == crawl and p.asset not in ("release", "enriched", "cost")]
-    fc = forecast(lake, settings, planned)
+    fc = forecast(lake, settings, planned, stages=SPECS)
     assert [s.asset for s in fc.stages] == list(dict.fromkeys(p.asset for p in planned))
     assert {s.asset for s in fc.stages} == {"filtered", "signatures", "crawl_stats", "duplicate_clusters",
                                             "deduplicated", "tokenized"}

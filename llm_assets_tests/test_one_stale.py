@@ -33,7 +33,7 @@ from llm_assets.core.filtered import languages_held
 from llm_assets.core.partition import read_manifest
 from llm_assets.core.takedowns import TakedownRequest
 from llm_assets.demo import write_changed_settings
-from llm_assets.filtered.spec import SPEC as FILTERED
+from llm_assets.stages.filtered import SPEC as FILTERED
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import PROJECT_ROOT, load_settings
 from llm_assets.stale import LANGUAGES, stale_partitions
@@ -53,7 +53,7 @@ FOLLOWS = "is rebuilt)"  # the cause of a partition planned because a partition 
 @pytest.fixture(scope="module")
 def deployment(seaweed, store_config, tmp_path_factory):
     """The test store and a Dagster instance; the settings (two shards) in a file the webserver reads too."""
-    from llm_assets.jobs import crawl_job, curated_job, lake_job
+    from llm_assets.jobs import jobs_of
     from resources import LakeIOManager
 
     home = tmp_path_factory.mktemp("one-stale")
@@ -70,7 +70,7 @@ def deployment(seaweed, store_config, tmp_path_factory):
 
             def defs():
                 return dg.Definitions(assets=built(*JOB_OF, settings=load_settings()),
-                                      jobs=[lake_job, crawl_job, curated_job], resources=resources)
+                                      jobs=jobs_of(JOB_OF), resources=resources)
 
             yield instance, store, defs, resources, settings_file, home
         lake = store.lake()
@@ -262,7 +262,7 @@ def test_a_version_is_reported_once_and_an_anchor_only_while_its_source_has_no_o
     """What `new_observations` reports: a version Dagster does not hold yet, once; an anchor (a partition planned
     for another cause) only while the source has no observation at all, so that a lake built before its observed
     sources existed has one to compare later observations with once it is rebuilt."""
-    from llm_assets.freshness import last_observed, new_observations
+    from llm_assets.backfills import last_observed, new_observations
     from llm_assets.stale import SourceVersion
 
     versions = [SourceVersion("raw_drop", "C|0000", "a", anchor=True), SourceVersion("curation_scope", "C|0001", "b")]

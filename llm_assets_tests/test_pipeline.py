@@ -18,8 +18,8 @@ from llm_assets.settings import load_settings
 import pytest
 
 from llm_assets import cli
-from llm_assets.jobs import crawl_job, curated_job, enrich_job, lake_job
-from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
+from llm_assets.jobs import jobs_of
+from llm_assets.stages.raw import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
 from resources import LakeIOManager, ObjectStore
 from llm_assets_tests.conftest import built, english_only_settings, object_store_on, png_size, point_at, shared
 
@@ -67,10 +67,11 @@ def _build(object_store, instance, crawl):
     shard = shard_of(f"raw/{crawl}/{warc.name}", shards)
     name = next(n for i in range(1000) if shard_of(f"raw/{crawl}/{(n := f'dolma-{i}.warc.gz')}", shards) == shard)
     lake.put_file(f"raw/{crawl}/{name}", shared("warc", "dolma__sample-0000.warc.gz"))
+    stages = ("raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
+              "deduplicated", "tokenized", "crawl_stats", "enriched", "cost")
     test_defs = dg.Definitions(
-        assets=built("raw_files", "documents", "image_text_pairs", "filtered", "signatures", "duplicate_clusters",
-                     "deduplicated", "tokenized", "crawl_stats", "enriched", "cost"),
-        jobs=[lake_job, crawl_job, curated_job, enrich_job],
+        assets=built(*stages),
+        jobs=jobs_of(stages),
         resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
     )
     with dg.build_sensor_context(instance=instance, definitions=test_defs, resources={"store": object_store}) as ctx:
@@ -301,7 +302,7 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
     rebuild that reuses units charges only the units it redid, and makes the cost asset stale."""
     from llm_assets.core.ledger import read_ledger
     from llm_assets.core.partition import read_manifest
-    from llm_assets.pipeline import SPECS, code_versions
+    from llm_assets.stages import SPECS, code_versions
     from llm_assets.stale import plan_stale
 
     result, partition = materialized

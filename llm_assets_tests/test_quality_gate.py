@@ -14,7 +14,7 @@ from llm_assets.core.gates import GateSettings
 from llm_assets.core.inventory import shard_of
 from llm_assets.core.partition import HeldBack, LakeInput, read_manifest
 from llm_assets.partitions import crawl_shard_key
-from llm_assets.pipeline import SPECS, code_versions
+from llm_assets.stages import SPECS, code_versions
 from llm_assets.settings import load_settings
 from llm_assets.stage import QUALITY_GATE
 from llm_assets.stale import plan_stale

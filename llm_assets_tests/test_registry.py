@@ -14,7 +14,7 @@ def test_a_stage_listed_before_its_input_is_refused():
 
 def test_every_asset_has_a_spec_whose_inputs_are_its_upstreams_in_the_asset_graph():
     from llm_assets.definitions import defs as deployment
-    from llm_assets.pipeline import SPECS
+    from llm_assets.stages import SPECS
 
     graph = deployment().resolve_asset_graph()
     sources = {s.observed.name: s for s in SPECS if s.observed is not None}

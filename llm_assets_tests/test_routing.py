@@ -42,7 +42,7 @@ def record(url: str, html: str) -> SourceRecord:
 
 
 def test_routed_is_the_default_and_versions_follow_its_settings():
-    from llm_assets.documents.spec import SPEC
+    from llm_assets.stages.documents import SPEC
     from llm_assets.settings import Settings
 
     assert DocumentsSettings().extractor == ROUTED
@@ -122,7 +122,7 @@ def test_single_extractor_settings_are_unchanged():
 def test_partition_metadata_counts_pages_per_extractor_and_reason():
     from llm_assets.core.partition import PartitionOutput
     from llm_assets.core.units import UnitResult
-    from llm_assets.documents.assets import extraction_report
+    from llm_assets.stages.documents import extraction_report
 
     units = [UnitResult("a", "a", counts={EXTRACTED_BY + "trafilatura": 5, EXTRACTED_BY + "resiliparse": 2,
                                           ROUTED_FOR + "tags": 1, ROUTED_FOR + "budget": 1}),

@@ -9,7 +9,7 @@ import pytest
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.definitions import build_defs
-from llm_assets.raw.sensor import RAW_FINGERPRINT_TAG
+from llm_assets.stages.raw import RAW_FINGERPRINT_TAG
 from llm_assets.settings import Settings, load_settings
 from resources import ObjectStore, S3Endpoint
 

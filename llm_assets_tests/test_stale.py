@@ -34,7 +34,7 @@ def test_nothing_is_stale_after_a_build_and_an_identical_reupload_changes_nothin
 
 def test_a_changed_threshold_plans_the_filtered_stage_and_what_follows_not_the_documents(
         curated, instance, crawl):  # noqa: F811
-    from llm_assets.pipeline import code_versions
+    from llm_assets.stages import code_versions
 
     planned = plan(instance, curated, crawl, code_versions(load_settings()) | {"filtered": "2-changed"})
     shards = ("0000", "0001")
@@ -197,7 +197,7 @@ def test_a_late_drop_has_one_owner(curated, instance, crawl, object_store):  # n
 def test_a_failed_partition_is_planned_first_and_a_held_one_plans_nothing_for_its_sake(lake, crawl):
     """The failures the instance reports are planned with their run, whatever the lake says; a partition the stale
     sensor holds (it failed in the sensor's own backfill) is not planned, nor what follows it."""
-    from llm_assets.pipeline import SPECS, code_versions
+    from llm_assets.stages import SPECS, code_versions
 
     settings = load_settings()
     lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0000', 'f')}", shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz"))
@@ -278,7 +278,7 @@ def test_a_threshold_change_for_one_language_plans_only_the_partitions_that_hold
         multilingual, instance, crawl, object_store):
     from llm_assets.core.filtered import language_funnels, languages_held, languages_version
     from llm_assets.core.partition import read_manifest
-    from llm_assets.filtered.spec import LANGUAGE_INPUT, LANGUAGES_INPUT
+    from llm_assets.stages.filtered import LANGUAGE_INPUT, LANGUAGES_INPUT
     from llm_assets.stale import LANGUAGES
     from llm_assets_tests.conftest import png_size
     from llm_assets_tests.test_dedup import lake_defs
@@ -345,7 +345,7 @@ def test_a_units_counts_give_each_languages_funnel():
 
 def test_one_languages_override_changes_only_that_languages_version_and_not_the_code():
     from llm_assets.core.filtered import FilteredSettings, languages_version
-    from llm_assets.filtered.spec import SPEC
+    from llm_assets.stages.filtered import SPEC
 
     before = FilteredSettings()
     after = FilteredSettings(overrides={"de": {"gopher_quality.min_stop_words": 3}})

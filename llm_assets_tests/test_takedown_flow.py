@@ -20,7 +20,7 @@ from llm_assets.core.takedowns import TakedownRequest
 from llm_assets.loader import ReleaseLoader, SupersededRelease, SupersededReleaseWarning
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import ReleaseSettings, load_settings
-from llm_assets.pipeline import SPECS, code_versions
+from llm_assets.stages import SPECS, code_versions
 from llm_assets.stale import plan_stale
 from llm_assets_tests.conftest import built, object_store_on, point_at, shared
 from llm_assets_tests.test_dedup import lake_defs, name_in_shard, run

@@ -250,7 +250,7 @@ def test_min_tokens_is_validated_and_moves_the_stage_version_but_not_the_tokeniz
 
     from llm_assets.core.versions import digest
     from llm_assets.settings import Settings
-    from llm_assets.tokenized.spec import tokenized_version, tokenizer_version
+    from llm_assets.stages.tokenized import tokenized_version, tokenizer_version
 
     with pytest.raises(ValidationError, match="min_tokens"):
         TokenizedSettings(min_tokens=-1)

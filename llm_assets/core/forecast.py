@@ -478,17 +478,13 @@ def _ratio(after: int, before: int) -> float | None:
 
 
 def forecast(lake: Lake, settings, planned: Sequence[PlannedLike], extra_raw_bytes: Mapping[str, int] | None = None,
-             *, ledger: pl.DataFrame | None = None, stages: Sequence[StageLike] | None = None,
+             *, stages: Sequence[StageLike], ledger: pl.DataFrame | None = None,
              slots: int | None = None, runner: str | None = None) -> Forecast:
     """The cost of rebuilding `planned` (the stale plan, in build order) under `settings` (`llm_assets.settings.
     Settings`). `extra_raw_bytes`: raw key -> size of files not dropped yet, as if they were. `ledger`: the rows to
-    take the rates from (default: the lake's ledger); `stages`: the registry (default: `llm_assets.pipeline.SPECS`);
+    take the rates from (default: the lake's ledger); `stages`: the registry (`llm_assets.stages.SPECS`);
     `slots`/`runner`: the runner's parallelism and its name (default: from `settings.runner`, a Dask cluster
     counted as `runner.workers` slots: `llm_assets.runners.runner_slots` asks the cluster)."""
-    if stages is None:
-        from llm_assets.pipeline import SPECS  # the registry sits above the core; only its names and inputs are read
-
-        stages = SPECS
     if ledger is None:
         ledger = read_ledger(lake, assets={p.asset for p in planned} | (set(RAW_STAGES) if extra_raw_bytes else set()))
     rates = Rates.from_ledger(ledger)

@@ -1,29 +1,80 @@
-import time
+"""Deduplication in the stage registry: signatures per shard, clusters per crawl, deduplicated per shard."""
 
-import dagster as dg
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import polars as pl
 
-from llm_assets.core.clusters import SignaturePart, cluster_lake
-from llm_assets.core.dedup import (DEDUPLICATED_SCHEMA, REMOVED_SCHEMA, DedupUnit, SignatureUnit, compute_signatures,
-                                   remove_duplicates, signature_schema)
-from llm_assets.core.lake import part_key
-from llm_assets.core.partition import LakeInput, PartitionOutput, committed
-from llm_assets.core.units import UnitResult, peak_rss_bytes, run_units, unit_id
-from llm_assets.dedup.spec import (CLUSTERS_SPEC, DEDUPLICATED_SPEC, SIGNATURES_SPEC, clusters_version,
-                                   removals_version, shard_removals)
-from llm_assets import charts
-from llm_assets.metadata import table
-from llm_assets.settings import Settings
-from llm_assets.stage import BY_CRAWL, crawl_asset, partition_of, require_every_shard, run_stage, stage_asset
-from resources import ObjectStore
+from llm_assets.core.dedup import CLUSTERS_VERSION, LAYOUT_SETTINGS, SIGNATURES_VERSION, STAGE_VERSION
+from llm_assets.core.partition import read_manifest, units_version
+from llm_assets.core.versions import code_version, digest
+from llm_assets.registry import StageSpec
 
 
-def signature_part(crawl: str, shard: str, unit: UnitResult) -> SignaturePart:
-    if not {"index", "docs"} <= unit.side_parts.keys():
-        raise RuntimeError(f"signatures crawl={crawl} shard={shard}: part {unit.part} has no band index (it was "
-                           "built before signatures v2): rebuild its signatures (`llm-assets backfill --stale`)")
-    return SignaturePart(crawl, shard, unit.part or "", unit.rows_out, unit.side_parts["index"],
-                         unit.side_parts["docs"])
+def signatures_version(settings) -> str:
+    """Signatures depend only on how documents are hashed."""
+    return code_version(STAGE_VERSION, SIGNATURES_VERSION,
+                        settings.dedup.model_dump_json(include={"ngram", "bands", "rows", "seed"}))
+
+
+def clusters_code_version(settings) -> str:
+    """The clustering depends on every dedup setting but those that only cut it into work units."""
+    return code_version(STAGE_VERSION, CLUSTERS_VERSION, settings.dedup.model_dump_json(exclude=LAYOUT_SETTINGS))
+
+
+def deduplicated_version(settings) -> str:
+    return code_version(STAGE_VERSION)
+
+
+def clusters_version(code: str, *manifest_sets: dict[str, dict]) -> str:
+    """The clusters' data version: their code version and every signatures unit they were built from."""
+    return units_version(code, [m for ms in manifest_sets for m in ms.values()])
+
+
+def shard_removals(lake, removed_parts: list[str], shard: str) -> pl.DataFrame:
+    """The documents of one shard the clusters remove."""
+    if not removed_parts:
+        return pl.DataFrame()
+    return lake.scan(removed_parts).filter(pl.col("shard") == shard).select("doc_id", "source_key", "reason").collect()
+
+
+def removals_version(removals: pl.DataFrame) -> str:
+    """A shard's removals as a version: its deduplicated partition changes exactly when they do."""
+    if not removals.height:
+        return ""
+    return digest(removals.sort(removals.columns).write_csv())
+
+
+def removals_of(lake, crawl: str, shard: str) -> str:
+    """The removals version of one shard under the crawl's committed clusters."""
+    clusters = read_manifest(lake, CLUSTERS_SPEC.name, crawl, "all")
+    return removals_version(shard_removals(lake, clusters.parts if clusters else [], shard))
+
+
+def _clusters_now(planner, crawl: str) -> str:
+    """The clusters' data version if built now: this crawl's signatures and, with cross_crawl, the earlier crawls'."""
+    earlier = planner.settings.dedup.earlier_crawls(crawl, planner.crawls)
+    return clusters_version(planner.code["duplicate_clusters"], planner.committed("signatures", crawl),
+                            *(planner.committed("signatures", c) for c in earlier))
+
+
+SIGNATURES_SPEC = StageSpec("signatures", "shard", ("filtered",), version=signatures_version, job="lake_job")
+CLUSTERS_SPEC = StageSpec("duplicate_clusters", "crawl", ("signatures",), version=clusters_code_version,
+                          expected_version=_clusters_now, group="dedup", job="crawl_job")
+# deduplicated records its shard's removals, not the clusters' data version: a new cluster elsewhere in the crawl
+# does not make this shard stale.
+DEDUPLICATED_SPEC = StageSpec("deduplicated", "shard", ("filtered", "duplicate_clusters"),
+                              version=deduplicated_version,
+                              current_inputs=lambda planner, crawl, shard: {
+                                  "filtered": planner.data_version("filtered", crawl, shard),
+                                  "removals": removals_of(planner.lake, crawl, shard)},
+                              group="curated", job="curated_job", documents=True)
+SPECS = [SIGNATURES_SPEC, CLUSTERS_SPEC, DEDUPLICATED_SPEC]
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from llm_assets.settings import Settings
 
 
 def size_classes(sizes) -> tuple[list[str], list[int]]:
@@ -37,13 +88,44 @@ def size_classes(sizes) -> tuple[list[str], list[int]]:
     return list(bars), list(bars.values())
 
 
-def build(settings: Settings) -> list[dg.AssetsDefinition]:
+def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
+    import time
+
+    import dagster as dg
+    import polars as pl
+
+    from llm_assets import charts
+    from llm_assets.core.clusters import SignaturePart, cluster_lake
+    from llm_assets.core.dedup import (
+        DEDUPLICATED_SCHEMA,
+        REMOVED_SCHEMA,
+        DedupUnit,
+        SignatureUnit,
+        compute_signatures,
+        remove_duplicates,
+        signature_schema,
+    )
+    from llm_assets.core.lake import part_key
+    from llm_assets.core.partition import LakeInput, PartitionOutput, committed
+    from llm_assets.core.units import UnitResult, peak_rss_bytes, run_units, unit_id
+    from llm_assets.metadata import table
+    from llm_assets.stage import crawl_asset, partition_of, require_every_shard, run_stage, stage_asset
+    from resources import ObjectStore
+
+    def signature_part(crawl: str, shard: str, unit: UnitResult) -> SignaturePart:
+        if not {"index", "docs"} <= unit.side_parts.keys():
+            raise RuntimeError(f"signatures crawl={crawl} shard={shard}: part {unit.part} has no band index (it was "
+                               "built before signatures v2): rebuild its signatures (`llm-assets backfill --stale`)")
+        return SignaturePart(crawl, shard, unit.part or "", unit.rows_out, unit.side_parts["index"],
+                             unit.side_parts["docs"])
+
+
     dedup, shards = settings.dedup, settings.shard_keys()
     signatures_code = SIGNATURES_SPEC.version(settings)
     clusters_code = CLUSTERS_SPEC.version(settings)
     deduplicated_code = DEDUPLICATED_SPEC.version(settings)
 
-    @stage_asset(SIGNATURES_SPEC, settings, group_name="lake")
+    @stage_asset(SIGNATURES_SPEC, settings, specs)
     def signatures(context: dg.AssetExecutionContext, store: ObjectStore, filtered: LakeInput):
         """Per filtered document: the hash of its normalized text and of its URL, and its MinHash signature over
         word 5-grams with the LSH band hashes (FineWeb: 14 bands × 8 rows), computed for whole batches at once
@@ -62,7 +144,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                              signature_schema(dedup.bands, dedup.rows).names, settings.runner,
                              inputs={"filtered": filtered.data_version})
 
-    @crawl_asset(CLUSTERS_SPEC, settings, group_name="dedup", kinds={"polars", "parquet"})
+    @crawl_asset(CLUSTERS_SPEC, settings, kinds={"polars", "parquet"})
     def duplicate_clusters(context: dg.AssetExecutionContext, store: ObjectStore, signatures: LakeInput):
         """Per crawl, over every shard's stored signatures (a shard with raw files and no committed signatures
         fails it: no clusters of part of a crawl): documents joined by the same normalized text, the same URL
@@ -83,7 +165,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         """
         start = time.perf_counter()
         crawl = context.partition_key
-        require_every_shard(CLUSTERS_SPEC, crawl, settings, signatures)
+        require_every_shard(CLUSTERS_SPEC, crawl, settings, signatures, specs)
         lake = store.lake()
         own = {m.shard: m for m in signatures.manifests}
         # the earlier crawls' signatures manifests are read as committed: no partition mapping says "every crawl
@@ -139,8 +221,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                                          inputs={"against": ",".join(earlier)}, runner=str(runner), spent=spent),
                          metadata=metadata, data_version=dg.DataVersion(version))
 
-    @stage_asset(DEDUPLICATED_SPEC, settings, group_name="curated",
-                 ins={"duplicate_clusters": dg.AssetIn(partition_mapping=BY_CRAWL)})
+    @stage_asset(DEDUPLICATED_SPEC, settings, specs)
     def deduplicated(context: dg.AssetExecutionContext, store: ObjectStore, filtered: LakeInput,
                      duplicate_clusters: LakeInput):
         """The filtered documents minus the duplicates `duplicate_clusters` lists for this shard. Every removed
@@ -161,4 +242,4 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                              settings.runner, metadata={"removals": mine.height},
                              inputs={"filtered": filtered.data_version, "removals": removals})
 
-    return [signatures, duplicate_clusters, deduplicated]
+    return dg.Definitions(assets=[signatures, duplicate_clusters, deduplicated])

@@ -1,20 +1,47 @@
-import time
+"""The quality classifier: a fastText model trained on the labelled examples dropped under `labels/quality/`."""
 
-import dagster as dg
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from llm_assets.core.quality_model import publish, read_examples, train
-from llm_assets.core.units import peak_rss_bytes
-from llm_assets.core.versions import short
-from llm_assets import charts
-from llm_assets.quality_classifier.spec import SPEC
-from llm_assets.settings import Settings
-from resources import ObjectStore
+from llm_assets.core.quality_model import LATEST
+from llm_assets.core.versions import code_version, short
+from llm_assets.registry import StageSpec
+
+STAGE_VERSION = "1"
 
 
-def build(settings: Settings) -> list[dg.AssetsDefinition]:
+def _published(lake, settings) -> dict | None:
+    pointer = lake.get_json(LATEST)
+    if pointer is None:
+        return None
+    return {"version": short(pointer["sha256"]), "train_examples": pointer.get("train_examples", 0)}
+
+
+SPEC = StageSpec("quality_classifier", "model",
+                 version=lambda s: code_version(STAGE_VERSION, s.quality_classifier.model_dump_json()),
+                 facts=_published, group="models")
+SPECS = [SPEC]
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from llm_assets.settings import Settings
+
+
+def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
+    import time
+
+    import dagster as dg
+
+    from llm_assets import charts
+    from llm_assets.core.quality_model import publish, read_examples, train
+    from llm_assets.core.units import peak_rss_bytes
+    from llm_assets.core.versions import short
+    from resources import ObjectStore
+
     training = settings.quality_classifier
 
-    @dg.asset(name=SPEC.name, group_name="models", kinds={"fasttext", "s3"}, code_version=SPEC.version(settings))
+    @dg.asset(name=SPEC.name, group_name=SPEC.group, kinds={"fasttext", "s3"}, code_version=SPEC.version(settings))
     def quality_classifier(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
         """A fastText quality classifier (word bigrams, DCLM-style) trained on the labelled JSON Lines under
         `labels/quality/` in the bucket: one `{"text": ..., "label": "hq" | ...}` per line, gzip, zstd or plain.
@@ -62,4 +89,4 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
             metadata["quarantined_lines"] = dg.MetadataValue.md("\n".join(f"- {e}" for e in examples.errors))
         return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(short(model.sha256)))
 
-    return [quality_classifier]
+    return dg.Definitions(assets=[quality_classifier])

@@ -1,18 +1,61 @@
-import time
+"""What people drop to change the curated data after it is built: takedown requests and evaluation sets.
 
-import dagster as dg
-import polars as pl
+Both are read from the bucket where they are dropped (`takedowns/`, `evals/`) by every run of `filtered` and by
+the stale planner, so a dropped list plans its rebuild at once; their assets show what is in force."""
 
-from llm_assets.core.decontamination import eval_index, eval_keys
-from llm_assets.core.takedowns import PREFIX, load_takedowns, takedowns_version
-from llm_assets.curation.spec import EVAL_INDEX_SPEC, TAKEDOWNS_SPEC
-from llm_assets.metadata import table
-from llm_assets.settings import Settings
-from resources import ObjectStore
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from llm_assets.core.decontamination import INDEX_PREFIX, NO_INDEX, eval_sources, index_version
+from llm_assets.core.takedowns import load_takedowns, takedowns_version
+from llm_assets.core.versions import code_version
+from llm_assets.registry import StageSpec
+
+STAGE_VERSION = "1"
 
 
-def build(settings: Settings) -> list[dg.AssetsDefinition]:
-    @dg.asset(name=TAKEDOWNS_SPEC.name, group_name="curation", kinds={"s3"}, code_version=TAKEDOWNS_SPEC.version(settings))
+def _takedowns(lake, settings) -> dict:
+    # The list in force is what is under takedowns/ (the asset writes nothing else): no request is an empty list,
+    # in force like any other, not an asset never built.
+    try:
+        requests = load_takedowns(lake)
+    except ValueError as e:  # a bad line: status says which, and goes on
+        return {"error": str(e)}
+    return {"version": takedowns_version(requests), "requests": len(requests)} if requests else {"requests": 0}
+
+
+def _eval_index(lake, settings) -> dict | None:
+    sources = eval_sources(lake, settings.evals)
+    version = index_version(settings.evals, sources)
+    if version == NO_INDEX:
+        return None
+    return {"version": version, "eval_sets": len(sources), "built": lake.exists(f"{INDEX_PREFIX}{version}.npz")}
+
+
+TAKEDOWNS_SPEC = StageSpec("takedowns", "model", facts=_takedowns, group="curation", job="curation_job")
+EVAL_INDEX_SPEC = StageSpec("eval_index", "model", facts=_eval_index,
+                            version=lambda s: code_version(STAGE_VERSION, s.evals.model_dump_json()),
+                            group="curation", job="curation_job")
+SPECS = [TAKEDOWNS_SPEC, EVAL_INDEX_SPEC]
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from llm_assets.settings import Settings
+
+
+def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
+    import time
+
+    import dagster as dg
+    import polars as pl
+
+    from llm_assets.core.decontamination import eval_index, eval_keys
+    from llm_assets.core.takedowns import PREFIX, load_takedowns, takedowns_version
+    from llm_assets.metadata import table
+    from resources import ObjectStore
+
+    @dg.asset(name=TAKEDOWNS_SPEC.name, group_name=TAKEDOWNS_SPEC.group, kinds={"s3"}, code_version=TAKEDOWNS_SPEC.version(settings))
     def takedowns(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
         """The takedown requests in force: every JSON Lines file under `takedowns/` in the bucket (or written by
         `llm-assets takedown add`), one request per line naming exactly one `url`, `domain` (with its subdomains) or
@@ -38,7 +81,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                       "prefix": dg.MetadataValue.text(store.lake().url(PREFIX))},
             data_version=dg.DataVersion(takedowns_version(requests)))
 
-    @dg.asset(name=EVAL_INDEX_SPEC.name, group_name="curation", kinds={"numpy", "s3"},
+    @dg.asset(name=EVAL_INDEX_SPEC.name, group_name=EVAL_INDEX_SPEC.group, kinds={"numpy", "s3"},
               code_version=EVAL_INDEX_SPEC.version(settings))
     def eval_index_asset(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
         """The n-gram index of the evaluation sets under `evals/` in the bucket (JSON Lines or a JSON array, plain,
@@ -72,4 +115,4 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                       "built_now": index.built, "seconds": round(time.perf_counter() - start, 3)},
             data_version=dg.DataVersion(index.version))
 
-    return [takedowns, eval_index_asset]
+    return dg.Definitions(assets=[takedowns, eval_index_asset])

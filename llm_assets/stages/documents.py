@@ -1,34 +1,56 @@
-from typing import Literal
+"""The documents stage: every raw file read (whatever its format) into documents with their provenance."""
 
-import dagster as dg
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from llm_assets.core.documents import EXTRACTED_BY, ROUTED_FOR, SCHEMA, extract_documents, extract_units
-from llm_assets.core.partition import LakeInput, PartitionOutput
-from llm_assets.documents.spec import SPEC
-from llm_assets.settings import Settings
-from llm_assets.stage import partition_of, run_stage, stage_asset
-from resources import ObjectStore
+from llm_assets.core.documents import STAGE_VERSION
+from llm_assets.core.versions import code_version
+from llm_assets.registry import StageSpec
+
+SPEC = StageSpec("documents", "shard", ("raw_files",),
+                 version=lambda s: code_version(STAGE_VERSION, s.documents.fingerprint()), job="lake_job",
+                 documents=True)
+SPECS = [SPEC]
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from llm_assets.core.partition import PartitionOutput
+    from llm_assets.settings import Settings
 
 
-class DocumentsConfig(dg.Config):
-    """Per-run choice of extractor; empty means the settings file's. The choice is part of every work unit's
-    id, so a run with another extractor writes other parts rather than passing them off as the default's."""
-
-    extractor: Literal["", "routed", "trafilatura", "resiliparse", "trafilatura_fast"] = ""
-
-
-def extraction_report(out: PartitionOutput) -> dict:
+def extraction_report(out: "PartitionOutput") -> dict:
     """HTML pages per extractor that made them, and the pages routed to the fast extractor per reason."""
+    import dagster as dg
+
+    from llm_assets.core.documents import EXTRACTED_BY, ROUTED_FOR
+
     counts = out.counts()
     by = {k.removeprefix(EXTRACTED_BY): n for k, n in sorted(counts.items()) if k.startswith(EXTRACTED_BY)}
     routed = {k.removeprefix(ROUTED_FOR): n for k, n in sorted(counts.items()) if k.startswith(ROUTED_FOR)}
     return {"pages_by_extractor": dg.MetadataValue.json(by), "pages_routed_by_reason": dg.MetadataValue.json(routed)}
 
 
-def build(settings: Settings) -> list[dg.AssetsDefinition]:
+def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
+    from typing import Literal
+
+    import dagster as dg
+
+    from llm_assets.core.documents import SCHEMA, extract_documents, extract_units
+    from llm_assets.core.partition import LakeInput
+    from llm_assets.stage import partition_of, run_stage, stage_asset
+    from resources import ObjectStore
+
+    class DocumentsConfig(dg.Config):
+        """Per-run choice of extractor; empty means the settings file's. The choice is part of every work unit's
+        id, so a run with another extractor writes other parts rather than passing them off as the default's."""
+
+        extractor: Literal["", "routed", "trafilatura", "resiliparse", "trafilatura_fast"] = ""
+
+
     code = SPEC.version(settings)
 
-    @stage_asset(SPEC, settings)
+    @stage_asset(SPEC, settings, specs)
     def documents(context: dg.AssetExecutionContext, config: DocumentsConfig, store: ObjectStore,
                   raw_files: LakeInput):
         """Documents from the shard's raw files, whatever their format (sniffed from the bytes: WARC/ARC with gzip
@@ -59,4 +81,4 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                              {"extractor": extractor}, report=extraction_report,
                              inputs={"raw_files": raw_files.data_version})
 
-    return [documents]
+    return dg.Definitions(assets=[documents])

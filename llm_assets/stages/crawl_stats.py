@@ -1,26 +1,48 @@
-import time
+"""The crawl stats: per crawl, the filter funnel, the language mix and the lengths over every shard."""
 
-import dagster as dg
-import polars as pl
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from llm_assets.core.crawl_stats import crawl_stats as compute_crawl_stats
-from llm_assets.core.partition import FrameOutput, LakeInput, total_work
-from llm_assets.crawl_stats.spec import SPEC, stats_version
-from llm_assets import charts
-from llm_assets.metadata import table
-from llm_assets.settings import Settings
-from llm_assets.stage import crawl_asset, require_every_shard
+from llm_assets.core.partition import units_version
+from llm_assets.registry import StageSpec
+
+CODE_VERSION = "3"  # 3: a funnel and kept words per language; 2: a document without a language is named
 
 
-FUNNEL_LANGUAGES = 8  # a funnel chart for each of the languages with the most documents (all of them in the table)
+def stats_version(manifests: list[dict]) -> str:
+    """The stats' data version: every filtered unit they summarise."""
+    return units_version(CODE_VERSION, manifests)
 
 
-def build(settings: Settings) -> list[dg.AssetsDefinition]:
+SPEC = StageSpec("crawl_stats", "crawl", ("filtered",), version=lambda s: CODE_VERSION, group="reports", job="crawl_job",
+                 expected_version=lambda planner, crawl: stats_version(list(planner.committed("filtered", crawl).values())))
+SPECS = [SPEC]
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from llm_assets.settings import Settings
+
+
+def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
+    import time
+
+    import dagster as dg
+    import polars as pl
+
+    from llm_assets import charts
+    from llm_assets.core.crawl_stats import crawl_stats as compute_crawl_stats
+    from llm_assets.core.partition import FrameOutput, LakeInput, total_work
+    from llm_assets.metadata import table
+    from llm_assets.stage import crawl_asset, require_every_shard
+
+    FUNNEL_LANGUAGES = 8  # a funnel chart for each of the languages with the most documents (all of them in the table)
+
     code = SPEC.version(settings)
     shards = settings.shard_keys()
     chain = list(dict.fromkeys(b.name for b in settings.filtered.blocks()))
 
-    @crawl_asset(SPEC, settings, group_name="reports", kinds={"duckdb", "parquet"})
+    @crawl_asset(SPEC, settings, kinds={"duckdb", "parquet"})
     def crawl_stats(context: dg.AssetExecutionContext, filtered: LakeInput):
         """Per crawl, over every shard of `filtered` (one with raw files that was never committed fails it: no
         stats of part of a crawl): the filter funnel (documents in, dropped by each block and reason in chain order,
@@ -31,7 +53,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         """
         from llm_assets.runners import runner_for  # when it runs, as run_stage does: a cluster client is heavy
 
-        require_every_shard(SPEC, context.partition_key, settings, filtered)
+        require_every_shard(SPEC, context.partition_key, settings, filtered, specs)
         manifests = filtered.manifests
         # one work unit per filtered part, on the configured runner; their exact counts are summed
         start, runner = time.perf_counter(), runner_for(settings.runner)
@@ -80,4 +102,4 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         return dg.Output(FrameOutput(stats.frame(), code, version, work=work, runner=str(runner)), metadata=metadata,
                          data_version=dg.DataVersion(version))
 
-    return [crawl_stats]
+    return dg.Definitions(assets=[crawl_stats])

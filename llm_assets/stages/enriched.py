@@ -1,25 +1,45 @@
-import dagster as dg
-import polars as pl
+"""The enriched stage: named entities, keywords and a summary of every deduplicated document."""
 
-from llm_assets import charts
-from llm_assets.core.enrich import ENTITY_COUNT, SCHEMA, SKIPPED_COUNT, EnrichUnit, enrich_documents
-from llm_assets.core.lake import part_key
-from llm_assets.core.partition import LakeInput, PartitionOutput
-from llm_assets.core.units import unit_id
-from llm_assets.enriched.spec import SPEC
-from llm_assets.metadata import table
-from llm_assets.settings import Settings
-from llm_assets.stage import partition_of, run_stage, stage_asset
-from resources import ObjectStore
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-TOP = 15
+from llm_assets.core.enrich import STAGE_VERSION
+from llm_assets.core.versions import code_version
+from llm_assets.registry import StageSpec
 
 
-def build(settings: Settings) -> list[dg.AssetsDefinition]:
+def _version(settings) -> str:
+    return code_version(STAGE_VERSION, settings.enriched.fingerprint())
+
+
+SPEC = StageSpec("enriched", "shard", ("deduplicated",), version=_version, group="enrichment", job="enrich_job")
+SPECS = [SPEC]
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from llm_assets.settings import Settings
+
+
+def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
+    import dagster as dg
+    import polars as pl
+
+    from llm_assets import charts
+    from llm_assets.core.enrich import ENTITY_COUNT, SCHEMA, SKIPPED_COUNT, EnrichUnit, enrich_documents
+    from llm_assets.core.lake import part_key
+    from llm_assets.core.partition import LakeInput, PartitionOutput
+    from llm_assets.core.units import unit_id
+    from llm_assets.metadata import table
+    from llm_assets.stage import partition_of, run_stage, stage_asset
+    from resources import ObjectStore
+
+    TOP = 15
+
     code = SPEC.version(settings)
     enrich = settings.enriched
 
-    @stage_asset(SPEC, settings, group_name="enrichment",
+    @stage_asset(SPEC, settings, specs,
                  metadata={"entities": f"{enrich.entities.model} on {', '.join(enrich.entities.languages)}"
                                        if enrich.entities.enabled else "off",
                            "keywords": "YAKE" if enrich.keywords.enabled else "off",
@@ -76,4 +96,4 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
         yield from run_stage(context, enrich_documents, units, code, SCHEMA.names, settings.runner, report=report,
                              inputs={"deduplicated": deduplicated.data_version})
 
-    return [enriched]
+    return dg.Definitions(assets=[enriched])

@@ -1,43 +1,92 @@
-import tempfile
-import time
-from pathlib import Path
+"""The tokenizer and the tokenized stage: every deduplicated document as token ids, EOS at its end."""
 
-import dagster as dg
-import polars as pl
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from llm_assets import charts
-from llm_assets.core.lake import part_key
-from llm_assets.core.partition import LakeInput, PartitionOutput, committed
-from llm_assets.core.tokenize import (load_tokenizer, publish_tokenizer, resolve_tokenizer, sample_texts,
-                                      train_bytelevel_bpe)
-from llm_assets.core.tokenized import DOCUMENTS_COUNT, TOKENS_COUNT, TokenizeUnit, schema, tokenize_documents
-from llm_assets.core.units import peak_rss_bytes, unit_id
-from llm_assets.core.versions import short
-from llm_assets.dedup.spec import DEDUPLICATED_SPEC
-from llm_assets.metadata import table
-from llm_assets.settings import Settings
-from llm_assets.stage import partition_of, run_stage, stage_asset
-from llm_assets.tokenized.spec import SPEC, TOKENIZER_SPEC, configured_tokenizer_hash
-from resources import ObjectStore
+from llm_assets.core.tokenize import TOKENIZER_LATEST, tokenizer_hash
+from llm_assets.core.tokenized import STAGE_VERSION, TOKENIZER_VERSION, TokenizedSettings
+from llm_assets.core.versions import code_version, short
+from llm_assets.registry import StageSpec
 
 
-def languages_table(units) -> pl.DataFrame:
-    """Documents and tokens kept per language, from the units' counts: exact, without reading a part."""
-    rows: dict[str, list[int]] = {}
-    for u in units:
-        for key, n in u.counts.items():
-            for i, prefix in enumerate((DOCUMENTS_COUNT, TOKENS_COUNT)):
-                if key.startswith(prefix):
-                    rows.setdefault(key.removeprefix(prefix) or charts.NO_LANGUAGE, [0, 0])[i] += n
-    total = sum(t for _, t in rows.values()) or 1
-    ordered = sorted(rows.items(), key=lambda kv: (-kv[1][1], kv[0]))
-    return pl.DataFrame({"language": [k for k, _ in ordered], "documents": [v[0] for _, v in ordered],
-                         "tokens": [v[1] for _, v in ordered], "share": [v[1] / total for _, v in ordered]},
-                        schema={"language": pl.String, "documents": pl.Int64, "tokens": pl.Int64,
-                                "share": pl.Float64})
+def configured_tokenizer_hash(settings: TokenizedSettings) -> str:
+    """The configured tokenizer file's hash; a trained tokenizer's hash is in each unit's identity and in lineage."""
+    if settings.source == "train":
+        return "trained"
+    try:
+        return tokenizer_hash(str(settings.resolved_path()))
+    except OSError:
+        return "missing"  # materializing reports the missing files; the code location still loads
 
 
-def build(settings: Settings) -> list[dg.AssetsDefinition]:
+def tokenized_version(settings) -> str:
+    return code_version(STAGE_VERSION, settings.tokenized.fingerprint(), configured_tokenizer_hash(settings.tokenized))
+
+
+def tokenizer_version(settings) -> str:
+    """The tokenizer's: the tokenized settings but `min_tokens`, which decides what is kept, not how it is encoded."""
+    tokenization = settings.tokenized.model_copy(update={"min_tokens": 0})
+    return code_version(TOKENIZER_VERSION, tokenization.fingerprint(), configured_tokenizer_hash(tokenization))
+
+
+def _published(lake, settings) -> dict | None:
+    pointer = lake.get_json(TOKENIZER_LATEST)
+    return {"version": short(pointer["sha256"])} if pointer else None
+
+
+TOKENIZER_SPEC = StageSpec("tokenizer", "model", version=tokenizer_version, facts=_published, group="models",
+                           job="release_job")
+SPEC = StageSpec("tokenized", "shard", ("deduplicated",), version=tokenized_version, group="curated",
+                 job="curated_job", documents=True)
+SPECS = [TOKENIZER_SPEC, SPEC]
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from llm_assets.settings import Settings
+
+
+def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
+    import tempfile
+    import time
+    from pathlib import Path
+
+    import dagster as dg
+    import polars as pl
+
+    from llm_assets import charts
+    from llm_assets.core.lake import part_key
+    from llm_assets.core.partition import LakeInput, PartitionOutput, committed
+    from llm_assets.core.tokenize import (
+        load_tokenizer,
+        publish_tokenizer,
+        resolve_tokenizer,
+        sample_texts,
+        train_bytelevel_bpe,
+    )
+    from llm_assets.core.tokenized import DOCUMENTS_COUNT, TOKENS_COUNT, TokenizeUnit, schema, tokenize_documents
+    from llm_assets.core.units import peak_rss_bytes, unit_id
+    from llm_assets.core.versions import short
+    from llm_assets.metadata import table
+    from llm_assets.stage import partition_of, run_stage, stage_asset
+    from llm_assets.stages.dedup import DEDUPLICATED_SPEC
+    from resources import ObjectStore
+
+    def languages_table(units) -> pl.DataFrame:
+        """Documents and tokens kept per language, from the units' counts: exact, without reading a part."""
+        rows: dict[str, list[int]] = {}
+        for u in units:
+            for key, n in u.counts.items():
+                for i, prefix in enumerate((DOCUMENTS_COUNT, TOKENS_COUNT)):
+                    if key.startswith(prefix):
+                        rows.setdefault(key.removeprefix(prefix) or charts.NO_LANGUAGE, [0, 0])[i] += n
+        total = sum(t for _, t in rows.values()) or 1
+        ordered = sorted(rows.items(), key=lambda kv: (-kv[1][1], kv[0]))
+        return pl.DataFrame({"language": [k for k, _ in ordered], "documents": [v[0] for _, v in ordered],
+                             "tokens": [v[1] for _, v in ordered], "share": [v[1] / total for _, v in ordered]},
+                            schema={"language": pl.String, "documents": pl.Int64, "tokens": pl.Int64,
+                                    "share": pl.Float64})
+
     tokenization = settings.tokenized
     trains = tokenization.source == "train"
     code = SPEC.version(settings)
@@ -45,7 +94,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
     @dg.asset(
         name=TOKENIZER_SPEC.name,
         deps=[dg.AssetDep(DEDUPLICATED_SPEC.name, partition_mapping=dg.AllPartitionMapping())] if trains else None,
-        group_name="models",
+        group_name=TOKENIZER_SPEC.group,
         kinds={"huggingface", "s3"},
         code_version=TOKENIZER_SPEC.version(settings),
     )
@@ -86,7 +135,7 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                      "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1)}
         return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(short(sha)))
 
-    @stage_asset(SPEC, settings, group_name="curated",
+    @stage_asset(SPEC, settings, specs,
                  metadata={"tokenizer_hash": configured_tokenizer_hash(tokenization)},
                  deps=[tokenizer])  # configured or trained, the tokenizer is in the lineage of every token
     def tokenized(context: dg.AssetExecutionContext, store: ObjectStore, deduplicated: LakeInput):
@@ -122,4 +171,4 @@ def build(settings: Settings) -> list[dg.AssetsDefinition]:
                              metadata={"tokenizer_sha": tok_hash}, inputs={"deduplicated": deduplicated.data_version},
                              report=report)
 
-    return [tokenizer, tokenized]
+    return dg.Definitions(assets=[tokenizer, tokenized])

@@ -1,0 +1,88 @@
+"""What the stale planner, the sensors and the stale backfill read from or report to Dagster's instance: the tag of
+a stale backfill and the partitions one in progress holds, the partitions whose latest run failed, and the observed
+sources' versions as Dagster's observations of them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import dagster as dg
+
+from llm_assets.core.keys import PartitionRef
+from llm_assets.dagster_private import DATA_VERSION_TAG, BulkActionStatus, PartitionBackfill, backfill_targets
+from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
+from llm_assets.registry import SourceVersion, StageSpec
+from llm_assets.settings import Settings
+
+STALE_TAG = "llm_assets/stale_backfill"
+PARTITION_TAG = "dagster/partition"  # what Dagster tags a partition's run with: "<crawl>|<shard>" or "<crawl>"
+
+
+def stale_backfills_in_progress(instance: dg.DagsterInstance) -> list[PartitionBackfill]:
+    return [b for b in instance.get_backfills(status=BulkActionStatus.REQUESTED, limit=50) if STALE_TAG in b.tags]
+
+
+def stale_backfill_targets(instance: dg.DagsterInstance) -> set[tuple[str, str]]:
+    """(asset, partition) of every stale backfill still in progress: the raw-drop sensor leaves those to it."""
+    return {t for b in stale_backfills_in_progress(instance) for t in backfill_targets(b)}
+
+
+def observation(version: SourceVersion) -> dg.AssetObservation:
+    return dg.AssetObservation(dg.AssetKey(version.source), partition=version.partition,
+                               tags={DATA_VERSION_TAG: version.version})
+
+
+def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: list[str],
+                      specs: Sequence[StageSpec]) -> dict[tuple[str, str], str]:
+    """(asset, partition) -> the failed run, for every partition whose latest materialization attempt failed (the
+    UI's red "Failed"): the lake still holds what an earlier run committed, or nothing, so only the instance knows."""
+    known = set(instance.get_dynamic_partitions(crawl_partitions.name))
+    crawls = [c for c in crawls if c in known]
+    if not crawls:
+        return {}
+    failed: dict[tuple[str, str], str] = {}
+    for spec in specs:
+        if spec.level == "shard":
+            partitions_def: dg.PartitionsDefinition = crawl_shard_partitions(settings)
+            keys = [PartitionRef(c, s).key for c in crawls for s in settings.shard_keys()]
+        elif spec.level == "crawl":
+            partitions_def, keys = crawl_partitions, crawls
+        else:
+            continue  # the release is stale until a version for the current inputs exists, failed or not
+        status = instance.get_status_by_partition(dg.AssetKey(spec.name), keys, partitions_def) or {}
+        for key, state in status.items():
+            if state == dg.AssetPartitionStatus.FAILED:
+                failed[(spec.name, key)] = _latest_failed_run(instance, key)
+    return failed
+
+
+def _latest_failed_run(instance: dg.DagsterInstance, partition: str) -> str:
+    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
+                                                     tags={PARTITION_TAG: partition}), limit=1)
+    return records[0].dagster_run.run_id if records else "unknown"
+
+
+def last_observed(instance: dg.DagsterInstance, source: str, partition: str) -> str | None:
+    records = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(source),
+                                                                asset_partitions=[partition]), limit=1).records
+    event = records[0].asset_observation if records else None
+    return event.tags.get(DATA_VERSION_TAG) if event is not None and event.tags else None
+
+
+def new_observations(instance: dg.DagsterInstance, versions: list[SourceVersion]) -> list[dg.AssetObservation]:
+    """Observations of the versions Dagster does not hold yet: a source partition is stale for Dagster when an
+    observation after its dependent's build differs from the one before, so the same version is never reported
+    twice (only versions that differ from what a partition recorded reach this: few, one query each). An anchor is
+    reported only while its source has no observation: a build then has one to compare later ones with."""
+    unobserved = {v.source for v in versions if v.anchor
+                  and not instance.fetch_observations(dg.AssetKey(v.source), limit=1).records}
+    return [observation(v) for v in versions if (v.source in unobserved if v.anchor else
+                                                 last_observed(instance, v.source, v.partition) != v.version)]
+
+
+def report_sources(instance: dg.DagsterInstance, versions: list[SourceVersion]) -> int:
+    """Report the observed sources' new versions to the instance; -> how many."""
+    events = new_observations(instance, versions)
+    for event in events:
+        instance.report_runless_asset_event(event)
+    return len(events)

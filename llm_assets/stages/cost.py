@@ -1,0 +1,154 @@
+"""The `cost` stage in the stage registry: one partition per crawl, built from the cost ledger, not from parts."""
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from llm_assets.core.ledger import ledger_keys
+from llm_assets.core.versions import code_version, digest
+from llm_assets.registry import CODE, MISSING, UPSTREAM, StageSpec
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from llm_assets.core.lake import Lake
+    from llm_assets.registry import Planner
+    from llm_assets.settings import Settings
+
+NAME = "cost"
+STAGE_VERSION = "1"
+LEDGER = "cost ledger"  # what a new ledger row makes stale: "upstream data changed (cost ledger)"
+
+
+def cost_version(settings: "Settings") -> str:
+    """The stage and its prices: a new price is new money figures."""
+    return code_version(STAGE_VERSION, settings.cost.fingerprint())
+
+
+def charged(specs) -> list[str]:
+    """The stages whose units the ledger charges per crawl: every shard and crawl stage but this one."""
+    return [s.name for s in specs if s.level in ("shard", "crawl") and s.name != NAME]
+
+
+def ledger_version(lake: "Lake", crawl: str, assets: list[str]) -> tuple[str, list[str]]:
+    """The version of a crawl's ledger (its objects' keys: appended, never rewritten) and those keys."""
+    keys = ledger_keys(lake, assets, [crawl])
+    return digest(*keys), keys
+
+
+def _plan(planner: "Planner", crawl: str | None, _shard: str | None) -> str | None:
+    """Stale when the crawl's ledger has objects the last build did not aggregate, or will have: a stage of the crawl
+    is planned (its rebuild appends to the ledger; the backfill builds this stage after it, its dependency)."""
+    assert crawl is not None
+    if rebuilt := next((a for a, p in planner.planned if a != NAME and p.split("|")[0] == crawl), None):
+        return f"{UPSTREAM} ({rebuilt} is rebuilt)"
+    now, keys = planner.memo((NAME, crawl), lambda: ledger_version(
+        planner.lake, crawl, charged(planner.specs.values())))
+    built = planner.manifest(NAME, crawl, "all")
+    if built is None:
+        return MISSING if keys else None
+    if planner.code_changed(NAME, built):
+        return CODE
+    return f"{UPSTREAM} ({LEDGER})" if built.data_version != now else None
+
+
+# Last in the registry: it is planned after every stage whose rebuild it waits for.
+SPEC = StageSpec(NAME, "crawl", version=cost_version, plan=_plan, group="reports", job="crawl_job")
+SPECS = [SPEC]
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from llm_assets.settings import Settings
+
+
+def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import dagster as dg
+    import polars as pl
+
+    from llm_assets import charts
+    from llm_assets.core.lake import Lake
+    from llm_assets.core.ledger import ledger_keys, runner_costs, scan_ledger, stage_costs
+    from llm_assets.core.partition import FrameOutput, read_manifest
+    from llm_assets.core.units import InProcessRunner, UnitResult, peak_rss_bytes, s3_requests
+    from llm_assets.metadata import table
+    from llm_assets.partitions import crawl_partitions
+    from llm_assets.stage import BY_CRAWL
+    from resources import ObjectStore
+
+    READERS = 16  # manifests read at once
+
+
+    def stored_bytes(lake: Lake, crawl: str, levels: dict[str, str], shards: list[str]) -> dict[str, int]:
+        """Bytes each stage keeps committed for the crawl now: what its units wrote, summed over the parts its current
+        manifests list (superseded parts awaiting the vacuum are not counted)."""
+        wanted = [(a, s) for a, level in levels.items() for s in (shards if level == "shard" else ["all"])]
+        with ThreadPoolExecutor(READERS) as pool:
+            manifests = pool.map(lambda p: read_manifest(lake, p[0], crawl, p[1]), wanted)
+            stored: dict[str, int] = {}
+            for (asset, _), m in zip(wanted, manifests):
+                if m is not None:
+                    stored[asset] = stored.get(asset, 0) + sum(u.bytes_out for u in m.units)
+        return stored
+
+    levels = {s.name: s.level for s in specs if s.name in charged(specs)}
+    deps = [dg.AssetDep(name, partition_mapping=BY_CRAWL if level == "shard" else None)
+            for name, level in levels.items()]
+    prices = settings.cost
+
+    @dg.asset(name=SPEC.name, partitions_def=crawl_partitions, deps=deps, io_manager_key="lake_io_manager",
+              group_name=SPEC.group, kinds={"parquet"}, code_version=SPEC.version(settings))
+    def cost(context: dg.AssetExecutionContext, store: ObjectStore):
+        """What building the crawl cost, from the cost ledger (`ledger/costs/`: one row per work unit that ran, appended
+        at each commit; units reused from an earlier commit are not charged again). Per stage: units, CPU-hours,
+        wall-hours, highest peak memory, bytes read and written, S3 requests, CPU-hours per million documents read,
+        and the bytes the stage keeps committed now (from its current manifests); per stage and runner; and, with
+        prices under `cost:` in the settings, money: CPU, a month of storage, requests and the total. Charts: cost (or
+        CPU-hours when unpriced) per stage, and every crawl's CPU-hours per stage. Stale when the crawl's ledger has
+        rows it did not aggregate.
+        """
+        crawl = context.partition_key
+        start, cpu, requests = time.perf_counter(), time.process_time(), s3_requests()
+        lake = store.lake()
+        version, keys = ledger_version(lake, crawl, list(levels))
+        mine = scan_ledger(lake, keys).collect()
+        stages = stage_costs(mine, stored_bytes(lake, crawl, levels, settings.shard_keys()), prices, list(levels))
+        runners = runner_costs(mine)
+        # every crawl's CPU-hours per stage: a row per crawl, a column per stage
+        crawls = (scan_ledger(lake, ledger_keys(lake, list(levels))).filter(pl.col("crawl") != "")
+                  .group_by("crawl", "asset").agg(cpu_hours=pl.col("cpu_s").sum() / 3600).collect()
+                  .pivot(on="asset", index="crawl", values="cpu_hours").sort("crawl").fill_null(0.0))
+        per_stage = stages.filter(pl.col("asset") != "total")
+        total = stages.row(-1, named=True)
+        priced = "cost_total" in stages.columns
+        metadata = {
+            "dagster/row_count": per_stage.height,
+            "units": total["units"],
+            "cpu_hours": total["cpu_hours"],
+            "wall_hours": total["wall_hours"],
+            "requests": total["requests"],
+            "stored_bytes": dg.MetadataValue.int(total["stored_bytes"]),
+            **({"cost_total": round(total["cost_total"], 6), "currency": prices.currency} if priced else {}),
+            "by_stage": table(stages),
+            "by_runner": table(runners),
+            "cost_chart": dg.MetadataValue.md(charts.hbars(
+                f"{crawl}: {'cost' if priced else 'CPU-hours'} per stage" + (
+                    f" ({prices.currency}: CPU, a month of storage, requests)" if priced else " (no prices set)"),
+                per_stage["asset"].to_list(), per_stage["cost_total" if priced else "cpu_hours"].to_list(),
+                prices.currency if priced else "CPU-hours", counts=False)),
+            "crawls_chart": dg.MetadataValue.md(charts.stacked(
+                "CPU-hours per crawl and stage (every crawl in the ledger)", crawls["crawl"].to_list(),
+                {a: crawls[a].to_list() for a in levels if a in crawls.columns},
+                "CPU-hours", counts=False, legend_below=True)),
+            "ledger_objects": len(keys),
+            "storage": "bytes of the parts the crawl's current manifests list (superseded parts not counted)",
+        }
+        work = UnitResult(unit="", source=f"{len(keys)} ledger objects", rows_in=mine.height,
+                          seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu,
+                          requests=s3_requests() - requests, peak_rss_bytes=peak_rss_bytes())
+        return dg.Output(FrameOutput(stages, SPEC.version(settings), version, work=work, runner=str(InProcessRunner())),
+                         metadata=metadata, data_version=dg.DataVersion(version))
+
+    return dg.Definitions(assets=[cost])
