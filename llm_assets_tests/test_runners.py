@@ -15,7 +15,8 @@ from llm_assets.runners import RUNNERS, runner_for, runner_slots
 from llm_assets.settings import DaskRunnerSettings, PoolRunnerSettings, Settings, runner_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS_CLASSES = typing.get_args(typing.get_args(RunnerSettings)[0])
+UNION, DISCRIMINATOR = typing.get_args(RunnerSettings)
+SETTINGS_CLASSES = tuple(typing.get_args(member)[0] for member in typing.get_args(UNION))
 
 
 def kinds() -> list[str]:
@@ -24,6 +25,7 @@ def kinds() -> list[str]:
 
 def test_every_kind_has_its_settings_class_and_its_runner():
     assert kinds() == ["inprocess", "pool", "dask"]
+    assert [typing.get_args(member)[1].tag for member in typing.get_args(UNION)] == kinds()  # each tagged by its kind
     assert set(RUNNERS) == set(SETTINGS_CLASSES)
     for cls in SETTINGS_CLASSES:
         assert runner_settings(kind=cls.model_fields["kind"].default) == cls()
@@ -54,9 +56,9 @@ def test_slots_without_a_cluster_come_from_each_kinds_settings():
 
 
 @pytest.mark.parametrize("runner, error", [
-    ({"kind": "ray"}, r"runner\n.*'ray'.*'inprocess', 'pool', 'dask'"),
+    ({"kind": "ray"}, r"runner\n  unknown runner.kind: expected one of 'inprocess', 'pool', 'dask'.*'ray'"),
     ({"kind": "pool", "address": "tcp://127.0.0.1:8786"}, r"runner\.pool\.address\n.*Extra inputs"),
-    ({"workers": 4}, r"runner\n.*discriminator 'kind'"),
+    ({"kind": None}, r"runner\n  unknown runner.kind"),
 ])
 def test_an_unknown_kind_or_another_kinds_setting_is_an_error_naming_the_setting(tmp_path, runner, error):
     path = tmp_path / "settings.yaml"
@@ -76,3 +78,8 @@ def test_the_readme_list_and_its_example_name_every_kind():
     example = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     assert re.search(r"kind: \w+ +# (.*)", example).group(1).split(" | ") == kinds()
     assert isinstance(Settings.model_validate(yaml.safe_load(example)).runner, PoolRunnerSettings)
+
+
+def test_a_runner_section_without_a_kind_is_the_default_pool():
+    assert Settings.model_validate({"runner": {"workers": 4}}).runner == PoolRunnerSettings(workers=4)
+    assert Settings().runner == PoolRunnerSettings()

@@ -27,7 +27,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, TypeVar
 
-from pydantic import Field, TypeAdapter
+from pydantic import Discriminator, Field, Tag, TypeAdapter
 
 from llm_assets.core.config import Section
 from llm_assets.core.errors import auth_failure, is_infrastructure, is_transient
@@ -82,8 +82,20 @@ class DaskRunnerSettings(Section):
 # Where a partition's work units run, chosen by `runner.kind`. A runner never changes what a unit computes, so no
 # runner setting is part of a code version. A new runner: its settings class here (with its `kind`), in this union,
 # and its runner class built from it in `llm_assets.runners.RUNNERS`.
-RunnerSettings = Annotated[InProcessRunnerSettings | PoolRunnerSettings | DaskRunnerSettings,
-                           Field(discriminator="kind")]
+_RUNNERS = (InProcessRunnerSettings, PoolRunnerSettings, DaskRunnerSettings)
+_KINDS = [cls.model_fields["kind"].default for cls in _RUNNERS]
+
+
+def _kind(value: Any) -> str | None:
+    """The `kind` a runner section selects; `pool` when it names none (the default before runners had a kind each)."""
+    return value.get("kind", "pool") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+RunnerSettings = Annotated[
+    Annotated[InProcessRunnerSettings, Tag("inprocess")] | Annotated[PoolRunnerSettings, Tag("pool")]
+    | Annotated[DaskRunnerSettings, Tag("dask")],
+    Discriminator(_kind, custom_error_type="runner_kind",
+                  custom_error_message=f"unknown runner.kind: expected one of {', '.join(map(repr, _KINDS))}")]
 RUNNER_SETTINGS: TypeAdapter[RunnerSettings] = TypeAdapter(RunnerSettings)
 
 
