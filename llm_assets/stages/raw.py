@@ -171,7 +171,7 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
             # on record before the run reads them: the UI marks raw_files stale until the run ends, and a new
             # crawl's filtered partitions have their curation source on record before their first build
             observed.append(observation(SourceVersion(RAW_DROP.name, p, fp)))
-            if crawl in new_crawls:
+            if ref.crawl in new_crawls:
                 observed.append(observation(SourceVersion(CURATION_SCOPE.name, p, UNOBSERVED)))
         return dg.SensorResult(
             run_requests=runs,
