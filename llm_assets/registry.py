@@ -1,11 +1,12 @@
 """The stage registry: what the stale planner, `status`, the jobs and the demo know of each lake stage.
 
 Each stage declares its `StageSpec` in its stage module (`llm_assets/stages/<stage>.py`, beside its `build`);
-`llm_assets.stages.STAGES` lists the modules in build order. Nothing else names assets: the planner walks the specs, `status` shows them, the demo picks
-its stages from them. A spec says which lake assets the stage reads and, where the general rules do not cover it,
-how its code version follows the settings, and, where the general rules do not cover it, how the data version a
-build would have now is computed, and, where the stage reads something outside the lake's assets (raw files, the
-takedown and eval lists), the observed source that carries it into Dagster's notion of stale. No Dagster here: the planner and `status` run without the definitions.
+`llm_assets.stages.STAGES` lists the modules in build order. Nothing else names assets: the planner walks the
+specs, `status` shows them, the jobs are made from them, the demo picks its stages from them. A spec says which
+lake assets the stage reads and, where the general rules do not cover it, how its code version follows the
+settings, how the data version a build would have now is computed, and, where the stage reads something outside
+the lake's assets (raw files, the takedown and eval lists), the observed source that carries it into Dagster's
+notion of stale. No Dagster here: the planner and `status` run without the definitions.
 """
 
 from __future__ import annotations

@@ -96,8 +96,8 @@ def test_code_version_follows_settings():
     """A threshold of the chain changes the filtered stage's code version (what applies per language does not: see
     test_languages)."""
     from llm_assets.core.filters import GopherQuality
-    from llm_assets.stages import code_versions
     from llm_assets.settings import FilteredSettings, Settings
+    from llm_assets.stages import code_versions
 
     default = code_versions(Settings())
     stricter = code_versions(Settings(filtered=FilteredSettings.default_with(
@@ -116,8 +116,8 @@ def test_code_version_follows_settings():
 
 
 def test_the_definitions_declare_the_registry_code_versions():
-    from llm_assets.stages import code_versions
     from llm_assets.settings import load_settings
+    from llm_assets.stages import code_versions
 
     assert {s.key.path[-1]: s.code_version for s in defs.resolve_all_asset_specs()
             if s.key.path[-1] not in SOURCES} == code_versions(load_settings())

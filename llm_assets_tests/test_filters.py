@@ -13,7 +13,8 @@ from llm_assets.core.filters import (
     C4BadWords, C4Quality, DomainVocabulary, FineWebQuality, GopherQuality, GopherRepetition, LanguageFilter,
     ProfanityFilter, URLFilter, apply_filters,
 )
-from llm_assets.core.filters.text import _word_pattern, words, words_column
+from llm_assets.core.filters.text import _word_pattern, words
+from llm_assets.core.segment import words_column
 from llm_assets.settings import FilteredSettings
 from llm_assets_tests.conftest import shared
 

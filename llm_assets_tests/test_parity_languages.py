@@ -48,7 +48,7 @@ import pytest
 
 from llm_assets.core.filtered import FilteredSettings
 from llm_assets.core.filters import LanguageFilter
-from llm_assets.core.filters.text import with_words
+from llm_assets.core.segment import with_words
 from llm_assets.core.languages import UNKNOWN, language_table
 from llm_assets_tests import datatrove_oracle as oracle
 from llm_assets_tests.conftest import shared

@@ -15,7 +15,6 @@ import polars as pl
 import pytest
 
 from llm_assets.core import segment
-from llm_assets.core.filters.text import with_words
 from llm_assets.core.minhash import MinHasher, words
 from llm_assets_tests.conftest import shared
 
@@ -146,7 +145,7 @@ def test_a_mixed_frame_is_split_per_language_in_its_order():
         "text": ["我们是中国人民的朋友", "L'homme est né libre.", "모든 인간은", "It's free.", "Es geht's.", "x"],
         "language": ["zh", "fr", "ko", "en", "de", None],
     })
-    words = with_words(df)["_words"].to_list()
+    words = segment.with_words(df)["_words"].to_list()
     assert words == [["我们", "是", "中国", "人民", "的", "朋友"], ["L'", "homme", "est", "né", "libre", "."],
                      ["모든", "인간", "은"], ["It", "'s", "free", "."], ["Es", "geht's", "."], ["x"]]
     counts = segment.word_counts(df["text"], df["language"]).to_list()
@@ -154,10 +153,10 @@ def test_a_mixed_frame_is_split_per_language_in_its_order():
     assert counts == [6, 4, 3, 2, 2, 1]
     # no rows, or no language known: nothing to split by a segmenter
     empty = pl.DataFrame({"text": [], "language": []}, schema={"text": pl.String, "language": pl.String})
-    assert with_words(empty)["_words"].to_list() == []
+    assert segment.with_words(empty)["_words"].to_list() == []
     assert segment.word_counts(empty["text"], empty["language"]).len() == 0
     unknown = pl.DataFrame({"text": ["don't"], "language": [None]})
-    assert with_words(unknown)["_words"].to_list() == [["do", "n't"]]
+    assert segment.with_words(unknown)["_words"].to_list() == [["do", "n't"]]
     assert segment.word_counts(unknown["text"], unknown["language"]).to_list() == [1]
 
 

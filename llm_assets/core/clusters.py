@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import Literal, Protocol, cast
 
 import numpy as np
 import polars as pl
@@ -48,8 +48,23 @@ from llm_assets.core import filtered
 from llm_assets.core.lake import Lake, PartWriter, ReadCount
 from llm_assets.core.units import UnitResult, WorkUnit, timed_unit
 
-if TYPE_CHECKING:
-    from llm_assets.core.dedup import DedupSettings
+
+class ClusterSettings(Protocol):
+    """What clustering reads of the dedup settings (`core.dedup.DedupSettings`, which imports this module)."""
+
+    exact: bool
+    by_url: bool
+    near: bool
+    bands: int
+    rows: int
+    keep: Literal["earliest", "longest", "first"]
+    jaccard_threshold: float
+    buckets: int
+    bucket_rows: int
+    merge_fan_in: int
+    keep_parts: int
+    keep_rows: int
+
 
 NODE_BITS = 32
 EXACT, URL = -1, -2  # index row kinds besides the bands 0 .. bands-1
@@ -95,7 +110,7 @@ def node_base(ordinal: int) -> int:
     return ordinal << NODE_BITS
 
 
-def kinds_of(settings: DedupSettings) -> list[int]:
+def kinds_of(settings: ClusterSettings) -> list[int]:
     """The index row kinds the rules that are on join documents by."""
     return [EXACT] * settings.exact + [URL] * settings.by_url + list(range(settings.bands)) * settings.near
 
@@ -489,7 +504,7 @@ class Clusters(ClusterSummary):
     removed: pl.DataFrame  # REMOVED_SCHEMA: every document of this crawl that is dropped, and why
 
 
-def keep_rule(members: pl.DataFrame, settings: DedupSettings, crawl: str, removed_schema: pa.Schema,
+def keep_rule(members: pl.DataFrame, settings: ClusterSettings, crawl: str, removed_schema: pa.Schema,
               largest: int = 10) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(removed, sizes, largest) of clusters given as members (MEMBER_SCHEMA), whole clusters. Documents of
     `crawl` are kept or removed; documents of other crawls are the index: never removed, and a cluster that holds
@@ -567,7 +582,7 @@ class IndexPart:
     own: bool
 
 
-def bucket_count(settings: DedupSettings, documents: int) -> int:
+def bucket_count(settings: ClusterSettings, documents: int) -> int:
     """B: the setting, else enough buckets that one holds about `bucket_rows` rows of this crawl."""
     if settings.buckets:
         return settings.buckets
@@ -577,7 +592,7 @@ def bucket_count(settings: DedupSettings, documents: int) -> int:
 
 @dataclass(frozen=True)
 class EdgeUnit(WorkUnit):  # source: the bucket, by name
-    settings: DedupSettings
+    settings: ClusterSettings
     bucket: int
     buckets: int
     inputs: tuple[IndexPart, ...]  # every part of the plan: this crawl's first
@@ -669,7 +684,7 @@ def write_members(u: MemberUnit) -> UnitResult:
         bytes_out += out.bytes
     return UnitResult(unit=u.unit, source=u.source, rows_in=u.rows, rows_out=u.rows, bytes_in=fetched.bytes,
                       bytes_out=bytes_out, counts={"members": members.height})
-def keep_count(settings: DedupSettings, labels: int) -> int:
+def keep_count(settings: ClusterSettings, labels: int) -> int:
     """K: the setting, else enough keep units that one holds about `keep_rows` members (one a label: every
     member has one, its root included)."""
     if settings.keep_parts:
@@ -679,7 +694,7 @@ def keep_count(settings: DedupSettings, labels: int) -> int:
 
 @dataclass(frozen=True)
 class KeepUnit(WorkUnit):  # source: the keep unit, by name
-    settings: DedupSettings
+    settings: ClusterSettings
     crawl: str
     removed_schema: pa.Schema
     largest: int
@@ -721,7 +736,7 @@ class ClusterRun:
         return max((r.peak_rss_bytes for results in self.steps.values() for r in results), default=0)
 
 
-def cluster_lake(store, parts: Sequence[SignaturePart], settings: DedupSettings, crawl: str, run: RunUnits,
+def cluster_lake(store, parts: Sequence[SignaturePart], settings: ClusterSettings, crawl: str, run: RunUnits,
                  key: Callable[[str, str], str], removed_schema: pa.Schema, largest: int = 10
                  ) -> tuple[ClusterSummary, ClusterRun]:
     """Cluster the documents of `parts` (this crawl's, then the earlier crawls') from their band index, with
@@ -768,7 +783,7 @@ def cluster_lake(store, parts: Sequence[SignaturePart], settings: DedupSettings,
                           candidates=done.count("candidates"), rejected=done.count("rejected")), done
 
 
-def cluster_frames(parts: Sequence[pl.DataFrame], settings: DedupSettings, crawl: str, removed_schema: pa.Schema,
+def cluster_frames(parts: Sequence[pl.DataFrame], settings: ClusterSettings, crawl: str, removed_schema: pa.Schema,
                    buckets: int = 1, keeps: int = 1, largest: int = 10) -> Clusters:
     """The same steps in this process, over frames (`CLUSTER_COLUMNS` plus `crawl` and `shard`) standing for the
     signatures parts in plan order: what the units compute, without the lake."""

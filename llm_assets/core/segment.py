@@ -289,6 +289,17 @@ def words_by_language(texts: pl.Series, languages: pl.Series | None) -> pl.Serie
     return pl.concat(parts).sort("row")["w"].alias(texts.name)
 
 
+def with_words(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with the words of its text in a `_words` column, split only if no earlier block did; each row by its
+    `language`'s segmenter when the frame has that column."""
+    from llm_assets.core.filters.base import WORDS
+
+    if WORDS in df.columns:
+        return df
+    languages = df["language"] if "language" in df.columns else None
+    return df.with_columns(words_by_language(df["text"], languages).alias(WORDS))
+
+
 def segmented(texts: pl.Series, languages: pl.Series | None) -> pl.Series:
     """Per text, whether a segmenter splits it (its language is written without spaces, or its dominant script
     is) rather than the pattern: there, whitespace-separated runs are not words."""

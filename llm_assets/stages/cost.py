@@ -1,10 +1,12 @@
-"""The `cost` stage in the stage registry: one partition per crawl, built from the cost ledger, not from parts."""
+"""The `cost` stage: what building a crawl cost, one partition per crawl, built from the cost ledger, not from parts."""
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from llm_assets.core.keys import CRAWL_LEVEL_SHARD, split_partition
 from llm_assets.core.ledger import ledger_keys
+from llm_assets.core.partition import read_manifest
 from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import CODE, MISSING, UPSTREAM, StageSpec
 
@@ -52,47 +54,41 @@ def _plan(planner: "Planner", crawl: str | None, _shard: str | None) -> str | No
     return f"{UPSTREAM} ({LEDGER})" if built.data_version != now else None
 
 
+READERS = 16  # manifests read at once
+
+
+def stored_bytes(lake: "Lake", crawl: str, levels: dict[str, str], shards: list[str]) -> dict[str, int]:
+    """Bytes each stage keeps committed for the crawl now: what its units wrote, summed over the parts its current
+    manifests list (superseded parts awaiting the vacuum are not counted)."""
+    wanted = [(a, s) for a, level in levels.items() for s in (shards if level == "shard" else [CRAWL_LEVEL_SHARD])]
+    with ThreadPoolExecutor(READERS) as pool:
+        manifests = pool.map(lambda p: read_manifest(lake, p[0], crawl, p[1]), wanted)
+        stored: dict[str, int] = {}
+        for (asset, _), m in zip(wanted, manifests, strict=True):
+            if m is not None:
+                stored[asset] = stored.get(asset, 0) + sum(u.bytes_out for u in m.units)
+    return stored
+
+
 # Last in the registry: it is planned after every stage whose rebuild it waits for.
 SPEC = StageSpec(NAME, "crawl", version=cost_version, plan=_plan, group="reports", job="crawl_job")
 SPECS = [SPEC]
 
-if TYPE_CHECKING:
-    import dagster as dg
-
-    from llm_assets.settings import Settings
-
 
 def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
     import time
-    from concurrent.futures import ThreadPoolExecutor
 
     import dagster as dg
     import polars as pl
 
     from llm_assets import charts
-    from llm_assets.core.lake import Lake
     from llm_assets.core.ledger import ledger_keys, runner_costs, scan_ledger, stage_costs
-    from llm_assets.core.partition import FrameOutput, read_manifest
+    from llm_assets.core.partition import FrameOutput
     from llm_assets.core.units import InProcessRunner, UnitResult, peak_rss_bytes, s3_requests
     from llm_assets.metadata import table
     from llm_assets.partitions import crawl_partitions
     from llm_assets.stage import BY_CRAWL
     from resources import ObjectStore
-
-    READERS = 16  # manifests read at once
-
-
-    def stored_bytes(lake: Lake, crawl: str, levels: dict[str, str], shards: list[str]) -> dict[str, int]:
-        """Bytes each stage keeps committed for the crawl now: what its units wrote, summed over the parts its current
-        manifests list (superseded parts awaiting the vacuum are not counted)."""
-        wanted = [(a, s) for a, level in levels.items() for s in (shards if level == "shard" else [CRAWL_LEVEL_SHARD])]
-        with ThreadPoolExecutor(READERS) as pool:
-            manifests = pool.map(lambda p: read_manifest(lake, p[0], crawl, p[1]), wanted)
-            stored: dict[str, int] = {}
-            for (asset, _), m in zip(wanted, manifests):
-                if m is not None:
-                    stored[asset] = stored.get(asset, 0) + sum(u.bytes_out for u in m.units)
-        return stored
 
     levels = {s.name: s.level for s in specs if s.name in charged(specs)}
     deps = [dg.AssetDep(name, partition_mapping=BY_CRAWL if level == "shard" else None)

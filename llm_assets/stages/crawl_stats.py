@@ -14,8 +14,10 @@ def stats_version(manifests: list[dict]) -> str:
     return units_version(CODE_VERSION, manifests)
 
 
-SPEC = StageSpec("crawl_stats", "crawl", ("filtered",), version=lambda s: CODE_VERSION, group="reports", job="crawl_job",
-                 expected_version=lambda planner, crawl: stats_version(list(planner.committed("filtered", crawl).values())))
+SPEC = StageSpec("crawl_stats", "crawl", ("filtered",), version=lambda s: CODE_VERSION, group="reports",
+                 job="crawl_job",
+                 expected_version=lambda planner, crawl: stats_version(
+                     list(planner.committed("filtered", crawl).values())))
 SPECS = [SPEC]
 
 if TYPE_CHECKING:
@@ -48,8 +50,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         stats of part of a crawl): the filter funnel (documents in, dropped by each block and reason in chain order,
         out), the language mix of kept and dropped documents (documents and words per language), each language's own
         funnel (what every block dropped of it, with that language's thresholds), and the length distribution of kept
-        documents in words. Each filtered part is counted by a work unit and the exact counts are summed, so memory does not grow
-        with the crawl. Tables and bar charts in the metadata; the numbers are stored as one long table.
+        documents in words. Each filtered part is counted by a work unit and the exact counts are summed, so memory
+        does not grow with the crawl. Tables and bar charts in the metadata; the numbers are stored as one long table.
         """
         from llm_assets.runners import runner_for  # when it runs, as run_stage does: a cluster client is heavy
 

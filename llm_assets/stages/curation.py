@@ -55,7 +55,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.metadata import table
     from resources import ObjectStore
 
-    @dg.asset(name=TAKEDOWNS_SPEC.name, group_name=TAKEDOWNS_SPEC.group, kinds={"s3"}, code_version=TAKEDOWNS_SPEC.version(settings))
+    @dg.asset(name=TAKEDOWNS_SPEC.name, group_name=TAKEDOWNS_SPEC.group, kinds={"s3"},
+              code_version=TAKEDOWNS_SPEC.version(settings))
     def takedowns(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
         """The takedown requests in force: every JSON Lines file under `takedowns/` in the bucket (or written by
         `llm-assets takedown add`), one request per line naming exactly one `url`, `domain` (with its subdomains) or

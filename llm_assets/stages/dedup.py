@@ -1,4 +1,4 @@
-"""Deduplication in the stage registry: signatures per shard, clusters per crawl, deduplicated per shard."""
+"""Deduplication: signatures per shard, duplicate clusters per crawl, deduplicated per shard."""
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -93,7 +93,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     import time
 
     import dagster as dg
-    import polars as pl
 
     from llm_assets import charts
     from llm_assets.core.clusters import SignaturePart, cluster_lake
@@ -119,7 +118,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
                                "built before signatures v2): rebuild its signatures (`llm-assets backfill --stale`)")
         return SignaturePart(crawl, shard, unit.part or "", unit.rows_out, unit.side_parts["index"],
                              unit.side_parts["docs"])
-
 
     dedup, shards = settings.dedup, settings.shard_keys()
     signatures_code = SIGNATURES_SPEC.version(settings)

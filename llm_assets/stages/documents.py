@@ -47,7 +47,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
 
         extractor: Literal["", "routed", "trafilatura", "resiliparse", "trafilatura_fast"] = ""
 
-
     code = SPEC.version(settings)
 
     @stage_asset(SPEC, settings, specs)
@@ -67,8 +66,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); those skipped for
         their content (non_2xx, non_html, no_text) are kept under `rejected/documents/` with URL and doc id, indexed,
         so `llm-assets why URL` finds them; bad ones (truncated_file, corrupt_record, oversized, non_html_payload,
-        extraction_timeout, corrupt_json, missing_text, unreadable_file) are quarantined there. One work unit per raw file, several
-        for a WARC or ARC file over 512 KiB (each reads a byte range of it, so that both workers do).
+        extraction_timeout, corrupt_json, missing_text, unreadable_file) are quarantined there. One work unit per raw
+        file, several for a WARC or ARC file over 512 KiB (each reads a byte range of it, so that both workers do).
         """
         crawl, shard = partition_of(context)
         extractor = config.extractor or settings.documents.extractor

@@ -80,7 +80,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
             return {
                 "top_entities_chart": dg.MetadataValue.md(charts.hbars(
                     "entities in the most documents", [f"{t} ({lab})" for t, lab in
-                                                       zip(top_entities["text"], top_entities["label"])],
+                                                       zip(top_entities["text"], top_entities["label"], strict=True)],
                     top_entities["docs"].to_list(), "documents")),
                 "top_entities": table(top_entities.select(
                     entity="text", label="label", documents="docs", mentions=pl.col("count").cast(pl.Int64))),

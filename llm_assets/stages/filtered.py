@@ -168,7 +168,8 @@ def _curation_now(planner: Planner, crawl: str, shard: str) -> str | None:
 
 CURATION_SCOPE = Observed(
     CURATION_SCOPE_NAME,
-    "The takedown requests, eval sets and language thresholds as they touch one crawl × shard: the version of the requests that name a "
+    "The takedown requests, eval sets and language thresholds as they touch one crawl × shard: the version of the "
+    "requests that name a "
     "document of the partition (through each part's id index) and of the eval index, counted only when it flags "
     "other documents of the partition than the index `filtered` was built with. A new request or eval set changes "
     "it for exactly the partitions it touches, so the UI marks those `filtered` partitions stale, and only those, "
@@ -182,15 +183,9 @@ SPEC = StageSpec("filtered", "shard", ("documents",), version=_version, current_
                  observed=CURATION_SCOPE, cause=_cause, job="lake_job", documents=True)
 SPECS = [SPEC]
 
-if TYPE_CHECKING:
-    import dagster as dg
-
-    from llm_assets.settings import Settings
-
 
 def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
     import dagster as dg
-    import polars as pl
 
     from llm_assets import charts
     from llm_assets.core.filtered import (
@@ -211,7 +206,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from resources import ObjectStore
 
     LANGUAGES_SHOWN = 20  # in the per-language funnel's table and chart, the languages with most documents
-
 
     def label(language: str) -> str:
         return charts.NO_LANGUAGE if language == NO_LANGUAGE else language
@@ -240,7 +234,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
                 "documents in, dropped by each block (chain order), kept", out.rows_in,
                 [(b, n) for b, n in by_block.items() if n], out.rows_out)),
             "language_chart": dg.MetadataValue.md(charts.hbars(
-                "language of the kept documents (fastText lid.176)", languages["language"].fill_null(charts.NO_LANGUAGE).to_list(),
+                "language of the kept documents (fastText lid.176)",
+                languages["language"].fill_null(charts.NO_LANGUAGE).to_list(),
                 languages["len"].to_list(), "documents")),
             "length_chart": dg.MetadataValue.md(charts.histogram(
                 "length of the kept documents", kept["n_words"].to_list(), "words per document")),
@@ -264,8 +259,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         control characters, mojibake, whitespace), URL block lists, fastText lid.176 language ID (the settings' keep
         list, each language at its own minimum score; a script lid.176 does not know is `und`, dropped), then, with
         each language's thresholds (FineWeb-2's per-language configs; English keeps FineWeb's), Gopher
-        repetition, Gopher quality, C4 quality (its line cleanup rewrites the text; not for FineWeb-2's languages), FineWeb
-        quality, the optional C4 bad-words, profanity, domain-vocabulary and model-based quality blocks, and PII
+        repetition, Gopher quality, C4 quality (its line cleanup rewrites the text; not for FineWeb-2's languages),
+        FineWeb quality, the optional C4 bad-words, profanity, domain-vocabulary and model-based quality blocks, and PII
         masking (e-mails, public IPs, phone numbers, Luhn-valid cards, IBANs become typed placeholders), and last
         decontamination against the eval sets under `evals/` (13-gram overlap in the final text or in the text as
         extracted, before C4's line cleanup or PII masks rewrote it; drops, or flags by setting).
@@ -295,9 +290,11 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
                                     {u.source: u for u in built.units} if built is not None else {})
         yield from run_stage(context, filter_documents, units, code, SCHEMA.names, settings.runner,
                              report=lambda out: report(lake, out),
-                             metadata={"eval_index": evals or "off", **({"quality_model_sha256": model} if model else {})},
+                             metadata={"eval_index": evals or "off",
+                                       **({"quality_model_sha256": model} if model else {})},
                              inputs={"documents": documents.data_version, "takedowns": takedowns_version(named),
-                                     **({"evals": evals} if evals else {}), **({"quality_model": model} if model else {})},
+                                     **({"evals": evals} if evals else {}),
+                                     **({"quality_model": model} if model else {})},
                              gate=(lambda out: gate(lake, crawl, shard, out)) if settings.gates.enabled else None,
                              outcome_inputs=lambda out: language_inputs(settings.filtered, out.counts()))
 

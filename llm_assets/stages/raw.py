@@ -84,7 +84,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         the reason (dropped as `invalid_raw_key`, kept under `rejected/raw_files/`).
         """
         crawl, shard = partition_of(context)
-        unit = InventoryUnit(store=store.config(), source=f"raw/{crawl}/", crawl=crawl, shard=shard, shards=settings.shards)
+        unit = InventoryUnit(store=store.config(), source=f"raw/{crawl}/", crawl=crawl, shard=shard,
+                             shards=settings.shards)
         yield from run_stage(context, observe_raw_files, [unit], code, SCHEMA.names, settings.runner,
                              report=lambda out: rejected_keys_metadata(store.lake(), out))
 
@@ -122,7 +123,7 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
     from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
     @dg.sensor(
-        job_name="lake_job",
+        job_name=SPEC.job,  # it requests the runs of the job that builds raw_files
         minimum_interval_seconds=settings.sensor.interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
     )

@@ -37,7 +37,8 @@ def _latest(lake, settings) -> dict | None:
             "sequences": counts["sequences"]}
 
 
-SPEC = StageSpec("release", "release", ("tokenized",), version=lambda s: code_version(STAGE_VERSION, s.release.fingerprint()),
+SPEC = StageSpec("release", "release", ("tokenized",),
+                 version=lambda s: code_version(STAGE_VERSION, s.release.fingerprint()),
                  plan=_stale, facts=_latest, group="releases", job="release_job")
 SPECS = [SPEC]
 
@@ -72,6 +73,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.metadata import table
     from llm_assets.settings import Settings
     from llm_assets.stage import require_every_shard
+    from llm_assets.stages.tokenized import TOKENIZER_SPEC
     from resources import ObjectStore
     from resources.io_manager import ALLOW_MISSING_PARTITIONS
 
@@ -80,10 +82,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         return {"crawl": m.crawl, "shard": m.shard, "data_version": m.data_version, "code_version": m.code_version,
                 "rows": m.rows, "parts": m.parts}
 
-
     def _committed(lake, asset: str, crawls: list[str], shards: list[str]) -> list[dict]:
         return [_partition(m) for crawl in crawls for m in committed(lake, asset, crawl, shards).values()]
-
 
     def _card_facts(lake, settings: Settings, crawls: list[str], shards: list[str]) -> dict:
         """Funnel per crawl from the raw records (what the readers skipped, what each filter dropped, what dedup
@@ -119,10 +119,10 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         takedowns = sorted({key.removeprefix(TAKEDOWN_COUNT) for m in manifests["filtered"] for u in m.units
                             for key, n in u.counts.items() if key.startswith(TAKEDOWN_COUNT) and n})
         return {"funnel": funnel, "drops": drops, "takedowns": takedowns, "languages": languages,
-                "language_funnel": dict(sorted(language_funnel.items(), key=lambda kv: (-kv[1].get("filtered", 0), kv[0]))),
+                "language_funnel": dict(sorted(language_funnel.items(),
+                                               key=lambda kv: (-kv[1].get("filtered", 0), kv[0]))),
                 "text_parts": text_parts, "filters": filters,
                 "dedup": settings.dedup.model_dump(mode="json"), "evals": settings.evals.model_dump(mode="json")}
-
 
     def _charts(lake, partitions: list[dict], mixture: dict[str, dict], counts: dict) -> dict:
         """Tokens per crawl and per language (the mix achieved, beside the weights' shares), and where the sequences'
@@ -150,7 +150,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
                 "tokens", [charts.BLUE, charts.RED, charts.RED])),
         }
 
-
     def mixture_table(mixture: dict) -> pl.DataFrame:
         """The language mix the release achieved, a row per language: documents, tokens, share, target."""
         rows = [(lang, r["documents"], r["tokens"], r["share"], (r.get("target") or {}).get("tokens"),
@@ -159,7 +158,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         return pl.DataFrame(rows, orient="row", schema={
             "language": pl.String, "documents": pl.Int64, "tokens": pl.Int64, "share": pl.Float64,
             "target_tokens": pl.Int64, "target_weight": pl.Float64, "available_tokens": pl.Int64})
-
 
     def language_funnel_table(funnel: dict[str, dict[str, int]], mixture: dict) -> pl.DataFrame:
         """Documents per language through the stages: kept by the filters, deduplicated, tokenized, released."""
@@ -181,9 +179,10 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
 
     @dg.asset(
         name=SPEC.name,
-        ins={"tokenized": dg.AssetIn(partition_mapping=dg.AllPartitionMapping(),
-                                     metadata={ALLOW_MISSING_PARTITIONS: True})},
-        deps=[dg.AssetKey("tokenizer")],
+        # every partition of its inputs (the spec's), whatever crawl
+        ins={name: dg.AssetIn(partition_mapping=dg.AllPartitionMapping(), metadata={ALLOW_MISSING_PARTITIONS: True})
+             for name in SPEC.inputs},
+        deps=[dg.AssetKey(TOKENIZER_SPEC.name)],
         group_name=SPEC.group,
         kinds={"s3", "numpy"},
         code_version=SPEC.version(settings),

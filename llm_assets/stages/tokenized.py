@@ -161,7 +161,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
 
         def report(out: PartitionOutput) -> dict:
             parts = [u.part for u in out.units if u.part and u.rows_out]
-            n_tokens = lake.scan(parts).select("n_tokens").collect()["n_tokens"] if parts else pl.Series([], dtype=pl.Int32)
+            n_tokens = (lake.scan(parts).select("n_tokens").collect()["n_tokens"] if parts
+                        else pl.Series([], dtype=pl.Int32))
             return {"tokens": int(n_tokens.sum() or 0),
                     "languages": table(languages_table(out.units)),
                     "tokens_chart": dg.MetadataValue.md(charts.histogram(

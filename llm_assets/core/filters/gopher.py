@@ -15,7 +15,8 @@ import numpy as np
 import polars as pl
 
 from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if
-from llm_assets.core.filters.text import SYMBOL_WORD, with_words
+from llm_assets.core.filters.text import SYMBOL_WORD
+from llm_assets.core.segment import with_words
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 

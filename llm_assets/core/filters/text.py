@@ -132,14 +132,6 @@ _WORD_AND_MARK = r"^[A-Za-z0-9]+[,;!?)]$"  # ASCII chunks the pattern splits in 
 _SEPARATOR = "\x00"  # between chunks split in one call; a chunk that holds it is split alone
 
 
-def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
-    """The words of each text in `language` (a language identifier's label; None: English rules), as a List[String]
-    series: the language's segmenter (`segment`) for languages written without spaces, else the pattern above."""
-    from llm_assets.core import segment
-
-    return segment.words_column(texts, language)
-
-
 def spaced_words_column(texts: pl.Series, clitics: bool = True) -> pl.Series:
     """`words` for a whole column, as a List[String] series.
 
@@ -197,17 +189,6 @@ def _split_joined(chunks: list[str], astral: bool, clitics: bool) -> tuple[pl.Se
     found = pl.Series(pattern.findall(f" {_SEPARATOR} ".join(chunks)), dtype=pl.String)
     separator = (found == _SEPARATOR).to_numpy()
     return found.filter(pl.Series(~separator)), np.cumsum(separator)[~separator]
-
-
-def with_words(df: pl.DataFrame) -> pl.DataFrame:
-    """`df` with the words of its text in a `_words` column, split only if no earlier block did; each row by its
-    `language`'s segmenter when the frame has that column."""
-    if WORDS in df.columns:
-        return df
-    from llm_assets.core import segment
-
-    languages = df["language"] if "language" in df.columns else None
-    return df.with_columns(segment.words_by_language(df["text"], languages).alias(WORDS))
 
 
 # Characters that make a word a "symbol" (Gopher: punctuation-only words are not words): the reference's list, not

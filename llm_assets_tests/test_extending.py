@@ -1,0 +1,174 @@
+"""README, "Add a stage": a stage added by following its list, and nothing else, is in the code location, its job,
+the stale planner, `status`, `trace`, `export`, the cost report and the definitions snapshot."""
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from llm_assets.settings import PROJECT_ROOT, load_settings
+from llm_assets.stages import SPECS, STAGES, specs_of
+from llm_assets_tests.test_definitions import SNAPSHOT, definitions_snapshot
+
+README = PROJECT_ROOT / "README.md"
+NAME = "word_counts"
+
+# Step 1: the processing, Dagster-free.
+CORE = '''
+from dataclasses import dataclass
+
+from llm_assets.core.units import UnitResult, WorkUnit
+
+COLUMNS = ["doc_id", "words"]
+
+
+@dataclass(frozen=True)
+class CountUnit(WorkUnit):
+    pass
+
+
+def count_words(unit: CountUnit) -> UnitResult:
+    return UnitResult(unit=unit.unit, source=unit.source)
+'''
+
+# Step 2: the spec and build(settings, specs).
+STAGE = '''
+"""Words per filtered document: the README's example of a stage."""
+
+from llm_assets.core.versions import code_version
+from llm_assets.registry import StageSpec
+
+SPEC = StageSpec("word_counts", "shard", ("filtered",), version=lambda settings: code_version("1"),
+                 job="lake_job", documents=True)
+SPECS = [SPEC]
+
+
+def build(settings, specs):
+    import dagster as dg
+
+    from llm_assets.core.partition import LakeInput
+    from llm_assets.stage import run_stage, stage_asset
+    from resources import ObjectStore
+    from word_counts_core import COLUMNS, CountUnit, count_words
+
+    @stage_asset(SPEC, settings, specs)
+    def word_counts(context: dg.AssetExecutionContext, store: ObjectStore, filtered: LakeInput):
+        """The number of words of every filtered document: a stage added by following the README's list, one
+        work unit per filtered part."""
+        units = [CountUnit(store=store.config(), source=part) for part in filtered.parts]
+        yield from run_stage(context, count_words, units, SPEC.version(settings), COLUMNS, settings.runner,
+                             inputs={"filtered": filtered.data_version})
+
+    return dg.Definitions(assets=[word_counts])
+'''
+
+
+@pytest.fixture
+def new_stage(tmp_path, monkeypatch):
+    """The stage module of steps 1 and 2, importable; step 3 is appending it to (a copy of) STAGES."""
+    (tmp_path / "word_counts_core.py").write_text(CORE)
+    (tmp_path / "word_counts_stage.py").write_text(STAGE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import word_counts_stage
+
+    yield word_counts_stage
+    for module in ("word_counts_stage", "word_counts_core"):
+        sys.modules.pop(module, None)
+
+
+def readme_steps() -> list[str]:
+    section = README.read_text().split("### Add a stage\n", 1)[1].split("\n#", 1)[0]
+    return re.findall(r"^\d+\. (.*?)(?=\n\d+\. |\n\n)", section, re.M | re.S)
+
+
+def test_the_readme_list_names_exactly_the_steps():
+    steps = readme_steps()
+    assert [re.findall(r"`([^`]+)`", step)[0] for step in steps] == [
+        "llm_assets/core/<stage>.py", "llm_assets/stages/<stage>.py", "llm_assets/stages/__init__.py",
+        "llm_assets_tests/core/test_<stage>.py", "make snapshots"]
+    assert "build(settings, specs)" in steps[1] and "stage_asset(SPEC, settings, specs)" in steps[1]
+    assert "STAGES" in steps[2]
+    # every stage is shaped as step 2 says: a module of llm_assets/stages/ with its specs and build
+    for stage in STAGES:
+        assert Path(stage.__file__).parent == PROJECT_ROOT / "llm_assets" / "stages"
+        assert stage.SPECS and callable(stage.build), stage.__name__
+
+
+def test_a_stage_added_by_the_list_is_in_the_code_location_its_job_and_the_snapshot(new_stage):
+    import dagster as dg
+
+    from llm_assets.definitions import build_defs
+
+    defs = build_defs(load_settings(), stages=[*STAGES, new_stage])
+    dg.Definitions.validate_loadable(defs)
+    spec = next(s for s in defs.resolve_all_asset_specs() if s.key.path[-1] == NAME)
+    assert [d.asset_key.path[-1] for d in spec.deps] == ["filtered"] and spec.group_name == "lake"
+    assert dg.AssetKey(NAME) in defs.resolve_job_def("lake_job").asset_layer.executable_asset_keys
+
+    kept, now = json.loads(SNAPSHOT.read_text()), definitions_snapshot(defs)
+    assert set(now["assets"]) - set(kept["assets"]) == {NAME}
+    assert now["assets"][NAME]["checks"] == ["row_accounting", "schema"]
+    changed = {name for name in kept["assets"] if kept["assets"][name] != now["assets"][name]}
+    assert changed == {"cost"} and now["assets"]["cost"]["deps"] == sorted([*kept["assets"]["cost"]["deps"], NAME])
+    assert {job for job in kept["jobs"] if kept["jobs"][job] != now["jobs"][job]} == {"lake_job"}
+
+
+def test_a_stage_added_by_the_list_is_planned(new_stage, lake, crawl):
+    from llm_assets.core.inventory import shard_of
+    from llm_assets.stages import code_versions
+    from llm_assets.stale import plan_stale
+
+    settings = load_settings()
+    key = f"raw/{crawl}/a.warc.gz"
+    lake.put_bytes(key, b"not read: planning lists the raw files")
+    shard = shard_of(key, settings.shards)
+    specs = specs_of([*STAGES, new_stage])
+    planned = {(p.asset, p.partition): p.cause for p in plan_stale(
+        lake, settings, [crawl], code_versions(settings) | {NAME: new_stage.SPEC.version(settings)}, specs)}
+    assert planned[(NAME, f"{crawl}|{shard}")] == "upstream data changed (filtered is rebuilt)"
+    assert planned[("cost", crawl)].startswith("upstream data changed")
+
+
+def test_status_trace_and_export_follow_the_list(new_stage, tmp_path):
+    """What appending the module to STAGES does to the modules that read the list, in a fresh interpreter."""
+    code = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import word_counts_stage
+        from llm_assets import stages
+        stages.STAGES.append(word_counts_stage)
+        stages.SPECS[:] = stages.specs_of(stages.STAGES)
+        from llm_assets import export, status, trace
+        print(json.dumps({{"status": status.STAGES, "trace": list(trace.STAGES), "export": list(export.EXPORTABLE)}}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=PROJECT_ROOT).stdout
+    seen = json.loads(out.splitlines()[-1])
+    assert all(NAME in names for names in seen.values()), seen
+    assert [s.name for s in SPECS if s.documents] == [n for n in seen["trace"] if n != NAME]
+
+
+def test_an_asset_function_takes_exactly_its_specs_inputs():
+    """The edges are the spec's: a function taking another input, or missing one, is refused, naming the stage."""
+    import dagster as dg
+
+    from llm_assets.core.partition import LakeInput
+    from llm_assets.registry import StageSpec
+    from llm_assets.stage import stage_asset
+
+    spec = StageSpec(NAME, "shard", ("filtered",))
+    settings, specs = load_settings(), [*SPECS, spec]
+    with pytest.raises(TypeError, match=rf"stage {NAME}: .* takes \['documents'\], its spec's inputs are \['filtered'\]"):
+        @stage_asset(spec, settings, specs)
+        def wrong(context: dg.AssetExecutionContext, documents: LakeInput):
+            """Reads documents, which its spec does not name."""
+
+    @stage_asset(spec, settings, specs)
+    def right(context: dg.AssetExecutionContext, filtered: LakeInput):
+        """Reads filtered, as its spec says."""
+
+    assert [d.asset_key.path[-1] for d in next(iter(right.specs)).deps] == ["filtered"]
