@@ -25,6 +25,7 @@ from pathlib import Path
 
 from benchmarks.report import write_hand_section
 from benchmarks.summary import Row, details_path, update_rows, verdict
+from llm_assets.core.keys import split_partition
 from llm_assets.settings import PROJECT_ROOT
 from llm_assets_support.chaos import CRAWL, FULL_LAYOUT, Chaos, CodeChanged, Tally
 
@@ -97,7 +98,7 @@ def render(chaos: Chaos, tallies: list[Tally], seconds: float, load: tuple) -> s
                        if n.startswith(("not reported as a full store", "a step failed with an error that is not"))})
     readers = [n for t in tallies for n in t.notes if "whole reads" in n]
     files = ", ".join(f"shard {s}: " + " + ".join(f"`{f}`" for f in names) for s, names in chaos.layout.items())
-    durations = ", ".join(f"{job} {partition.split('|')[-1] if partition else ''} {s:.1f} s".replace("  ", " ")
+    durations = ", ".join(f"{job} {split_partition(partition)[1]} {s:.1f} s".replace("  ", " ")
                           for (job, partition), s in chaos.durations.items())
     rebuilt = (f" The stages' code versions changed in the working tree during the run: the reference was rebuilt "
                f"{chaos.rebuilds} time(s) and later scenarios compared with it." if chaos.rebuilds else "")

@@ -237,6 +237,7 @@ def child_cluster(args) -> dict:
 
     from llm_assets.core.clusters import SignaturePart, cluster_lake
     from llm_assets.core.dedup import REMOVED_SCHEMA
+    from llm_assets.core.keys import CRAWL_LEVEL_SHARD
     from llm_assets.core.lake import Lake, part_key
     from llm_assets.core.units import run_units, unit_id
     from llm_assets.settings import DedupSettings
@@ -260,7 +261,7 @@ def child_cluster(args) -> dict:
     start, cpu = time.perf_counter(), time.process_time()
     clusters, done = cluster_lake(
         store_config(args), parts, settings, args.crawl, run,
-        lambda step, identity: part_key("duplicate_clusters", args.crawl, "all",
+        lambda step, identity: part_key("duplicate_clusters", args.crawl, CRAWL_LEVEL_SHARD,
                                         unit_id("dump-scale", str(args.size), step, identity)), REMOVED_SCHEMA)
     seconds, driver_cpu, driver_peak = time.perf_counter() - start, time.process_time() - cpu, maxrss()
     steps = {step: {"units": len(rs), "wall": walls.get(step, 0.0),

@@ -40,6 +40,7 @@ import polars as pl
 
 from benchmarks.report import table
 from benchmarks.summary import Row, publish
+from llm_assets.core.keys import split_partition
 
 BEGIN, END = "<!-- forecast:begin -->", "<!-- forecast:end -->"
 GOAL = 0.25  # the issue's: within 25 % per stage once a crawl of history exists
@@ -140,10 +141,10 @@ class Bench:
 
         return [p for p in stale_partitions(None, self.lake, settings or self.settings)
                 if any(self.group.get(p.asset) in groups for groups in JOB_GROUPS.values())
-                and (self.crawls is None or p.partition.split("|")[0] in self.crawls)]
+                and (self.crawls is None or split_partition(p.partition)[0] in self.crawls)]
 
     def run_plan(self, planned, defs=None) -> None:
-        crawls = sorted({p.partition.split("|")[0] for p in planned})
+        crawls = sorted({split_partition(p.partition)[0] for p in planned})
         known = set(self.instance.get_dynamic_partitions("crawl"))
         if new := [c for c in crawls if c not in known]:
             self.instance.add_dynamic_partitions("crawl", new)
@@ -153,7 +154,7 @@ class Bench:
                 self.run(job, partition, defs)
 
     def flow(self, name: str, planned, settings=None, extra_raw_bytes=None, apply=None, note: str = "") -> Flow:
-        from llm_assets.core.forecast import split_partition, with_actuals
+        from llm_assets.core.forecast import with_actuals
         from llm_assets.core.ledger import read_ledger
         from llm_assets.definitions import build_defs
         from llm_assets.freshness import plan_forecast

@@ -127,9 +127,9 @@ def seed_settings(workers: int):
     """The product's settings for the workload: one shard, a chain of the normalize block alone, GPT-2 with
     min_tokens 10; deduplication (run by the Dagster jobs only) removes nothing: exact and near off."""
     from llm_assets.core.filters import Normalize
-    from llm_assets.settings import DedupSettings, FilteredSettings, RunnerSettings, Settings, TokenizedSettings
+    from llm_assets.settings import DedupSettings, FilteredSettings, PoolRunnerSettings, Settings, TokenizedSettings
 
-    return Settings(shards=1, runner=RunnerSettings(kind="pool", workers=workers),
+    return Settings(shards=1, runner=PoolRunnerSettings(workers=workers),
                     filtered=FilteredSettings(chain=(Normalize(),)), dedup=DedupSettings(exact=False, near=False),
                     tokenized=TokenizedSettings(tokenizer_path=GPT2, min_tokens=MIN_TOKENS))
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from llm_assets.core.keys import PartitionRef
 from llm_assets.dagster_private import DATA_VERSION_TAG, BulkActionStatus, PartitionBackfill, backfill_targets
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.registry import SourceVersion, StageSpec
@@ -43,7 +44,7 @@ def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: 
     for spec in specs:
         if spec.level == "shard":
             partitions_def: dg.PartitionsDefinition = crawl_shard_partitions(settings)
-            keys = [f"{c}|{s}" for c in crawls for s in settings.shard_keys()]
+            keys = [PartitionRef(c, s).key for c in crawls for s in settings.shard_keys()]
         elif spec.level == "crawl":
             partitions_def, keys = crawl_partitions, crawls
         else:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from llm_assets import environment
 from llm_assets.core.errors import InfrastructureError
+from llm_assets.core.keys import CRAWL_LEVEL_SHARD
 from llm_assets.core.lake import Lake, validate_crawl, validate_shard
 from llm_assets.core.partition import LakeInput, committed
 from llm_assets.settings import SETTINGS_ENV, Settings, settings_path
@@ -429,7 +430,7 @@ def cmd_show(args) -> int:
         return 2
     validate_crawl(args.crawl)
     if args.asset in CRAWL_LEVEL:
-        shards = ["all"]
+        shards = [CRAWL_LEVEL_SHARD]
     else:
         shards = [validate_shard(args.shard)] if args.shard else args.settings.shard_keys()
     lake = Lake(environment.store_config(args.settings.store))

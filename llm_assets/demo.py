@@ -20,6 +20,7 @@ import yaml
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from llm_assets.core.keys import split_partition
 from llm_assets.core.lake import parse_raw_key
 from llm_assets.core.partition import LakeInput, committed
 from llm_assets.core.tokenize import train_bytelevel_bpe
@@ -334,9 +335,9 @@ def stale_plan(instance, lake, settings: Settings, failed: list[FailedRun]) -> l
     """What the stale planner lists, but the crawls whose runs failed earlier in this demo, and the release when a
     run failed: the planner lists a failed partition to retry it, and a demo neither retries its own failures
     (each is said once, when it happens) nor builds what depends on them."""
-    gave_up = {f.partition.split("|")[0] for f in failed if f.partition}
+    gave_up = {split_partition(f.partition)[0] for f in failed if f.partition}
     return [p for p in stale_partitions(instance, lake, settings)
-            if p.partition.split("|")[0] not in gave_up and not (failed and p.asset == RELEASE.name)]
+            if split_partition(p.partition)[0] not in gave_up and not (failed and p.asset == RELEASE.name)]
 
 
 def run_stale_backfill(runs: Runs, lake, settings: Settings, planned: list[Planned], held: bool = False

@@ -13,6 +13,7 @@ from llm_assets.dagster_private import (SENSOR_NAME_TAG, AssetGraphSubset, Asset
                                         PartitionBackfill, make_new_backfill_id)
 from llm_assets.backfills import STALE_TAG, failed_partitions, new_observations, stale_backfills_in_progress
 from llm_assets.core.forecast import Forecast, forecast
+from llm_assets.core.keys import split_partition
 from llm_assets.core.lake import Lake
 from llm_assets.partitions import crawl_partitions
 from llm_assets.stages import SPECS, code_versions
@@ -29,7 +30,7 @@ def stale_subset(planned: list[Planned], asset_graph) -> AssetGraphSubset:
 
 def register_crawls(instance: dg.DagsterInstance, planned: list[Planned]) -> None:
     """Crawls dropped under raw/ that the sensor has not registered yet become partitions first."""
-    crawls = {p.partition.split("|")[0] for p in planned if p.partition}
+    crawls = {split_partition(p.partition)[0] for p in planned if p.partition}
     new = sorted(crawls - set(instance.get_dynamic_partitions(crawl_partitions.name)))
     if new:
         instance.add_dynamic_partitions(crawl_partitions.name, new)

@@ -44,11 +44,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from llm_assets.core.keys import SUPERSEDED  # written into a release's folder when a later version removed documents
 from llm_assets.core.indexed import Index, IndexedDataset, IndexFormatError, parse_index
 
 DATA = "data"  # the indexed dataset's prefix inside a release
 MANIFEST = "manifest.json"
-SUPERSEDED = "superseded.json"  # written into a release's folder when a later version removed documents it holds
 MIB = 2**20
 DEFAULT_BLOCK_BYTES = 32 * MIB
 DEFAULT_PREFETCH = 2

@@ -18,6 +18,7 @@ import yaml
 
 from llm_assets import charts
 from llm_assets.core import preview as core
+from llm_assets.core.keys import split_partition
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.core.partition import read_manifest
 from llm_assets.core.units import Runner
@@ -86,7 +87,7 @@ def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Setti
                                          pl.concat(after, how="diagonal_relaxed"), crawls, counts, chain, crawl_level,
                                          examples, notes)
     else:
-        stale = {(p.asset, *p.partition.split("|")) for p in planned if p.asset in SAMPLED}
+        stale = {(p.asset, *split_partition(p.partition)) for p in planned if p.asset in SAMPLED}
         # each partition's sample starts at its first stale stage: its raw files, or its committed documents parts
         extract = sorted((c, s) for a, c, s in stale if a == "documents")
         inputs = _inputs(lake, "documents", extract) + _inputs(lake, "filtered", sorted(

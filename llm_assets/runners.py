@@ -1,15 +1,20 @@
-"""The runner a deployment's settings choose for work units: in-process, a local process pool, or a Dask cluster."""
+"""The runner a deployment's settings choose for work units: in-process, a local process pool, or a Dask cluster.
+
+`RUNNERS` builds each runner from its settings class (`core.units.RunnerSettings`, a union discriminated by
+`runner.kind`)."""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from llm_assets import environment
 from llm_assets.core.units import InProcessRunner, PoolRunner, Runner
-from llm_assets.settings import RunnerSettings
+from llm_assets.settings import DaskRunnerSettings, InProcessRunnerSettings, PoolRunnerSettings, RunnerSettings
 
 if TYPE_CHECKING:
+    from llm_assets.core.dask_runner import DaskRunner
     from llm_assets.local_cluster import LocalCluster
 
 
@@ -25,24 +30,19 @@ def runner_slots(settings: RunnerSettings) -> tuple[int, str]:
     """(units the runner runs at once, its name) for a forecast's wall time: the pool's workers, or the Dask
     cluster's threads when it answers within a few seconds (else `runner.workers`, said so)."""
     from llm_assets.core.errors import ClusterUnavailable
-    from llm_assets.core.forecast import default_slots
 
-    if settings.kind != "dask":
-        return default_slots(settings)
+    if not isinstance(settings, DaskRunnerSettings):  # only a cluster is asked: the others are their settings
+        return settings.slots()
     try:
-        runner = runner_for(settings.model_copy(update={"connect_timeout_s": 5.0}))
-        with runner.connect() as client:  # type: ignore[attr-defined]
+        runner = dask_runner(settings.model_copy(update={"connect_timeout_s": 5.0}))
+        with runner.connect() as client:
             threads = sum(w["nthreads"] for w in client.scheduler_info()["workers"].values())
     except (ClusterUnavailable, RuntimeError, OSError, TimeoutError):  # not started or unreachable: the settings' count
-        return default_slots(settings)
-    return (threads, f"dask cluster of {threads} threads") if threads else default_slots(settings)
+        return settings.slots()
+    return (threads, f"dask cluster of {threads} threads") if threads else settings.slots()
 
 
-def runner_for(settings: RunnerSettings) -> Runner:
-    if settings.kind == "inprocess":
-        return InProcessRunner()
-    if settings.kind == "pool":
-        return PoolRunner(settings.workers)
+def dask_runner(settings: DaskRunnerSettings) -> DaskRunner:
     from llm_assets.core.dask_runner import DaskRunner  # distributed costs ~1 s to import: only when used
 
     address, security = settings.address or os.environ.get("DASK_SCHEDULER_ADDRESS"), None
@@ -57,3 +57,16 @@ def runner_for(settings: RunnerSettings) -> Runner:
     return DaskRunner(address=address, security=security, num_cpus=settings.num_cpus,
                       memory_bytes=settings.memory_bytes, max_retries=settings.max_retries,
                       max_in_flight=settings.max_in_flight, connect_timeout_s=settings.connect_timeout_s)
+
+
+# Each runner settings class -> its runner. A new runner: its settings class in `core.units.RunnerSettings` and its
+# entry here (see the README, "Add a runner").
+RUNNERS: dict[type, Callable[[Any], Runner]] = {
+    InProcessRunnerSettings: lambda settings: InProcessRunner(),
+    PoolRunnerSettings: lambda settings: PoolRunner(settings.workers),
+    DaskRunnerSettings: dask_runner,
+}
+
+
+def runner_for(settings: RunnerSettings) -> Runner:
+    return RUNNERS[type(settings)](settings)

@@ -26,13 +26,20 @@ from llm_assets.core.ledger import CostSettings
 from llm_assets.core.quality_model import QualityTraining
 from llm_assets.core.release import ReleaseSettings
 from llm_assets.core.tokenized import TokenizedSettings, TokenizerTraining
-from llm_assets.core.units import RunnerSettings
+from llm_assets.core.units import (
+    DaskRunnerSettings,
+    InProcessRunnerSettings,
+    PoolRunnerSettings,
+    RunnerSettings,
+    runner_settings,
+)
 
 DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
 SETTINGS_ENV = "LLM_ASSETS_SETTINGS"  # the settings file of a deployment; `--settings PATH` of a command sets it
 # The sections, re-exported for the Dagster layer: each lives beside the core code it configures.
 __all__ = ["PROJECT_ROOT", "CostSettings", "DedupSettings", "DocumentsSettings", "FilteredSettings", "GateSettings", "ImagePairsSettings",
-           "ReleaseSettings", "RunnerSettings", "Settings", "StoreSettings", "TokenizedSettings", "TokenizerTraining",
+           "ReleaseSettings", "RunnerSettings", "DaskRunnerSettings", "InProcessRunnerSettings", "PoolRunnerSettings",
+           "runner_settings", "Settings", "StoreSettings", "TokenizedSettings", "TokenizerTraining",
            "load_settings", "settings_path"]
 
 
@@ -45,7 +52,7 @@ class SensorSettings(Section):
 class Settings(Section):
     shards: int = Field(default=4, ge=1, le=9999, description=(
         "Hash buckets per crawl: a raw file's shard is a stable hash of its key. Changing it re-partitions the lake."))
-    runner: RunnerSettings = Field(default=RunnerSettings(), description=(
+    runner: RunnerSettings = Field(default=PoolRunnerSettings(), description=(
         "Where a partition's work units run (`kind`: in this process, a process pool, a Dask cluster); part of no "
         "code version."))
     documents: DocumentsSettings = Field(default=DocumentsSettings(), description=(

@@ -25,13 +25,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable, Collection, Mapping, Sequence, TypeVar, cast
 
+from llm_assets.core.keys import CRAWL_LEVEL_SHARD, PartitionRef
 from llm_assets.core.lake import InvalidKey, Lake, validate_crawl
 from llm_assets.core.partition import Manifest, read_manifest
 from llm_assets.registry import CODE, FAILED, LANGUAGES, MISSING, RAW, UNOBSERVED, UPSTREAM, SourceVersion, StageSpec
 from llm_assets.stages import SPECS, code_versions
 from llm_assets.settings import Settings
 
-CRAWL_SHARD = "all"  # the shard a crawl-level asset's manifest is stored under
 T = TypeVar("T")
 
 
@@ -110,12 +110,12 @@ class Planner:
     # -- the rules ---------------------------------------------------------------------------------------------
 
     def input_partition(self, name: str, crawl: str, shard: str) -> str:
-        return crawl if self.specs[name].level == "crawl" else f"{crawl}|{shard}"
+        return crawl if self.specs[name].level == "crawl" else PartitionRef(crawl, shard).key
 
     def shard_stage(self, spec: StageSpec, crawl: str, shard: str) -> str | None:
         if spec.plan is not None:
             return spec.plan(self, crawl, shard)
-        p = f"{crawl}|{shard}"
+        p = PartitionRef(crawl, shard).key
         built = self.manifest(spec.name, crawl, shard)
         shard_inputs = [i for i in spec.inputs if self.specs[i].level == "shard"]
         if any(self.held_back(i, crawl, shard) for i in shard_inputs) and not any(
@@ -140,8 +140,8 @@ class Planner:
     def crawl_stage(self, spec: StageSpec, crawl: str) -> str | None:
         if spec.plan is not None:
             return spec.plan(self, crawl, None)
-        built = self.manifest(spec.name, crawl, CRAWL_SHARD)
-        if upstream := next((i for i in spec.inputs for s in self.shards if self.is_planned(i, f"{crawl}|{s}")),
+        built = self.manifest(spec.name, crawl, CRAWL_LEVEL_SHARD)
+        if upstream := next((i for i in spec.inputs for s in self.shards if self.is_planned(i, PartitionRef(crawl, s).key)),
                             None):
             return f"{UPSTREAM} ({upstream} is rebuilt)"
         if built is None:
@@ -168,7 +168,7 @@ def source_versions(planner: Planner) -> list[SourceVersion]:
         anchored = False
         for crawl in planner.crawls:
             for shard in planner.shards:
-                p, built = f"{crawl}|{shard}", planner.manifest(spec.name, crawl, shard)
+                p, built = PartitionRef(crawl, shard).key, planner.manifest(spec.name, crawl, shard)
                 anchor = built is not None and (spec.name, p) in planner.planned and not planner.cause_is(spec, p)
                 if anchor:  # its version does not matter, only that one is on record before the rebuild
                     if not anchored:
@@ -205,7 +205,7 @@ def planning(lake: Lake, settings: Settings, crawls: list[str], code_versions: d
         for spec in specs:
             if spec.level == "shard":
                 for shard in planner.shards:
-                    p = f"{crawl}|{shard}"
+                    p = PartitionRef(crawl, shard).key
                     planner.plan(spec.name, p, planner.failure(spec.name, p) or planner.shard_stage(spec, crawl, shard))
             elif spec.level == "crawl":
                 planner.plan(spec.name, crawl, planner.failure(spec.name, crawl) or planner.crawl_stage(spec, crawl))

@@ -15,7 +15,8 @@ from llm_assets.core.partition import read_manifest
 from llm_assets.stages import SPECS
 from llm_assets.registry import by_level
 from llm_assets.settings import Settings
-from llm_assets.stale import CRAWL_SHARD, known_crawls
+from llm_assets.core.keys import CRAWL_LEVEL_SHARD
+from llm_assets.stale import known_crawls
 
 STAGES = by_level(SPECS, "shard")
 CRAWL_LEVEL = by_level(SPECS, "crawl")  # one partition per crawl, stored as its shard "all"
@@ -37,7 +38,7 @@ def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
     crawls = known_crawls(lake)
     shards = settings.shard_keys()
     wanted = [(a, c, s) for a in STAGES for c in crawls for s in shards] + [
-        (a, c, CRAWL_SHARD) for a in CRAWL_LEVEL for c in crawls]
+        (a, c, CRAWL_LEVEL_SHARD) for a in CRAWL_LEVEL for c in crawls]
     with ThreadPoolExecutor(READERS) as pool:
         manifests = dict(zip(wanted, pool.map(lambda p: read_manifest(lake, *p), wanted)))
     assets: dict[str, dict] = {}

@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field
 from llm_assets.core.filtered import TAKEDOWN_COUNT
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import committed
-from llm_assets.core.release import RELEASES, SUPERSEDED
+from llm_assets.core.keys import (PartitionRef, release_manifest_key, release_name_prefix,
+                                  release_superseded_key)
 from llm_assets.core.takedowns import PREFIX, TakedownRequest, load_takedowns, requests_in_partition, takedowns_version
 from llm_assets.core.versions import digest
 from llm_assets.settings import Settings
@@ -62,15 +63,16 @@ def status(lake: Lake, settings: Settings, crawls: list[str]) -> list[RequestSta
             for target in {r.target for r in named}:
                 s = out[target]
                 if not current:
-                    s.pending.append(f"{crawl}|{shard}")
+                    s.pending.append(PartitionRef(crawl, shard).key)
                 elif target in applied and built is not None:  # else only a hash of the index matched: nothing removed
-                    s.removed[f"{crawl}|{shard}"] = applied[target]
+                    s.removed[PartitionRef(crawl, shard).key] = applied[target]
                     s.removed_at = max(s.removed_at, _utc(built.committed_at))
-    releases = sorted((m for v in lake.folders(f"{RELEASES}/{settings.release.name}/")
-                       if (m := lake.get_json(f"{RELEASES}/{settings.release.name}/{v}/manifest.json"))),
+    name = settings.release.name
+    releases = sorted((m for v in lake.folders(release_name_prefix(name))
+                       if (m := lake.get_json(release_manifest_key(name, v)))),
                       key=lambda m: m["created_at"])
     for manifest in releases:
-        marker = lake.get_json(f"{RELEASES}/{settings.release.name}/{manifest['version']}/{SUPERSEDED}") or {}
+        marker = lake.get_json(release_superseded_key(name, manifest["version"])) or {}
         for target in manifest.get("takedowns", []):
             if target in out and not out[target].first_release_without:
                 out[target].first_release_without = manifest["version"]

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from llm_assets.core.partition import Manifest, committed
-from llm_assets.core.release import RELEASES, SUPERSEDED, provenance_keys
+from llm_assets.core.keys import (PartitionRef, release_manifest_key, release_name_prefix, release_prefix,
+                                  release_superseded_key)
+from llm_assets.core.release import provenance_keys
 from llm_assets.core.takedowns import IdIndex, part_index, partition_index
 from llm_assets.settings import Settings
 from llm_assets.stages import SPECS
@@ -84,7 +86,7 @@ def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
                     break
     out.releases = _releases_holding(lake, settings.release.name, doc_ids)
     for version in out.releases:
-        marker = lake.get_bytes_if_exists(f"{RELEASES}/{settings.release.name}/{version}/{SUPERSEDED}")
+        marker = lake.get_bytes_if_exists(release_superseded_key(settings.release.name, version))
         if marker is not None:
             out.superseded[version] = json.loads(marker).get("superseded_by", "")
     return out
@@ -130,9 +132,9 @@ def _releases_holding(lake, name: str, doc_ids: set[str]) -> list[str]:
     if not doc_ids:
         return []
     held = []
-    for version in lake.folders(f"{RELEASES}/{name}/"):
-        prefix = f"{RELEASES}/{name}/{version}/"
-        if (manifest := lake.get_json(prefix + "manifest.json")) is None:  # not committed (yet)
+    for version in lake.folders(release_name_prefix(name)):
+        prefix = release_prefix(name, version)
+        if (manifest := lake.get_json(release_manifest_key(name, version))) is None:  # not committed (yet)
             continue
         prov = lake.scan(provenance_keys(prefix, manifest))
         if prov.filter(pl.col("doc_id").is_in(list(doc_ids))).select(pl.len()).collect().item():
@@ -148,7 +150,7 @@ def format_trace(t: Trace) -> str:
         return f"{t.key}: {NOT_FOUND}"
     lines = []
     for s in t.steps:
-        where = f"{s.crawl}|{s.shard}"
+        where = PartitionRef(s.crawl, s.shard).key
         if s.outcome == "kept":
             lines.append(f"  {s.stage:<13} {where:<24} kept     {s.doc_id}{_language_text(s.facts)}")
         else:
@@ -239,7 +241,8 @@ def why(t: Trace, settings: Settings) -> str:
                 f"({releases_text(t) if t.releases else 'no release yet'})")
     lines = []
     for stop in record["stops"]:
-        line = (f"{t.key} ({stop['doc_id']}) dropped at {stop['stage']} in {stop['crawl']}|{stop['shard']}: "
+        line = (f"{t.key} ({stop['doc_id']}) dropped at {stop['stage']} in "
+                f"{PartitionRef(stop['crawl'], stop['shard']).key}: "
                 f"{stop['filter']}/{stop['reason']}")
         if "duplicate_of" in stop:
             line += f", a duplicate of {stop['duplicate_of']}"

@@ -516,7 +516,7 @@ class Chaos:
         data = yaml.safe_load(DEFAULT_SETTINGS.read_text())
         data["shards"] = SHARDS
         # in-process: a run is one process, so SIGKILL of the worker's group stops all of it at once
-        data["runner"] = {"kind": "inprocess", "workers": 1}
+        data["runner"] = {"kind": "inprocess"}
         path = self.root / "settings.yaml"
         self.root.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(data, sort_keys=False))

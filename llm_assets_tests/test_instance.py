@@ -10,7 +10,7 @@ import yaml
 
 from llm_assets import stage
 from llm_assets.core.errors import StoreUnavailable
-from llm_assets.core.units import RunnerSettings, UnitResult, timed_unit
+from llm_assets.core.units import InProcessRunnerSettings, UnitResult, timed_unit
 from llm_assets.instance import FAN_IN_POOL, configure_pools
 from llm_assets.settings import PROJECT_ROOT, load_settings
 from llm_assets_tests.conftest import built
@@ -68,7 +68,7 @@ def _asset(fail: str):
     @dg.asset(name=f"flaky_{fail}", check_specs=stage.stage_check_specs(f"flaky_{fail}"))
     def flaky_asset(context: dg.AssetExecutionContext):
         yield from stage.run_stage(context, flaky, [FlakyUnit(source="raw/a.warc.gz", fail=fail)], "v1", [],
-                                   RunnerSettings(kind="inprocess"))
+                                   InProcessRunnerSettings())
 
     return flaky_asset
 

@@ -17,6 +17,7 @@ import dagster as dg
 import polars as pl
 import pyarrow as pa
 
+from llm_assets.core.keys import PartitionRef
 from llm_assets.core.lake import manifest_key, part_key
 from llm_assets.core.partition import FrameOutput, LakeInput, PartitionOutput, commit
 from llm_assets.core.units import UnitResult, peak_rss_bytes, s3_requests
@@ -30,8 +31,8 @@ def crawl_shard(partition_key: str | dg.MultiPartitionKey) -> tuple[str, str]:
     if isinstance(partition_key, dg.MultiPartitionKey):
         dims = partition_key.keys_by_dimension
         return dims["crawl"], dims["shard"]
-    crawl, _, shard = str(partition_key).partition("|")
-    return crawl, shard or "all"  # a crawl-level asset is stored as the crawl's one "all" shard
+    ref = PartitionRef.parse(str(partition_key))  # a crawl-level asset's partition is stored as its crawl's one shard
+    return ref.crawl, ref.shard
 
 
 class LakeIOManager(dg.ConfigurableIOManager):

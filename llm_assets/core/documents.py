@@ -32,17 +32,17 @@ from llm_assets.core.errors import SourceChanged, is_store_error
 from llm_assets.core.extract import ROUTED, ExtractionTimeout, Routed, Router, Routing, extract_html
 from llm_assets.core.lake import Lake, PartWriter
 from llm_assets.core.readers import (
-    ReaderSettings,
     CHUNK,
     LOOKAHEAD,
     ByteStream,
+    ReaderSettings,
     ReadReport,
     SourceRecord,
     UnreadableFile,
-    is_parquet,
+    format_named,
     member_layout,
+    random_access,
     read_member_range,
-    read_parquet,
     read_records,
 )
 from llm_assets.core.takedowns import write_id_index
@@ -131,7 +131,6 @@ def doc_id(source_key: str, record_id: str, offset: int, skip: int = 0) -> str:
 # record is read whole by every share (~2% of the extraction's CPU each), so a huge file is not split further.
 SHARE_BYTES = 512 * 1024
 MAX_SHARES = 8
-_SPLIT_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz", ".warc.zst")
 
 
 @dataclass(frozen=True)
@@ -183,7 +182,8 @@ def shares_of(key: str, size: int) -> int:
     """How many units extract a raw file: by its name and size only, so the same file always gives the same units.
     Files of formats that hold text already (WET, JSON, Parquet) are one unit: a share would re-read them for
     nothing."""
-    if not key.lower().endswith(_SPLIT_SUFFIXES):
+    fmt = format_named(key)
+    if fmt is None or not fmt.splits:
         return 1
     return max(1, min(MAX_SHARES, -(-size // SHARE_BYTES)))
 
@@ -215,15 +215,15 @@ def reader_settings(s: DocumentsSettings) -> ReaderSettings:
 
 
 def iter_source(lake: Lake, key: str, settings: ReaderSettings, report: ReadReport):
-    """Records of one raw object, streamed (Parquet with random access instead). A file that is no known format
+    """Records of one raw object, streamed (a format that needs random access, Parquet, read from a seekable file). A file that is no known format
     is quarantined as `unreadable_file` and named in `report.errors`; it yields nothing."""
     def records():
         body = lake.open(key)
         head = body.read(4)
-        if is_parquet(head):
+        if (fmt := random_access(head)) is not None and fmt.read_file is not None:
             body.close()
             with lake.open_arrow(key) as f:
-                yield from read_parquet(f, settings, report)
+                yield from fmt.read_file(f, settings, report)
             return
         yield from read_records(_Prepend(head, body), key, settings, report)
 

@@ -35,7 +35,7 @@ import polars as pl
 from llm_assets.core.documents import shares_of
 from llm_assets.core.filtered import languages_held
 from llm_assets.core.inventory import is_folder_marker, rejection, shard_of
-from llm_assets.core.lake import parse_raw_key
+from llm_assets.core.keys import CRAWL_LEVEL_SHARD, PartitionRef, parse_raw_key, split_partition
 from llm_assets.core.ledger import CostSettings, cost_of, read_ledger
 from llm_assets.core.partition import Manifest, read_manifest
 from llm_assets.core.takedowns import TakedownRequest, load_takedowns, requests_in
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from llm_assets.core.lake import Lake
 
 Basis = Literal["ledger", "default"]
-CRAWL_SHARD = "all"  # the shard a crawl-level asset's manifest is stored under
 RAW_STAGES = ("raw_files", "documents", "image_text_pairs")  # their units read the raw files themselves
 SPLIT_STAGES = ("documents",)  # a large WARC/ARC file is several units (`documents.shares_of`)
 TAG_PREFIX = "llm_assets/forecast_"
@@ -376,8 +375,8 @@ class Estimator:
         built = self.manifest(asset, crawl, shard)
         # A crawl-level input rebuilt for its own code changes every unit; rebuilt for new inputs, the units of the
         # parts that did not change are assumed to keep what they read from it (deduplicated: their removals).
-        crawl_changed = any(not _same_code(self.causes.get((i, crawl, CRAWL_SHARD), UPSTREAM)) for i in crawl_inputs
-                            if (i, crawl, CRAWL_SHARD) in self.work)
+        crawl_changed = any(not _same_code(self.causes.get((i, crawl, CRAWL_LEVEL_SHARD), UPSTREAM)) for i in crawl_inputs
+                            if (i, crawl, CRAWL_LEVEL_SHARD) in self.work)
         fed = [self.work[(i, crawl, shard)] for i in shard_inputs if (i, crawl, shard) in self.work]
         if built is None:
             size = sum(self.out_after(i, crawl, shard) for i in shard_inputs)
@@ -426,9 +425,9 @@ class Estimator:
         shards = [f"{i:04d}" for i in range(self.shards)]
         after = sum(self.out_after(i, crawl, s) for i in spec.inputs for s in shards)
         before = sum(self.out_before(i, crawl, s) for i in spec.inputs for s in shards)
-        built = self.manifest(asset, crawl, CRAWL_SHARD)
+        built = self.manifest(asset, crawl, CRAWL_LEVEL_SHARD)
         ratio = _ratio(after, before)
-        last = self.last_commit(asset, crawl, CRAWL_SHARD)
+        last = self.last_commit(asset, crawl, CRAWL_LEVEL_SHARD)
         if built is not None and last.height and (ratio is not None or not after):
             # its last build's units (its passes: the ledger has them all, the manifest only what it keeps)
             size = round(int(last["bytes_in"].sum()) * (1.0 if ratio is None else ratio))
@@ -478,12 +477,6 @@ def _ratio(after: int, before: int) -> float | None:
     return after / before if before > 0 else None
 
 
-def split_partition(partition: str) -> tuple[str, str]:
-    """(crawl, shard) of a planned partition: "crawl|shard", "crawl" (a crawl-level asset) or "" (unpartitioned)."""
-    crawl, _, shard = partition.partition("|")
-    return crawl, shard or (CRAWL_SHARD if crawl else "")
-
-
 def forecast(lake: Lake, settings, planned: Sequence[PlannedLike], extra_raw_bytes: Mapping[str, int] | None = None,
              *, stages: Sequence[StageLike], ledger: pl.DataFrame | None = None,
              slots: int | None = None, runner: str | None = None) -> Forecast:
@@ -524,7 +517,7 @@ def with_raw_drops(planned: Sequence[PlannedLike], extra_raw_bytes: Mapping[str,
     have = {(a, p) for a, p, _ in rows}
     for key in extra_raw_bytes:
         crawl = parse_raw_key(key)[0]  # InvalidKey names a key the raw stage would refuse
-        partition = f"{crawl}|{shard_of(key, shards)}"
+        partition = PartitionRef(crawl, shard_of(key, shards)).key
         rows += [(a, partition, RAW) for a in RAW_STAGES if (a, partition) not in have]
         have |= {(a, partition) for a in RAW_STAGES}
     order = [s.name for s in stages]
@@ -532,12 +525,8 @@ def with_raw_drops(planned: Sequence[PlannedLike], extra_raw_bytes: Mapping[str,
 
 
 def default_slots(runner) -> tuple[int, str]:
-    """(slots, description) of a `RunnerSettings` without asking a cluster."""
-    if runner.kind == "inprocess":
-        return 1, "in-process runner (1 slot)"
-    if runner.kind == "pool":
-        return runner.workers, f"pool of {runner.workers} workers"
-    return runner.workers, f"dask runner (cluster not reached: {runner.workers} slots, runner.workers)"
+    """(slots, description) of a runner's settings without asking a cluster."""
+    return runner.slots()
 
 
 def with_actuals(fc: Forecast, actual: pl.DataFrame) -> pl.DataFrame:

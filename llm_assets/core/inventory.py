@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from llm_assets.core.keys import PartitionRef
 from llm_assets.core.lake import InvalidKey, Lake, ObjectInfo, parse_raw_key
 
 EMPTY_FINGERPRINT = "0" * 32
@@ -132,7 +133,7 @@ class RawScan:
         if (r := rejection(obj)) is not None:
             self.invalid.append(r.reason)
             return
-        p = f"{obj.key.split('/')[1]}|{shard_of(obj.key, shards)}"
+        p = PartitionRef(obj.key.split("/")[1], shard_of(obj.key, shards)).key
         self.sums[p] = (self.sums.get(p, 0) + _file_hash(obj)) % _MOD
 
     def fingerprints(self) -> dict[str, str]:

@@ -22,11 +22,10 @@ import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core.config import Section
-from llm_assets.core.lake import ASSET_RE, InvalidKey, Lake, validate_crawl
+from llm_assets.core.keys import ASSET_RE, LEDGER_PREFIX, ledger_asset_prefix, ledger_key, ledger_prefix
+from llm_assets.core.lake import Lake
 from llm_assets.core.units import UnitResult
 
-LEDGER_PREFIX = "ledger/costs/"
-UNPARTITIONED = "unpartitioned"  # the key segment of an asset without crawls (crawl "" in its rows)
 
 
 @dataclass(frozen=True)
@@ -63,28 +62,6 @@ def ledger_rows(asset: str, crawl: str, shard: str, units: Iterable[UnitResult],
                       peak_rss_bytes=u.peak_rss_bytes, bytes_in=u.bytes_in, bytes_out=u.bytes_out,
                       requests=u.requests, rows_in=u.rows_in, rows_out=u.rows_out)
             for u in units if not (u.unit and u.unit in reused)]
-
-
-def _asset_prefix(asset: str) -> str:
-    if not ASSET_RE.fullmatch(asset or ""):
-        raise InvalidKey(f"invalid asset name {asset!r} for a ledger key")
-    return f"{LEDGER_PREFIX}{asset}/"
-
-
-def _crawl_segment(crawl: str) -> str:
-    return f"crawl={validate_crawl(crawl)}" if crawl else UNPARTITIONED
-
-
-def ledger_prefix(asset: str, crawl: str = "") -> str:
-    """Where an asset's ledger objects are kept (for one crawl, or for an unpartitioned asset with crawl "")."""
-    return f"{_asset_prefix(asset)}{_crawl_segment(crawl)}/"
-
-
-def ledger_key(asset: str, crawl: str, committed_at: float, token: str) -> str:
-    """One commit's object: named by its time (ms, sortable) and a random token, so two commits never collide."""
-    if not token.isalnum():
-        raise InvalidKey(f"invalid ledger token {token!r}")
-    return f"{ledger_prefix(asset, crawl)}{int(committed_at * 1000):015d}-{token}.parquet"
 
 
 def append_ledger(lake: Lake, rows: Sequence[LedgerRow]) -> str | None:
@@ -124,7 +101,7 @@ def ledger_keys(lake: Lake, assets: Collection[str] | None = None, crawls: Colle
     Filtering by crawl leaves unpartitioned assets out unless `""` is among `crawls`."""
     # a folder no commit could have written (not an asset name) is not the ledger's: skipped, not an error
     names = [n for n in lake.folders(LEDGER_PREFIX) if ASSET_RE.fullmatch(n)] if assets is None else sorted(assets)
-    prefixes = [_asset_prefix(a) for a in names] if crawls is None else [
+    prefixes = [ledger_asset_prefix(a) for a in names] if crawls is None else [
         ledger_prefix(a, c) for a in names for c in sorted(crawls)]
     return [o.key for prefix in prefixes for o in lake.list(prefix) if o.key.endswith(".parquet")]
 

@@ -40,6 +40,8 @@ from pydantic import Field, model_validator
 
 from llm_assets.core.config import Section
 from llm_assets.core.indexed import IndexedWriter
+from llm_assets.core.keys import (RELEASES, release_latest_key, release_name_prefix, release_prefix,
+                                  release_superseded_key)
 from llm_assets.core.lake import Lake, ObjectInfo
 from llm_assets.core.packing import (SEQ, PackingStats, Plan, bucket_by_length, gather_index, pack_bfd,
                                     pack_concat)
@@ -100,20 +102,12 @@ class ReleaseSettings(Section):
 
 
 STAGE_VERSION = "3"  # 3: a language mix (release.languages), documents and tokens per language in the manifest
-RELEASES = "releases"
 CHUNK = 4096  # output positions per step of the shuffled writer
-
-
-def release_prefix(name: str, version: str) -> str:
-    return f"{RELEASES}/{name}/{version}/"
 
 
 def point_latest(lake: Lake, release: Release) -> None:
     """`releases/<name>/latest.json`: the version the name means now (readers may also name a version)."""
-    lake.put_json(f"{RELEASES}/{release.name}/latest.json", {"version": release.version, "prefix": release.prefix})
-
-
-SUPERSEDED = "superseded.json"  # in a release's folder once a later version removed documents it holds
+    lake.put_json(release_latest_key(release.name), {"version": release.version, "prefix": release.prefix})
 
 
 def mark_superseded(lake: Lake, previous: dict | None, release: Release) -> dict | None:
@@ -126,13 +120,13 @@ def mark_superseded(lake: Lake, previous: dict | None, release: Release) -> dict
         return None
     record = {"version": previous["version"], "superseded_by": release.version, "takedowns": removed,
               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    lake.put_json(release_prefix(release.name, previous["version"]) + SUPERSEDED, record)
+    lake.put_json(release_superseded_key(release.name, previous["version"]), record)
     return record
 
 
 def latest_release(lake: Lake, name: str) -> str | None:
     """The prefix of the latest version of release `name`, or None."""
-    pointer = lake.get_json(f"{RELEASES}/{name}/latest.json")
+    pointer = lake.get_json(release_latest_key(name))
     return pointer["prefix"] if pointer else None
 
 
@@ -623,8 +617,8 @@ def vacuum_releases(lake: Lake, retention_s: float, names: Sequence[str] | None 
     deleted: list[str] = []
     for name in lake.folders(f"{RELEASES}/") if names is None else names:
         versions: dict[str, list[ObjectInfo]] = {}
-        for obj in lake.list(f"{RELEASES}/{name}/"):
-            version, folder, _ = obj.key.removeprefix(f"{RELEASES}/{name}/").partition("/")
+        for obj in lake.list(release_name_prefix(name)):
+            version, folder, _ = obj.key.removeprefix(release_name_prefix(name)).partition("/")
             if folder:  # not latest.json
                 versions.setdefault(version, []).append(obj)
         for version, objects in sorted(versions.items()):

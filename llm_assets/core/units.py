@@ -25,32 +25,83 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag, TypeAdapter
 
 from llm_assets.core.config import Section
 from llm_assets.core.errors import auth_failure, is_infrastructure, is_transient
 from llm_assets.core.versions import digest
 
 
-class RunnerSettings(Section):
-    """Where a partition's work units run: in this process, in a local process pool, or on a Dask cluster.
+class InProcessRunnerSettings(Section):
+    """`runner.kind: inprocess`: one unit after the other in the process that runs the partition (tests,
+    debugging, tiny partitions)."""
 
-    The runner never changes what a unit computes, so it is part of no code version."""
+    kind: Literal["inprocess"] = Field(default="inprocess", description="Selects this runner.")
 
-    kind: Literal["inprocess", "pool", "dask"] = "pool"
-    workers: int = Field(default=2, ge=1)  # pool: processes
-    # dask: the scheduler, e.g. tls://10.0.0.5:8786. Unset: DASK_SCHEDULER_ADDRESS, else the cluster that
-    # `llm-assets cluster start` runs on this machine.
-    address: str | None = None
-    # dask: what one unit needs, as worker resources (workers declare them: `dask worker --resources
-    # "CPU=4,MEMORY=16e9"`). Unset: one unit per worker thread.
-    num_cpus: float | None = Field(default=None, gt=0)
-    memory_bytes: int | None = Field(default=None, gt=0)
-    max_retries: int = Field(default=3, ge=0)  # dask: resubmissions of a unit lost to a node or the store
-    max_in_flight: int = Field(default=64, ge=1)  # dask: units submitted and not yet collected
-    connect_timeout_s: float = Field(default=30.0, gt=0)
+    def slots(self) -> tuple[int, str]:
+        """(units at once, description) for a forecast's wall time."""
+        return 1, "in-process runner (1 slot)"
+
+
+class PoolRunnerSettings(Section):
+    """`runner.kind: pool`: a process pool on the machine that runs the partition."""
+
+    kind: Literal["pool"] = Field(default="pool", description="Selects this runner.")
+    workers: int = Field(default=2, ge=1, description="Processes of the pool: units run at once.")
+
+    def slots(self) -> tuple[int, str]:
+        return self.workers, f"pool of {self.workers} workers"
+
+
+class DaskRunnerSettings(Section):
+    """`runner.kind: dask`: every unit of a partition one task on a Dask cluster."""
+
+    kind: Literal["dask"] = Field(default="dask", description="Selects this runner.")
+    address: str | None = Field(default=None, description=(
+        "The scheduler, e.g. tls://10.0.0.5:8786. Unset: DASK_SCHEDULER_ADDRESS, else the cluster that "
+        "`llm-assets cluster start` runs on this machine."))
+    num_cpus: float | None = Field(default=None, gt=0, description=(
+        "CPUs one unit needs, as the workers' `CPU` resource (workers declare it: `dask worker --resources "
+        "\"CPU=4,MEMORY=16e9\"`). Unset: one unit per worker thread."))
+    memory_bytes: int | None = Field(default=None, gt=0, description=(
+        "Memory one unit needs, as the workers' `MEMORY` resource. Unset: not asked for."))
+    max_retries: int = Field(default=3, ge=0, description=(
+        "Resubmissions of a unit whose worker died or whose store kept failing."))
+    max_in_flight: int = Field(default=64, ge=1, description=(
+        "Units submitted and not yet collected: the driver's memory stays flat."))
+    connect_timeout_s: float = Field(default=30.0, gt=0, description="Seconds to reach the scheduler.")
+    workers: int = Field(default=2, ge=1, description=(
+        "Units at once a forecast counts on when the cluster does not answer (it asks the cluster first)."))
+
+    def slots(self) -> tuple[int, str]:
+        return self.workers, f"dask runner (cluster not reached: {self.workers} slots, runner.workers)"
+
+
+# Where a partition's work units run, chosen by `runner.kind`. A runner never changes what a unit computes, so no
+# runner setting is part of a code version. A new runner: its settings class here (with its `kind`), in this union,
+# and its runner class built from it in `llm_assets.runners.RUNNERS`.
+_RUNNERS = (InProcessRunnerSettings, PoolRunnerSettings, DaskRunnerSettings)
+_KINDS = [cls.model_fields["kind"].default for cls in _RUNNERS]
+
+
+def _kind(value: Any) -> str | None:
+    """The `kind` a runner section selects; `pool` when it names none (the default before runners had a kind each)."""
+    return value.get("kind", "pool") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+RunnerSettings = Annotated[
+    Annotated[InProcessRunnerSettings, Tag("inprocess")] | Annotated[PoolRunnerSettings, Tag("pool")]
+    | Annotated[DaskRunnerSettings, Tag("dask")],
+    Discriminator(_kind, custom_error_type="runner_kind",
+                  custom_error_message=f"unknown runner.kind: expected one of {', '.join(map(repr, _KINDS))}")]
+RUNNER_SETTINGS: TypeAdapter[RunnerSettings] = TypeAdapter(RunnerSettings)
+
+
+def runner_settings(**fields: Any) -> RunnerSettings:
+    """The runner settings of `kind` with `fields`, validated as the settings file's `runner` section is."""
+    return RUNNER_SETTINGS.validate_python(fields)
 
 
 @dataclass(frozen=True, kw_only=True)

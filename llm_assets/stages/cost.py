@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from llm_assets.core.keys import CRAWL_LEVEL_SHARD, split_partition
 from llm_assets.core.ledger import ledger_keys
 from llm_assets.core.partition import read_manifest
 from llm_assets.core.versions import code_version, digest
@@ -41,11 +42,11 @@ def _plan(planner: "Planner", crawl: str | None, _shard: str | None) -> str | No
     """Stale when the crawl's ledger has objects the last build did not aggregate, or will have: a stage of the crawl
     is planned (its rebuild appends to the ledger; the backfill builds this stage after it, its dependency)."""
     assert crawl is not None
-    if rebuilt := next((a for a, p in planner.planned if a != NAME and p.split("|")[0] == crawl), None):
+    if rebuilt := next((a for a, p in planner.planned if a != NAME and split_partition(p)[0] == crawl), None):
         return f"{UPSTREAM} ({rebuilt} is rebuilt)"
     now, keys = planner.memo((NAME, crawl), lambda: ledger_version(
         planner.lake, crawl, charged(planner.specs.values())))
-    built = planner.manifest(NAME, crawl, "all")
+    built = planner.manifest(NAME, crawl, CRAWL_LEVEL_SHARD)
     if built is None:
         return MISSING if keys else None
     if planner.code_changed(NAME, built):
@@ -59,7 +60,7 @@ READERS = 16  # manifests read at once
 def stored_bytes(lake: "Lake", crawl: str, levels: dict[str, str], shards: list[str]) -> dict[str, int]:
     """Bytes each stage keeps committed for the crawl now: what its units wrote, summed over the parts its current
     manifests list (superseded parts awaiting the vacuum are not counted)."""
-    wanted = [(a, s) for a, level in levels.items() for s in (shards if level == "shard" else ["all"])]
+    wanted = [(a, s) for a, level in levels.items() for s in (shards if level == "shard" else [CRAWL_LEVEL_SHARD])]
     with ThreadPoolExecutor(READERS) as pool:
         manifests = pool.map(lambda p: read_manifest(lake, p[0], crawl, p[1]), wanted)
         stored: dict[str, int] = {}

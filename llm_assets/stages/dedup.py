@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from llm_assets.core.dedup import CLUSTERS_VERSION, LAYOUT_SETTINGS, SIGNATURES_VERSION, STAGE_VERSION
+from llm_assets.core.keys import CRAWL_LEVEL_SHARD
 from llm_assets.core.partition import read_manifest, units_version
 from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import StageSpec
@@ -47,7 +48,7 @@ def removals_version(removals: pl.DataFrame) -> str:
 
 def removals_of(lake, crawl: str, shard: str) -> str:
     """The removals version of one shard under the crawl's committed clusters."""
-    clusters = read_manifest(lake, CLUSTERS_SPEC.name, crawl, "all")
+    clusters = read_manifest(lake, CLUSTERS_SPEC.name, crawl, CRAWL_LEVEL_SHARD)
     return removals_version(shard_removals(lake, clusters.parts if clusters else [], shard))
 
 
@@ -179,7 +180,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         # commit never sees a part rewritten under it.
         clusters, done = cluster_lake(
             store.config(), parts, dedup, crawl, lambda fn, units: run_units(fn, units, runner),
-            lambda step, identity: part_key("duplicate_clusters", crawl, "all", unit_id(
+            lambda step, identity: part_key("duplicate_clusters", crawl, CRAWL_LEVEL_SHARD, unit_id(
                 "duplicate_clusters", clusters_code, step, identity, context.run.run_id if step == "keep" else "")),
             REMOVED_SCHEMA)
         removed, by = clusters.removed_count, clusters.removed_by

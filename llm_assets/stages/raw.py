@@ -4,6 +4,7 @@ watches the drop zone. Stale when the shard's files differ from those it listed.
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from llm_assets.core.keys import PartitionRef
 from llm_assets.core.inventory import fingerprint, partition_files
 from llm_assets.core.raw_files import STAGE_VERSION
 from llm_assets.core.versions import code_version
@@ -155,23 +156,23 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
         now = scan.fingerprints()
         changed = changed_partitions(seen, now)
         known = set(context.instance.get_dynamic_partitions(crawl_partitions.name))
-        new_crawls = sorted({p.split("|")[0] for p in now} - known)
+        new_crawls = sorted({PartitionRef.parse(p).crawl for p in now} - known)
         for crawl in new_crawls:  # its shards that got no file are built too: empty, not missing for ever
             for shard in settings.shard_keys():
-                changed.setdefault(f"{crawl}|{shard}", EMPTY_FINGERPRINT)
+                changed.setdefault(PartitionRef(crawl, shard).key, EMPTY_FINGERPRINT)
         owned = {p for asset, p in stale_backfill_targets(context.instance) if asset == SPEC.name}
         runs, observed = [], []
         for p, fp in sorted(changed.items()):
             if p in owned:
                 context.log.info(f"{p}: a stale backfill in progress rebuilds it")
                 continue
-            crawl, shard = p.split("|")
-            runs.append(dg.RunRequest(run_key=f"{crawl}|{shard}|{fp}", partition_key=crawl_shard_key(crawl, shard),
+            ref = PartitionRef.parse(p)
+            runs.append(dg.RunRequest(run_key=f"{ref.key}|{fp}", partition_key=crawl_shard_key(ref.crawl, ref.shard),
                                       tags={RAW_FINGERPRINT_TAG: fp}))
             # on record before the run reads them: the UI marks raw_files stale until the run ends, and a new
             # crawl's filtered partitions have their curation source on record before their first build
             observed.append(observation(SourceVersion(RAW_DROP.name, p, fp)))
-            if crawl in new_crawls:
+            if ref.crawl in new_crawls:
                 observed.append(observation(SourceVersion(CURATION_SCOPE.name, p, UNOBSERVED)))
         return dg.SensorResult(
             run_requests=runs,

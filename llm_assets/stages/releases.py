@@ -3,6 +3,7 @@
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from llm_assets.core.keys import release_manifest_key
 from llm_assets.core.release import STAGE_VERSION, latest_release, release_version
 from llm_assets.core.tokenize import resolve_tokenizer
 from llm_assets.core.versions import code_version
@@ -22,7 +23,7 @@ def _stale(planner, crawl=None, shard=None) -> str | None:
         return None
     _, tok_hash = resolve_tokenizer(planner.settings.tokenized, planner.lake)
     version = release_version(settings, tok_hash, partitions)
-    return None if planner.lake.exists(f"releases/{settings.name}/{version}/manifest.json") else MISSING
+    return None if planner.lake.exists(release_manifest_key(settings.name, version)) else MISSING
 
 
 def _latest(lake, settings) -> dict | None:

@@ -31,7 +31,7 @@ from llm_assets.core.units import InProcessRunner, UnitFailed, run_units
 from llm_assets.embedded_store import free_ports
 from llm_assets.local_cluster import LocalCluster, Node
 from llm_assets.runners import runner_for
-from llm_assets.settings import RunnerSettings, load_settings
+from llm_assets.settings import DaskRunnerSettings, load_settings, runner_settings
 from llm_assets_tests.cluster_units import Probe
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.core.test_units import CC_2020, RUNNER_FILES, extract_unit, upload
@@ -71,11 +71,11 @@ def cluster_home(monkeypatch, cluster):
 def test_runner_for_finds_the_local_cluster_and_names_what_is_missing(cluster, monkeypatch, tmp_path):
     monkeypatch.setenv("LLM_ASSETS_HOME", str(cluster.state_dir.parent))
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
-    found = runner_for(RunnerSettings(kind="dask", max_in_flight=8))
+    found = runner_for(DaskRunnerSettings(max_in_flight=8))
     assert found.address == cluster.state().address and found.security is not None and found.max_in_flight == 8
     monkeypatch.setenv("LLM_ASSETS_HOME", str(tmp_path))  # no cluster there
     with pytest.raises(RuntimeError, match="llm-assets cluster start"):
-        runner_for(RunnerSettings(kind="dask"))
+        runner_for(DaskRunnerSettings())
 
 
 def test_a_partition_on_the_cluster_equals_the_in_process_build(store_env, seaweed, store_config, instance, crawl,
@@ -95,7 +95,7 @@ def test_a_partition_on_the_cluster_equals_the_in_process_build(store_env, seawe
     instance.add_dynamic_partitions("crawl", [crawl])
     manifests = {}
     for kind in ("inprocess", "dask"):
-        defs = build_defs(load_settings().model_copy(update={"runner": RunnerSettings(kind=kind)}))
+        defs = build_defs(load_settings().model_copy(update={"runner": runner_settings(kind=kind)}))
         bucket = f"cluster-{kind}-{uuid.uuid4().hex[:8]}"
         lake = Lake(store_config.__class__(**{**store_config.__dict__, "bucket": bucket}))
         lake.s3.create_bucket(Bucket=bucket)

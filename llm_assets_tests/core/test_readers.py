@@ -452,7 +452,7 @@ def test_json_array_is_split_like_json_loads_reads_it(monkeypatch, chunk, ensure
     """The streaming split of a JSON array (strings, escapes, nesting, followed across chunk boundaries) gives the
     elements json.loads gives: the CCNet rows (nested metadata, quotes, newlines, non-ASCII text), plus
     strings and objects made of the bytes that matter ([ ] { } " , and backslashes)."""
-    monkeypatch.setattr(readers, "CHUNK", chunk)
+    monkeypatch.setattr(readers.json, "CHUNK", chunk)  # the JSON format module's chunk
     tricky = ['x\\', '\\"', '"]},[{', '\\\\,', 'é😀\n\t']
     rows = _ccnet_rows()[:3] + [{"id": f"t{i}", "text": t, "meta": {"a": [t, {"b": [t]}]}}
                                 for i, t in enumerate(tricky)]

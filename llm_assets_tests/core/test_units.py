@@ -28,7 +28,8 @@ from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
 from llm_assets.core.units import PoolRunner, UnitFailed, UnitResult, run_units, unit_id
 from llm_assets.core.filters import FineWebQuality
 from llm_assets.runners import runner_for
-from llm_assets.settings import DocumentsSettings, FilteredSettings, RunnerSettings, Settings, TokenizedSettings
+from llm_assets.settings import (DocumentsSettings, FilteredSettings, InProcessRunnerSettings, PoolRunnerSettings,
+                                 Settings, TokenizedSettings)
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.core.test_readers import gzip_members
 
@@ -425,7 +426,7 @@ def test_pool_runner_gives_the_same_results_as_inprocess(store_config, lake, cra
     raws = [upload(lake, crawl, name) for name in RUNNER_FILES]
     outputs = {}
     for kind in ("inprocess", "pool"):
-        runner = runner_for(RunnerSettings(kind=kind, workers=2))
+        runner = runner_for(PoolRunnerSettings(workers=2) if kind == "pool" else InProcessRunnerSettings())
         docs = run_units(extract_documents, [extract_unit(store_config, crawl, *raw, tag=kind) for raw in raws],
                          runner)
         kept = run_units(filter_documents, [filter_unit(store_config, crawl, d, tag=kind) for d in docs], runner)

@@ -1,0 +1,161 @@
+"""The reader table and the README's "Add a reader" list: every format is one module's `Format` in `FORMATS`, and a
+new format declared as the list says (a toy one, a line per record) is sniffed, read and split through the table like
+the others, compressed or not."""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import io
+import pkgutil
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from llm_assets.core import documents, readers
+from llm_assets.core.readers import FORMATS, Format, ReaderSettings, ReadReport, UnreadableFile
+
+ROOT = Path(__file__).resolve().parents[3]
+TABLE_MODULES = {"base", "compression"}  # what every format shares, not a format
+
+# Step 1 of the README's list: the module, as a newcomer would write it.
+TOY_MODULE = '''
+"""Toy lines: a header line, then one record's text per line."""
+
+from llm_assets.core.readers.base import Format, SourceRecord
+
+HEADER = b"TOYLINES\\n"
+
+
+def sniff(head):
+    return head.startswith(HEADER)
+
+
+def _lines(stream, offset):
+    for line in stream:
+        yield offset, line
+        offset += len(line)
+
+
+def _record(offset, line):
+    text = line.decode().rstrip("\\n")
+    return SourceRecord(fmt="toylines", offset=offset, text=text, payload_bytes=len(text))
+
+
+def read(stream, name, settings, report):
+    for offset, line in _lines(stream, 0):
+        if offset:
+            yield _record(offset, line)
+
+
+def read_range(raw, start, end, settings, report):
+    """The records whose line starts in (start, end]: read from `start`, the line holding it is the range before's
+    (or the header)."""
+    stream = io.BufferedReader(_Raw(raw))
+    first = stream.readline()
+    for offset, line in _lines(stream, start + len(first)):
+        if offset > end:
+            return
+        yield _record(offset, line)
+
+
+class _Raw(io.RawIOBase):
+    def __init__(self, raw):
+        self.raw = raw
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        data = self.raw.read(len(b)) or b""
+        b[:len(data)] = data
+        return len(data)
+
+
+FORMAT = Format(name="toylines", suffixes=(".toylines", ".toylines.gz"), sniff=sniff, read=read,
+                read_range=read_range)
+'''
+
+
+@pytest.fixture
+def toylines(tmp_path, monkeypatch) -> Format:
+    """The toy format's module imported from its file, and (step 2) its entry in the table."""
+    (tmp_path / "toylines.py").write_text("import io\n" + textwrap.dedent(TOY_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("toylines")
+    monkeypatch.setattr(readers, "FORMATS", (*FORMATS, module.FORMAT))
+    yield module.FORMAT
+    sys.modules.pop("toylines", None)
+
+
+TEXTS = [f"record {i}: " + "word " * (i % 7) for i in range(200)]
+TOY = b"TOYLINES\n" + b"".join(t.encode() + b"\n" for t in TEXTS)
+
+
+def read_all(data: bytes, name: str = "raw/c/a.toylines") -> list:
+    return list(readers.read_records(io.BytesIO(data), name, ReaderSettings(), ReadReport()))
+
+
+@pytest.mark.parametrize("compress", [lambda b: b, gzip.compress, zstandard.ZstdCompressor().compress],
+                         ids=["plain", "gzip", "zstd"])
+def test_a_new_format_is_sniffed_and_read_through_the_table(toylines, compress):
+    records = read_all(compress(TOY), name="raw/c/no-suffix-needed")
+    assert [r.text for r in records] == TEXTS
+    assert {r.fmt for r in records} == {"toylines"}
+    assert readers.sniff(TOY) is toylines and readers.by_name("toylines") is toylines
+
+
+def test_without_its_table_entry_the_format_is_unknown():
+    with pytest.raises(UnreadableFile, match="not a warc, wet, arc, jsonl, json, parquet, html file"):
+        read_all(TOY)
+
+
+def test_a_new_format_that_reads_ranges_is_split_into_shares_that_read_each_record_once(toylines):
+    key = "raw/c/big.toylines"
+    n = documents.shares_of(key, len(TOY) * 10_000)
+    assert readers.format_named(key) is toylines and toylines.splits and n == documents.MAX_SHARES
+    assert documents.shares_of("raw/c/big.jsonl", len(TOY) * 10_000) == 1  # a format that does not split
+    cuts = [len(TOY) * k // n for k in range(n + 1)]
+    texts = []
+    for start, end in zip(cuts, cuts[1:]):
+        texts += [r.text for r in readers.read_member_range(io.BytesIO(TOY[start:]), start, end, "toylines",
+                                                            ReaderSettings(), ReadReport())]
+    assert texts == TEXTS
+
+
+def test_every_format_in_the_table_is_one_module_of_the_readers_package():
+    """A format's name is its module (`core/readers/<name>.py`), which declares it as `FORMAT`; every module of the
+    package but the shared ones is a format in the table."""
+    names = [fmt.name for fmt in FORMATS]
+    assert len(set(names)) == len(names)
+    for fmt in FORMATS:
+        assert importlib.import_module(f"llm_assets.core.readers.{fmt.name}").FORMAT is fmt
+        assert fmt.suffixes and all(s.startswith(".") for s in fmt.suffixes)
+        assert fmt.read is not None or fmt.read_file is not None or fmt.record_at is not None, fmt.name
+    modules = {m.name for m in pkgutil.iter_modules(readers.__path__)}
+    assert modules - TABLE_MODULES == set(names)
+
+
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split(f"### {title}\n", 1)[1].split("\n#", 1)[0]
+
+
+def test_the_readme_list_names_the_files_a_new_format_takes():
+    section = readme_section("Add a reader")
+    steps = re.findall(r"^\d\. (.*(?:\n   .*)*)", section, re.M)
+    assert len(steps) == 3
+    paths = re.findall(r"`((?:llm_assets|llm_assets_tests)/[^`]+)`", section)
+    assert "llm_assets/core/readers/<format>.py" in steps[0] and "llm_assets/core/readers/__init__.py" in steps[1]
+    assert "llm_assets_tests/core/readers/test_<format>.py" in steps[2]
+    for path in paths:
+        assert (ROOT / path.replace("<format>", "base")).exists(), path
+    # the names the list asks for are the table's
+    assert "FORMATS" in steps[1] and hasattr(readers, "FORMATS")
+    for name in re.findall(r"`(\w+)`", steps[0]):
+        if name not in {"FORMAT", "Format", "SourceRecord", "report", "why", "trace"}:
+            assert name in Format.__dataclass_fields__, name
