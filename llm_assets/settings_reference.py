@@ -170,7 +170,10 @@ def _section(annotation: Any) -> tuple[str, list[type[BaseModel]], str | None] |
         discriminator = next((m.discriminator for m in meta if isinstance(m, FieldInfo) and isinstance(m.discriminator, str)),
                              None)
     if typing.get_origin(annotation) in (Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        # a member tagged for a callable discriminator (the runners: `Annotated[PoolRunnerSettings, Tag("pool")]`)
+        unwrapped = [typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a
+                     for a in typing.get_args(annotation)]
+        members = [a for a in unwrapped if isinstance(a, type) and issubclass(a, BaseModel)]
         if not members:
             return None
         discriminator = discriminator or _common_literal(members)
