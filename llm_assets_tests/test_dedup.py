@@ -141,6 +141,7 @@ def test_the_hashers_defaults_are_the_settings():
     assert (a.bands, a.rows, a.ngram, a.seed) == (b.bands, b.rows, b.ngram, b.seed)
 
 
+@pytest.mark.corpus  # a benchmark's runs, each side in processes of its own
 def test_the_stage_benchmark_runs_both_sides_on_the_same_shingles(tmp_path, paragraphs):
     """benchmarks/minhash_stage.py: each side reads the Parquet input and writes one signature row per document;
     ours writes what the stage writes; the datasketch side shingles as `shingle_set` does, with our settings."""
@@ -174,6 +175,7 @@ def test_the_stage_benchmark_runs_both_sides_on_the_same_shingles(tmp_path, para
     assert (theirs[0] == m.hashvalues).all()
 
 
+@pytest.mark.corpus  # a benchmark's runs, each side in processes of its own
 def test_the_dedup_path_benchmark_runs_the_stages_code_on_its_input(tmp_path, paragraphs):
     """benchmarks/dedup_path.py, our side: its three steps, each in its own process as the benchmark runs them, remove
     what `find_clusters` removes from the same documents, and the removal keeps every other document."""

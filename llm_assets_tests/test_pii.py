@@ -296,6 +296,7 @@ def name_masks(block: PIIMasker):
     return predict
 
 
+@pytest.mark.corpus  # the whole hand-labelled set
 def test_precision_and_recall_of_name_masks_on_the_hand_labelled_set():
     """60 real passages, 160 person and 144 location mentions labelled by hand (llm_assets_tests/pii_names.py):
     the regular expressions mask none of them; the model masks most (figures in benchmarks/results/pii-names.md)."""
