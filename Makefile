@@ -26,9 +26,12 @@ demo: $(VENV)/.synced
 	@$(COMPILE)
 	$(BIN)/llm-assets demo
 
+# Two workers, each given whole modules (a module's deployment is built once), the longest first (conftest.py): most
+# of the suite waits on servers, daemons and run processes, so two at once take about half the time on two cores.
+PYTEST_WORKERS ?= 2
 test: lint browser postgres
 	@$(COMPILE)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Debian's headless Chromium: the UI tests look at the charts in Dagster's webserver as a person would.
 browser:
@@ -45,7 +48,7 @@ postgres:
 
 # The processing core's tests alone: no object store, no Dagster instance.
 test-core: $(VENV)/.synced
-	$(BIN)/python -m pytest -m core
+	$(BIN)/python -m pytest -m core -n $(PYTEST_WORKERS) --dist loadfile
 
 # The generated snapshots (llm_assets_tests/snapshots/), rewritten from the code: review the diff before committing.
 snapshots: $(VENV)/.synced

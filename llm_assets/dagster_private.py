@@ -62,6 +62,20 @@ def backfill_targets(backfill: PartitionBackfill) -> set[tuple[str, str]]:
     return {(k.asset_key.path[-1], str(k.partition_key or "")) for k in data.target_subset.iterate_asset_partitions()}
 
 
+def run_daemon(argv: list[str], backfill_interval_s: float | None = None) -> None:
+    """`dagster-daemon <argv>` in this process, its backfill daemon iterating every `backfill_interval_s` when given.
+    Dagster's backfill loop waits a fixed 30 s between iterations (no instance setting) and an asset backfill
+    requests one level of the chain per iteration: the demo's chain of ~8 levels waited minutes on that loop alone.
+    Its daemons run as threads of this process, so the interval set here is the one they read."""
+    if backfill_interval_s is not None:
+        import dagster._daemon.controller as controller
+
+        controller.DEFAULT_DAEMON_INTERVAL_SECONDS = backfill_interval_s  # read by the backfill loop when it starts
+    from dagster._daemon.cli import cli
+
+    cli.main(args=argv, obj={}, prog_name="dagster-daemon")
+
+
 # The Dagster release these names were checked against (the lock file's); the test compares it with the installed one.
 CHECKED_WITH = "1.13.27"
 
@@ -71,5 +85,5 @@ __all__ = [
     "ConfigurableClassData", "DagsterGrpcClient", "GRPC_INFO_TAG", "JobSubsetSelector", "PartitionBackfill",
     "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TICK_ID_TAG", "TickStatus", "USER_TAG", "WorkerStatus", "WorkspaceFileTarget",
     "WorkspaceProcessContext", "dagster_instance_config", "location_origins_from_yaml_paths", "make_new_backfill_id",
-    "validate_config",
+    "run_daemon", "validate_config",
 ]

@@ -125,6 +125,9 @@ def drop_files(lake, files: dict[str, list[Path]]) -> list[str]:
 
 READY_S = 600  # a code server loads the code location in ~12 s on a busy 2-core machine; far more is a failure
 HEARTBEAT_S = 300  # the daemon beats every ~30 s: one silent this long is gone (or restarting without end)
+# The demo's own daemon requests the next level of its backfill's chain 2 s after the last one ended, not Dagster's
+# 30 s: each iteration reads a few SQLite rows of one local instance.
+DEMO_BACKFILL_INTERVAL_S = 2
 
 
 def _poll(condition, what: str, check, deadline_s: float | None, logs: Path):
@@ -297,8 +300,8 @@ def deployment(instance: dg.DagsterInstance) -> Iterator[Runs]:
     try:
         if layout.supervisor_pid() is None:
             started = time.time()
-            supervisor = deploy.start_services(environment.home() / "demo", deploy.dagster_services(port),
-                                               timeout_s=READY_S)
+            supervisor = deploy.start_services(environment.home() / "demo", deploy.dagster_services(
+                port, backfill_interval_s=DEMO_BACKFILL_INTERVAL_S), timeout_s=READY_S)
             _poll(lambda: {"SENSOR", "QUEUED_RUN_COORDINATOR", "BACKFILL"} <= {  # this daemon's, not an earlier one's
                 name for name, beat in instance.get_daemon_heartbeats().items() if beat.timestamp >= started},
                   "the dagster-daemon", lambda: None, READY_S, logs)

@@ -119,13 +119,26 @@ def pytest_addoption(parser):
                      help="rewrite the generated snapshots (llm_assets_tests/snapshots/) instead of comparing")
 
 
+# The modules that take longest, longest first: `make test` hands whole modules to its workers (`--dist loadfile`,
+# so a module-scoped deployment is built once), in collection order, and one of these begun last would end the suite
+# alone on one worker. Most of their time is spent waiting on a daemon's ticks or a run's process, not on a core.
+_LONGEST_FIRST = ("test_demo", "test_freshness", "test_deploy", "test_one_stale", "test_chaos", "test_stale",
+                  "test_parity_languages", "test_dask_runner", "test_instance_run_monitoring", "test_takedown")
+
+
+def _module(item: pytest.Item) -> str:
+    return item.module.__name__.rsplit(".", 1)[-1]
+
+
 def pytest_collection_modifyitems(items):
     """Marks each test `servers` (a real object store, Dagster instance or cluster on loopback), or else `core` (the
     processing core alone: `pytest -m core` runs in seconds) unless it is marked `corpus` (the core over whole real
-    files or datatrove's blocks: minutes)."""
+    files or datatrove's blocks: minutes). Then puts the longest modules first (a stable sort: the order within a
+    module and among the others is kept)."""
+    items.sort(key=lambda item: _LONGEST_FIRST.index(m) if (m := _module(item)) in _LONGEST_FIRST
+               else len(_LONGEST_FIRST))
     for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1]
-        if module in _SERVER_MODULES or _SERVER_FIXTURES & set(item.fixturenames):
+        if _module(item) in _SERVER_MODULES or _SERVER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.servers)
         elif item.get_closest_marker("corpus") is None:
             item.add_marker(pytest.mark.core)

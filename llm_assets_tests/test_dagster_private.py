@@ -58,3 +58,17 @@ def test_the_workspace_and_grpc_names_take_the_arguments_the_tests_pass():
                                          job_name="release_job", op_selection=None,
                                          asset_selection=[dg.AssetKey("tokenizer")])
     assert selector.asset_selection == {dg.AssetKey("tokenizer")}
+
+
+def test_the_backfill_loop_reads_the_interval_run_daemon_sets_when_it_starts():
+    """run_daemon() shortens the backfill loop by setting the controller's interval before the daemon starts: the
+    loop must still read it from there at its start, and `dagster-daemon`'s click group must still have `run`."""
+    import dagster._daemon.controller as controller
+    from dagster._daemon.backfill import execute_backfill_iteration_loop
+    from dagster._daemon.cli import cli
+
+    assert isinstance(controller.DEFAULT_DAEMON_INTERVAL_SECONDS, int | float)
+    source = inspect.getsource(execute_backfill_iteration_loop)
+    assert "from dagster._daemon.controller import DEFAULT_DAEMON_INTERVAL_SECONDS" in source
+    assert "DEFAULT_DAEMON_INTERVAL_SECONDS - loop_duration" in source
+    assert "run" in cli.commands and {"workspace"} <= {p.name for p in cli.commands["run"].params}

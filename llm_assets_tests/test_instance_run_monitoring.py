@@ -129,7 +129,9 @@ class Deployment:
     def start_daemon(self, wanted=("QUEUED_RUN_COORDINATOR", "MONITORING", "EVENT_LOG_CONSUMER")) -> None:
         from llm_assets.dagster_private import WorkspaceFileTarget, WorkspaceProcessContext
 
-        self.daemon = self._spawn([str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_file)], "daemon.log")
+        # As `llm-assets deploy` runs it, its backfill loop iterating every second rather than every 30 s.
+        self.daemon = self._spawn([sys.executable, "-m", "llm_assets.deploy", "run-daemon", "--workspace",
+                                   str(self.workspace_file), "--backfill-interval-seconds", "1"], "daemon.log")
         wait_for(lambda: set(wanted) <= set(self.instance.get_daemon_heartbeats()), "the daemon's first heartbeats",
                  alive=[self.daemon])
         self.context = WorkspaceProcessContext(self.instance, WorkspaceFileTarget(paths=[str(self.workspace_file)]))

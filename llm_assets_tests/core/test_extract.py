@@ -153,6 +153,7 @@ def _trafilatura_with_metadata(html: str, url: str, fast: bool) -> Extracted | N
     return Extracted(doc.text, doc.title, doc.date) if doc is not None and doc.text else None
 
 
+@pytest.mark.corpus  # every page of two whole WARC files, twice
 @pytest.mark.parametrize(("name", "fast"), [("trafilatura", False), ("trafilatura_fast", True)])
 @pytest.mark.parametrize("warc", [CC_2020, ARCHIVE_ORG])
 def test_trafilatura_paths_equal_trafilatura_with_all_its_metadata(name, fast, warc):

@@ -74,6 +74,7 @@ def _datatrove(key: str, texts: list[str]) -> list[list[str]]:
     return [tokenizer.word_tokenize(t) for t in texts]
 
 
+@pytest.mark.corpus  # against datatrove's word tokenizers
 @pytest.mark.parametrize("language", list(UDHR))
 def test_words_agree_with_datatrove_on_udhr(language):
     name, key, floor = UDHR[language]

@@ -45,6 +45,7 @@ def test_vocabulary_and_eos(gpt2_dir):
     assert tok.id_to_token(EOS) == "<|endoftext|>"
 
 
+@pytest.mark.corpus  # the whole wikitext split
 def test_ids_match_tiktoken_on_every_wikitext_line(gpt2_dir, reference, wikitext_lines):
     """Every line of the WikiText-2 validation split (3,760 lines) encodes to tiktoken's GPT-2 ids."""
     tok = load_tokenizer(str(gpt2_dir))
@@ -56,6 +57,7 @@ def test_ids_match_tiktoken_on_every_wikitext_line(gpt2_dir, reference, wikitext
     assert sum(len(e.ids) for e in encoded) > 200_000
 
 
+@pytest.mark.corpus  # the whole wikitext split
 def test_ids_match_tiktoken_on_the_whole_split_and_round_trip(gpt2_dir, reference, wikitext_lines):
     """The split as one document (newlines, blank lines, runs of spaces) matches tiktoken and decodes back."""
     text = "\n".join(wikitext_lines)
@@ -212,6 +214,7 @@ def test_encoding_ahead_keeps_the_batches_in_order_and_raises_what_the_encoder_r
         list(encoded(encoder, failing()))
 
 
+@pytest.mark.corpus  # the whole wikitext split
 def test_the_gpt2_folder_is_encoded_by_tiktoken_with_the_tokenizers_ids(gpt2_dir, wikitext_lines):
     """tiktoken's encoder is used for GPT-2's files, and gives `tokenizers`' ids on real text, one thread or more."""
     from llm_assets.core.tokenize import _batch_encoder
