@@ -152,7 +152,7 @@ def summary(tallies: list[Tally]) -> Row:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, help="draw the fault points of an earlier run again")
-    parser.add_argument("--no-write", action="store_true", 
+    parser.add_argument("--no-write", action="store_true",
                         help="print the section, do not write benchmarks/results/chaos.md")
     parser.add_argument("--keep", action="store_true", help="keep the session folder (worker logs) afterwards")
     args = parser.parse_args()

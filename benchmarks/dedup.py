@@ -46,8 +46,8 @@ from itertools import combinations
 from pathlib import Path
 
 from benchmarks.report import MIB, n, table
-from benchmarks.summary import Row, publish, verdict
 from benchmarks.stages import Meter, maxrss_bytes
+from benchmarks.summary import Row, publish, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- dedup:begin -->", "<!-- dedup:end -->"

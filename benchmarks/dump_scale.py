@@ -107,13 +107,11 @@ def write_datatrove_sigs(folder: Path, rank: int, bands) -> None:
 def child_synthesize(args) -> dict:
     import numpy as np
     import polars as pl
-
     import pyarrow as pa
 
     from llm_assets.core.clusters import IndexWriter
-    from llm_assets.core.signatures import BATCH_ROWS
     from llm_assets.core.lake import Lake, part_key
-    from llm_assets.core.signatures import signature_schema
+    from llm_assets.core.signatures import BATCH_ROWS, signature_schema
     from llm_assets.core.units import unit_id
     from llm_assets.settings import DedupSettings
 

@@ -45,8 +45,8 @@ from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from benchmarks.report import n, table  # noqa: E402
-from benchmarks.summary import Row, publish  # noqa: E402
 from benchmarks.stages import Meter, cpu_seconds, machine_busy_seconds, maxrss_bytes  # noqa: E402
+from benchmarks.summary import Row, publish  # noqa: E402
 
 BEGIN, END = "<!-- enrich:begin -->", "<!-- enrich:end -->"
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,8 +120,17 @@ def _load(part: str) -> dict:
 
 
 def _run_part(part: str, texts: list[str]) -> None:
-    from llm_assets.core.enrich import (BATCH_ROWS, EnrichedSettings, EntitySettings, KeywordSettings, SummarySettings,
-                                        enrich_batch, entities, keywords, summary)
+    from llm_assets.core.enrich import (
+        BATCH_ROWS,
+        EnrichedSettings,
+        EntitySettings,
+        KeywordSettings,
+        SummarySettings,
+        enrich_batch,
+        entities,
+        keywords,
+        summary,
+    )
 
     if part == "entities":
         entities(texts, EntitySettings())

@@ -193,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "tokenizer":
         out |= tokenizer(args.workers, args.input)
     else:
-        from llm_assets.embedded_store import EmbeddedStore
         from llm_assets.core.lake import StoreConfig
+        from llm_assets.embedded_store import EmbeddedStore
 
         with tempfile.TemporaryDirectory(prefix="llm-assets-scaling-") as tmp:
             workdir = Path(tmp)

@@ -225,9 +225,9 @@ def dagster_child(spec: dict) -> dict:
 
     from llm_assets.core.lake import Credentials, Lake, StoreConfig
     from llm_assets.core.partition import read_manifest
+    from llm_assets.core.units import stop_pool_server
     from llm_assets.definitions import build_assets
     from llm_assets.jobs import jobs_of
-    from llm_assets.core.units import stop_pool_server
     from llm_assets.partitions import crawl_shard_key
     from resources import LakeIOManager, ObjectStore, S3Endpoint
 

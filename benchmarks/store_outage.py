@@ -21,8 +21,8 @@ import dataclasses
 import secrets
 import sys
 import tempfile
-import time
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path

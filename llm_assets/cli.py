@@ -77,7 +77,6 @@ def _ensure_store() -> None:
 def cmd_demo_change(args) -> int:
     """The demo's second step: one new raw file and one changed threshold; the stale plan; ONE backfill."""
     from llm_assets import demo
-
     from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill
     from llm_assets.instance import get_instance, launched_by

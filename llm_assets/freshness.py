@@ -9,18 +9,23 @@ from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
-from llm_assets.dagster_private import (SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
-                                        PartitionBackfill, make_new_backfill_id)
 from llm_assets.backfills import STALE_TAG, failed_partitions, new_observations, stale_backfills_in_progress
 from llm_assets.core.forecast import Forecast, forecast
 from llm_assets.core.keys import split_partition
 from llm_assets.core.lake import Lake
+from llm_assets.dagster_private import (
+    SENSOR_NAME_TAG,
+    AssetGraphSubset,
+    AssetKeyPartitionKey,
+    BulkActionStatus,
+    PartitionBackfill,
+    make_new_backfill_id,
+)
 from llm_assets.partitions import crawl_partitions
-from llm_assets.stages import SPECS, code_versions
 from llm_assets.settings import Settings
+from llm_assets.stages import SPECS, code_versions
 from llm_assets.stale import Planned, known_crawls, planned_of, planning, source_versions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
-
 
 
 def stale_subset(planned: list[Planned], asset_graph) -> AssetGraphSubset:

@@ -33,19 +33,19 @@ import math
 import os
 import threading
 import warnings
-from collections import deque
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice, tee
 from dataclasses import dataclass
+from itertools import islice, tee
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from llm_assets.core.keys import SUPERSEDED  # written into a release's folder when a later version removed documents
 from llm_assets.core.indexed import Index, IndexedDataset, IndexFormatError, parse_index
+from llm_assets.core.keys import SUPERSEDED  # written into a release's folder when a later version removed documents
 
 DATA = "data"  # the indexed dataset's prefix inside a release
 MANIFEST = "manifest.json"

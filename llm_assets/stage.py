@@ -15,12 +15,19 @@ from collections.abc import Callable, Iterator, Sequence
 import dagster as dg
 
 from llm_assets.core.gates import GateResult
-from llm_assets.dagster_private import DATA_VERSION_TAG
-from llm_assets.core.lake import Lake
 from llm_assets.core.inventory import shards_with_files
-from llm_assets.core.partition import LakeInput, MissingPartition, PartitionOutput, data_version, read_manifest, reusable_units
-from llm_assets.instance import FAN_IN_POOL
+from llm_assets.core.lake import Lake
+from llm_assets.core.partition import (
+    LakeInput,
+    MissingPartition,
+    PartitionOutput,
+    data_version,
+    read_manifest,
+    reusable_units,
+)
 from llm_assets.core.units import Progress, RunnerSettings, UnitFailed, UnitResult, WorkUnit, run_units
+from llm_assets.dagster_private import DATA_VERSION_TAG
+from llm_assets.instance import FAN_IN_POOL
 from llm_assets.metadata import partition_funnel, partition_funnel_chart, units_table
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.registry import StageSpec

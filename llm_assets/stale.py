@@ -29,8 +29,8 @@ from llm_assets.core.keys import CRAWL_LEVEL_SHARD, PartitionRef
 from llm_assets.core.lake import InvalidKey, Lake, validate_crawl
 from llm_assets.core.partition import Manifest, read_manifest
 from llm_assets.registry import CODE, FAILED, LANGUAGES, MISSING, RAW, UNOBSERVED, UPSTREAM, SourceVersion, StageSpec
-from llm_assets.stages import SPECS, code_versions
 from llm_assets.settings import Settings
+from llm_assets.stages import SPECS, code_versions
 
 T = TypeVar("T")
 

@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from llm_assets.core.decontamination import eval_keys
 from llm_assets.core.inventory import rejected_raw_keys
+from llm_assets.core.keys import CRAWL_LEVEL_SHARD
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import read_manifest
-from llm_assets.stages import SPECS
 from llm_assets.registry import by_level
 from llm_assets.settings import Settings
-from llm_assets.core.keys import CRAWL_LEVEL_SHARD
+from llm_assets.stages import SPECS
 from llm_assets.stale import known_crawls
 
 STAGES = by_level(SPECS, "shard")

@@ -12,9 +12,14 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from llm_assets.core.keys import (
+    PartitionRef,
+    release_manifest_key,
+    release_name_prefix,
+    release_prefix,
+    release_superseded_key,
+)
 from llm_assets.core.partition import Manifest, committed
-from llm_assets.core.keys import (PartitionRef, release_manifest_key, release_name_prefix, release_prefix,
-                                  release_superseded_key)
 from llm_assets.core.release import provenance_keys
 from llm_assets.core.takedowns import IdIndex, part_index, partition_index
 from llm_assets.settings import Settings

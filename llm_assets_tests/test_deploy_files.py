@@ -26,8 +26,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import pytest
 import dagster as dg
+import pytest
 import yaml
 
 from llm_assets import dagster_private as private

@@ -9,7 +9,13 @@ import polars as pl
 import pytest
 
 from llm_assets.core.filters import (
-    C4BadWords, C4Quality, FineWebQuality, GopherQuality, GopherRepetition, LanguageFilter, URLFilter,
+    C4BadWords,
+    C4Quality,
+    FineWebQuality,
+    GopherQuality,
+    GopherRepetition,
+    LanguageFilter,
+    URLFilter,
 )
 from llm_assets.core.filters.profanity import BUILTIN
 from llm_assets_support import datatrove_oracle as oracle

@@ -48,11 +48,11 @@ import pytest
 
 from llm_assets.core.filtered import FilteredSettings
 from llm_assets.core.filters import LanguageFilter
-from llm_assets.core.segment import with_words
 from llm_assets.core.languages import UNKNOWN, language_table
+from llm_assets.core.segment import with_words
 from llm_assets_support import datatrove_oracle as oracle
-from llm_assets_support.shared_data import shared
 from llm_assets_support.corpus_languages import crawl_documents, udhr_documents, unknown_script_documents
+from llm_assets_support.shared_data import shared
 
 pytestmark = pytest.mark.corpus  # datatrove's blocks and ours over real text in twenty languages
 pytest.importorskip("datatrove")

@@ -10,19 +10,18 @@ from dataclasses import dataclass
 
 import dagster as dg
 import polars as pl
-
-from llm_assets.core.crawl_stats import NOT_IDENTIFIED
-from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
-from llm_assets.core.partition import LakeInput
-from llm_assets.settings import load_settings
 import pytest
 
 from llm_assets import cli
+from llm_assets.core.crawl_stats import NOT_IDENTIFIED
+from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
+from llm_assets.core.partition import LakeInput
 from llm_assets.jobs import jobs_of
+from llm_assets.settings import load_settings
 from llm_assets.stages.raw import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
-from resources import LakeIOManager, ObjectStore
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.conftest import built, english_only_settings, object_store_on, png_size, point_at
+from resources import LakeIOManager, ObjectStore
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 

@@ -14,8 +14,8 @@ import pytest
 
 from llm_assets import takedown
 from llm_assets.core.decontamination import CONTAMINATED
-from llm_assets.core.partition import read_manifest
 from llm_assets.core.keys import SUPERSEDED
+from llm_assets.core.partition import read_manifest
 from llm_assets.core.release import latest_release
 from llm_assets.core.takedowns import TakedownRequest
 from llm_assets.loader import ReleaseLoader, SupersededRelease, SupersededReleaseWarning

@@ -25,7 +25,11 @@ import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core import filtered, signatures
-from llm_assets.core.clusters import Clusters, IndexWriter, cluster_frames  # noqa: F401 - Clusters: its callers import it here
+from llm_assets.core.clusters import (  # noqa: F401 - Clusters: its callers import it here
+    Clusters,
+    IndexWriter,
+    cluster_frames,
+)
 from llm_assets.core.config import Section
 from llm_assets.core.lake import Lake, ReadCount
 from llm_assets.core.minhash import MinHasher

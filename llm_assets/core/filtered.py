@@ -23,10 +23,15 @@ from llm_assets.core import documents, quality_model
 from llm_assets.core.config import Section
 from llm_assets.core.decontamination import EvalSetSettings, eval_index
 from llm_assets.core.filters import (
-    DEFAULT_CHAIN, Block, ChainBlock, Decontaminate, QualityModelFilter, score_filters,
+    DEFAULT_CHAIN,
+    Block,
+    ChainBlock,
+    Decontaminate,
+    QualityModelFilter,
+    score_filters,
 )
-from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
+from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.gates import FAILS, LANGUAGE_COUNT
 from llm_assets.core.lake import InvalidKey, Lake, ReadCount
 from llm_assets.core.languages import language_table, table_version

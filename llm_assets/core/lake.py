@@ -37,6 +37,18 @@ from botocore.exceptions import ClientError
 from pydantic import Field
 
 from llm_assets.core.config import Section
+from llm_assets.core.errors import (
+    InfrastructureError,
+    LocalDiskFull,
+    SourceChanged,
+    StoreAuthFailed,
+    StoreFull,
+    StoreUnavailable,
+    auth_failure,
+    is_store_full,
+    is_transient,
+)
+
 # The lake's keys are `keys`'s; re-exported for the many callers that build them beside a `Lake`.
 from llm_assets.core.keys import (  # noqa: F401
     ASSET_RE,
@@ -62,17 +74,6 @@ from llm_assets.core.keys import (  # noqa: F401
     validate_shard,
 )
 from llm_assets.core.units import count_request
-from llm_assets.core.errors import (
-    InfrastructureError,
-    LocalDiskFull,
-    SourceChanged,
-    StoreAuthFailed,
-    StoreFull,
-    StoreUnavailable,
-    auth_failure,
-    is_store_full,
-    is_transient,
-)
 
 
 class StoreSettings(Section):

@@ -27,7 +27,6 @@ from llm_assets.core.lake import Lake
 from llm_assets.core.units import UnitResult
 
 
-
 @dataclass(frozen=True)
 class LedgerRow:
     """One work unit that ran in a commit: where it ran and what it cost."""

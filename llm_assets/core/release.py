@@ -40,11 +40,15 @@ from pydantic import Field, model_validator
 
 from llm_assets.core.config import Section
 from llm_assets.core.indexed import IndexedWriter
-from llm_assets.core.keys import (RELEASES, release_latest_key, release_name_prefix, release_prefix,
-                                  release_superseded_key)
+from llm_assets.core.keys import (
+    RELEASES,
+    release_latest_key,
+    release_name_prefix,
+    release_prefix,
+    release_superseded_key,
+)
 from llm_assets.core.lake import Lake, ObjectInfo
-from llm_assets.core.packing import (SEQ, PackingStats, Plan, bucket_by_length, gather_index, pack_bfd,
-                                    pack_concat)
+from llm_assets.core.packing import SEQ, PackingStats, Plan, bucket_by_length, gather_index, pack_bfd, pack_concat
 from llm_assets.core.shuffle import FeistelPermutation
 from llm_assets.core.units import InProcessRunner, Runner, UnitResult, WorkUnit, run_units, timed_unit
 from llm_assets.core.versions import digest

@@ -4,8 +4,8 @@ watches the drop zone. Stale when the shard's files differ from those it listed.
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from llm_assets.core.keys import PartitionRef
 from llm_assets.core.inventory import fingerprint, partition_files
+from llm_assets.core.keys import PartitionRef
 from llm_assets.core.raw_files import STAGE_VERSION
 from llm_assets.core.versions import code_version
 from llm_assets.registry import CODE, MISSING, RAW, Observed, StageSpec

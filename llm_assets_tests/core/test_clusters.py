@@ -10,14 +10,23 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from llm_assets.core.clusters import (INDEX_INPUT, IndexWriter, SignaturePart, bucket_of, cluster_frames, cluster_lake,
-                                     index_rows, kinds_of, merge_levels)
-from llm_assets.core.lake import part_key
-from llm_assets.core.signatures import signature_schema
-from llm_assets.core.units import InProcessRunner, run_units, unit_id
+from llm_assets.core.clusters import (
+    INDEX_INPUT,
+    IndexWriter,
+    SignaturePart,
+    bucket_of,
+    cluster_frames,
+    cluster_lake,
+    index_rows,
+    kinds_of,
+    merge_levels,
+)
 from llm_assets.core.dedup import CLUSTER_COLUMNS, REMOVED_SCHEMA, find_clusters
 from llm_assets.core.filtered import conform
+from llm_assets.core.lake import part_key
 from llm_assets.core.minhash import EMPTY
+from llm_assets.core.signatures import signature_schema
+from llm_assets.core.units import InProcessRunner, run_units, unit_id
 from llm_assets.settings import DedupSettings
 
 HASHER = DedupSettings().hasher()

@@ -8,8 +8,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from llm_assets.core.crawl_stats import (LENGTH_BUCKETS, NO_LABEL, NOT_IDENTIFIED, PartialStats, count,
-                                         crawl_stats, finish, summarize)
+from llm_assets.core.crawl_stats import (
+    LENGTH_BUCKETS,
+    NO_LABEL,
+    NOT_IDENTIFIED,
+    PartialStats,
+    count,
+    crawl_stats,
+    finish,
+    summarize,
+)
 from llm_assets.core.partition import Manifest
 from llm_assets.core.units import PoolRunner, UnitResult
 

@@ -32,8 +32,8 @@ from llm_assets.embedded_store import free_ports
 from llm_assets.local_cluster import LocalCluster, Node
 from llm_assets.runners import runner_for
 from llm_assets.settings import DaskRunnerSettings, load_settings, runner_settings
-from llm_assets_tests.cluster_units import Probe
 from llm_assets_support.shared_data import shared
+from llm_assets_tests.cluster_units import Probe
 from llm_assets_tests.core.test_units import CC_2020, RUNNER_FILES, extract_unit, upload
 from resources import LakeIOManager, ObjectStore, S3Endpoint
 

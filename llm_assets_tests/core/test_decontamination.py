@@ -8,10 +8,18 @@ import polars as pl
 import pytest
 import regex
 
-from llm_assets.core.decontamination import (EvalIndex, EvalSet, EvalSetSettings, benchmark_name, build_index,
-                                             contamination, eval_texts, set_texts)
-from llm_assets_support.shared_data import shared
+from llm_assets.core.decontamination import (
+    EvalIndex,
+    EvalSet,
+    EvalSetSettings,
+    benchmark_name,
+    build_index,
+    contamination,
+    eval_texts,
+    set_texts,
+)
 from llm_assets_support.corpus import lightly_edited, planted, shared_documents
+from llm_assets_support.shared_data import shared
 
 GSM8K = "openai-grade-school-math__gsm8k_test.jsonl"
 
@@ -221,7 +229,6 @@ def test_a_benchmark_is_named_by_its_key_without_suffixes_and_may_have_its_own_f
 def own_bucket(store_config, seaweed):
     """A bucket of its own: the eval sets dropped here change no other test's eval index."""
     import uuid
-
 
     from llm_assets.core.lake import Lake, StoreConfig
     from resources import ObjectStore, S3Endpoint

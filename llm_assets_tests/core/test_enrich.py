@@ -7,8 +7,19 @@ import json
 import polars as pl
 import pytest
 
-from llm_assets.core.enrich import (SCHEMA, EnrichedSettings, EntitySettings, KeywordSettings, SummarySettings,
-                                    enrich_batch, entities, keyword_language, keywords, sentences, summary)
+from llm_assets.core.enrich import (
+    SCHEMA,
+    EnrichedSettings,
+    EntitySettings,
+    KeywordSettings,
+    SummarySettings,
+    enrich_batch,
+    entities,
+    keyword_language,
+    keywords,
+    sentences,
+    summary,
+)
 from llm_assets_support.shared_data import shared
 
 pytestmark = pytest.mark.core

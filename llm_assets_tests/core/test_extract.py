@@ -14,8 +14,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
-from multiprocessing import get_context
 from importlib.metadata import version
+from multiprocessing import get_context
 
 import pytest
 import trafilatura

@@ -68,11 +68,11 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
 
     from llm_assets import cli, demo
     from llm_assets.core.forecast import forecast
-    from llm_assets.stages import SPECS
     from llm_assets.core.partition import read_manifest
     from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill
     from llm_assets.settings import DEFAULT_SETTINGS, Settings
+    from llm_assets.stages import SPECS
     from llm_assets.stale import CODE, stale_partitions
 
     lake = curated

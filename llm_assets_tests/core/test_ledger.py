@@ -7,8 +7,17 @@ import polars as pl
 import pytest
 
 from llm_assets.core.lake import InvalidKey, Lake
-from llm_assets.core.ledger import (LEDGER_COLUMNS, CostSettings, LedgerRow, append_ledger, cost_of, ledger_frame,
-                                    ledger_key, read_ledger, stage_costs)
+from llm_assets.core.ledger import (
+    LEDGER_COLUMNS,
+    CostSettings,
+    LedgerRow,
+    append_ledger,
+    cost_of,
+    ledger_frame,
+    ledger_key,
+    read_ledger,
+    stage_costs,
+)
 from llm_assets.core.partition import PartitionOutput, commit, data_version
 from llm_assets.core.units import UnitResult, WorkUnit, timed_unit, unit_id
 

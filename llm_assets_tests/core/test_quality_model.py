@@ -14,10 +14,10 @@ from llm_assets.core.filtered import filter_batch, with_quality_model
 from llm_assets.core.filters import QualityModelFilter
 from llm_assets.core.quality_model import LATEST, QualityTraining, load_model, positive_scores, read_examples, train
 from llm_assets.settings import FilteredSettings
-from llm_assets_support.shared_data import shared
-from llm_assets_tests.conftest import built
 from llm_assets_support.corpus import shared_documents
 from llm_assets_support.quality_labels import labelled, spam, wikitext_paragraphs
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.conftest import built
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 # More passes than fastText's default 5: a test set of 1,200 examples is tiny; small buckets keep the model small.

@@ -30,11 +30,20 @@ from warcio.warcwriter import WARCWriter
 
 from llm_assets.core import readers
 from llm_assets.core.charset import decode_html, detect_charset, normalize_label
+from llm_assets.core.errors import StoreUnavailable
 from llm_assets.core.extract import extract_html
 from llm_assets.core.filters import LanguageFilter, language_model
-from llm_assets.core.errors import StoreUnavailable
-from llm_assets.core.readers import (HTML_TYPES, ReaderSettings, ReadReport, SourceRecord, UnreadableFile, is_parquet,
-                                     read_parquet, read_records, sniff_format)
+from llm_assets.core.readers import (
+    HTML_TYPES,
+    ReaderSettings,
+    ReadReport,
+    SourceRecord,
+    UnreadableFile,
+    is_parquet,
+    read_parquet,
+    read_records,
+    sniff_format,
+)
 from llm_assets_support.shared_data import shared
 
 SETTINGS = ReaderSettings()

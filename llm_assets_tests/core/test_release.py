@@ -16,8 +16,14 @@ import pytest
 from llm_assets.core.indexed import IndexedDataset
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import vacuum
-from llm_assets.core.release import (ReleaseSettings, build_release, provenance_keys, release_prefix, release_shards,
-                                     write_shard)
+from llm_assets.core.release import (
+    ReleaseSettings,
+    build_release,
+    provenance_keys,
+    release_prefix,
+    release_shards,
+    write_shard,
+)
 from llm_assets.core.units import InProcessRunner, PoolRunner, UnitFailed
 from llm_assets.loader import ReleaseLoader
 

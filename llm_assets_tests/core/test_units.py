@@ -20,16 +20,22 @@ import pytest
 from llm_assets.core import documents, filtered, tokenized
 from llm_assets.core.documents import ExtractUnit, extract_documents
 from llm_assets.core.filtered import FilterUnit, filter_documents
+from llm_assets.core.filters import FineWebQuality
 from llm_assets.core.inventory import shard_of
 from llm_assets.core.lake import Lake, part_key
 from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
 from llm_assets.core.tokenize import load_tokenizer
 from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
 from llm_assets.core.units import PoolRunner, UnitFailed, UnitResult, run_units, unit_id
-from llm_assets.core.filters import FineWebQuality
 from llm_assets.runners import runner_for
-from llm_assets.settings import (DocumentsSettings, FilteredSettings, InProcessRunnerSettings, PoolRunnerSettings,
-                                 Settings, TokenizedSettings)
+from llm_assets.settings import (
+    DocumentsSettings,
+    FilteredSettings,
+    InProcessRunnerSettings,
+    PoolRunnerSettings,
+    Settings,
+    TokenizedSettings,
+)
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.core.test_readers import gzip_members
 
