@@ -84,8 +84,8 @@ def render(chaos: Chaos, tallies: list[Tally], seconds: float, load: tuple) -> s
     total = Tally("**total**")
     for g in groups.values():
         total.add(g)
-    columns = ["scenario", "runs", "kills", "store outages", "failed runs", "committed short", "data-version mismatches",
-               "partial visible", "orphans after GC", "hangs"]
+    columns = ["scenario", "runs", "kills", "store outages", "failed runs", "committed short",
+               "data-version mismatches", "partial visible", "orphans after GC", "hangs"]
     rows = [[g.scenario, g.runs, g.kills, g.outages, g.failed_runs, g.short, g.mismatches, g.partial, g.orphans,
              g.hangs] for g in [*groups.values(), total]]
     table = "\n".join(["| " + " | ".join(columns) + " |", "|---" + "|---:" * (len(columns) - 1) + "|",

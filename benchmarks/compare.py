@@ -540,7 +540,8 @@ def summary_rows(all_results: dict) -> list[list[str]]:
             rows.append(["MinHash stage vs datasketch (rows per CPU-s)", rate(r["ours_rate"]), rate(r["anchor_rate"]),
                          mmm(r["ratios"]), "≥ 10×", verdict(statistics.median(r["ratios"]), TARGETS["minhash"])])
             dt = [d["items"] / d["timed_cpu_s"] for d in res["datatrove"]]
-            rows.append(["MinHash stage vs datatrove's MinhashDedupSignature (reference, on a sample of the rows)", rate(r["ours_rate"]),
+            rows.append(["MinHash stage vs datatrove's MinhashDedupSignature (reference, on a sample of the rows)",
+                         rate(r["ours_rate"]),
                          rate(statistics.median(dt)), f"{r['ours_rate'] / statistics.median(dt):.1f}× (median)",
                          "—", "—"])
     if "scale" in results:
@@ -588,7 +589,8 @@ def detail(results: dict) -> list[str]:
         rows = []
         for k, rnd in enumerate(res["rounds"]):
             for name, s in rnd.items():
-                rows.append([str(k + 1), res.get("anchor_label", "anchor") if name == "anchor" else name, f"{s['items']:,}", f"{s['timed_cpu_s']:.2f}", f"{s['timed_wall_s']:.2f}",
+                rows.append([str(k + 1), res.get("anchor_label", "anchor") if name == "anchor" else name,
+                             f"{s['items']:,}", f"{s['timed_cpu_s']:.2f}", f"{s['timed_wall_s']:.2f}",
                              f"{s.get('process_cpu_s', s.get('cpu_seconds', 0)):.2f}", f"{s['whole_cpu_s']:.2f}",
                              f"{s['peak_rss_bytes'] / 2**20:,.0f}"])
         return rows

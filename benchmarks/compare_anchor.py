@@ -186,8 +186,8 @@ def task_filters_lang(args) -> dict:
                      "kept_ids": sorted(set(kept)), "unused_fields": unused}
         total_cpu += result["timed_cpu_s"]
         total_items += len(docs)
-    return {"items": total_items, "timed_cpu_s": total_cpu, "timed_wall_s": sum(o["timed_wall_s"] for o in out.values()),
-            "languages": out}
+    return {"items": total_items, "timed_cpu_s": total_cpu,
+            "timed_wall_s": sum(o["timed_wall_s"] for o in out.values()), "languages": out}
 
 
 def task_minhash(args) -> dict:

@@ -298,7 +298,8 @@ def render(r: dict) -> str:
                 "n_process=2": "product pipeline, `nlp.pipe(batch_size=64, n_process=2)`",
                 "no-tok2vec": "pipeline without `tok2vec` (`ner` only), `batch_size` 64"}[b["variant"]]
         wall_rate = b["docs"] / b["seconds"]
-        brows.append([b["corpus"] if b["variant"] == "entities" and b["batch_size"] == 1 else "", name, ", ".join(b["pipes"]), n(_per_cpu(b), 1), n(_per_cpu(b, "chars") / 1000, 1),
+        brows.append([b["corpus"] if b["variant"] == "entities" and b["batch_size"] == 1 else "", name,
+                      ", ".join(b["pipes"]), n(_per_cpu(b), 1), n(_per_cpu(b, "chars") / 1000, 1),
                       f"{_per_cpu(b) / _per_cpu(base):.2f}×", n(wall_rate, 1),
                       f"{wall_rate / (base['docs'] / base['seconds']):.2f}×", _others(b), n(b["peak_rss_bytes"] / MIB),
                       {True: "yes", False: "**no**"}.get(b.get("same_entities"), "(reference)")])

@@ -75,7 +75,8 @@ CANDIDATES = [
     Candidate("selectolax_heuristic", "candidates", ("selectolax",),
               note="selectolax (lexbor) with trafilatura-like main-content rules, written here"),
     Candidate("justext", "candidates", ("justext",), note="English stop list, non-boilerplate paragraphs"),
-    Candidate("readability_lxml", "candidates", ("readability-lxml", "html-text"), note="Document.summary() -> html-text"),
+    Candidate("readability_lxml", "candidates", ("readability-lxml", "html-text"),
+              note="Document.summary() -> html-text"),
     Candidate("goose3", "candidates", ("goose3",), note="cleaned_text"),
     Candidate("newspaper4k", "candidates", ("newspaper4k",), note="Article.download(input_html=...).parse().text"),
     Candidate("boilerpy3", "candidates", ("boilerpy3",), note="ArticleExtractor"),
@@ -390,7 +391,8 @@ _MISSING = ("import sys\nfrom importlib import metadata\nfor n in sys.argv[1:]:\
 def _version(python: Path) -> tuple[int, int] | None:
     if not python.exists():
         return None
-    out = subprocess.run([str(python), "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True)
+    out = subprocess.run([str(python), "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True,
+                         text=True)
     return tuple(int(x) for x in out.stdout.split()) if out.returncode == 0 else None  # type: ignore[return-value]
 
 
@@ -596,7 +598,8 @@ def render(result: dict, meta: dict) -> str:
         pkgs = ", ".join(f"{r} {versions[r]}" for r in reqs if r in versions)
         lines.append(f"| {name} | {deltas} | {v['speedup']:.2f}× | {verdict} | {pkgs}: {result['notes'][name]} |")
     for name, why in result["not_measured"].items():
-        lines.append(f"| {name} | " + " | ".join("-" for s in PUBLIC_SETS if s in sets) + f" | - | not measured: {why} | |")
+        lines.append(f"| {name} | " + " | ".join("-" for s in PUBLIC_SETS if s in sets)
+                     + f" | - | not measured: {why} | |")
     lines += ["", "## Per set", "",
               "| set | extractor | F1 | precision | recall | agreement | pages with text | errors | pages per CPU-s "
               "| speed-up |", "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]

@@ -222,7 +222,8 @@ def _summary_section(r: dict) -> str:
          rate(w["gz_bytes"] / MB, w["median_cpu_seconds"], 1), "–", ""],
         [f"documents core (`read_records` + `extract_html`, {ex['timeout_s']:g} s timeout), HTML pages/s/core",
          n(ex["html_pages"] / ex["seconds"], 1), n(ex["html_pages"] / ex["cpu_seconds"], 1),
-         f"{1000 / hi:.1f}–{1000 / lo:.1f} (trafilatura alone)", ratio(ex["html_pages"] / ex["seconds"], TRAF_MID_RATE)],
+         f"{1000 / hi:.1f}–{1000 / lo:.1f} (trafilatura alone)",
+         ratio(ex["html_pages"] / ex["seconds"], TRAF_MID_RATE)],
     ]
     xs = r.get("extractors", {})
     if "trafilatura" in xs:
@@ -238,7 +239,8 @@ def _summary_section(r: dict) -> str:
         tt = xs["trafilatura-timeout"]
         rows.append([f"trafilatura with the {tt['timeout_s']:g} s timeout, pages/s/core "
                      f"({n(tt['timeouts'])} timeouts in {n(tt['passes'] * tt['pages'])} pages)",
-                     n(_pages_rate(tt), 1), n(_pages_rate(tt, cpu=True), 1), f"{1000 / hi:.1f}–{1000 / lo:.1f} docs/s/core",
+                     n(_pages_rate(tt), 1), n(_pages_rate(tt, cpu=True), 1),
+                     f"{1000 / hi:.1f}–{1000 / lo:.1f} docs/s/core",
                      ratio(_pages_rate(tt), TRAF_MID_RATE)])
     if "resiliparse" in xs:
         rs = xs["resiliparse"]
@@ -355,7 +357,8 @@ def _extractors_section(r: dict) -> str:
         if not x:
             continue
         label = _extractor_label(x)
-        slow = "; ".join(f"{sp['ms']:,.0f} ms ({sp['payload_bytes']:,} bytes) {sp['url']}" for sp in x["slowest_pages"][:3])
+        slow = "; ".join(f"{sp['ms']:,.0f} ms ({sp['payload_bytes']:,} bytes) {sp['url']}" for sp
+                         in x["slowest_pages"][:3])
         line = (f"- {label}: {plural(x['passes'], 'pass', 'passes')} (first, cold: {rate(x['pages'], x['first_pass_seconds'], 1)} pages/s); "
                 f"{n(x['text_chars'])} characters of text; peak RSS before the timed block "
                 f"{mib(x['rss_before_bytes'])} MiB (interpreter, imports, the pages in memory); slowest pages "
@@ -478,9 +481,11 @@ def _filtered_section(r: dict) -> str:
 
 
 VARIANTS = (("encode", "`encode_batch`"),
-            ("encode_and_convert", "`encode_batch_fast` + ids/EOS lists + Arrow array (what `tokenize_documents` does)"),
+            ("encode_and_convert",
+             "`encode_batch_fast` + ids/EOS lists + Arrow array (what `tokenize_documents` does)"),
             ("encode_batch_fast", "`encode_batch_fast` (no offsets)"),
-            ("tiktoken_reference", "reference, not in the pipeline: tiktoken `encode_ordinary_batch`, same GPT-2 ranks"))
+            ("tiktoken_reference",
+             "reference, not in the pipeline: tiktoken `encode_ordinary_batch`, same GPT-2 ranks"))
 
 
 def _tok_rows(t: dict, label: str) -> list[list[str]]:

@@ -168,7 +168,8 @@ def product_child(spec: dict) -> dict:
     tokenization = settings.tokenized
     tokenized = timed(f"tokenized (min_tokens {MIN_TOKENS})", lambda: stage("tokenized", tokenize_documents, [
         TokenizeUnit(store=store, settings=tokenization, source=f.part,
-                     unit=(u := unit_id("tokenized", "seed-paper", f.part)), part=part_key("tokenized", crawl, SHARD, u),
+                     unit=(u := unit_id("tokenized", "seed-paper", f.part)),
+                     part=part_key("tokenized", crawl, SHARD, u),
                      rejected_part=part_key("tokenized", crawl, SHARD, u, zone="rejected")) for f in filtered]))
     exported = _export(lake, crawl, spec["out"], timed)
     stop_pool_server()  # reaped, its CPU and its workers' reach the parent's RUSAGE_CHILDREN
@@ -359,7 +360,8 @@ def run_paper(checkout: Path, python: str, workdir: Path) -> dict:
             own = dict(zip(header, last))
             with open(scratch / "results" / "out.jsonl", "rb") as f:
                 written = sum(1 for _ in f)
-            out[name] = {"seconds": run["seconds"], "cpu_seconds": run["cpu_seconds"], "others_cpus": run["others_cpus"],
+            out[name] = {"seconds": run["seconds"], "cpu_seconds": run["cpu_seconds"],
+                         "others_cpus": run["others_cpus"],
                          "rows": int(own["rows"]), "rows_written": written, "own_seconds": float(own["secs"]),
                          "own_rows_per_s": float(own["rows_per_sec"]), "own_peak_mb": float(own["peak_mb"])}
         commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True,

@@ -420,7 +420,8 @@ def stage_filter(workdir: Path) -> dict:
     from llm_assets.core.filters import apply_filters, language_model
     from llm_assets.settings import FilteredSettings
 
-    batches = [pl.from_arrow(b) for b in pq.ParquetFile(workdir / "documents.parquet").iter_batches(filtered.BATCH_ROWS)]
+    batches = [pl.from_arrow(b) for b
+               in pq.ParquetFile(workdir / "documents.parquet").iter_batches(filtered.BATCH_ROWS)]
     docs = sum(b.height for b in batches)
     text_bytes = int(sum(b["text"].str.len_bytes().sum() for b in batches))
     rss_before = maxrss_bytes()
@@ -525,7 +526,8 @@ def stage_tokenize(workdir: Path) -> dict:
     if batches:
         want = [e.ids for e in tok.encode_batch(batches[0], add_special_tokens=False)]
         if "encode_batch_fast" in variants:
-            same_ids["encode_batch_fast"] = want == [e.ids for e in tok.encode_batch_fast(batches[0], add_special_tokens=False)]
+            same_ids["encode_batch_fast"] = want == [e.ids for e
+                                                     in tok.encode_batch_fast(batches[0], add_special_tokens=False)]
         if tik is not None:
             same_ids["tiktoken_reference"] = want == tik.encode_ordinary_batch(batches[0])
     return {

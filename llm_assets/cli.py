@@ -54,7 +54,8 @@ def cmd_cluster(args) -> int:
         # No credentials are handed to the workers: each unit names where its process reads them.
         state = cluster.start(nodes=args.nodes, dashboard=args.dashboard)
         print(f"cluster running at {state.address}: scheduler and {len(state.workers)} workers "
-              f"(state and logs in {cluster.state_dir})" + (f"; dashboard {state.dashboard}" if state.dashboard else ""))
+              f"(state and logs in {cluster.state_dir})"
+              + (f"; dashboard {state.dashboard}" if state.dashboard else ""))
     elif args.action == "stop":
         print("cluster stopped" if cluster.stop() else "no cluster was running")
     else:
@@ -220,8 +221,8 @@ def cmd_preview(args) -> int:
     fraction = parse_sample(args.sample)
     _ensure_store()
     store = environment.store_config(args.settings.store)
-    report = preview_change(Lake(store), store, args.settings, new, [validate_crawl(args.crawl)] if args.crawl else None,
-                            fraction, examples=args.examples)
+    report = preview_change(Lake(store), store, args.settings, new,
+                            [validate_crawl(args.crawl)] if args.crawl else None, fraction, examples=args.examples)
     print(json.dumps(report.to_json(), default=str) if args.json else report.render())
     return 0
 

@@ -158,7 +158,8 @@ class EmbeddedStore:
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
             region_name="us-east-1",
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, connect_timeout=1, read_timeout=5),
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, connect_timeout=1,
+                          read_timeout=5),
         )
 
     def ready(self) -> bool:

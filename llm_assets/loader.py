@@ -66,7 +66,8 @@ _OPTION_KEYS = {
     "aws_region": "region_name",
 }
 # boto3 takes the scheme from the endpoint URL; the retry settings are Polars' (the lake's StoreConfig passes them)
-_IGNORED_OPTIONS = {"aws_allow_http", "max_retries", "retry_timeout_ms", "retry_init_backoff_ms", "retry_max_backoff_ms"}
+_IGNORED_OPTIONS = {"aws_allow_http", "max_retries", "retry_timeout_ms", "retry_init_backoff_ms",
+                    "retry_max_backoff_ms"}
 
 
 # which sequences a reader takes ----------------------------------------------------------------------------------

@@ -69,7 +69,8 @@ def observed_source(spec: StageSpec, settings: Settings) -> dg.AssetSpec:
     planner and `raw_drop_sensor` report (`llm_assets.stale.source_versions`, `llm_assets.backfills.new_observations`)."""
     assert spec.observed is not None
     return dg.AssetSpec(spec.observed.name, description=spec.observed.description, group_name=spec.group,
-                        partitions_def=crawl_shard_partitions(settings), deps=[dg.AssetKey(d) for d in spec.observed.deps],
+                        partitions_def=crawl_shard_partitions(settings),
+                        deps=[dg.AssetKey(d) for d in spec.observed.deps],
                         kinds={"s3"})
 
 
@@ -281,7 +282,8 @@ def run_stage(
     yield dg.AssetCheckResult(
         check_name=SCHEMA,
         passed=not bad_schema,
-        metadata={"columns": dg.MetadataValue.json(list(columns)), "mismatched_units": dg.MetadataValue.json(bad_schema)},
+        metadata={"columns": dg.MetadataValue.json(list(columns)),
+                  "mismatched_units": dg.MetadataValue.json(bad_schema)},
     )
 
 

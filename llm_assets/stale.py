@@ -141,7 +141,8 @@ class Planner:
         if spec.plan is not None:
             return spec.plan(self, crawl, None)
         built = self.manifest(spec.name, crawl, CRAWL_LEVEL_SHARD)
-        if upstream := next((i for i in spec.inputs for s in self.shards if self.is_planned(i, PartitionRef(crawl, s).key)),
+        if upstream := next((i for i in spec.inputs for s in self.shards
+                             if self.is_planned(i, PartitionRef(crawl, s).key)),
                             None):
             return f"{UPSTREAM} ({upstream} is rebuilt)"
         if built is None:
@@ -247,5 +248,5 @@ def stale_partitions(instance, lake: Lake, settings: Settings, code: dict[str, s
     return planned_of(planner)
 
 
-__all__ = ["CODE", "FAILED", "LANGUAGES", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "SourceVersion", "as_json", "plan_stale",
-           "planned_of", "planning", "source_versions", "stale_partitions"]
+__all__ = ["CODE", "FAILED", "LANGUAGES", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "SourceVersion",
+           "as_json", "plan_stale", "planned_of", "planning", "source_versions", "stale_partitions"]

@@ -83,7 +83,9 @@ def format_summary(status: dict) -> str:
                          ", ".join(["materialized" if totals["materialized"] else "not materialized", *facts])])
             continue
         cells = [status["by_crawl"].get(asset, {}).get(c, {"rows": 0, "partitions": 0}) for c in crawls]
-        rows.append([asset, *(f"{c['rows']:,} rows, {c['partitions']} partition{'s' * (c['partitions'] != 1)}" for c in cells),
+        rows.append([asset,
+                     *(f"{c['rows']:,} rows, {c['partitions']} partition{'s' * (c['partitions'] != 1)}"
+                       for c in cells),
                      f"{totals['rows']:,} rows, {totals['materialized']}/{totals['total']} partitions"])
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     # no line ends in padding: a terminal as wide as the text would wrap it

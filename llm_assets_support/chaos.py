@@ -593,8 +593,8 @@ class Chaos:
         self.store.create_bucket("work")
         if problems := visible_problems(ref) + visible_problems(resil):
             raise AssertionError(f"the clean reference is not whole: {problems}")
-        print("chaos: clean run seconds: " + ", ".join(f"{j} {p or ''} {s:.1f}" for (j, p), s in self.durations.items()),
-              flush=True)
+        print("chaos: clean run seconds: "
+              + ", ".join(f"{j} {p or ''} {s:.1f}" for (j, p), s in self.durations.items()), flush=True)
 
     def _clean_run(self, job: str, partition: str | None, bucket: str, **extra) -> float:
         reply = self.helper.run(job=job, partition=partition, bucket=bucket, **extra)

@@ -75,7 +75,8 @@ def render_instance(values: dict[str, Any]) -> dict[str, Any]:
     known = {"imagePullPolicy", "loadInclusterConfig", "runK8sConfig", "failPodOnRunFailure", "envConfigMaps",
              "envSecrets", "volumes", "volumeMounts", "labels", "resources", "securityContext"}
     assert set(k8s) <= known, f"render_instance does not know {set(k8s) - known}"
-    run_k8s = {re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), k): v for k, v in k8s.get("runK8sConfig", {}).items()}
+    run_k8s = {re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), k): v
+               for k, v in k8s.get("runK8sConfig", {}).items()}
     launcher_config = {
         "load_incluster_config": k8s["loadInclusterConfig"], "job_namespace": "llm-assets",
         "image_pull_policy": k8s["imagePullPolicy"], "service_account_name": values["global"]["serviceAccountName"],
@@ -198,7 +199,8 @@ def test_the_chart_queue_mirrors_the_local_one_and_fills_the_cluster():
         retries, local_retries = chart.get("run_retries", {}), local.get("run_retries", {})
         assert retries.get("enabled", False) == local_retries.get("enabled", False)
         assert retries.get("max_retries", 0) == local_retries.get("max_retries", 0)
-        pools, local_pools = (chart.get("concurrency") or {}).get("pools"), (local.get("concurrency") or {}).get("pools")
+        pools = (chart.get("concurrency") or {}).get("pools")
+        local_pools = (local.get("concurrency") or {}).get("pools")
         assert bool(pools) == bool(local_pools), f"pools: chart {pools}, {name} {local_pools}"
         if pools:
             assert pools.get("granularity") == local_pools.get("granularity")

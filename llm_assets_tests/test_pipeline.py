@@ -208,7 +208,8 @@ def test_every_check_passes(materialized):
     evaluations = result.get_asset_check_evaluations()
     assert {(e.asset_key.path[-1], e.check_name) for e in evaluations} == {
         (a, "schema") for a in (*STAGES, "enriched")} | {
-        (a, "row_accounting") for a in (*STAGES, "enriched") if a != "image_text_pairs"} | {("filtered", "quality_gate")}
+        (a, "row_accounting") for a in (*STAGES, "enriched") if a != "image_text_pairs"} | {
+        ("filtered", "quality_gate")}
     assert all(e.passed for e in evaluations)
 
 
@@ -312,7 +313,8 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
     for asset in ("documents", "filtered", "signatures"):
         meta, manifest = _metadata(result, asset), read_manifest(lake, asset, crawl, shard)
         rows = ledger.filter((pl.col("asset") == asset) & (pl.col("shard") == shard))
-        assert sorted(rows["unit"]) == sorted(u.unit for u in manifest.units) and set(rows["runner"]) == {meta["runner"]}
+        assert (sorted(rows["unit"]) == sorted(u.unit for u in manifest.units)
+                and set(rows["runner"]) == {meta["runner"]})
         assert rows["cpu_s"].sum() == pytest.approx(meta["cpu_seconds"], abs=1e-3) and meta["cpu_seconds"] > 0
         assert (rows["requests"].sum(), rows["bytes_in"].sum(), rows["bytes_out"].sum()) == (
             meta["requests"], meta["bytes_in"], meta["bytes_out"]) and meta["requests"] > 0

@@ -318,7 +318,8 @@ class _SetAside:
 
     def index(self, lake: Lake) -> None:
         if self.out is not None:
-            write_id_index(lake, self.u.rejected_part, pl.DataFrame(self.ids, schema=dict.fromkeys(self.ids, pl.String)))
+            write_id_index(lake, self.u.rejected_part,
+                           pl.DataFrame(self.ids, schema=dict.fromkeys(self.ids, pl.String)))
 
 
 def _domain(url: str) -> str:

@@ -101,7 +101,8 @@ def entities(texts: list[str], settings: EntitySettings) -> list[list[dict[str, 
     found = []
     for text, spans in zip(heads, entity_spans(heads, settings.model, frozenset(settings.labels), settings.batch_size)):
         counts = Counter((" ".join(text[start:end].split()), label) for start, end, label in spans)
-        found.append([{"text": name, "label": label, "count": n} for (name, label), n in counts.most_common(settings.top)])
+        top = counts.most_common(settings.top)
+        found.append([{"text": name, "label": label, "count": n} for (name, label), n in top])
     return found
 
 

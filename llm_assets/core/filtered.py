@@ -477,7 +477,8 @@ def thresholds_version(settings: FilteredSettings) -> str:
 
 def filter_units(lake: Lake, store: Any, settings: FilteredSettings, declared: FilteredSettings, crawl: str, shard: str,
                  sources: Iterable[str], unit_code: str, extra: Iterable[str], requests: Iterable[TakedownRequest],
-                 previous: Mapping[str, UnitResult], prefix: str = "") -> tuple[list[FilterUnit], list[TakedownRequest]]:
+                 previous: Mapping[str, UnitResult],
+                 prefix: str = "") -> tuple[list[FilterUnit], list[TakedownRequest]]:
     """The units that filter these documents parts, and the takedown requests that name a document of them: what the
     stage runs, and a preview on a sample (its parts under `prefix`, before the zones). `settings`: the chain as it
     runs (this machine's model and eval index paths), `declared`: as the deployment declares it; `extra`: the quality

@@ -384,9 +384,10 @@ def run_sample(lake: Lake, inputs: Sequence[Input], fraction: float, stages: Sam
               for key in take_sample([i.key for i in inputs if i.crawl == crawl], fraction)]
     extracted = _run_each(stages.extract_fn, [stages.documents(i, prefix) if i.stage == "documents" else []
                                               for i in chosen], runner)
-    parts = [[u.part for u in ran if u.part] if i.stage == "documents" else [i.key] for i, ran in zip(chosen, extracted)]
-    filtered = _run_each(stages.filter_fn, [stages.filtered(i.crawl, i.shard, p, prefix) for i, p in zip(chosen, parts)],
-                         runner)
+    parts = [[u.part for u in ran if u.part] if i.stage == "documents" else [i.key]
+             for i, ran in zip(chosen, extracted)]
+    filtered = _run_each(stages.filter_fn,
+                         [stages.filtered(i.crawl, i.shard, p, prefix) for i, p in zip(chosen, parts)], runner)
     before, after, docs_before, docs_after = [], [], 0, 0
     for item, ran, results in zip(chosen, extracted, filtered):
         old_parts = {item.key}

@@ -243,7 +243,8 @@ def mix_record(frame: pl.DataFrame, targets: dict, available: dict[str | None, t
                               "tokens": (budgets or {}).get(lang, 0)})
         languages[lang if lang is not None else NO_LANGUAGE] = row
     left_out = {lang if lang is not None else NO_LANGUAGE: {"documents": n, "tokens": t}
-                for lang, (n, t) in sorted(available.items(), key=lambda kv: str(kv[0])) if targets and lang not in targets}
+                for lang, (n, t) in sorted(available.items(),
+                                           key=lambda kv: str(kv[0])) if targets and lang not in targets}
     return {"rule": "every language as it comes" if not targets else
             "token budgets" if total is None else f"weights over {total:,} tokens",
             "total_tokens": total, "languages": languages, "left_out": left_out}

@@ -160,7 +160,8 @@ def test_every_figure_is_broken_down_by_language_on_a_two_language_input():
     """German and English documents, each dropped by other blocks: each language gets its own funnel (in, what each
     block dropped of it in chain order, out), its kept words and its share of documents and words; the per-language
     figures add up to the crawl's."""
-    kept = pa.table({"language": ["en", "en", "en", "de", "de"], "n_words": pa.array([100, 300, 50, 80, 20], pa.int32())})
+    kept = pa.table({"language": ["en", "en", "en", "de", "de"],
+                     "n_words": pa.array([100, 300, 50, 80, 20], pa.int32())})
     rejected = pa.table({"language": [None, "en", "de", "de", "de", "en"],
                          "filter": ["url", "gopher_quality", "gopher_repetition", "gopher_quality", "gopher_quality",
                                     "c4"],

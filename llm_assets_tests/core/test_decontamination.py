@@ -135,7 +135,8 @@ def code_planted_documents() -> list[str]:
             lines = json.loads(line)["text"].split("\n")
             item = CODE_SET[i % len(CODE_SET)]
             at = rng.randrange(len(lines) + 1)
-            out.append("\n".join(lines[:at] + [(item["prompt"] + item["canonical_solution"]).rstrip("\n")] + lines[at:]))
+            out.append("\n".join(lines[:at] + [(item["prompt"] + item["canonical_solution"]).rstrip("\n")]
+                                 + lines[at:]))
     return out
 
 

@@ -194,7 +194,8 @@ def test_both_extractors_agree_on_the_article_body():
         assert " ".join(paragraph.split()) in resi_words
 
 
-@pytest.mark.parametrize(("name", "min_with_text"), [("trafilatura", 15), ("resiliparse", 15), ("trafilatura_fast", 13)])
+@pytest.mark.parametrize(("name", "min_with_text"),
+                         [("trafilatura", 15), ("resiliparse", 15), ("trafilatura_fast", 13)])
 def test_multilingual_common_crawl_pages(name, min_with_text):
     """The 16 CC-MAIN-2020-34 pages (zh, de, en, fr, tg, nl, sv): main text on at least 15 (13 without
     trafilatura's fallbacks: three Chinese video-listing pages have none then), and the <title> kept wherever the

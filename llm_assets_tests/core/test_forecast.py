@@ -23,9 +23,11 @@ def rows(*specs: tuple) -> pl.DataFrame:
 
 
 def test_rates_are_a_line_through_the_ledger_rows_per_stage_and_the_defaults_elsewhere():
-    ledger = rows(("documents", "C", "0000", 3.0, 4.0, 1_000, 200, 10), ("documents", "C", "0001", 7.0, 4.0, 3_000, 600, 14),
+    ledger = rows(("documents", "C", "0000", 3.0, 4.0, 1_000, 200, 10),
+                  ("documents", "C", "0001", 7.0, 4.0, 3_000, 600, 14),
                   ("crawl_stats", "C", "all", 1.5, 1.0, 0, 10, 2),  # read no bytes: priced per unit
-                  ("signatures", "C", "0000", 2.0, 1.0, 1_000, 10, 2), ("signatures", "C", "0001", 1.0, 1.0, 3_000, 10, 2))
+                  ("signatures", "C", "0000", 2.0, 1.0, 1_000, 10, 2),
+                  ("signatures", "C", "0001", 1.0, 1.0, 3_000, 10, 2))
     rates = Rates.from_ledger(ledger)
     docs = rates.of("documents")  # CPU 1 s a unit + 2 ms a KB; wall 4 s a unit; 0.2 bytes out a byte in
     assert (docs.cpu_s_per_byte, docs.cpu_s_per_unit, docs.wall_s_per_unit, docs.out_per_in, docs.requests_per_unit,

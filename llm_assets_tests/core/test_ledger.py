@@ -56,7 +56,8 @@ def test_commits_append_the_units_that_ran_and_read_back(lake, crawl):
 
 
 def test_ledger_keys_are_validated():
-    assert ledger_key("filtered", "CC-1", 1.5, "ab12") == "ledger/costs/filtered/crawl=CC-1/000000000001500-ab12.parquet"
+    assert (ledger_key("filtered", "CC-1", 1.5, "ab12")
+            == "ledger/costs/filtered/crawl=CC-1/000000000001500-ab12.parquet")
     for asset, crawl, token in (("../x", "CC", "a1"), ("filtered", "a/../b", "a1"), ("filtered", "CC", "../x")):
         with pytest.raises(InvalidKey):
             ledger_key(asset, crawl, 1.0, token)

@@ -39,7 +39,8 @@ def tokenized_parts(lake, crawl: str) -> list[dict]:
         for shard in ("0000", "0001"):
             parts = []
             for p, n_docs in enumerate((0, 23) if shard == "0000" else (17, 9)):
-                docs = [np.append(rng.integers(0, EOS, rng.integers(0, 300)), EOS).astype(np.int64) for _ in range(n_docs)]
+                docs = [np.append(rng.integers(0, EOS, rng.integers(0, 300)), EOS).astype(np.int64)
+                        for _ in range(n_docs)]
                 table = pa.table({"doc_id": [f"{c}/{shard}/{p}/{i}" for i in range(n_docs)],
                                   "url": [f"https://example.com/{c}/{shard}/{p}/{i}" for i in range(n_docs)],
                                   "n_tokens": pa.array([len(d) for d in docs], pa.int32()),

@@ -229,7 +229,8 @@ def test_filtered_keeps_what_the_settings_allow(chain, lake):
     assert kept.columns == filtered.SCHEMA.names
     assert set(kept["language"]) == {"en"}
     assert (kept["language_score"] >= ENGLISH_THRESHOLD).all()
-    assert kept["n_words"].is_between(s.block("gopher_quality").min_doc_words, s.block("gopher_quality").max_doc_words).all()
+    assert kept["n_words"].is_between(s.block("gopher_quality").min_doc_words,
+                                      s.block("gopher_quality").max_doc_words).all()
     docs = read(lake, chain.docs.part)
     # the text itself is rewritten (normalization, C4's line cleanup, PII masking); its provenance is not
     provenance = ["doc_id", "url", "warc_record_id", "record_offset", "source_key", "crawl"]

@@ -272,7 +272,8 @@ def test_names_in_a_real_page_are_masked_and_counted():
     import gzip
     import json
 
-    pages = [json.loads(line)["text"] for line in gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt")]
+    pages = [json.loads(line)["text"] for line
+             in gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt")]
     shakespeare, headmaster = pages[9], pages[1]
     out, _ = run([shakespeare, headmaster], person=True)
     for page, after, pii in zip((shakespeare, headmaster), out["text"], out["pii"]):
