@@ -246,7 +246,7 @@ def render(out: dict) -> list[str]:
     rows = [[name, " / ".join(f"{r['wall']:.1f}" for r in runs), f"{med([r['unit_seconds'] for r in runs]):.1f}",
              f"{1000 * med([overhead(r, 2) for r in runs]):.0f} ms"]
             for name, runs in (("`PoolRunner(2)`", pool), ("`DaskRunner`, 2 worker nodes", dask))]
-    extra = med([(d["wall"] - p["wall"]) / p["wall"] for p, d in zip(pool, dask)])
+    extra = med([(d["wall"] - p["wall"]) / p["wall"] for p, d in zip(pool, dask, strict=True)])
     noop = runner_cost(out)
     syn = [[f"{s['units']:,}", f"{s['seconds']:.1f}", f"{s['units'] / s['seconds']:.0f}",
             f"{s['rss_before'] / 2**20:.0f}", f"{s['peak_rss'] / 2**20:.0f}",

@@ -291,7 +291,7 @@ def child_quality(workdir: Path, args) -> dict:
         members.setdefault(kept_of.get(d, d), []).append(d)
 
     shingles = {d["doc_id"]: shingle_set(d["text"], settings.ngram) for d in docs}
-    signature = dict(zip(sigs["doc_id"], sigs["signature"].to_numpy()))
+    signature = dict(zip(sigs["doc_id"], sigs["signature"].to_numpy(), strict=True))
 
     def jaccard(a: str, b: str) -> float:
         sa, sb = shingles[a], shingles[b]

@@ -279,7 +279,7 @@ def compare_removed(truth_path: Path, src: Path, ours: Path, dt: Path, documents
 
     def shingles(x: int) -> set:
         w = tokens[x].to_list()
-        return set(zip(*[w[i:] for i in range(5)])) or {tuple(w)}
+        return set(zip(*[w[i:] for i in range(5)], strict=False)) or {tuple(w)}
 
     def jaccard(x: int, y: int) -> float:
         a, b = shingles(x), shingles(y)
@@ -332,7 +332,7 @@ def summary(r: dict) -> list[Row]:
     dt = side_figures(r["rounds"], "datatrove", DT_STEPS)
     o_all = [sum(ours[s]["cpu"][k] for s in STEPS) for k in range(len(r["rounds"]))]
     d_all = [sum(dt[s]["cpu"][k] for s in DT_STEPS) for k in range(len(r["rounds"]))]
-    ratios = sorted(d / o for d, o in zip(d_all, o_all))
+    ratios = sorted(d / o for d, o in zip(d_all, o_all, strict=True))
     median = statistics.median(ratios)
     return [Row("dedup-path:whole",
                 "whole dedup path (signatures → clusters → removal) vs datatrove (docs per CPU-s)",

@@ -357,7 +357,7 @@ def run_paper(checkout: Path, python: str, workdir: Path) -> dict:
             with open(scratch / "results" / "metrics.csv") as f:
                 metrics = f.read().strip().splitlines()
             header, last = metrics[0].split(","), metrics[-1].split(",")
-            own = dict(zip(header, last))
+            own = dict(zip(header, last, strict=True))
             with open(scratch / "results" / "out.jsonl", "rb") as f:
                 written = sum(1 for _ in f)
             out[name] = {"seconds": run["seconds"], "cpu_seconds": run["cpu_seconds"],
@@ -382,7 +382,7 @@ def least_contended(rounds: list[dict]) -> dict:
         return round(run["others_cpus"], 1), run["cpu_seconds"] + run.get("store_cpu_seconds", 0.0)
 
     out: dict = {"tokenizer": {k: min((r["tokenizer"][k] for r in rounds), key=cpu) for k in rounds[0]["tokenizer"]},
-                 "product": [min(runs, key=cpu) for runs in zip(*(r["product"] for r in rounds))]}
+                 "product": [min(runs, key=cpu) for runs in zip(*(r["product"] for r in rounds), strict=True)]}
     if "paper" in rounds[0]:
         out["paper"] = {"commit": rounds[0]["paper"]["commit"],
                         "runs": {name: min((r["paper"]["runs"][name] for r in rounds), key=cpu)

@@ -71,7 +71,7 @@ class Meter:
     def __exit__(self, *exc) -> None:
         self.wall = time.perf_counter() - self.t0
         self.cpu = cpu_seconds() - self.cpu0
-        self.helpers_cpu = sum(process_cpu_seconds(p) - c for p, c in zip(self.also_ours, self.ours0))
+        self.helpers_cpu = sum(process_cpu_seconds(p) - c for p, c in zip(self.also_ours, self.ours0, strict=True))
         self.other_cpu = max(0.0, machine_busy_seconds() - self.busy0 - self.cpu - self.helpers_cpu)
 
     def dict(self) -> dict:
@@ -314,10 +314,10 @@ def _extractor_stage(workdir: Path, extractor: str, timeout_s: float | None) -> 
     seconds = [s for runs in per_page for s, _ in runs]
     outcomes_first = [runs[0][1] for runs in per_page]
     timeouts_per_pass = [sum(1 for runs in per_page if runs[k][1] == "timeout") for k in range(len(passes))]
-    timed_out = sorted({(p["url"], p["payload_bytes"]) for p, runs in zip(pages, per_page)
+    timed_out = sorted({(p["url"], p["payload_bytes"]) for p, runs in zip(pages, per_page, strict=True)
                         if any(o == "timeout" for _, o in runs)})
     slow = sorted(((statistics.median(s for s, _ in runs), p["url"], p["payload_bytes"], p["file"])
-                   for p, runs in zip(pages, per_page)), reverse=True)[:5]
+                   for p, runs in zip(pages, per_page, strict=True)), reverse=True)[:5]
     return {
         "extractor": extractor_version(extractor), "timeout_s": kwargs.get("timeout_s"),
         "max_chars": kwargs.get("max_chars"), "settings_timeout_s": settings.extract_timeout_s, "pages": len(pages),

@@ -40,7 +40,7 @@ def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
     wanted = [(a, c, s) for a in STAGES for c in crawls for s in shards] + [
         (a, c, CRAWL_LEVEL_SHARD) for a in CRAWL_LEVEL for c in crawls]
     with ThreadPoolExecutor(READERS) as pool:
-        manifests = dict(zip(wanted, pool.map(lambda p: read_manifest(lake, *p), wanted)))
+        manifests = dict(zip(wanted, pool.map(lambda p: read_manifest(lake, *p), wanted), strict=True))
     assets: dict[str, dict] = {}
     by_crawl: dict[str, dict[str, dict[str, int]]] = {}
     status_held: list[dict[str, str]] = []
@@ -89,7 +89,7 @@ def format_summary(status: dict) -> str:
                      f"{totals['rows']:,} rows, {totals['materialized']}/{totals['total']} partitions"])
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     # no line ends in padding: a terminal as wide as the text would wrap it
-    fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
+    fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
     lines = [fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)]
     for held in status.get("held_back", []):
         lines += ["", f"{held['asset']} crawl={held['crawl']} shard={held['shard']} is held back by its quality gate: "

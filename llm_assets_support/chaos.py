@@ -99,7 +99,7 @@ class ChaosStore:
                            check=True, capture_output=True)
         access_key, secret_key = keys or ("chaos" + secrets.token_hex(6), secrets.token_urlsafe(24))
         self.store = EmbeddedStore(state_dir=root, bucket=bucket, access_key=access_key, secret_key=secret_key,
-                                   ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+                                   ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True)))
         self.paused = False
 
     @property

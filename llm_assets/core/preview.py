@@ -259,9 +259,9 @@ def _delta(before: int, after: int) -> str:
 
 def _text_table(header: list[str], rows: list[list[str]], names: int = 2) -> str:
     """A fixed-width table: the first `names` columns left-aligned, the figures right-aligned."""
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
     return "\n".join("  ".join(str(c).ljust(w) if i < names else str(c).rjust(w) for i, (c, w) in
-                               enumerate(zip(row, widths))) for row in [header, *rows])
+                               enumerate(zip(row, widths, strict=True))) for row in [header, *rows])
 
 
 # -- comparing two outcomes --------------------------------------------------------------------------------------
@@ -385,11 +385,11 @@ def run_sample(lake: Lake, inputs: Sequence[Input], fraction: float, stages: Sam
     extracted = _run_each(stages.extract_fn, [stages.documents(i, prefix) if i.stage == "documents" else []
                                               for i in chosen], runner)
     parts = [[u.part for u in ran if u.part] if i.stage == "documents" else [i.key]
-             for i, ran in zip(chosen, extracted)]
+             for i, ran in zip(chosen, extracted, strict=True)]
     filtered = _run_each(stages.filter_fn,
-                         [stages.filtered(i.crawl, i.shard, p, prefix) for i, p in zip(chosen, parts)], runner)
+                         [stages.filtered(i.crawl, i.shard, p, prefix) for i, p in zip(chosen, parts, strict=True)], runner)
     before, after, docs_before, docs_after = [], [], 0, 0
-    for item, ran, results in zip(chosen, extracted, filtered):
+    for item, ran, results in zip(chosen, extracted, filtered, strict=True):
         old_parts = {item.key}
         if item.stage == "documents":
             built = read_manifest(lake, "documents", item.crawl, item.shard)

@@ -264,14 +264,14 @@ def plan_sequences(docs: Documents, settings: ReleaseSettings) -> Plan:
     # The documents are in bucket order (see by_length_bucket): each bucket is a contiguous run, packed alone.
     bucket = docs.docs["bucket"].to_numpy()
     edges = np.searchsorted(bucket, np.arange(len(settings.length_buckets) + 2))
-    plans = [pack(docs.offsets[lo:hi + 1], settings.context) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
+    plans = [pack(docs.offsets[lo:hi + 1], settings.context) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
     return merge_plans(plans, settings.context)
 
 
 def merge_plans(plans: list[Plan], context: int) -> Plan:
     """One plan whose sequences are those of `plans`, one after the other."""
     first = np.cumsum([0] + [p.sequences for p in plans[:-1]])
-    pieces = np.concatenate([p.pieces + [s, 0, 0] for p, s in zip(plans, first)]) if plans else \
+    pieces = np.concatenate([p.pieces + [s, 0, 0] for p, s in zip(plans, first, strict=True)]) if plans else \
         np.empty((0, 3), np.int64)
     total = {f: sum(getattr(p.stats, f) for p in plans)
              for f in ("sequences", "tokens_in", "tokens_out", "padding_tokens", "truncated_tokens")}
@@ -487,7 +487,7 @@ def by_shard(placed: pl.DataFrame, layout: list[Shard]) -> Iterator[pl.DataFrame
     placed = placed.with_columns(src=(pl.col("length").cum_sum() - pl.col("length")).over("group"))
     starts = np.searchsorted(placed["position"].to_numpy(), [s.first for s in layout] + [layout[-1].first +
                                                                                          layout[-1].sequences])
-    for lo, hi in zip(starts[:-1], starts[1:]):
+    for lo, hi in zip(starts[:-1], starts[1:], strict=True):
         yield placed.slice(int(lo), int(hi - lo))
 
 
@@ -536,7 +536,7 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
     build = f"{prefix}{BUILD}"
     scatter_units = plan_scatter(lake, placed, build, dtype)
     files, shard_units = {}, []
-    for shard, pieces in zip(layout, by_shard(placed, layout)):  # provenance here, the unit's pieces in the lake
+    for shard, pieces in zip(layout, by_shard(placed, layout), strict=True):  # provenance here, the unit's pieces in the lake
         files[shard.provenance] = workdir / shard.provenance
         pieces.select(PROVENANCE).write_parquet(files[shard.provenance])
         lake.put_bytes(f"{build}{shard.data}.parquet", _parquet(pieces.select(SHARD_WORK)))

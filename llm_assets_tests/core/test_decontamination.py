@@ -164,8 +164,8 @@ def test_a_code_benchmark_is_found_in_the_text_as_extracted_after_c4_deleted_its
     details = [json.loads(d) for d in contaminated["detail"]]
     assert {d["benchmark"] for d in details} == {"code"} and {d["text"] for d in details} == {"extracted"}
     # the span indexes the text as extracted: it holds the quoted code
-    by_id = dict(zip(docs["doc_id"], docs["text"]))
-    for doc_id, d in zip(contaminated["doc_id"], details):
+    by_id = dict(zip(docs["doc_id"], docs["text"], strict=True))
+    for doc_id, d in zip(contaminated["doc_id"], details, strict=True):
         assert any(by_id[doc_id][d["match_start"]:d["match_end"]] in item["prompt"] + item["canonical_solution"]
                    for item in CODE_SET)
 

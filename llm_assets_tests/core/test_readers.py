@@ -784,7 +784,7 @@ def test_truncated_stream_keeps_the_records_before_the_cut(compression):
     it = ArchiveIterator(io.BytesIO(plain))
     starts = [it.get_record_offset() for _ in it]
     record_end = {first_record(plain, s).rec_headers.get_header("WARC-Record-ID"): e
-                  for s, e in zip(starts, starts[1:] + [len(plain)])}
+                  for s, e in zip(starts, starts[1:] + [len(plain)], strict=True)}
     packed = plain if compression == "uncompressed" else zstandard.ZstdCompressor().compress(plain)
     for fraction in (0.3, 0.5, 0.99):
         cut = int(len(packed) * fraction)

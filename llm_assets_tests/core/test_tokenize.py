@@ -50,7 +50,7 @@ def test_ids_match_tiktoken_on_every_wikitext_line(gpt2_dir, reference, wikitext
     tok = load_tokenizer(str(gpt2_dir))
     assert len(wikitext_lines) == 3760
     encoded = tok.encode_batch(wikitext_lines, add_special_tokens=False)
-    mismatched = [i for i, (line, e) in enumerate(zip(wikitext_lines, encoded))
+    mismatched = [i for i, (line, e) in enumerate(zip(wikitext_lines, encoded, strict=True))
                   if e.ids != reference.encode_ordinary(line)]
     assert mismatched == []
     assert sum(len(e.ids) for e in encoded) > 200_000
@@ -72,7 +72,7 @@ def test_ids_match_tiktoken_on_ccnet_web_documents(gpt2_dir, reference):
         texts = [json.loads(line)["text"] for line in f]
     assert len(texts) == 10
     tok = load_tokenizer(str(gpt2_dir))
-    for text, e in zip(texts, tok.encode_batch(texts, add_special_tokens=False)):
+    for text, e in zip(texts, tok.encode_batch(texts, add_special_tokens=False), strict=True):
         assert e.ids == reference.encode_ordinary(text)
 
 

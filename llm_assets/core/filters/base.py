@@ -288,7 +288,7 @@ def _run(df: pl.DataFrame, filters: list[Block], names: list[str], fails: dict[s
          ) -> tuple[pl.DataFrame, list[pl.DataFrame], list[pl.DataFrame]]:
     dropped: list[pl.DataFrame] = []
     measures: list[pl.DataFrame] = []
-    for f, name in zip(filters, names):
+    for f, name in zip(filters, names, strict=True):
         if not f.enabled or df.height == 0:
             continue
         df, reasons, stats = _applied(f, df, lambda: f.apply(df))
