@@ -273,7 +273,8 @@ def render(out: dict) -> list[str]:
         "The pool starts its 2 processes (and their imports) for every partition; the cluster's workers are "
         "already running, so the per-partition cost moves to the connection (a TLS handshake).",
         f"- **The runner's own cost per unit**: {1000 * noop:.1f} ms of worker time (no-op units below: seconds × 2 "
-        f"workers / units, at {out['synthetic'][0]['units']:,} units), {100 * noop / unit_s:.2f} % of an extraction unit's {unit_s:.2f} s.", "",
+        f"workers / units, at {out['synthetic'][0]['units']:,} units), {100 * noop / unit_s:.2f} % of an extraction "
+        f"unit's {unit_s:.2f} s.", "",
         "**The driver** (the Dagster step's process) with synthetic no-op units, each size in a fresh process, "
         "`max_in_flight` 64:", "",
         table(["units", "seconds", "units/s", "RSS before MiB", "peak RSS MiB", "bytes per unit"], syn), "",

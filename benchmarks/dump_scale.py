@@ -478,14 +478,14 @@ def render(r: dict) -> str:
                                mib(x["peak_rss"]), mib(x["bytes_out"])])
     out = [
         "## A dump's duplicate clusters: work units at growing size", "",
-        "What `make bench-dump-scale` (exactly: `.venv/bin/python -m benchmarks.dump_scale`; `--sizes` sets the "
-        "sizes, `--datatrove-size` the one datatrove runs on, `--json FILE` keeps the raw results) measures: "
-        "`duplicate_clusters`' work units (`core/clusters.py`: edges, components, members, keep; the driver "
-        "merges the keep units' summaries) on synthetic signatures, each part written with its band index as the "
-        "signatures stage writes it (timed apart: the index step), to an embedded SeaweedFS on loopback (the lake's own "
-        "store, not local files), run by the process-pool runner, and datatrove 0.10.1's MinhashDedupBuckets + "
-        "MinhashDedupCluster on the same signatures written in its own format. The method in full: the docstring "
-        "of `benchmarks/dump_scale.py`.", "",
+        "What `make bench-dump-scale` (exactly: `.venv/bin/python -m benchmarks.dump_scale`; `--sizes` sets the sizes, "
+        "`--datatrove-size` the one datatrove runs on, `--json FILE` keeps the raw results) measures: "
+        "`duplicate_clusters`' work units (`core/clusters.py`: edges, components, members, keep; the driver merges the "
+        "keep units' summaries) on synthetic signatures, each part written with its band index as the signatures stage "
+        "writes it (timed apart: the index step), to an embedded SeaweedFS on loopback (the lake's own store, not "
+        "local files), run by the process-pool runner, and datatrove 0.10.1's MinhashDedupBuckets + "
+        "MinhashDedupCluster on the same signatures written in its own format. The method in full: the docstring of "
+        "`benchmarks/dump_scale.py`.", "",
         *[f"- Run: {run['date']}; command: `{run['command']}`; {run['seconds']:.0f} s in all; load average "
           f"{run['loadavg'][0]:.2f} at the start, {run['loadavg_end'][0]:.2f} at the end (sizes "
           f"{', '.join(n(int(k)) for k in run['sizes'])})." for run in r["runs"]],
@@ -634,10 +634,10 @@ def extrapolation(sizes: dict) -> list[str]:
         f"the driver's from {mib(c_lo['driver_peak_rss'])} to {mib(c_hi['driver_peak_rss'])} MiB. Sizes measured "
         "in different runs saw different load (the run lines above): CPU time inflates under contention too "
         "(shared caches and memory bandwidth), less than wall time.",
-        f"- CPU: {cpu * 1e6:.1f} µs a document of unit CPU at {n(hi)}, so about {cpu * target / 3600:.1f} "
-        "core-hours for 100M if it stays linear (plus the index, written by the signatures units): edges and members are linear in the documents (an edges "
-        "unit sorts at most about `bucket_rows` rows), the components merge is linear in the label rows "
-        "(duplicated documents) times the merge depth (log base `merge_fan_in` of B).",
+        f"- CPU: {cpu * 1e6:.1f} µs a document of unit CPU at {n(hi)}, so about {cpu * target / 3600:.1f} core-hours "
+        "for 100M if it stays linear (plus the index, written by the signatures units): edges and members are linear "
+        "in the documents (an edges unit sorts at most about `bucket_rows` rows), the components merge is linear in "
+        "the label rows (duplicated documents) times the merge depth (log base `merge_fan_in` of B).",
         f"- Memory per unit: B grows with the crawl ({bs}; ⌈documents × 15 / `bucket_rows`⌉ with the default "
         "4,000,000: 375 at 100M), so an edges unit holds about `bucket_rows` rows whatever the size: its peak "
         f"stays at {mib(edges(c_hi))} MiB (measured at {n(hi)}: {mib(edges(c_lo))} at {n(lo)}). The index of a "

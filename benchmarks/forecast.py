@@ -222,8 +222,8 @@ def run_flows() -> list[tuple[str, Flow]]:
     split = bench.flow(f"held-back half of a crawl ({SPLIT_CRAWLS[1]}, from {SPLIT_CRAWLS[0]}'s history)",
                        bench.plan(),
                        note=f"The {len(files)} WARC files of ../shared/data/warc split by records, the even ones "
-                            f"dropped as {SPLIT_CRAWLS[0]} and built first, the odd ones as {SPLIT_CRAWLS[1]}, forecast "
-                            "from the ledger rows and built.")
+                            f"dropped as {SPLIT_CRAWLS[0]} and built first, the odd ones as {SPLIT_CRAWLS[1]}, "
+                            "forecast from the ledger rows and built.")
 
     print(f"history: {first}", flush=True)
     drop(first)

@@ -359,10 +359,10 @@ def _extractors_section(r: dict) -> str:
         label = _extractor_label(x)
         slow = "; ".join(f"{sp['ms']:,.0f} ms ({sp['payload_bytes']:,} bytes) {sp['url']}" for sp
                          in x["slowest_pages"][:3])
-        line = (f"- {label}: {plural(x['passes'], 'pass', 'passes')} (first, cold: {rate(x['pages'], x['first_pass_seconds'], 1)} pages/s); "
-                f"{n(x['text_chars'])} characters of text; peak RSS before the timed block "
-                f"{mib(x['rss_before_bytes'])} MiB (interpreter, imports, the pages in memory); slowest pages "
-                f"(median over the passes): {slow}.")
+        line = (f"- {label}: {plural(x['passes'], 'pass', 'passes')} (first, cold: "
+                f"{rate(x['pages'], x['first_pass_seconds'], 1)} pages/s); {n(x['text_chars'])} characters of text; "
+                f"peak RSS before the timed block {mib(x['rss_before_bytes'])} MiB (interpreter, imports, the pages in "
+                f"memory); slowest pages (median over the passes): {slow}.")
         if x.get("timeout_s"):
             pages_out = ", ".join(f"{p['url']} ({p['payload_bytes']:,} bytes)" for p in x["timed_out_pages"]) or "none"
             line += (f" Timeouts by pass: {'/'.join(str(v) for v in x['timeouts_per_pass'])}; pages that timed out "
@@ -379,8 +379,8 @@ def _extractors_section(r: dict) -> str:
         elif tr["text_chars"]:
             notes.append(f"- No page went over the {tt['timeout_s']:g} s limit: the same text as without a limit.")
         if tt.get("settings_timeout_s") and tt["settings_timeout_s"] != tt["timeout_s"] and tr["slowest_pages"]:
-            notes.append(f"- The documents unit's own limit (`extract_timeout_s`) was {tt['settings_timeout_s']:g} s in "
-                         "this run, not the comparison's: sections 1 and 6 run with it; the slowest page of the "
+            notes.append(f"- The documents unit's own limit (`extract_timeout_s`) was {tt['settings_timeout_s']:g} s "
+                         "in this run, not the comparison's: sections 1 and 6 run with it; the slowest page of the "
                          f"no-limit run took {n(tr['slowest_pages'][0]['ms'])} ms (median over its passes).")
     if "trafilatura" in xs and "resiliparse" in xs:
         tr, rs = xs["trafilatura"], xs["resiliparse"]
@@ -417,8 +417,8 @@ def _image_pairs_section(r: dict) -> str:
         rate(ip["pairs_per_pass"], s, 0), rate(ip["html_bytes"] / MB, s, 1),
         f"{pct['mean']:.2f} / {pct['p50']:.2f} / {pct['p99']:.1f}", contention(ip), mib(ip["peak_rss_bytes"]),
     ]]
-    notes = [f"- Core: median of {plural(ip['passes'], 'pass', 'passes')}; peak RSS before the timed block {mib(ip['rss_before_bytes'])} "
-             "MiB (interpreter, imports, the pages in memory)."]
+    notes = [f"- Core: median of {plural(ip['passes'], 'pass', 'passes')}; peak RSS before the timed block "
+             f"{mib(ip['rss_before_bytes'])} MiB (interpreter, imports, the pages in memory)."]
     e = r.get("e2e", {}).get("image_pairs")
     if e:
         pages, with_pairs, pairs = _image_pairs_counts(e)
@@ -429,7 +429,8 @@ def _image_pairs_section(r: dict) -> str:
             rate(r["e2e"]["raw_bytes"] / MB, e["seconds"], 1) + " (gzip)", "", contention(e), mib(e["peak_rss_bytes"]),
         ])
         notes.append(f"- Work unit: {e['units']} units over the corpus (section 6); the time includes `read_records` "
-                     f"on every record, S3 reads and Parquet part writes; SeaweedFS CPU {n(e['store_cpu_seconds'], 1)} s.")
+                     f"on every record, S3 reads and Parquet part writes; SeaweedFS CPU {n(e['store_cpu_seconds'], 1)} "
+                     "s.")
     return "\n".join([
         "## 3. image_text_pairs stage",
         "",
@@ -593,8 +594,10 @@ def _e2e_section(r: dict) -> str:
     if ip and "image_pairs" in r:  # reading the whole corpus (section 1) + the pairs of its pages (section 3)
         core_cpu["image_pairs"] = (r["warc"]["median_cpu_seconds"]
                                    + ip_pages * r["image_pairs"]["median_cpu_seconds"] / r["image_pairs"]["pages"])
-    overhead = "; ".join(f"{name.replace('image_pairs', 'image_text_pairs')} {(e[name]['cpu_seconds'] - core_cpu[name]) / max(1, e[name]['units']):.3f} CPU-s "
-                         f"({100 * (e[name]['cpu_seconds'] - core_cpu[name]) / e[name]['cpu_seconds']:.0f}% of the stage)"
+    overhead = "; ".join(f"{name.replace('image_pairs', 'image_text_pairs')} "
+                         f"{(e[name]['cpu_seconds'] - core_cpu[name]) / max(1, e[name]['units']):.3f} CPU-s "
+                         f"({100 * (e[name]['cpu_seconds'] - core_cpu[name]) / e[name]['cpu_seconds']:.0f}% of the "
+                         "stage)"
                          for name in core_cpu if e[name]["cpu_seconds"])
     return "\n".join([
         "## 6. end to end through the work units (SeaweedFS)",
@@ -614,9 +617,9 @@ def _e2e_section(r: dict) -> str:
         "CPU-second end to end.",
         f"- documents: skipped {_drops(skipped)}; quarantined {_drops(quarantined)}, in {rejected_parts} rejected "
         "parts (one per unit, empty when nothing was quarantined).",
-        f"- Work-unit overhead over the core (S3 reads, Parquet writes and uploads, clients, per-process warm-up), "
-        f"worker CPU beyond the CPU-second rates of sections 1, 3, 4 and 5, per unit: {overhead}. Within noise when small "
-        "or negative.",
+        "- Work-unit overhead over the core (S3 reads, Parquet writes and uploads, clients, per-process warm-up), "
+        f"worker CPU beyond the CPU-second rates of sections 1, 3, 4 and 5, per unit: {overhead}. Within noise when "
+        "small or negative.",
         f"- Store: started in {n(e['store_start_seconds'], 1)} s; corpus upload {n(e['upload_seconds'], 1)} s; "
         f"SeaweedFS RSS {n(e['store_rss_kib'] / 1024)} MiB at the end (peak {n(e['store_peak_rss_kib'] / 1024)} MiB).",
         f"- Peak RSS per stage process before its units ran (interpreter + imports): documents "

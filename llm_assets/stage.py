@@ -204,7 +204,8 @@ def run_stage(
     # brings boto3 and cryptography, which building the definitions (every run worker) need not import.
     from llm_assets.runners import runner_for
 
-    runner = runner_for(runner_settings)  # when the partition runs: a cluster need not be up for the definitions to load
+    # when the partition runs: a cluster need not be up for the definitions to load
+    runner = runner_for(runner_settings)
     context.log.info(f"{len(todo)} work units on {runner} ({len(reused)} reused from the last commit)")
     try:
         fresh = iter(run_units(fn, todo, runner, Progress(len(todo), context.log.info)))

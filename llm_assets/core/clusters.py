@@ -137,7 +137,8 @@ class IndexRows:
                              np.empty(0, bool), np.empty(0, np.int64), np.empty((0, width), np.uint8))
         offsets = np.cumsum([0] + [len(p.sketches) for p in parts[:-1]])
         kind, key, node, own = (np.concatenate([getattr(p, f) for p in parts]) for f in ("kind", "key", "node", "own"))
-        return IndexRows(kind, key, node, own, np.concatenate([p.doc + offset for p, offset in zip(parts, offsets, strict=True)]),
+        return IndexRows(kind, key, node, own,
+                         np.concatenate([p.doc + offset for p, offset in zip(parts, offsets, strict=True)]),
                          np.concatenate([p.sketches for p in parts]))
 
     def take(self, which: np.ndarray) -> IndexRows:

@@ -99,7 +99,8 @@ def entities(texts: list[str], settings: EntitySettings) -> list[list[dict[str, 
     """Per text: its entities of the kept labels, merged by (text, label), the most mentioned first."""
     heads = [t[: settings.max_chars] for t in texts]
     found = []
-    for text, spans in zip(heads, entity_spans(heads, settings.model, frozenset(settings.labels), settings.batch_size), strict=True):
+    for text, spans in zip(heads, entity_spans(heads, settings.model, frozenset(settings.labels), settings.batch_size),
+                           strict=True):
         counts = Counter((" ".join(text[start:end].split()), label) for start, end, label in spans)
         top = counts.most_common(settings.top)
         found.append([{"text": name, "label": label, "count": n} for (name, label), n in top])

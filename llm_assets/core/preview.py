@@ -202,8 +202,8 @@ class PreviewReport:
                 + "\n".join(rows)) if rows else "no document changes fate"
 
     def scaled_table(self) -> str:
-        rows = [f"| {s['stage']} | {s['documents_before']:,} | {s['documents_after']:,} | {_n(s['tokens_before'] or None)} | "
-                f"{_n(s['tokens_after'] or None)} |" for s in self.scaled()]
+        rows = [f"| {s['stage']} | {s['documents_before']:,} | {s['documents_after']:,} | "
+                f"{_n(s['tokens_before'] or None)} | {_n(s['tokens_after'] or None)} |" for s in self.scaled()]
         return ("| stage | documents before | after | tokens before | after |\n|---|--:|--:|--:|--:|\n"
                 + "\n".join(rows)) if rows else ""
 

@@ -536,7 +536,8 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
     build = f"{prefix}{BUILD}"
     scatter_units = plan_scatter(lake, placed, build, dtype)
     files, shard_units = {}, []
-    for shard, pieces in zip(layout, by_shard(placed, layout), strict=True):  # provenance here, the unit's pieces in the lake
+    # provenance here, the unit's pieces in the lake
+    for shard, pieces in zip(layout, by_shard(placed, layout), strict=True):
         files[shard.provenance] = workdir / shard.provenance
         pieces.select(PROVENANCE).write_parquet(files[shard.provenance])
         lake.put_bytes(f"{build}{shard.data}.parquet", _parquet(pieces.select(SHARD_WORK)))
