@@ -16,10 +16,11 @@ fresh subprocesses whose environment sets POLARS_MAX_THREADS, OMP_NUM_THREADS an
    writing timed apart: the index step), to an embedded SeaweedFS (the lake's real store, on loopback, in a temporary
    folder) and, for datatrove, as its 14 sorted `.minhash.sig` files (below). The truth (each document's source)
    is kept on local disk.
-2. cluster: `cluster_lake` (edges, components, members from the band index) with `DedupSettings()` (exact + near, Jaccard confirmation at 0.8, `bucket_rows`
-   4,000,000) with the process-pool runner (`--workers`, one thread each): per step, units, wall seconds, CPU
-   seconds (summed over units, `time.process_time` in the worker), the largest unit's peak RSS (`ru_maxrss` of its
-   worker), bytes written; the driver's own peak RSS (it plans the units and merges the keep units' summaries).
+2. cluster: `cluster_lake` (edges, components, members from the band index) with `DedupSettings()` (exact + near,
+   Jaccard confirmation at 0.8, `bucket_rows` 4,000,000) with the process-pool runner (`--workers`, one thread each):
+   per step, units, wall seconds, CPU seconds (summed over units, `time.process_time` in the worker), the largest unit's
+   peak RSS (`ru_maxrss` of its worker), bytes written; the driver's own peak RSS (it plans the units and merges the
+   keep units' summaries).
 3. recall and precision against the planted truth, by the removed set: a removal is right when the document is
    in a planted cluster that keeps at least one member; recall = right removals / planted copies, precision =
    right removals / removals. For ours also by pair: a copy is found when it ends with its source's kept document;

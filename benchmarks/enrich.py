@@ -16,10 +16,10 @@ Each measurement runs in its own fresh process (`--child SPEC`), so its peak RSS
    `BATCH_ROWS` rows, with the default settings. The first call (imports, the spaCy pipeline's load, YAKE's stop
    words) is timed apart as the load; the timed block then runs over the corpus (again until it has taken 3
    CPU-seconds). Rates are per CPU-second of the process (user + system, all threads).
-2. the batch path, on the first BATCH_DOCS manuals and on the WikiText articles: `entities` with spaCy `batch_size` 1, 16 and 64; the product's
-   pipeline with `nlp.pipe(n_process=2)` (CPU of its worker processes included; manuals only); and the pipeline without its
-   `tok2vec` component (the small English NER has its own embedding layer; `tok2vec` only feeds the tagger and the
-   parser, which are excluded), with its entities compared to `entities()`'s.
+2. the batch path, on the first BATCH_DOCS manuals and on the WikiText articles: `entities` with spaCy `batch_size` 1,
+   16 and 64; the product's pipeline with `nlp.pipe(n_process=2)` (CPU of its worker processes included; manuals only);
+   and the pipeline without its `tok2vec` component (the small English NER has its own embedding layer; `tok2vec` only
+   feeds the tagger and the parser, which are excluded), with its entities compared to `entities()`'s.
 3. workers: `PoolRunner(workers=k).run` with k tasks, each `enrich_batch` over its share of all three corpora (the
    documents dealt longest first, alternately, so the shares are even), k = 1 (in process, as the runner does) and
    2 (spawned processes: interpreter start, imports and the model load in each are in the wall time).

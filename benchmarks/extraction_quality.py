@@ -503,8 +503,7 @@ def sweep_table(result: dict, top: int = 15) -> str:
             delta = d["f1"] - ref[s] if s in ref else d["f1"] - 1.0
             cells.append(f"{d['f1']:.3f} ({delta:+.3f}) / {d['speedup']:.2f}x / {d['routed_share']:.1%}")
         lines.append(f"| {mark}{row['max_chars']} | {row['max_tags']} | {row['budget_s']} | "
-                     f"{row['host_overruns']}{mark} | "
-                     + " | ".join(cells) + " |")
+                     f"{row['host_overruns']}{mark} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

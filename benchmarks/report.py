@@ -379,9 +379,9 @@ def _extractors_section(r: dict) -> str:
         elif tr["text_chars"]:
             notes.append(f"- No page went over the {tt['timeout_s']:g} s limit: the same text as without a limit.")
         if tt.get("settings_timeout_s") and tt["settings_timeout_s"] != tt["timeout_s"] and tr["slowest_pages"]:
-            notes.append(f"- The documents unit's own limit (`extract_timeout_s`) was {tt['settings_timeout_s']:g} s "
-                         "in this run, not the comparison's: sections 1 and 6 run with it; the slowest page of the "
-                         f"no-limit run took {n(tr['slowest_pages'][0]['ms'])} ms (median over its passes).")
+            notes.append("- The documents unit's own limit (`extract_timeout_s`) was "
+                         f"{tt['settings_timeout_s']:g} s in this run, not the comparison's: sections 1 and 6 run "
+                         f"with it; the slowest page of the no-limit run took {n(tr['slowest_pages'][0]['ms'])} ms (median over its passes).")
     if "trafilatura" in xs and "resiliparse" in xs:
         tr, rs = xs["trafilatura"], xs["resiliparse"]
         notes.append(f"- resiliparse is {_pages_rate(rs) / _pages_rate(tr):.0f}× trafilatura's pages/s here; it "
@@ -429,8 +429,8 @@ def _image_pairs_section(r: dict) -> str:
             rate(r["e2e"]["raw_bytes"] / MB, e["seconds"], 1) + " (gzip)", "", contention(e), mib(e["peak_rss_bytes"]),
         ])
         notes.append(f"- Work unit: {e['units']} units over the corpus (section 6); the time includes `read_records` "
-                     f"on every record, S3 reads and Parquet part writes; SeaweedFS CPU {n(e['store_cpu_seconds'], 1)} "
-                     "s.")
+                     "on every record, S3 reads and Parquet part writes; SeaweedFS CPU "
+                     f"{n(e['store_cpu_seconds'], 1)} s.")
     return "\n".join([
         "## 3. image_text_pairs stage",
         "",
@@ -596,8 +596,8 @@ def _e2e_section(r: dict) -> str:
                                    + ip_pages * r["image_pairs"]["median_cpu_seconds"] / r["image_pairs"]["pages"])
     overhead = "; ".join(f"{name.replace('image_pairs', 'image_text_pairs')} "
                          f"{(e[name]['cpu_seconds'] - core_cpu[name]) / max(1, e[name]['units']):.3f} CPU-s "
-                         f"({100 * (e[name]['cpu_seconds'] - core_cpu[name]) / e[name]['cpu_seconds']:.0f}% of the "
-                         "stage)"
+                         f"({100 * (e[name]['cpu_seconds'] - core_cpu[name]) / e[name]['cpu_seconds']:.0f}% "
+                         "of the stage)"
                          for name in core_cpu if e[name]["cpu_seconds"])
     return "\n".join([
         "## 6. end to end through the work units (SeaweedFS)",

@@ -469,8 +469,8 @@ def stage_filter(workdir: Path) -> dict:
 def stage_tokenize(workdir: Path) -> dict:
     """load_tokenizer(GPT-2) + encode_batch over the filtered texts, in the unit's batch size. Variants, run
     round-robin so that a burst of contention hits them alike: encode only; encode plus what tokenize_documents
-    does with the result (encode_batch_fast, ids + EOS lists, Arrow list array); encode_batch_fast alone; and, as a reference
-    outside the pipeline, tiktoken on the same GPT-2 ranks."""
+    does with the result (encode_batch_fast, ids + EOS lists, Arrow list array); encode_batch_fast alone; and, as a
+    reference outside the pipeline, tiktoken on the same GPT-2 ranks."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

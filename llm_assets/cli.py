@@ -622,8 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "scores (thresholds only) or run on a sample of the stale units (scratch)")
     p.add_argument("new_settings", metavar="NEW.yaml", help="the settings file to preview against the deployment's")
     p.add_argument("--sample", default="1%", help="a change other than thresholds: the share of the stale units run "
-                                                  "(ordered by a hash of their input; at least one per crawl; default "
-                                                  "1%%)")
+                                                  "(ordered by a hash of their input; at least one per crawl; "
+                                                  "default 1%%)")
     p.add_argument("--crawl", help="only this crawl (default: every crawl)")
     p.add_argument("--examples", type=int, default=5, help="documents newly dropped and newly kept shown, each")
     p.add_argument("--json", action="store_true", help="one JSON object: the report")

@@ -66,7 +66,8 @@ def stage_check_specs(asset: str, row_accounting: bool = True, gated: bool = Fal
 
 def observed_source(spec: StageSpec, settings: Settings) -> dg.AssetSpec:
     """The observed source of a stage's spec: a crawl × shard external asset whose per-partition versions the stale
-    planner and `raw_drop_sensor` report (`llm_assets.stale.source_versions`, `llm_assets.backfills.new_observations`)."""
+    planner and `raw_drop_sensor` report (`llm_assets.stale.source_versions`,
+    `llm_assets.backfills.new_observations`)."""
     assert spec.observed is not None
     return dg.AssetSpec(spec.observed.name, description=spec.observed.description, group_name=spec.group,
                         partitions_def=crawl_shard_partitions(settings),

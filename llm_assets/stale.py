@@ -1,13 +1,13 @@
 """The stale planner: every partition that a rebuild must run, and why.
 
 The lake's manifests are the record: each committed partition's manifest records its code version, its data version
-and the data versions of what it was built from (`inputs`). The planner walks the stage registry (`llm_assets.stages.SPECS`) in build order. A partition is planned when one of its
-inputs is planned, when it is missing while an input exists, when its code version (stage version + effective
-settings) differs from the code's, or when what it would read now differs from what it read (a shard stage's
-recorded inputs; a crawl stage's data version, recomputed from the manifests it fans in). Stages with rules of their
-own say so in their spec: the raw inventory compares file fingerprints, so an identical re-upload plans nothing;
-a release compares its version. A partition its quality gate holds back is not an input: nothing downstream of it
-is planned until a rebuild passes the gate.
+and the data versions of what it was built from (`inputs`). The planner walks the stage registry
+(`llm_assets.stages.SPECS`) in build order. A partition is planned when one of its inputs is planned, when it is missing
+while an input exists, when its code version (stage version + effective settings) differs from the code's, or when what
+it would read now differs from what it read (a shard stage's recorded inputs; a crawl stage's data version, recomputed
+from the manifests it fans in). Stages with rules of their own say so in their spec: the raw inventory compares file
+fingerprints, so an identical re-upload plans nothing; a release compares its version. A partition its quality gate
+holds back is not an input: nothing downstream of it is planned until a rebuild passes the gate.
 
 What Dagster marks stale is the same plan: a partition is stale for Dagster when its code version or an input's data
 version changed since it was built, so what a stage reads outside the lake's assets (raw files, takedown and eval

@@ -465,8 +465,8 @@ def test_the_other_manifests_are_kubernetes_objects():
 
 def test_the_runs_logs_go_to_the_lakes_bucket_where_the_webserver_reads_them():
     """dagster-aws's S3ComputeLogManager: written by the run pods (which get the user deployment's environment:
-    the chart's includeConfigInLaunchedRuns, on unless turned off), read by the webserver with a key of its own; both get the
-    bucket and endpoint's ConfigMap (names only: no value is in the file)."""
+    the chart's includeConfigInLaunchedRuns, on unless turned off), read by the webserver with a key of its own; both
+    get the bucket and endpoint's ConfigMap (names only: no value is in the file)."""
     values = _values()
     logs = render_instance(values)["compute_logs"]["config"]
     assert logs["bucket"] == {"env": "LLM_ASSETS_BUCKET"} and logs["endpoint_url"] == {"env": "LLM_ASSETS_S3_ENDPOINT"}

@@ -215,8 +215,8 @@ def reader_settings(s: DocumentsSettings) -> ReaderSettings:
 
 
 def iter_source(lake: Lake, key: str, settings: ReaderSettings, report: ReadReport):
-    """Records of one raw object, streamed (a format that needs random access, Parquet, read from a seekable file). A file that is no known format
-    is quarantined as `unreadable_file` and named in `report.errors`; it yields nothing."""
+    """Records of one raw object, streamed (a format that needs random access, Parquet, read from a seekable file). A
+    file that is no known format is quarantined as `unreadable_file` and named in `report.errors`; it yields nothing."""
     def records():
         body = lake.open(key)
         head = body.read(4)

@@ -104,11 +104,11 @@ def test_the_block_drops_or_flags_with_the_benchmark_and_must_run_last(gsm8k, in
 CODE_SET = [
     {"task_id": "Code/0", "prompt": 'def fizz_buzz_word(number):\n    """ Say FizzBuzz for a number\n    """\n',
      "canonical_solution": "    if number % 15 == 0:\n        return 'FizzBuzz'\n    if number % 3 == 0:\n"
-                           "        return 'Fizz'\n    if number % 5 == 0:\n        return 'Buzz'\n    return "
-                           "str(number)\n"},
+                           "        return 'Fizz'\n    if number % 5 == 0:\n        return 'Buzz'\n"
+                           "    return str(number)\n"},
     {"task_id": "Code/1", "prompt": 'def odd_squares(values):\n    """ Sum the squares of odd values\n    """\n',
-     "canonical_solution": "    total=0\n    for value in values:\n        if value % 2:\n            total += value * "
-                           "value\n        else:\n            continue\n    return total\n"},
+     "canonical_solution": "    total=0\n    for value in values:\n        if value % 2:\n"
+                           "            total += value * value\n        else:\n            continue\n    return total\n"},
     {"task_id": "Code/2", "prompt": 'def first_repeated(items):\n    """ The first item seen twice, or None\n    """\n',
      "canonical_solution": "    seen=set()\n    for item in items:\n        if item in seen:\n            return item\n"
                            "        seen.add(item)\n    return None\n"},
