@@ -475,7 +475,8 @@ def import_times(top: int = 12) -> list[dict]:
 
 
 COMPARISONS = {"extract": compare_extract, "fineweb": compare_fineweb, "filters": compare_filters,
-               "languages": compare_languages, "minhash": compare_minhash, "scale": compare_scale, "startup": compare_startup}
+               "languages": compare_languages, "minhash": compare_minhash, "scale": compare_scale,
+               "startup": compare_startup}
 
 
 # The report --------------------------------------------------------------------------------------------------
@@ -556,7 +557,8 @@ def summary_rows(all_results: dict) -> list[list[str]]:
         walls = [r["wall_s"] for r in results["startup"]["runs"]]
         cpu = statistics.median(r["cpu_s"] for r in results["startup"]["runs"])
         rows.append(["start-up: the code location in a fresh process (wall s; CPU-s in brackets)",
-                     f"{statistics.median(walls):.2f} ({cpu:.2f})", "—", mmm(walls, 2, " s"), "≤ 3 s", verdict(statistics.median(walls), TARGETS["startup"], False)])
+                     f"{statistics.median(walls):.2f} ({cpu:.2f})", "—", mmm(walls, 2, " s"), "≤ 3 s",
+                     verdict(statistics.median(walls), TARGETS["startup"], False)])
         if workers := results["startup"].get("worker", {}).get("runs"):
             firsts = [r["first step"] for r in workers]
             cpus = [r["worker_cpu_s"] for r in workers if r["worker_cpu_s"] is not None]

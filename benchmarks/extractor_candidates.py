@@ -313,7 +313,8 @@ def worker(pages_file: Path, names: list[str]) -> None:
     pages = json.loads(pages_file.read_text(encoding="utf-8"))
     factories = _factories()
     runs = {name: factories[name]() for name in names}
-    warm = "<html><head><title>t</title></head><body><article><p>" + "Warm words here. " * 40 + "</p></article></body></html>"
+    warm = ("<html><head><title>t</title></head><body><article><p>" + "Warm words here. " * 40
+            + "</p></article></body></html>")
     for run in runs.values():
         run(warm, "https://example.org/warm-up")
     versions = {}

@@ -670,8 +670,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--columns", help="comma-separated columns to export (default: all)")
     p.set_defaults(fn=cmd_export)
 
-    for name, text in (("trace", "every stage one URL or doc id reached, in every crawl, and the releases holding it"),
-                       ("why", "where one URL or doc id stopped: the block, the reason, its scores and the thresholds")):
+    for name, text in (
+            ("trace", "every stage one URL or doc id reached, in every crawl, and the releases holding it"),
+            ("why", "where one URL or doc id stopped: the block, the reason, its scores and the thresholds")):
         p = sub.add_parser(name, help=text)
         p.add_argument("key", help="a URL (http...) or a doc id")
         p.add_argument("--crawl", help="only this crawl (default: every crawl)")
@@ -721,7 +722,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="status: one JSON object")
     p.set_defaults(fn=cmd_deploy)
 
-    p = sub.add_parser("ui", help="Dagster's webserver, daemon and code server on this home's instance (workspace.yaml)")
+    p = sub.add_parser("ui",
+                       help="Dagster's webserver, daemon and code server on this home's instance (workspace.yaml)")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=3000, help="the webserver's port (default 3000)")
     p.set_defaults(fn=cmd_ui)

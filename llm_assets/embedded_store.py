@@ -108,7 +108,8 @@ class EmbeddedStore:
     def throwaway(cls, state_dir: Path, bucket: str) -> EmbeddedStore:
         """A store of its own (benchmarks, tests): fresh random credentials, free loopback ports."""
         return cls(state_dir=state_dir, bucket=bucket, access_key="k" + secrets.token_hex(6),
-                   secret_key=secrets.token_urlsafe(24), ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True)))
+                   secret_key=secrets.token_urlsafe(24),
+                   ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True)))
 
     @property
     def endpoint(self) -> str:

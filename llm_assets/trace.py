@@ -254,7 +254,8 @@ def why(t: Trace, settings: Settings) -> str:
         if "detail" in stop:
             line += f", {json.dumps(stop['detail'], default=str)}"
         if "threshold" in stop:
-            line += f"\n  measured: {json.dumps(stop['measured'], ensure_ascii=False)} (dropped when {stop['threshold']})"
+            measured = json.dumps(stop["measured"], ensure_ascii=False)
+            line += f"\n  measured: {measured} (dropped when {stop['threshold']})"
         if stop.get("language"):
             score = stop.get("language_score")
             line += f"\n  language: {stop['language']}" + (f" (score {score:.4f})" if isinstance(score, float) else "")

@@ -192,7 +192,8 @@ def test_the_chart_queue_mirrors_the_local_one_and_fills_the_cluster():
     for name, local in local_instances().items():
         local_queue = _run_queue(local)
         for key in ("tag_concurrency_limits", "max_user_code_failure_retries", "user_code_failure_retry_delay"):
-            assert queue.get(key) == local_queue.get(key), f"{key}: chart {queue.get(key)}, {name} {local_queue.get(key)}"
+            assert queue.get(key) == local_queue.get(key), (
+                f"{key}: chart {queue.get(key)}, {name} {local_queue.get(key)}")
         monitoring, local_monitoring = chart.get("run_monitoring", {}), local.get("run_monitoring", {})
         assert monitoring.get("enabled") == local_monitoring.get("enabled")
         assert monitoring.get("max_resume_run_attempts", 0) == local_monitoring.get("max_resume_run_attempts", 0)

@@ -55,13 +55,16 @@ def test_decisions_match_datatrove(case, docs):
     block, reference = CASES[case]
     _, ours = block.apply(docs)
     theirs = reference(block, docs)
-    mismatched = [doc for doc, a, b in zip(docs["doc_id"], ours.to_list(), theirs, strict=True) if (a is None) != (b is None)]
+    mismatched = [doc for doc, a, b in zip(docs["doc_id"], ours.to_list(), theirs, strict=True)
+                  if (a is None) != (b is None)]
     assert 1 - len(mismatched) / docs.height >= 0.99
     assert set(mismatched) <= set(EXPLAINED), f"unexplained mismatches: {mismatched}"
     assert sum(r is not None for r in theirs) > 0 or case == "language_multi"  # the rule is exercised
     if case != "language_multi":  # datatrove's language block has one reason code for everything
         same_reason = [a == b for a, b in zip(ours.to_list(), theirs, strict=True)]
-        assert all(same_reason), [(d, a, b) for d, a, b, s in zip(docs["doc_id"], ours, theirs, same_reason, strict=True) if not s]
+        assert all(same_reason), [(d, a, b)
+                                  for d, a, b, s in zip(docs["doc_id"], ours, theirs, same_reason, strict=True)
+                                  if not s]
 
 
 def test_c4_cleanup_leaves_the_same_text(docs):

@@ -149,7 +149,8 @@ def test_blocks_match_datatrove(language, corpus, decisions):
     for block in BLOCKS:
         ours, theirs = decisions[language][block]
         differ = [f"{block} {d}" for d, a, b in zip(docs, ours, theirs, strict=True) if a != b]
-        unexplained = [(d, a, b) for d, a, b in zip(docs, ours, theirs, strict=True) if a != b and f"{block} {d}" not in EXPLAINED]
+        unexplained = [(d, a, b) for d, a, b in zip(docs, ours, theirs, strict=True)
+                       if a != b and f"{block} {d}" not in EXPLAINED]
         if agreement(ours, theirs) < MIN_AGREEMENT or unexplained:
             problems.append(f"{block}: {len(differ)} differ, {len(unexplained)} unexplained (doc, ours, datatrove's): "
                             f"{unexplained[:8]}")
@@ -194,7 +195,8 @@ def test_language_thresholds_match_fineweb2(languages, labels):
     block = LanguageFilter(languages="all" if languages is None else languages, threshold=None)
     out, reasons = block.apply(docs)
     theirs = _fineweb2_keeps(found, languages)
-    differ = [(d, r) for d, r, keep in zip(docs["doc_id"], reasons.to_list(), theirs, strict=True) if (r is None) != keep]
+    differ = [(d, r) for d, r, keep in zip(docs["doc_id"], reasons.to_list(), theirs, strict=True)
+              if (r is None) != keep]
     assert not differ
     assert 0 < sum(theirs) < len(theirs)  # both sides
     assert set(reasons.drop_nulls().to_list()) <= {"language"}

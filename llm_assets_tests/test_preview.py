@@ -171,7 +171,8 @@ def test_a_sample_is_the_same_everywhere_and_scratch_goes_even_when_a_preview_fa
     with pytest.raises(InvalidKey, match="preview id"):
         scratch_prefix("../lake")
     part = scratch_prefix("0123456789abcdef") + "lake/documents/crawl=C/shard=0000/part-0123456789.parquet"
-    assert id_index_key(part) == "scratch/preview/0123456789abcdef/index/documents/crawl=C/shard=0000/part-0123456789.ids.npz"
+    assert id_index_key(part) == ("scratch/preview/0123456789abcdef/index/documents/crawl=C/shard=0000/"
+                                  "part-0123456789.ids.npz")
 
     with pytest.raises(RuntimeError, match="unit failed"):
         with scratch(lake) as prefix:

@@ -293,7 +293,8 @@ def compare(before: pl.DataFrame, after: pl.DataFrame, chain: Sequence[str], exa
     found = [Example("newly dropped", r["doc_id"], r["url"] or "", r["filter"], r["reason"] or "", r["measured"],
                      r["threshold"]) for r in dropped.head(examples).iter_rows(named=True)]
     found += [Example("newly kept", r["doc_id"], r["url"] or "", r["filter_before"], r["reason_before"] or "",
-                      r["measured_before"], r["threshold_before"]) for r in regained.head(examples).iter_rows(named=True)]
+                      r["measured_before"], r["threshold_before"])
+              for r in regained.head(examples).iter_rows(named=True)]
     return kept, blocks, found
 
 
@@ -387,7 +388,8 @@ def run_sample(lake: Lake, inputs: Sequence[Input], fraction: float, stages: Sam
     parts = [[u.part for u in ran if u.part] if i.stage == "documents" else [i.key]
              for i, ran in zip(chosen, extracted, strict=True)]
     filtered = _run_each(stages.filter_fn,
-                         [stages.filtered(i.crawl, i.shard, p, prefix) for i, p in zip(chosen, parts, strict=True)], runner)
+                         [stages.filtered(i.crawl, i.shard, p, prefix)
+                          for i, p in zip(chosen, parts, strict=True)], runner)
     before, after, docs_before, docs_after = [], [], 0, 0
     for item, ran, results in zip(chosen, extracted, filtered, strict=True):
         old_parts = {item.key}

@@ -146,7 +146,8 @@ def positive_scores(model, texts: list[str], positive_label: str) -> list[float]
     """P(positive label) of each text, batched through fastText."""
     labels, probs = model.predict([one_line(t) for t in texts], k=-1)
     target = LABEL_PREFIX + positive_label
-    return [float(next((p for lab, p in zip(ls, ps, strict=True) if lab == target), 0.0)) for ls, ps in zip(labels, probs, strict=True)]
+    return [float(next((p for lab, p in zip(ls, ps, strict=True) if lab == target), 0.0))
+            for ls, ps in zip(labels, probs, strict=True)]
 
 
 # fastText initializes only the first tenth of its input matrix when it trains on one thread (DenseMatrix::

@@ -235,7 +235,8 @@ def mix_record(frame: pl.DataFrame, targets: dict, available: dict[str | None, t
     for lang in sorted(set(got) | set(targets), key=lambda k: (-got.get(k, (0, 0))[1], str(k))):
         n, t = got.get(lang, (0, 0))
         row: dict[str, object] = {"documents": n, "tokens": t, "share": round(t / all_tokens, 6) if all_tokens else 0.0,
-               "available_documents": available.get(lang, (0, 0))[0], "available_tokens": available.get(lang, (0, 0))[1]}
+               "available_documents": available.get(lang, (0, 0))[0],
+               "available_tokens": available.get(lang, (0, 0))[1]}
         if lang in targets:
             share = targets[lang]
             row["target"] = ({"tokens": share.tokens} if share.tokens is not None else
@@ -264,7 +265,8 @@ def plan_sequences(docs: Documents, settings: ReleaseSettings) -> Plan:
     # The documents are in bucket order (see by_length_bucket): each bucket is a contiguous run, packed alone.
     bucket = docs.docs["bucket"].to_numpy()
     edges = np.searchsorted(bucket, np.arange(len(settings.length_buckets) + 2))
-    plans = [pack(docs.offsets[lo:hi + 1], settings.context) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
+    plans = [pack(docs.offsets[lo:hi + 1], settings.context)
+             for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
     return merge_plans(plans, settings.context)
 
 
@@ -720,7 +722,8 @@ def mixture_lines(mixture: dict | None) -> list[str]:
                      f"{row['available_tokens']:,} |")
     if mixture.get("left_out"):
         lines += ["", "Left out (not in release.languages): " + ", ".join(
-            f"{lang} ({v['documents']:,} documents, {v['tokens']:,} tokens)" for lang, v in mixture["left_out"].items())]
+            f"{lang} ({v['documents']:,} documents, {v['tokens']:,} tokens)"
+            for lang, v in mixture["left_out"].items())]
     return lines + [""]
 
 

@@ -21,7 +21,8 @@ def test_the_comparison_with_what_ran_and_its_rendering():
     cmp = with_actuals(fc, actual)
     by = {r["asset"]: r for r in cmp.iter_rows(named=True)}
     assert by["documents"]["cpu_s_error"] == pytest.approx(10 / 8 - 1)
-    assert by["documents"]["wall_s_actual"] == pytest.approx(5.0) and by["documents"]["wall_s_error"] == pytest.approx(0)
+    assert by["documents"]["wall_s_actual"] == pytest.approx(5.0)
+    assert by["documents"]["wall_s_error"] == pytest.approx(0)
     assert by["documents"]["bytes_out_error"] == pytest.approx(400 / 300 - 1)
     assert by["filtered"]["cpu_s_error"] == pytest.approx(0.2) and by["tokenized"]["cpu_s_error"] == pytest.approx(9)
     assert worst(cmp) == ("documents", pytest.approx(0.25)) and met(cmp)

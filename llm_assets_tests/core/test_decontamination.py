@@ -108,7 +108,8 @@ CODE_SET = [
                            "    return str(number)\n"},
     {"task_id": "Code/1", "prompt": 'def odd_squares(values):\n    """ Sum the squares of odd values\n    """\n',
      "canonical_solution": "    total=0\n    for value in values:\n        if value % 2:\n"
-                           "            total += value * value\n        else:\n            continue\n    return total\n"},
+                           "            total += value * value\n        else:\n            continue\n"
+                           "    return total\n"},
     {"task_id": "Code/2", "prompt": 'def first_repeated(items):\n    """ The first item seen twice, or None\n    """\n',
      "canonical_solution": "    seen=set()\n    for item in items:\n        if item in seen:\n            return item\n"
                            "        seen.add(item)\n    return None\n"},

@@ -45,7 +45,8 @@ ARTICLE_URL = (
     "https://creativecommons.org/2024/03/28/"
     "cc-joins-civil-society-letter-urging-u-s-to-support-openness-and-transparency-in-ai/"
 )
-ARTICLE_TITLE = "CC Joins Civil Society Letter Urging U.S. to Support Openness and Transparency in AI - Creative Commons"
+ARTICLE_TITLE = ("CC Joins Civil Society Letter Urging U.S. to Support Openness and Transparency in AI - "
+                 "Creative Commons")
 ARTICLE_SENTENCE = (
     "This week, we joined a broad coalition of civil society and leading academics urging a tailored, "
     "evidence-driven approach."

@@ -149,7 +149,8 @@ def _batch(texts: list[str]):
 
     return pa.record_batch({"doc_id": [f"d{i}" for i in range(len(texts))],
                             "url": [f"https://example.org/{i}" for i in range(len(texts))],
-                            "crawl": ["C"] * len(texts), "language": ["en", "de"] * (len(texts) // 2) + ["en"] * (len(texts) % 2),
+                            "crawl": ["C"] * len(texts),
+                            "language": ["en", "de"] * (len(texts) // 2) + ["en"] * (len(texts) % 2),
                             "text": texts})
 
 

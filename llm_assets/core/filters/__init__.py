@@ -38,7 +38,8 @@ DEFAULT_CHAIN: tuple[ChainBlock, ...] = (
 
 __all__ = [
     "ChainBlock", "DEFAULT_CHAIN", "DEFAULT_LANGUAGES",
-    "Block", "C4BadWords", "C4Quality", "Decontaminate", "DomainVocabulary", "FineWebQuality", "GopherQuality", "GopherRepetition",
-    "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "QualityModelFilter", "Scored", "URLFilter", "apply_filters",
+    "Block", "C4BadWords", "C4Quality", "Decontaminate", "DomainVocabulary", "FineWebQuality", "GopherQuality",
+    "GopherRepetition", "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "QualityModelFilter", "Scored",
+    "URLFilter", "apply_filters",
     "language_model", "score_filters",
 ]
