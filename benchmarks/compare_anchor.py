@@ -176,7 +176,7 @@ def task_filters_lang(args) -> dict:
                 for k in range(args.repeat) for r in rows]
         kept: list[str] = []
 
-        def run():
+        def run(docs=docs, blocks=blocks, kept=kept):
             for doc in chain(iter(docs), blocks):
                 kept.append(doc.id)
                 yield doc

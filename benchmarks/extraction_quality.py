@@ -509,7 +509,7 @@ def sweep_table(result: dict, top: int = 15) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name, (env, url, commit) in SOURCES.items():
+    for name, (env, url, _commit) in SOURCES.items():
         parser.add_argument(f"--{name}", metavar="DIR", help=f"checkout of {url} (default: ${env})")
     parser.add_argument("--warc-dir", type=Path, default=SHARED_WARC, help=f"WARC files (default {SHARED_WARC})")
     every = (ROUTED, *EXTRACTORS)

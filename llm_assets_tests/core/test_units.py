@@ -481,7 +481,7 @@ def test_every_local_runner_reports_each_unit_as_it_ends():
     units = [Probe(source=f"s{i}") for i in range(5)]
     for runner in (InProcessRunner(), PoolRunner(workers=2)):
         seen: list[str] = []
-        results = run_units(one_row, units, runner, lambda r: seen.append(r.source))
+        results = run_units(one_row, units, runner, lambda r, seen=seen: seen.append(r.source))
         assert [r.source for r in results] == [u.source for u in units] and sorted(seen) == [u.source for u in units]
 
 
