@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
@@ -458,7 +458,7 @@ class Lake:
                 kwargs["ContinuationToken"] = token
             elif start_after:
                 kwargs["StartAfter"] = start_after
-            page = self._call(f"listing {prefix}", lambda kwargs=kwargs: self.s3.list_objects_v2(**kwargs))
+            page = self._call(f"listing {prefix}", partial(self.s3.list_objects_v2, **kwargs))
             for obj in page.get("Contents", []):
                 yield ObjectInfo(obj["Key"], obj["Size"], obj["ETag"].strip('"'), obj["LastModified"].timestamp())
             token = page.get("NextContinuationToken")
@@ -473,7 +473,7 @@ class Lake:
             kwargs = {"Bucket": self.bucket, "Prefix": prefix, "Delimiter": "/"}
             if token:
                 kwargs["ContinuationToken"] = token
-            page = self._call(f"listing {prefix}", lambda kwargs=kwargs: self.s3.list_objects_v2(**kwargs))
+            page = self._call(f"listing {prefix}", partial(self.s3.list_objects_v2, **kwargs))
             names += [p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", [])]
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
@@ -526,8 +526,8 @@ class Lake:
         batch = [{"Key": k} for k in keys]
         for i in range(0, len(batch), 1000):
             chunk = batch[i : i + 1000]
-            self._call(f"deleting {len(chunk)} objects", lambda chunk=chunk: self.s3.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True}))
+            self._call(f"deleting {len(chunk)} objects", partial(
+                self.s3.delete_objects, Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True}))
 
     def get_json(self, key: str) -> dict | None:
         return self.get_json_versioned(key)[0]
