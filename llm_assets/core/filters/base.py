@@ -289,7 +289,7 @@ def _run(df: pl.DataFrame, filters: list[Block], names: list[str], fails: dict[s
          ) -> tuple[pl.DataFrame, list[pl.DataFrame], list[pl.DataFrame]]:
     dropped: list[pl.DataFrame] = []
     measures: list[pl.DataFrame] = []
-    for f, name in zip(filters, names, strict=True):
+    for f, name in zip(filters, names, strict=False):  # filters may be a prefix of the chain the names cover
         if not f.enabled or df.height == 0:
             continue
         df, reasons, stats = _applied(f, df, partial(f.apply, df))
