@@ -86,7 +86,7 @@ def hbars(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
     ax.barh(y[:len(values)], values, color=list(colors) if colors else BLUE)
     ax.set_yticks(y[:len(labels)], [str(label)[:48] for label in labels])
     top = max(values, default=0) or 1
-    for yi, v in zip(y, values, strict=True):
+    for yi, v in zip(y, values, strict=False):  # y has a row even when there are no values
         ax.text(v + top * 0.01, yi, _label(v, counts), va="center", fontsize=8)
     _value_axis(ax, top, counts)
     ax.set_xlabel(unit)
