@@ -84,8 +84,8 @@ def render(chaos: Chaos, tallies: list[Tally], seconds: float, load: tuple) -> s
     total = Tally("**total**")
     for g in groups.values():
         total.add(g)
-    columns = ["scenario", "runs", "kills", "store outages", "failed runs", "committed short", "data-version mismatches",
-               "partial visible", "orphans after GC", "hangs"]
+    columns = ["scenario", "runs", "kills", "store outages", "failed runs", "committed short",
+               "data-version mismatches", "partial visible", "orphans after GC", "hangs"]
     rows = [[g.scenario, g.runs, g.kills, g.outages, g.failed_runs, g.short, g.mismatches, g.partial, g.orphans,
              g.hangs] for g in [*groups.values(), total]]
     table = "\n".join(["| " + " | ".join(columns) + " |", "|---" + "|---:" * (len(columns) - 1) + "|",
@@ -152,7 +152,7 @@ def summary(tallies: list[Tally]) -> Row:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, help="draw the fault points of an earlier run again")
-    parser.add_argument("--no-write", action="store_true", 
+    parser.add_argument("--no-write", action="store_true",
                         help="print the section, do not write benchmarks/results/chaos.md")
     parser.add_argument("--keep", action="store_true", help="keep the session folder (worker logs) afterwards")
     args = parser.parse_args()

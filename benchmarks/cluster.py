@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.report import table, write_hand_section
-from benchmarks.summary import Row, details_path, update_rows, verdict
 from benchmarks.stages import documents_units, filtered_units, tokenized_units
+from benchmarks.summary import Row, details_path, update_rows, verdict
 from llm_assets.core.units import InProcessRunner, PoolRunner, UnitResult, run_units
 from llm_assets.settings import PROJECT_ROOT
 
@@ -246,7 +246,7 @@ def render(out: dict) -> list[str]:
     rows = [[name, " / ".join(f"{r['wall']:.1f}" for r in runs), f"{med([r['unit_seconds'] for r in runs]):.1f}",
              f"{1000 * med([overhead(r, 2) for r in runs]):.0f} ms"]
             for name, runs in (("`PoolRunner(2)`", pool), ("`DaskRunner`, 2 worker nodes", dask))]
-    extra = med([(d["wall"] - p["wall"]) / p["wall"] for p, d in zip(pool, dask)])
+    extra = med([(d["wall"] - p["wall"]) / p["wall"] for p, d in zip(pool, dask, strict=True)])
     noop = runner_cost(out)
     syn = [[f"{s['units']:,}", f"{s['seconds']:.1f}", f"{s['units'] / s['seconds']:.0f}",
             f"{s['rss_before'] / 2**20:.0f}", f"{s['peak_rss'] / 2**20:.0f}",
@@ -273,7 +273,8 @@ def render(out: dict) -> list[str]:
         "The pool starts its 2 processes (and their imports) for every partition; the cluster's workers are "
         "already running, so the per-partition cost moves to the connection (a TLS handshake).",
         f"- **The runner's own cost per unit**: {1000 * noop:.1f} ms of worker time (no-op units below: seconds × 2 "
-        f"workers / units, at {out['synthetic'][0]['units']:,} units), {100 * noop / unit_s:.2f} % of an extraction unit's {unit_s:.2f} s.", "",
+        f"workers / units, at {out['synthetic'][0]['units']:,} units), {100 * noop / unit_s:.2f} % of an extraction "
+        f"unit's {unit_s:.2f} s.", "",
         "**The driver** (the Dagster step's process) with synthetic no-op units, each size in a fresh process, "
         "`max_in_flight` 64:", "",
         table(["units", "seconds", "units/s", "RSS before MiB", "peak RSS MiB", "bytes per unit"], syn), "",

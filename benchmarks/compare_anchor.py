@@ -41,17 +41,15 @@ def cpu_seconds() -> float:
 
 
 def quiet() -> None:
-    from loguru import logger
-
     import datatrove.utils.logging  # noqa: F401 - it adds its handler on import: removed after
+    from loguru import logger
 
     logger.remove()  # datatrove logs a line per timeout and per block; the comparison wants none of it
 
 
 def offline(lid_path: str | None) -> None:
-    import tldextract
-
     import datatrove.utils.lid as lid
+    import tldextract
 
     original = tldextract.TLDExtract
     tldextract.TLDExtract = functools.partial(original, suffix_list_urls=())  # the snapshot, no download
@@ -62,8 +60,14 @@ def offline(lid_path: str | None) -> None:
 def fineweb_filters(lid_path: str | None) -> list:
     """The filter blocks of datatrove's FineWeb example, in its order (the URL block runs before extraction
     there), with their defaults, ready to run: models and lists loaded before any timing."""
-    from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
-                                            GopherRepetitionFilter, LanguageFilter, URLFilter)
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+        LanguageFilter,
+        URLFilter,
+    )
 
     offline(lid_path)
     blocks = [URLFilter(), LanguageFilter(), GopherRepetitionFilter(), GopherQualityFilter(),
@@ -90,10 +94,9 @@ def chain(data, steps: list):
 
 
 def task_extract(args) -> dict:
+    import trafilatura  # imported here so that the extractor's forked child starts with it loaded
     from datatrove.pipeline.extractors import Trafilatura
     from datatrove.pipeline.readers import WarcReader
-
-    import trafilatura  # imported here so that the extractor's forked child starts with it loaded
 
     trafilatura.extract("<html><body><p>" + "Warm words here. " * 40 + "</p></body></html>")
     steps = [WarcReader(args.corpus, glob_pattern="*.warc.gz"), Trafilatura(favour_precision=True)]
@@ -101,10 +104,9 @@ def task_extract(args) -> dict:
 
 
 def task_fineweb(args) -> dict:
+    import trafilatura
     from datatrove.pipeline.extractors import Trafilatura
     from datatrove.pipeline.readers import WarcReader
-
-    import trafilatura
 
     trafilatura.extract("<html><body><p>" + "Warm words here. " * 40 + "</p></body></html>")
     url, *rest = fineweb_filters(args.lid)
@@ -174,7 +176,7 @@ def task_filters_lang(args) -> dict:
                 for k in range(args.repeat) for r in rows]
         kept: list[str] = []
 
-        def run():
+        def run(docs=docs, blocks=blocks, kept=kept):
             for doc in chain(iter(docs), blocks):
                 kept.append(doc.id)
                 yield doc
@@ -184,8 +186,8 @@ def task_filters_lang(args) -> dict:
                      "kept_ids": sorted(set(kept)), "unused_fields": unused}
         total_cpu += result["timed_cpu_s"]
         total_items += len(docs)
-    return {"items": total_items, "timed_cpu_s": total_cpu, "timed_wall_s": sum(o["timed_wall_s"] for o in out.values()),
-            "languages": out}
+    return {"items": total_items, "timed_cpu_s": total_cpu,
+            "timed_wall_s": sum(o["timed_wall_s"] for o in out.values()), "languages": out}
 
 
 def task_minhash(args) -> dict:
@@ -204,8 +206,13 @@ def task_dedup_path(args) -> dict:
     per bucket, run one after the other in this process), MinhashDedupCluster, or MinhashDedupFilter between a
     ParquetReader and a ParquetWriter (the removed documents to their own ParquetWriter)."""
     from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
-                                                  MinhashDedupFilter, MinhashDedupSignature)
+    from datatrove.pipeline.dedup.minhash import (
+        MinhashConfig,
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
     from datatrove.pipeline.readers import ParquetReader
     from datatrove.pipeline.writers import ParquetWriter
     from datatrove.utils.hashing import HashConfig

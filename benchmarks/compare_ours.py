@@ -234,7 +234,7 @@ def task_filters_lang(args) -> dict:
         apply_filters(df.head(8), blocks)  # the segmenter loads, the patterns compile: outside the timing
         kept: list[str] = []
 
-        def run() -> dict:
+        def run(batches=batches, blocks=blocks, kept=kept) -> dict:
             for _ in range(args.repeat):
                 for b in batches:
                     kept.extend(apply_filters(b, blocks)[0]["doc_id"].to_list())

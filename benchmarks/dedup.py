@@ -46,8 +46,8 @@ from itertools import combinations
 from pathlib import Path
 
 from benchmarks.report import MIB, n, table
-from benchmarks.summary import Row, publish, verdict
 from benchmarks.stages import Meter, maxrss_bytes
+from benchmarks.summary import Row, publish, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- dedup:begin -->", "<!-- dedup:end -->"
@@ -291,7 +291,7 @@ def child_quality(workdir: Path, args) -> dict:
         members.setdefault(kept_of.get(d, d), []).append(d)
 
     shingles = {d["doc_id"]: shingle_set(d["text"], settings.ngram) for d in docs}
-    signature = dict(zip(sigs["doc_id"], sigs["signature"].to_numpy()))
+    signature = dict(zip(sigs["doc_id"], sigs["signature"].to_numpy(), strict=True))
 
     def jaccard(a: str, b: str) -> float:
         sa, sb = shingles[a], shingles[b]
@@ -505,12 +505,12 @@ def signatures_section(ours: dict, ds: dict) -> str:
         f"- **Ours is {speed:.1f}× datasketch** in docs/s/core (target ≥ 10×); {per_cpu:.1f}× in docs per "
         "CPU-second, the figure to read when other processes keep the CPUs busy.",
         f"- Documents: the {ours['documents']} shared documents with text, {ours['bytes'] / 1e6:.2f} MB; mean "
-        f"{ours['mean_words']:,.0f} words per document (median {ours['median_words']:,.0f}; words as the "
-        f"signature sees them, split by whitespace, punctuation and symbols), mean {ours['mean_shingles']:,.0f} shingles. A pass repeats them "
-        f"{ours['repeat']}× (ours) and {ds['repeat']}× (datasketch), sized from a warm-up pass to last about "
-        f"{MIN_PASS_SECONDS:g} s or more; median of {PASSES} passes ({sum(p['seconds'] for p in ours['passes']):.1f} "
-        f"and {sum(p['seconds'] for p in ds['passes']):.1f} s timed in all). Polars thread pool: "
-        f"{ours['polars_threads']}.",
+        f"{ours['mean_words']:,.0f} words per document (median {ours['median_words']:,.0f}; words as the signature "
+        f"sees them, split by whitespace, punctuation and symbols), mean {ours['mean_shingles']:,.0f} shingles. A pass "
+        f"repeats them {ours['repeat']}× (ours) and {ds['repeat']}× (datasketch), sized from a warm-up pass to last "
+        f"about {MIN_PASS_SECONDS:g} s or more; median of {PASSES} passes "
+        f"({sum(p['seconds'] for p in ours['passes']):.1f} and {sum(p['seconds'] for p in ds['passes']):.1f} s timed "
+        f"in all). Polars thread pool: {ours['polars_threads']}.",
         f"- datasketch's default `scheme` is `{ds['scheme']}` over the SHA-1 of each shingle; its time per document "
         "includes building the `MinHash` object (its 112 permutations), as a loop over documents does.",
     ])

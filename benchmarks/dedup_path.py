@@ -279,7 +279,7 @@ def compare_removed(truth_path: Path, src: Path, ours: Path, dt: Path, documents
 
     def shingles(x: int) -> set:
         w = tokens[x].to_list()
-        return set(zip(*[w[i:] for i in range(5)])) or {tuple(w)}
+        return set(zip(*[w[i:] for i in range(5)], strict=False)) or {tuple(w)}
 
     def jaccard(x: int, y: int) -> float:
         a, b = shingles(x), shingles(y)
@@ -332,7 +332,7 @@ def summary(r: dict) -> list[Row]:
     dt = side_figures(r["rounds"], "datatrove", DT_STEPS)
     o_all = [sum(ours[s]["cpu"][k] for s in STEPS) for k in range(len(r["rounds"]))]
     d_all = [sum(dt[s]["cpu"][k] for s in DT_STEPS) for k in range(len(r["rounds"]))]
-    ratios = sorted(d / o for d, o in zip(d_all, o_all))
+    ratios = sorted(d / o for d, o in zip(d_all, o_all, strict=True))
     median = statistics.median(ratios)
     return [Row("dedup-path:whole",
                 "whole dedup path (signatures → clusters → removal) vs datatrove (docs per CPU-s)",
@@ -435,17 +435,17 @@ def render(r: dict) -> str:
         "datatrove its union-find root (union by size), so removed sets differ by the kept documents even where the "
         "clusters agree.",
         f"- Why the sides differ: {n(docs - made['originals'] - made['kinds'].get('composite', 0))} copies were "
-        f"planted; datatrove removed {n(a['datatrove_removed'])}, ours {n(a['ours_removed'])}. Of the {n(alone(a['only_datatrove']))} "
-        f"documents only datatrove put in a cluster, {n(below(a['only_datatrove']))} are below FineWeb's own 0.8 against their "
-        "planted relative (the originals and composites among them are the other end of such a pair: their "
-        "relative is their near copy): 14 bands of 8 rows let a pair at Jaccard 0.7 collide in some band with "
-        "probability 1 − (1 − 0.7⁸)¹⁴ = 0.56 (0.21 at 0.6, 0.92 at 0.8), and datatrove makes every collision an "
-        "edge. Ours makes a collision an edge only when the pair's b-bit estimate reaches 0.8; its standard error "
-        "(0.04 at 0.8) and the two sides' different words are why pairs near 0.8 fall differently each way: "
-        f"{n(alone(a['only_datatrove']) - below(a['only_datatrove']))} documents only datatrove clustered and "
-        f"{n(alone(a['only_ours']) - below(a['only_ours']))} only ours clustered are at 0.8 or above (a pair at "
-        "0.82 has an estimate below 0.8 about 30% of the time): the recall ours gives up just above the threshold "
-        "is what keeps it from merging the pairs below.",
+        f"planted; datatrove removed {n(a['datatrove_removed'])}, ours {n(a['ours_removed'])}. Of the "
+        f"{n(alone(a['only_datatrove']))} documents only datatrove put in a cluster, {n(below(a['only_datatrove']))} "
+        "are below FineWeb's own 0.8 against their planted relative (the originals and composites among them are the "
+        "other end of such a pair: their relative is their near copy): 14 bands of 8 rows let a pair at Jaccard 0.7 "
+        "collide in some band with probability 1 − (1 − 0.7⁸)¹⁴ = 0.56 (0.21 at 0.6, 0.92 at 0.8), and datatrove makes "
+        "every collision an edge. Ours makes a collision an edge only when the pair's b-bit estimate reaches 0.8; its "
+        "standard error (0.04 at 0.8) and the two sides' different words are why pairs near 0.8 fall differently each "
+        f"way: {n(alone(a['only_datatrove']) - below(a['only_datatrove']))} documents only datatrove clustered and "
+        f"{n(alone(a['only_ours']) - below(a['only_ours']))} only ours clustered are at 0.8 or above (a pair at 0.82 "
+        "has an estimate below 0.8 about 30% of the time): the recall ours gives up just above the threshold is what "
+        "keeps it from merging the pairs below.",
         f"- Memory: our clusters step here is `cluster_frames`, every signature of the {n(docs)} documents in one "
         "process (the duplicate_clusters stage runs the same steps as units bounded by `bucket_rows`: the "
         "dump-scale section above); datatrove's cluster stage holds only the duplicate pairs, its buckets tasks one "

@@ -16,10 +16,11 @@ fresh subprocesses whose environment sets POLARS_MAX_THREADS, OMP_NUM_THREADS an
    writing timed apart: the index step), to an embedded SeaweedFS (the lake's real store, on loopback, in a temporary
    folder) and, for datatrove, as its 14 sorted `.minhash.sig` files (below). The truth (each document's source)
    is kept on local disk.
-2. cluster: `cluster_lake` (edges, components, members from the band index) with `DedupSettings()` (exact + near, Jaccard confirmation at 0.8, `bucket_rows`
-   4,000,000) with the process-pool runner (`--workers`, one thread each): per step, units, wall seconds, CPU
-   seconds (summed over units, `time.process_time` in the worker), the largest unit's peak RSS (`ru_maxrss` of its
-   worker), bytes written; the driver's own peak RSS (it plans the units and merges the keep units' summaries).
+2. cluster: `cluster_lake` (edges, components, members from the band index) with `DedupSettings()` (exact + near,
+   Jaccard confirmation at 0.8, `bucket_rows` 4,000,000) with the process-pool runner (`--workers`, one thread each):
+   per step, units, wall seconds, CPU seconds (summed over units, `time.process_time` in the worker), the largest unit's
+   peak RSS (`ru_maxrss` of its worker), bytes written; the driver's own peak RSS (it plans the units and merges the
+   keep units' summaries).
 3. recall and precision against the planted truth, by the removed set: a removal is right when the document is
    in a planted cluster that keeps at least one member; recall = right removals / planted copies, precision =
    right removals / removals. For ours also by pair: a copy is found when it ends with its source's kept document;
@@ -107,13 +108,11 @@ def write_datatrove_sigs(folder: Path, rank: int, bands) -> None:
 def child_synthesize(args) -> dict:
     import numpy as np
     import polars as pl
-
     import pyarrow as pa
 
     from llm_assets.core.clusters import IndexWriter
-    from llm_assets.core.signatures import BATCH_ROWS
     from llm_assets.core.lake import Lake, part_key
-    from llm_assets.core.signatures import signature_schema
+    from llm_assets.core.signatures import BATCH_ROWS, signature_schema
     from llm_assets.core.units import unit_id
     from llm_assets.settings import DedupSettings
 
@@ -480,14 +479,14 @@ def render(r: dict) -> str:
                                mib(x["peak_rss"]), mib(x["bytes_out"])])
     out = [
         "## A dump's duplicate clusters: work units at growing size", "",
-        "What `make bench-dump-scale` (exactly: `.venv/bin/python -m benchmarks.dump_scale`; `--sizes` sets the "
-        "sizes, `--datatrove-size` the one datatrove runs on, `--json FILE` keeps the raw results) measures: "
-        "`duplicate_clusters`' work units (`core/clusters.py`: edges, components, members, keep; the driver "
-        "merges the keep units' summaries) on synthetic signatures, each part written with its band index as the "
-        "signatures stage writes it (timed apart: the index step), to an embedded SeaweedFS on loopback (the lake's own "
-        "store, not local files), run by the process-pool runner, and datatrove 0.10.1's MinhashDedupBuckets + "
-        "MinhashDedupCluster on the same signatures written in its own format. The method in full: the docstring "
-        "of `benchmarks/dump_scale.py`.", "",
+        "What `make bench-dump-scale` (exactly: `.venv/bin/python -m benchmarks.dump_scale`; `--sizes` sets the sizes, "
+        "`--datatrove-size` the one datatrove runs on, `--json FILE` keeps the raw results) measures: "
+        "`duplicate_clusters`' work units (`core/clusters.py`: edges, components, members, keep; the driver merges the "
+        "keep units' summaries) on synthetic signatures, each part written with its band index as the signatures stage "
+        "writes it (timed apart: the index step), to an embedded SeaweedFS on loopback (the lake's own store, not "
+        "local files), run by the process-pool runner, and datatrove 0.10.1's MinhashDedupBuckets + "
+        "MinhashDedupCluster on the same signatures written in its own format. The method in full: the docstring of "
+        "`benchmarks/dump_scale.py`.", "",
         *[f"- Run: {run['date']}; command: `{run['command']}`; {run['seconds']:.0f} s in all; load average "
           f"{run['loadavg'][0]:.2f} at the start, {run['loadavg_end'][0]:.2f} at the end (sizes "
           f"{', '.join(n(int(k)) for k in run['sizes'])})." for run in r["runs"]],
@@ -636,10 +635,10 @@ def extrapolation(sizes: dict) -> list[str]:
         f"the driver's from {mib(c_lo['driver_peak_rss'])} to {mib(c_hi['driver_peak_rss'])} MiB. Sizes measured "
         "in different runs saw different load (the run lines above): CPU time inflates under contention too "
         "(shared caches and memory bandwidth), less than wall time.",
-        f"- CPU: {cpu * 1e6:.1f} µs a document of unit CPU at {n(hi)}, so about {cpu * target / 3600:.1f} "
-        "core-hours for 100M if it stays linear (plus the index, written by the signatures units): edges and members are linear in the documents (an edges "
-        "unit sorts at most about `bucket_rows` rows), the components merge is linear in the label rows "
-        "(duplicated documents) times the merge depth (log base `merge_fan_in` of B).",
+        f"- CPU: {cpu * 1e6:.1f} µs a document of unit CPU at {n(hi)}, so about {cpu * target / 3600:.1f} core-hours "
+        "for 100M if it stays linear (plus the index, written by the signatures units): edges and members are linear "
+        "in the documents (an edges unit sorts at most about `bucket_rows` rows), the components merge is linear in "
+        "the label rows (duplicated documents) times the merge depth (log base `merge_fan_in` of B).",
         f"- Memory per unit: B grows with the crawl ({bs}; ⌈documents × 15 / `bucket_rows`⌉ with the default "
         "4,000,000: 375 at 100M), so an edges unit holds about `bucket_rows` rows whatever the size: its peak "
         f"stays at {mib(edges(c_hi))} MiB (measured at {n(hi)}: {mib(edges(c_lo))} at {n(lo)}). The index of a "

@@ -38,8 +38,8 @@ from pathlib import Path
 import psutil
 
 from benchmarks.report import table, write_hand_section
-from benchmarks.summary import Row, details_path, update_rows
 from benchmarks.scratch_env import scratch_venv
+from benchmarks.summary import Row, details_path, update_rows
 from llm_assets.embedded_store import free_ports
 from llm_assets.local_cluster import LocalCluster
 from llm_assets.settings import PROJECT_ROOT
@@ -550,7 +550,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--starts", type=int, default=10, help="cold starts per engine, idle and again under load")
     parser.add_argument("--engines", default=",".join(LABELS))
-    parser.add_argument("--no-write", action="store_true", 
+    parser.add_argument("--no-write", action="store_true",
                         help="print the section, do not write benchmarks/results/engine-bakeoff.md")
     args = parser.parse_args()
     SCRATCH.mkdir(parents=True, exist_ok=True)

@@ -16,10 +16,10 @@ Each measurement runs in its own fresh process (`--child SPEC`), so its peak RSS
    `BATCH_ROWS` rows, with the default settings. The first call (imports, the spaCy pipeline's load, YAKE's stop
    words) is timed apart as the load; the timed block then runs over the corpus (again until it has taken 3
    CPU-seconds). Rates are per CPU-second of the process (user + system, all threads).
-2. the batch path, on the first BATCH_DOCS manuals and on the WikiText articles: `entities` with spaCy `batch_size` 1, 16 and 64; the product's
-   pipeline with `nlp.pipe(n_process=2)` (CPU of its worker processes included; manuals only); and the pipeline without its
-   `tok2vec` component (the small English NER has its own embedding layer; `tok2vec` only feeds the tagger and the
-   parser, which are excluded), with its entities compared to `entities()`'s.
+2. the batch path, on the first BATCH_DOCS manuals and on the WikiText articles: `entities` with spaCy `batch_size` 1,
+   16 and 64; the product's pipeline with `nlp.pipe(n_process=2)` (CPU of its worker processes included; manuals only);
+   and the pipeline without its `tok2vec` component (the small English NER has its own embedding layer; `tok2vec` only
+   feeds the tagger and the parser, which are excluded), with its entities compared to `entities()`'s.
 3. workers: `PoolRunner(workers=k).run` with k tasks, each `enrich_batch` over its share of all three corpora (the
    documents dealt longest first, alternately, so the shares are even), k = 1 (in process, as the runner does) and
    2 (spawned processes: interpreter start, imports and the model load in each are in the wall time).
@@ -45,8 +45,8 @@ from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from benchmarks.report import n, table  # noqa: E402
-from benchmarks.summary import Row, publish  # noqa: E402
 from benchmarks.stages import Meter, cpu_seconds, machine_busy_seconds, maxrss_bytes  # noqa: E402
+from benchmarks.summary import Row, publish  # noqa: E402
 
 BEGIN, END = "<!-- enrich:begin -->", "<!-- enrich:end -->"
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,8 +120,17 @@ def _load(part: str) -> dict:
 
 
 def _run_part(part: str, texts: list[str]) -> None:
-    from llm_assets.core.enrich import (BATCH_ROWS, EnrichedSettings, EntitySettings, KeywordSettings, SummarySettings,
-                                        enrich_batch, entities, keywords, summary)
+    from llm_assets.core.enrich import (
+        BATCH_ROWS,
+        EnrichedSettings,
+        EntitySettings,
+        KeywordSettings,
+        SummarySettings,
+        enrich_batch,
+        entities,
+        keywords,
+        summary,
+    )
 
     if part == "entities":
         entities(texts, EntitySettings())
@@ -289,7 +298,8 @@ def render(r: dict) -> str:
                 "n_process=2": "product pipeline, `nlp.pipe(batch_size=64, n_process=2)`",
                 "no-tok2vec": "pipeline without `tok2vec` (`ner` only), `batch_size` 64"}[b["variant"]]
         wall_rate = b["docs"] / b["seconds"]
-        brows.append([b["corpus"] if b["variant"] == "entities" and b["batch_size"] == 1 else "", name, ", ".join(b["pipes"]), n(_per_cpu(b), 1), n(_per_cpu(b, "chars") / 1000, 1),
+        brows.append([b["corpus"] if b["variant"] == "entities" and b["batch_size"] == 1 else "", name,
+                      ", ".join(b["pipes"]), n(_per_cpu(b), 1), n(_per_cpu(b, "chars") / 1000, 1),
                       f"{_per_cpu(b) / _per_cpu(base):.2f}×", n(wall_rate, 1),
                       f"{wall_rate / (base['docs'] / base['seconds']):.2f}×", _others(b), n(b["peak_rss_bytes"] / MIB),
                       {True: "yes", False: "**no**"}.get(b.get("same_entities"), "(reference)")])

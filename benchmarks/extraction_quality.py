@@ -502,14 +502,14 @@ def sweep_table(result: dict, top: int = 15) -> str:
             d = row["sets"][s]
             delta = d["f1"] - ref[s] if s in ref else d["f1"] - 1.0
             cells.append(f"{d['f1']:.3f} ({delta:+.3f}) / {d['speedup']:.2f}x / {d['routed_share']:.1%}")
-        lines.append(f"| {mark}{row['max_chars']} | {row['max_tags']} | {row['budget_s']} | {row['host_overruns']}{mark} | "
-                     + " | ".join(cells) + " |")
+        lines.append(f"| {mark}{row['max_chars']} | {row['max_tags']} | {row['budget_s']} | "
+                     f"{row['host_overruns']}{mark} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name, (env, url, commit) in SOURCES.items():
+    for name, (env, url, _commit) in SOURCES.items():
         parser.add_argument(f"--{name}", metavar="DIR", help=f"checkout of {url} (default: ${env})")
     parser.add_argument("--warc-dir", type=Path, default=SHARED_WARC, help=f"WARC files (default {SHARED_WARC})")
     every = (ROUTED, *EXTRACTORS)

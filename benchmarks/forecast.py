@@ -87,7 +87,8 @@ def render_flow(flow: Flow) -> str:
     rows = []
     names = set(judged(flow.comparison)["asset"])
     for r in flow.comparison.iter_rows(named=True):
-        rows.append([r["asset"] if r["asset"] in names else f"{r['asset']} (not judged)", r["basis"], f"{r['units_forecast']} / {r['units_actual']}",
+        rows.append([r["asset"] if r["asset"] in names else f"{r['asset']} (not judged)", r["basis"],
+                     f"{r['units_forecast']} / {r['units_actual']}",
                      f"{r['cpu_s_forecast']:.1f} / {r['cpu_s_actual']:.1f}", pct(r["cpu_s_error"]),
                      f"{r['wall_s_forecast']:.1f} / {r['wall_s_actual']:.1f}", pct(r["wall_s_error"]),
                      f"{r['bytes_out_forecast']:,} / {r['bytes_out_actual']:,}", pct(r["bytes_out_error"]),
@@ -103,7 +104,8 @@ def render_flow(flow: Flow) -> str:
 def summary_row(flow: Flow, key: str, command: str) -> Row:
     w = worst(flow.comparison)
     errors = [f"{r['asset']} {pct(r['cpu_s_error'])}" for r in judged(flow.comparison).iter_rows(named=True)]
-    return Row(key=f"forecast:{key}", measure=f"forecast error, {flow.name} (CPU-s per stage ≥ {MIN_JUDGED_CPU_S} CPU-s; worst)",
+    return Row(key=f"forecast:{key}",
+               measure=f"forecast error, {flow.name} (CPU-s per stage ≥ {MIN_JUDGED_CPU_S} CPU-s; worst)",
                current=(f"worst {w[0]} {pct(w[1])}; " + ", ".join(errors)) if w else "no stage to judge",
                command=command, details="forecast.md", target=f"within ±{GOAL:.0%} per stage",
                met="yes" if met(flow.comparison) else "no")
@@ -220,8 +222,8 @@ def run_flows() -> list[tuple[str, Flow]]:
     split = bench.flow(f"held-back half of a crawl ({SPLIT_CRAWLS[1]}, from {SPLIT_CRAWLS[0]}'s history)",
                        bench.plan(),
                        note=f"The {len(files)} WARC files of ../shared/data/warc split by records, the even ones "
-                            f"dropped as {SPLIT_CRAWLS[0]} and built first, the odd ones as {SPLIT_CRAWLS[1]}, forecast "
-                            "from the ledger rows and built.")
+                            f"dropped as {SPLIT_CRAWLS[0]} and built first, the odd ones as {SPLIT_CRAWLS[1]}, "
+                            "forecast from the ledger rows and built.")
 
     print(f"history: {first}", flush=True)
     drop(first)

@@ -59,7 +59,7 @@ def run(store: EmbeddedStore, mb: int, repeat: int) -> None:
     timings: dict[str, list[tuple[float, float]]] = {"lake client (boto3 ranges, retried)": [],
                                                       "PyArrow S3FileSystem": []}
     for _ in range(repeat):
-        for name, fn in zip(timings, (lake_client, pyarrow_s3)):
+        for name, fn in zip(timings, (lake_client, pyarrow_s3), strict=True):
             wall, cpu = time.perf_counter(), time.process_time()
             assert fn() == rows
             timings[name].append((time.perf_counter() - wall, time.process_time() - cpu))

@@ -58,7 +58,7 @@ def warc_pages(docs_parquet: Path) -> dict[str, list[dict]]:
     df = pl.read_parquet(docs_parquet, columns=["doc_id", "url", "text"])
     labels, _ = language_model().predict(df["text"].str.replace_all("\n", " ", literal=True).to_list(), k=1)
     out: dict[str, list[dict]] = {}
-    for row, label in zip(df.iter_rows(named=True), labels):
+    for row, label in zip(df.iter_rows(named=True), labels, strict=True):
         lang = label[0].removeprefix("__label__") if len(label) else ""
         if lang in LANGUAGES:
             out.setdefault(lang, []).append({"id": f"warc/{row['doc_id']}", "url": row["url"] or "",

@@ -216,7 +216,8 @@ def machine() -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
-                        help=f"how many times the shared WARC files are repeated in the corpus (default {DEFAULT_REPEAT})")
+                        help="how many times the shared WARC files are repeated in the corpus "
+                             f"(default {DEFAULT_REPEAT})")
     parser.add_argument("--output", type=Path, default=PROJECT_ROOT / "BENCHMARKS.md",
                         help="the summary whose rows are replaced (default BENCHMARKS.md); the report goes to "
                              "benchmarks/results/stages.md beside it, its text above the generated marker kept")

@@ -151,7 +151,8 @@ def tokenized(store, store_pid: int | None, workers: int, input_file: Path, file
     kept = run_units(filter_documents, [
         FilterUnit(store=store, settings=settings.filtered, source=d.part, unit=(u := unit_id("filtered", d.part)),
                    part=part_key("filtered", crawl, SHARD, u),
-                   rejected_part=part_key("filtered", crawl, SHARD, u, zone="rejected")) for d in docs], InProcessRunner())
+                   rejected_part=part_key("filtered", crawl, SHARD, u, zone="rejected"))
+         for d in docs], InProcessRunner())
     units = [TokenizeUnit(store=store, settings=settings.tokenized, source=k.part,
                           unit=(u := unit_id("tokenized", k.part)), part=part_key("tokenized", crawl, SHARD, u),
                           rejected_part=part_key("tokenized", crawl, SHARD, u, zone="rejected")) for k in kept]
@@ -193,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "tokenizer":
         out |= tokenizer(args.workers, args.input)
     else:
-        from llm_assets.embedded_store import EmbeddedStore
         from llm_assets.core.lake import StoreConfig
+        from llm_assets.embedded_store import EmbeddedStore
 
         with tempfile.TemporaryDirectory(prefix="llm-assets-scaling-") as tmp:
             workdir = Path(tmp)

@@ -168,7 +168,8 @@ def product_child(spec: dict) -> dict:
     tokenization = settings.tokenized
     tokenized = timed(f"tokenized (min_tokens {MIN_TOKENS})", lambda: stage("tokenized", tokenize_documents, [
         TokenizeUnit(store=store, settings=tokenization, source=f.part,
-                     unit=(u := unit_id("tokenized", "seed-paper", f.part)), part=part_key("tokenized", crawl, SHARD, u),
+                     unit=(u := unit_id("tokenized", "seed-paper", f.part)),
+                     part=part_key("tokenized", crawl, SHARD, u),
                      rejected_part=part_key("tokenized", crawl, SHARD, u, zone="rejected")) for f in filtered]))
     exported = _export(lake, crawl, spec["out"], timed)
     stop_pool_server()  # reaped, its CPU and its workers' reach the parent's RUSAGE_CHILDREN
@@ -225,9 +226,9 @@ def dagster_child(spec: dict) -> dict:
 
     from llm_assets.core.lake import Credentials, Lake, StoreConfig
     from llm_assets.core.partition import read_manifest
+    from llm_assets.core.units import stop_pool_server
     from llm_assets.definitions import build_assets
     from llm_assets.jobs import jobs_of
-    from llm_assets.core.units import stop_pool_server
     from llm_assets.partitions import crawl_shard_key
     from resources import LakeIOManager, ObjectStore, S3Endpoint
 
@@ -356,10 +357,11 @@ def run_paper(checkout: Path, python: str, workdir: Path) -> dict:
             with open(scratch / "results" / "metrics.csv") as f:
                 metrics = f.read().strip().splitlines()
             header, last = metrics[0].split(","), metrics[-1].split(",")
-            own = dict(zip(header, last))
+            own = dict(zip(header, last, strict=True))
             with open(scratch / "results" / "out.jsonl", "rb") as f:
                 written = sum(1 for _ in f)
-            out[name] = {"seconds": run["seconds"], "cpu_seconds": run["cpu_seconds"], "others_cpus": run["others_cpus"],
+            out[name] = {"seconds": run["seconds"], "cpu_seconds": run["cpu_seconds"],
+                         "others_cpus": run["others_cpus"],
                          "rows": int(own["rows"]), "rows_written": written, "own_seconds": float(own["secs"]),
                          "own_rows_per_s": float(own["rows_per_sec"]), "own_peak_mb": float(own["peak_mb"])}
         commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -380,7 +382,7 @@ def least_contended(rounds: list[dict]) -> dict:
         return round(run["others_cpus"], 1), run["cpu_seconds"] + run.get("store_cpu_seconds", 0.0)
 
     out: dict = {"tokenizer": {k: min((r["tokenizer"][k] for r in rounds), key=cpu) for k in rounds[0]["tokenizer"]},
-                 "product": [min(runs, key=cpu) for runs in zip(*(r["product"] for r in rounds))]}
+                 "product": [min(runs, key=cpu) for runs in zip(*(r["product"] for r in rounds), strict=True)]}
     if "paper" in rounds[0]:
         out["paper"] = {"commit": rounds[0]["paper"]["commit"],
                         "runs": {name: min((r["paper"]["runs"][name] for r in rounds), key=cpu)

@@ -71,7 +71,7 @@ class Meter:
     def __exit__(self, *exc) -> None:
         self.wall = time.perf_counter() - self.t0
         self.cpu = cpu_seconds() - self.cpu0
-        self.helpers_cpu = sum(process_cpu_seconds(p) - c for p, c in zip(self.also_ours, self.ours0))
+        self.helpers_cpu = sum(process_cpu_seconds(p) - c for p, c in zip(self.also_ours, self.ours0, strict=True))
         self.other_cpu = max(0.0, machine_busy_seconds() - self.busy0 - self.cpu - self.helpers_cpu)
 
     def dict(self) -> dict:
@@ -314,10 +314,10 @@ def _extractor_stage(workdir: Path, extractor: str, timeout_s: float | None) -> 
     seconds = [s for runs in per_page for s, _ in runs]
     outcomes_first = [runs[0][1] for runs in per_page]
     timeouts_per_pass = [sum(1 for runs in per_page if runs[k][1] == "timeout") for k in range(len(passes))]
-    timed_out = sorted({(p["url"], p["payload_bytes"]) for p, runs in zip(pages, per_page)
+    timed_out = sorted({(p["url"], p["payload_bytes"]) for p, runs in zip(pages, per_page, strict=True)
                         if any(o == "timeout" for _, o in runs)})
     slow = sorted(((statistics.median(s for s, _ in runs), p["url"], p["payload_bytes"], p["file"])
-                   for p, runs in zip(pages, per_page)), reverse=True)[:5]
+                   for p, runs in zip(pages, per_page, strict=True)), reverse=True)[:5]
     return {
         "extractor": extractor_version(extractor), "timeout_s": kwargs.get("timeout_s"),
         "max_chars": kwargs.get("max_chars"), "settings_timeout_s": settings.extract_timeout_s, "pages": len(pages),
@@ -420,7 +420,8 @@ def stage_filter(workdir: Path) -> dict:
     from llm_assets.core.filters import apply_filters, language_model
     from llm_assets.settings import FilteredSettings
 
-    batches = [pl.from_arrow(b) for b in pq.ParquetFile(workdir / "documents.parquet").iter_batches(filtered.BATCH_ROWS)]
+    batches = [pl.from_arrow(b) for b
+               in pq.ParquetFile(workdir / "documents.parquet").iter_batches(filtered.BATCH_ROWS)]
     docs = sum(b.height for b in batches)
     text_bytes = int(sum(b["text"].str.len_bytes().sum() for b in batches))
     rss_before = maxrss_bytes()
@@ -468,8 +469,8 @@ def stage_filter(workdir: Path) -> dict:
 def stage_tokenize(workdir: Path) -> dict:
     """load_tokenizer(GPT-2) + encode_batch over the filtered texts, in the unit's batch size. Variants, run
     round-robin so that a burst of contention hits them alike: encode only; encode plus what tokenize_documents
-    does with the result (encode_batch_fast, ids + EOS lists, Arrow list array); encode_batch_fast alone; and, as a reference
-    outside the pipeline, tiktoken on the same GPT-2 ranks."""
+    does with the result (encode_batch_fast, ids + EOS lists, Arrow list array); encode_batch_fast alone; and, as a
+    reference outside the pipeline, tiktoken on the same GPT-2 ranks."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -525,7 +526,8 @@ def stage_tokenize(workdir: Path) -> dict:
     if batches:
         want = [e.ids for e in tok.encode_batch(batches[0], add_special_tokens=False)]
         if "encode_batch_fast" in variants:
-            same_ids["encode_batch_fast"] = want == [e.ids for e in tok.encode_batch_fast(batches[0], add_special_tokens=False)]
+            same_ids["encode_batch_fast"] = want == [e.ids for e
+                                                     in tok.encode_batch_fast(batches[0], add_special_tokens=False)]
         if tik is not None:
             same_ids["tiktoken_reference"] = want == tik.encode_ordinary_batch(batches[0])
     return {

@@ -64,8 +64,8 @@ EARLIER = (
 # Issue 29's cuts, measured interleaved (A B A B) against the code before them on the same busy machine (load 8-12),
 # 2026-11-26; kept here so that the section this module writes keeps them next to its new figures.
 BEFORE_AFTER = (
-    "Before and after the object store resource stopped importing dagster-aws (commits c5aeb5a, 5edb28c: with psutil and "
-    "pyarrow.compute imported where used), interleaved on the same busy machine (load 8-12), 2026-11-26, CPU "
+    "Before and after the object store resource stopped importing dagster-aws (commits c5aeb5a, 5edb28c: with psutil "
+    "and pyarrow.compute imported where used), interleaved on the same busy machine (load 8-12), 2026-11-26, CPU "
     "seconds min/median/max: `defs()` in a fresh process pinned to one core 2.58/2.68/2.77 → 1.61/1.67/1.75 (6 pairs); "
     "a run worker's CPU seconds at its first step (this benchmark, code server as the deployment starts it, 3 rounds "
     "of 2 runs of each job, the per-round medians of each job) 2.01/2.10/2.25 → 1.86/1.94/2.02."

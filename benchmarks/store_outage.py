@@ -21,8 +21,8 @@ import dataclasses
 import secrets
 import sys
 import tempfile
-import time
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -80,7 +80,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="store-outage-") as tmp:
         store = EmbeddedStore(state_dir=Path(tmp) / "store", bucket="outage", access_key="k" + secrets.token_hex(6),
                               secret_key=secrets.token_urlsafe(24),
-                              ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+                              ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True)))
         store.start()
         cluster = LocalCluster(Path(tmp) / "cluster")
         try:

@@ -7,7 +7,8 @@ committed `documents` partitions, PARTS parts each (1,000 by default), DOCS docu
 index the documents unit writes beside it. Then, for a URL held by one part: `trace()` the first time (it builds
 each partition's index from its parts' indexes and keeps it), `trace()` again (one read per partition of its index
 and of the index of the records its units set aside, then the parts' indexes of the one partition that may hold
-it, then that part), and a scan of the `url` column of every part (what finding it costs without an index). Wall seconds and store requests, median of 3.
+it, then that part), and a scan of the `url` column of every part (what finding it costs without an index). Wall seconds
+and store requests, median of 3.
 """
 
 from __future__ import annotations

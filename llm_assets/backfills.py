@@ -10,7 +10,7 @@ import dagster as dg
 
 from llm_assets.core.keys import PartitionRef
 from llm_assets.dagster_private import DATA_VERSION_TAG, BulkActionStatus, PartitionBackfill, backfill_targets
-from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
+from llm_assets.partitions import CRAWL_PARTITIONS, crawl_partitions, crawl_shard_partitions
 from llm_assets.registry import SourceVersion, StageSpec
 from llm_assets.settings import Settings
 
@@ -36,7 +36,7 @@ def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: 
                       specs: Sequence[StageSpec]) -> dict[tuple[str, str], str]:
     """(asset, partition) -> the failed run, for every partition whose latest materialization attempt failed (the
     UI's red "Failed"): the lake still holds what an earlier run committed, or nothing, so only the instance knows."""
-    known = set(instance.get_dynamic_partitions(crawl_partitions.name))
+    known = set(instance.get_dynamic_partitions(CRAWL_PARTITIONS))
     crawls = [c for c in crawls if c in known]
     if not crawls:
         return {}

@@ -86,7 +86,7 @@ def hbars(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
     ax.barh(y[:len(values)], values, color=list(colors) if colors else BLUE)
     ax.set_yticks(y[:len(labels)], [str(label)[:48] for label in labels])
     top = max(values, default=0) or 1
-    for yi, v in zip(y, values):
+    for yi, v in zip(y, values, strict=False):  # y has a row even when there are no values
         ax.text(v + top * 0.01, yi, _label(v, counts), va="center", fontsize=8)
     _value_axis(ax, top, counts)
     ax.set_xlabel(unit)
@@ -103,10 +103,10 @@ def grouped_hbars(title: str, labels: Sequence[str], series: dict[str, Sequence[
     fig, ax = plt.subplots(figsize=(WIDTH_IN, max(1.8, 1.1 + 0.3 * n * k)), layout="constrained")
     height = 0.8 / k
     top = max((v for values in series.values() for v in values), default=0) or 1
-    for j, ((name, values), color) in enumerate(zip(series.items(), (BLUE, GREEN, RED))):
+    for j, ((name, values), color) in enumerate(zip(series.items(), (BLUE, GREEN, RED), strict=False)):
         y = [(n - 1 - i) + (k - 1 - j - (k - 1) / 2) * height for i in range(len(values))]
         ax.barh(y, values, height=height, color=color, label=name)
-        for yi, v in zip(y, values):
+        for yi, v in zip(y, values, strict=True):
             ax.text(v + top * 0.01, yi, f"{v:.1%}" if unit == "share" else human(v), va="center", fontsize=7)
     ax.set_yticks(list(range(n))[::-1][:len(labels)], [str(label)[:48] for label in labels])
     ax.set_xlim(0, top * 1.18)
@@ -138,9 +138,9 @@ def stacked(title: str, labels: Sequence[str], segments: dict[str, Sequence[floa
     colors = [GREEN, *plt.get_cmap("tab10").colors]
     for i, (name, values) in enumerate(segments.items()):
         ax.barh(y, values, left=left, color=colors[i % len(colors)], label=name)
-        left = [a + b for a, b in zip(left, values)]
+        left = [a + b for a, b in zip(left, values, strict=True)]
     top = max(left, default=0) or 1
-    for yi, total in zip(y, left):
+    for yi, total in zip(y, left, strict=True):
         ax.text(total + top * 0.01, yi, _label(total, counts), va="center", fontsize=8)
     ax.set_yticks(y, [str(label)[:48] for label in labels])
     _value_axis(ax, top, counts)

@@ -54,7 +54,8 @@ def cmd_cluster(args) -> int:
         # No credentials are handed to the workers: each unit names where its process reads them.
         state = cluster.start(nodes=args.nodes, dashboard=args.dashboard)
         print(f"cluster running at {state.address}: scheduler and {len(state.workers)} workers "
-              f"(state and logs in {cluster.state_dir})" + (f"; dashboard {state.dashboard}" if state.dashboard else ""))
+              f"(state and logs in {cluster.state_dir})"
+              + (f"; dashboard {state.dashboard}" if state.dashboard else ""))
     elif args.action == "stop":
         print("cluster stopped" if cluster.stop() else "no cluster was running")
     else:
@@ -77,7 +78,6 @@ def _ensure_store() -> None:
 def cmd_demo_change(args) -> int:
     """The demo's second step: one new raw file and one changed threshold; the stale plan; ONE backfill."""
     from llm_assets import demo
-
     from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill
     from llm_assets.instance import get_instance, launched_by
@@ -221,8 +221,8 @@ def cmd_preview(args) -> int:
     fraction = parse_sample(args.sample)
     _ensure_store()
     store = environment.store_config(args.settings.store)
-    report = preview_change(Lake(store), store, args.settings, new, [validate_crawl(args.crawl)] if args.crawl else None,
-                            fraction, examples=args.examples)
+    report = preview_change(Lake(store), store, args.settings, new,
+                            [validate_crawl(args.crawl)] if args.crawl else None, fraction, examples=args.examples)
     print(json.dumps(report.to_json(), default=str) if args.json else report.render())
     return 0
 
@@ -622,7 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "scores (thresholds only) or run on a sample of the stale units (scratch)")
     p.add_argument("new_settings", metavar="NEW.yaml", help="the settings file to preview against the deployment's")
     p.add_argument("--sample", default="1%", help="a change other than thresholds: the share of the stale units run "
-                                                  "(ordered by a hash of their input; at least one per crawl; default 1%%)")
+                                                  "(ordered by a hash of their input; at least one per crawl; "
+                                                  "default 1%%)")
     p.add_argument("--crawl", help="only this crawl (default: every crawl)")
     p.add_argument("--examples", type=int, default=5, help="documents newly dropped and newly kept shown, each")
     p.add_argument("--json", action="store_true", help="one JSON object: the report")
@@ -669,8 +670,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--columns", help="comma-separated columns to export (default: all)")
     p.set_defaults(fn=cmd_export)
 
-    for name, text in (("trace", "every stage one URL or doc id reached, in every crawl, and the releases holding it"),
-                       ("why", "where one URL or doc id stopped: the block, the reason, its scores and the thresholds")):
+    for name, text in (
+            ("trace", "every stage one URL or doc id reached, in every crawl, and the releases holding it"),
+            ("why", "where one URL or doc id stopped: the block, the reason, its scores and the thresholds")):
         p = sub.add_parser(name, help=text)
         p.add_argument("key", help="a URL (http...) or a doc id")
         p.add_argument("--crawl", help="only this crawl (default: every crawl)")
@@ -720,7 +722,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="status: one JSON object")
     p.set_defaults(fn=cmd_deploy)
 
-    p = sub.add_parser("ui", help="Dagster's webserver, daemon and code server on this home's instance (workspace.yaml)")
+    p = sub.add_parser("ui",
+                       help="Dagster's webserver, daemon and code server on this home's instance (workspace.yaml)")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=3000, help="the webserver's port (default 3000)")
     p.set_defaults(fn=cmd_ui)

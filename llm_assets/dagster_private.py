@@ -23,10 +23,10 @@ from dagster._core.utils import make_new_backfill_id
 
 if TYPE_CHECKING:
     from dagster._config import validate_config
-    from dagster._core.instance.config import dagster_instance_config
-    from dagster._core.workspace.load import location_origins_from_yaml_paths
     from dagster._core.definitions.selector import JobSubsetSelector
+    from dagster._core.instance.config import dagster_instance_config
     from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load import location_origins_from_yaml_paths
     from dagster._core.workspace.load_target import WorkspaceFileTarget
     from dagster._grpc.client import DagsterGrpcClient
     from dagster._serdes.config_class import ConfigurableClassData

@@ -23,7 +23,8 @@ def build_stages(settings: Settings, stages: Sequence[ModuleType] = STAGES) -> d
 
 
 def build_assets(settings: Settings) -> list[dg.AssetsDefinition | dg.AssetSpec]:
-    return list(build_stages(settings).assets or [])
+    # stage modules build assets and asset specs only (no source or cacheable assets)
+    return [a for a in build_stages(settings).assets or [] if isinstance(a, dg.AssetsDefinition | dg.AssetSpec)]
 
 
 def build_defs(settings: Settings, stages: Sequence[ModuleType] = STAGES) -> dg.Definitions:

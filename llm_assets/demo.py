@@ -24,16 +24,16 @@ from llm_assets.core.keys import split_partition
 from llm_assets.core.lake import parse_raw_key
 from llm_assets.core.partition import LakeInput, committed
 from llm_assets.core.tokenize import train_bytelevel_bpe
+from llm_assets.failures import FailedRun, first_error, report
+from llm_assets.instance import launched_by
+from llm_assets.settings import PROJECT_ROOT, Settings, settings_path
+from llm_assets.stages import SPECS
 from llm_assets.stages.cost import SPEC as COST
 from llm_assets.stages.crawl_stats import SPEC as CRAWL_STATS
 from llm_assets.stages.dedup import CLUSTERS_SPEC
 from llm_assets.stages.enriched import SPEC as ENRICHED
-from llm_assets.failures import FailedRun, first_error, report
 from llm_assets.stages.image_text_pairs import SPEC as IMAGE_TEXT_PAIRS
-from llm_assets.instance import launched_by
-from llm_assets.stages import SPECS
 from llm_assets.stages.releases import SPEC as RELEASE
-from llm_assets.settings import PROJECT_ROOT, Settings, settings_path
 from llm_assets.stale import Planned, stale_partitions
 
 SHARED_WARC = PROJECT_ROOT.parent / "shared" / "data" / "warc"
@@ -426,8 +426,8 @@ def takedown_step(instance, lake, settings: Settings) -> list[FailedRun]:
     from llm_assets import takedown
     from llm_assets.core.release import latest_release
     from llm_assets.core.takedowns import TakedownRequest
-    from llm_assets.stages.dedup import DEDUPLICATED_SPEC
     from llm_assets.loader import ReleaseLoader, SupersededReleaseWarning
+    from llm_assets.stages.dedup import DEDUPLICATED_SPEC
 
     crawls = [c for c in instance.get_dynamic_partitions("crawl")]
     old = latest_release(lake, settings.release.name)

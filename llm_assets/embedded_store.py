@@ -108,7 +108,8 @@ class EmbeddedStore:
     def throwaway(cls, state_dir: Path, bucket: str) -> EmbeddedStore:
         """A store of its own (benchmarks, tests): fresh random credentials, free loopback ports."""
         return cls(state_dir=state_dir, bucket=bucket, access_key="k" + secrets.token_hex(6),
-                   secret_key=secrets.token_urlsafe(24), ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+                   secret_key=secrets.token_urlsafe(24),
+                   ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True)))
 
     @property
     def endpoint(self) -> str:
@@ -158,7 +159,8 @@ class EmbeddedStore:
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
             region_name="us-east-1",
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, connect_timeout=1, read_timeout=5),
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, connect_timeout=1,
+                          read_timeout=5),
         )
 
     def ready(self) -> bool:
@@ -235,7 +237,7 @@ class EmbeddedStore:
                                f"({', '.join(f'{n}={self.ports[n]}' for n in taken)}); stop it, or set "
                                f"LLM_ASSETS_S3_ENDPOINT=http://127.0.0.1:{free_ports(1)[0]} (a free port now; the "
                                "store's other ports are chosen free and recorded in its state folder)")
-        self.ports = {**self.ports, **dict(zip(busy, free_ports(len(busy))))}
+        self.ports = {**self.ports, **dict(zip(busy, free_ports(len(busy)), strict=True))}
         time.sleep(random.uniform(0, 0.5))  # stores that collided do not all retry in the same instant
 
     def _launch(self, data: Path) -> subprocess.Popen:

@@ -9,18 +9,23 @@ from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
-from llm_assets.dagster_private import (SENSOR_NAME_TAG, AssetGraphSubset, AssetKeyPartitionKey, BulkActionStatus,
-                                        PartitionBackfill, make_new_backfill_id)
 from llm_assets.backfills import STALE_TAG, failed_partitions, new_observations, stale_backfills_in_progress
 from llm_assets.core.forecast import Forecast, forecast
 from llm_assets.core.keys import split_partition
 from llm_assets.core.lake import Lake
-from llm_assets.partitions import crawl_partitions
-from llm_assets.stages import SPECS, code_versions
+from llm_assets.dagster_private import (
+    SENSOR_NAME_TAG,
+    AssetGraphSubset,
+    AssetKeyPartitionKey,
+    BulkActionStatus,
+    PartitionBackfill,
+    make_new_backfill_id,
+)
+from llm_assets.partitions import CRAWL_PARTITIONS
 from llm_assets.settings import Settings
+from llm_assets.stages import SPECS, code_versions
 from llm_assets.stale import Planned, known_crawls, planned_of, planning, source_versions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
-
 
 
 def stale_subset(planned: list[Planned], asset_graph) -> AssetGraphSubset:
@@ -31,9 +36,9 @@ def stale_subset(planned: list[Planned], asset_graph) -> AssetGraphSubset:
 def register_crawls(instance: dg.DagsterInstance, planned: list[Planned]) -> None:
     """Crawls dropped under raw/ that the sensor has not registered yet become partitions first."""
     crawls = {split_partition(p.partition)[0] for p in planned if p.partition}
-    new = sorted(crawls - set(instance.get_dynamic_partitions(crawl_partitions.name)))
+    new = sorted(crawls - set(instance.get_dynamic_partitions(CRAWL_PARTITIONS)))
     if new:
-        instance.add_dynamic_partitions(crawl_partitions.name, new)
+        instance.add_dynamic_partitions(CRAWL_PARTITIONS, new)
 
 
 def plan_forecast(lake: Lake, settings: Settings, planned: Sequence[Planned],
@@ -149,8 +154,10 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
         register_crawls(context.instance, planned)
         figures = plan_forecast(lake, settings, planned)
         context.log.info(f"stale backfill of {len(planned)} partitions:\n{figures.render()}")
+        repository = context.repository_def
+        assert repository is not None  # a sensor is always evaluated in its code location
         return dg.SensorResult(asset_events=observed, run_requests=[dg.RunRequest.for_asset_graph_subset(
-            stale_subset(planned, context.repository_def.asset_graph),
+            stale_subset(planned, repository.asset_graph),
             tags={**figures.to_tags(), STALE_TAG: "sensor"})])
 
     return stale_sensor

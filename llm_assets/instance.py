@@ -1,4 +1,5 @@
-"""The local Dagster instance: DAGSTER_HOME under the state folder, configured by the repository's deploy/local/dagster.yaml.
+"""The local Dagster instance: DAGSTER_HOME under the state folder, configured by the repository's
+deploy/local/dagster.yaml.
 
 Every Dagster process (daemon, webserver, code servers, run workers) imports this module to build the run launcher
 that dagster.yaml names, so its top level imports nothing of the project but `dagster_private` (Dagster only).

@@ -33,19 +33,19 @@ import math
 import os
 import threading
 import warnings
-from collections import deque
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice, tee
 from dataclasses import dataclass
+from itertools import islice, tee
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from llm_assets.core.keys import SUPERSEDED  # written into a release's folder when a later version removed documents
 from llm_assets.core.indexed import Index, IndexedDataset, IndexFormatError, parse_index
+from llm_assets.core.keys import SUPERSEDED  # written into a release's folder when a later version removed documents
 
 DATA = "data"  # the indexed dataset's prefix inside a release
 MANIFEST = "manifest.json"
@@ -66,7 +66,8 @@ _OPTION_KEYS = {
     "aws_region": "region_name",
 }
 # boto3 takes the scheme from the endpoint URL; the retry settings are Polars' (the lake's StoreConfig passes them)
-_IGNORED_OPTIONS = {"aws_allow_http", "max_retries", "retry_timeout_ms", "retry_init_backoff_ms", "retry_max_backoff_ms"}
+_IGNORED_OPTIONS = {"aws_allow_http", "max_retries", "retry_timeout_ms", "retry_init_backoff_ms",
+                    "retry_max_backoff_ms"}
 
 
 # which sequences a reader takes ----------------------------------------------------------------------------------
@@ -212,7 +213,7 @@ class ReleaseLoader:
         plan, for_reading = tee(plan)
         reader = self.source.read_batches(for_reading, self.world_size)
         try:
-            yield from zip(plan, reader)
+            yield from zip(plan, reader, strict=False)
         finally:
             reader.close()  # stops an S3 reader's prefetch threads when the caller stops early
 
@@ -332,13 +333,13 @@ def layout(manifest: dict, indexes: list[Index], name: Callable[[str], str]) -> 
     """Check the shards agree (one dtype, one context, the sequence counts the manifest lists) and place them one
     after the other. `name(file)` is how errors name a file."""
     names = shard_names(manifest)
-    contexts = {fixed_context(index, name(f"{n}.idx")) for n, index in zip(names, indexes) if len(index)}
+    contexts = {fixed_context(index, name(f"{n}.idx")) for n, index in zip(names, indexes, strict=True) if len(index)}
     dtypes = {index.dtype for index in indexes}
     if len(contexts) > 1 or len(dtypes) > 1:
         raise IndexFormatError(f"{name(MANIFEST)}: its shards differ in sequence length ({sorted(contexts)}) or "
                                f"dtype ({sorted(str(d) for d in dtypes)})")
     firsts = np.concatenate([[0], np.cumsum([len(index) for index in indexes])]).astype(np.int64)
-    for listed, n, index, first in zip(manifest.get("shards") or [], names, indexes, firsts):
+    for listed, n, index, first in zip(manifest.get("shards") or [], names, indexes, firsts, strict=False):
         if int(listed["sequences"]) != len(index):
             raise IndexFormatError(f"{name(n + '.idx')}: {len(index):,} sequences, the manifest says "
                                    f"{int(listed['sequences']):,}")
@@ -408,7 +409,7 @@ class _S3Release:
         self.row_bytes = self.context * self.dtype.itemsize
         self.block_rows = max(1, block_bytes // max(1, self.row_bytes))
         sizes = {f"{n}.idx": len(idx[n]) for n in names}
-        for n, index in zip(names, indexes):
+        for n, index in zip(names, indexes, strict=True):
             sizes[f"{n}.bin"] = self._check_data_size(n, index)
         check_manifest_sizes(self.manifest, sizes, self.url(MANIFEST))
 

@@ -98,7 +98,7 @@ class LocalCluster:
         self._dashboard = dashboard
         files = self.tls_files()
         files["ca"].parent.mkdir(mode=0o700, exist_ok=True)
-        for name, pem in zip(("ca", "cert", "key"), loopback_certificates("llm-assets local cluster")):
+        for name, pem in zip(("ca", "cert", "key"), loopback_certificates("llm-assets local cluster"), strict=True):
             write_private(files[name], pem)
         tls = ["--tls-ca-file", str(files["ca"]), "--tls-cert", str(files["cert"]), "--tls-key", str(files["key"])]
         port, dashboard_port = free_ports(2)

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 _COLUMN_KINDS = {"String": "string", "Int64": "int", "UInt32": "int", "Int32": "int", "Float64": "float"}
 
+# What Dagster takes as a materialization's metadata: its metadata values, or plain values it wraps in one.
+Metadata = dict[str, dg.MetadataValue | str | int | float | bool | list | dict | None]
+
 
 def table(df: pl.DataFrame) -> dg.TableMetadataValue:
     """A Polars frame as a metadata table, its column types kept."""

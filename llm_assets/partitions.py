@@ -19,7 +19,8 @@ def crawl_shard_partitions(settings) -> dg.MultiPartitionsDefinition:
 
 @cache
 def _crawl_shard(shards: tuple[str, ...]) -> dg.MultiPartitionsDefinition:
-    return dg.MultiPartitionsDefinition({"crawl": crawl_partitions, "shard": dg.StaticPartitionsDefinition(list(shards))})
+    return dg.MultiPartitionsDefinition({"crawl": crawl_partitions,
+                                         "shard": dg.StaticPartitionsDefinition(list(shards))})
 
 
 def crawl_shard_key(crawl: str, shard: str) -> dg.MultiPartitionKey:

@@ -52,7 +52,8 @@ def thresholds_only(current: Settings, new: Settings) -> str | None:
     return threshold_only(current.filtered, new.filtered)
 
 
-def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Settings, crawls: Sequence[str] | None = None,
+def preview_change(lake: Lake, store: StoreConfig, current: Settings, new: Settings,
+                   crawls: Sequence[str] | None = None,
                    fraction: float = core.DEFAULT_SAMPLE, runner: Runner | None = None,
                    examples: int = core.EXAMPLES) -> core.PreviewReport:
     from llm_assets.stages import SPECS, code_versions
@@ -157,7 +158,8 @@ def _inputs(lake: Lake, stage: Literal["documents", "filtered"], partitions: Seq
                 out.append(core.Input(stage, crawl, shard, key, size, etag))
         else:
             docs = read_manifest(lake, "documents", crawl, shard)
-            out += [core.Input(stage, crawl, shard, u.part, u.bytes_out) for u in (docs.units if docs else ()) if u.part]
+            out += [core.Input(stage, crawl, shard, u.part, u.bytes_out) for u in (docs.units if docs else ())
+                    if u.part]
     return out
 
 
@@ -211,7 +213,8 @@ def report_metadata(report: core.PreviewReport) -> dict:
         meta["drop_rates_chart"] = dg.MetadataValue.md(charts.grouped_hbars(
             "documents dropped by each block, share of those in (before / after the change)",
             [b.block for b in report.blocks],
-            {"before": [b.rate_before * 100 for b in report.blocks], "after": [b.rate_after * 100 for b in report.blocks]},
+            {"before": [b.rate_before * 100 for b in report.blocks],
+             "after": [b.rate_after * 100 for b in report.blocks]},
             "% of documents"))
     if report.sample is not None:
         meta |= {"sample_units": dg.MetadataValue.json(list(report.sample.units)),

@@ -42,8 +42,12 @@ class Planner(Protocol):
     shards: list[str]
     crawls: list[str]
     code: dict[str, str]
-    specs: Mapping[str, StageSpec]
-    planned: Mapping[tuple[str, str], str]  # (asset, partition) -> cause, so far in this pass
+
+    # Read-only members are covariant: the planner may hold plain dicts.
+    @property
+    def specs(self) -> Mapping[str, StageSpec]: ...
+    @property
+    def planned(self) -> Mapping[tuple[str, str], str]: ...  # (asset, partition) -> cause, so far in this pass
 
     def memo(self, key: object, compute: Callable[[], T]) -> T: ...
     def manifest(self, asset: str, crawl: str, shard: str) -> Manifest | None: ...

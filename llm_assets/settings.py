@@ -37,7 +37,8 @@ from llm_assets.core.units import (
 DEFAULT_SETTINGS = Path(__file__).with_name("settings.yaml")
 SETTINGS_ENV = "LLM_ASSETS_SETTINGS"  # the settings file of a deployment; `--settings PATH` of a command sets it
 # The sections, re-exported for the Dagster layer: each lives beside the core code it configures.
-__all__ = ["PROJECT_ROOT", "CostSettings", "DedupSettings", "DocumentsSettings", "FilteredSettings", "GateSettings", "ImagePairsSettings",
+__all__ = ["PROJECT_ROOT", "CostSettings", "DedupSettings", "DocumentsSettings", "FilteredSettings", "GateSettings",
+           "ImagePairsSettings",
            "ReleaseSettings", "RunnerSettings", "DaskRunnerSettings", "InProcessRunnerSettings", "PoolRunnerSettings",
            "runner_settings", "Settings", "StoreSettings", "TokenizedSettings", "TokenizerTraining",
            "load_settings", "settings_path"]

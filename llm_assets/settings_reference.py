@@ -167,7 +167,8 @@ def _section(annotation: Any) -> tuple[str, list[type[BaseModel]], str | None] |
     discriminator = None
     if typing.get_origin(annotation) is typing.Annotated:
         annotation, *meta = typing.get_args(annotation)
-        discriminator = next((m.discriminator for m in meta if isinstance(m, FieldInfo) and isinstance(m.discriminator, str)),
+        discriminator = next((m.discriminator for m in meta if isinstance(m, FieldInfo)
+                              and isinstance(m.discriminator, str)),
                              None)
     if typing.get_origin(annotation) in (Union, types.UnionType):
         # a member tagged for a callable discriminator (the runners: `Annotated[PoolRunnerSettings, Tag("pool")]`)

@@ -15,12 +15,19 @@ from collections.abc import Callable, Iterator, Sequence
 import dagster as dg
 
 from llm_assets.core.gates import GateResult
-from llm_assets.dagster_private import DATA_VERSION_TAG
-from llm_assets.core.lake import Lake
 from llm_assets.core.inventory import shards_with_files
-from llm_assets.core.partition import LakeInput, MissingPartition, PartitionOutput, data_version, read_manifest, reusable_units
-from llm_assets.instance import FAN_IN_POOL
+from llm_assets.core.lake import Lake
+from llm_assets.core.partition import (
+    LakeInput,
+    MissingPartition,
+    PartitionOutput,
+    data_version,
+    read_manifest,
+    reusable_units,
+)
 from llm_assets.core.units import Progress, RunnerSettings, UnitFailed, UnitResult, WorkUnit, run_units
+from llm_assets.dagster_private import DATA_VERSION_TAG
+from llm_assets.instance import FAN_IN_POOL
 from llm_assets.metadata import partition_funnel, partition_funnel_chart, units_table
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.registry import StageSpec
@@ -59,10 +66,12 @@ def stage_check_specs(asset: str, row_accounting: bool = True, gated: bool = Fal
 
 def observed_source(spec: StageSpec, settings: Settings) -> dg.AssetSpec:
     """The observed source of a stage's spec: a crawl × shard external asset whose per-partition versions the stale
-    planner and `raw_drop_sensor` report (`llm_assets.stale.source_versions`, `llm_assets.backfills.new_observations`)."""
+    planner and `raw_drop_sensor` report (`llm_assets.stale.source_versions`,
+    `llm_assets.backfills.new_observations`)."""
     assert spec.observed is not None
     return dg.AssetSpec(spec.observed.name, description=spec.observed.description, group_name=spec.group,
-                        partitions_def=crawl_shard_partitions(settings), deps=[dg.AssetKey(d) for d in spec.observed.deps],
+                        partitions_def=crawl_shard_partitions(settings),
+                        deps=[dg.AssetKey(d) for d in spec.observed.deps],
                         kinds={"s3"})
 
 
@@ -196,7 +205,8 @@ def run_stage(
     # brings boto3 and cryptography, which building the definitions (every run worker) need not import.
     from llm_assets.runners import runner_for
 
-    runner = runner_for(runner_settings)  # when the partition runs: a cluster need not be up for the definitions to load
+    # when the partition runs: a cluster need not be up for the definitions to load
+    runner = runner_for(runner_settings)
     context.log.info(f"{len(todo)} work units on {runner} ({len(reused)} reused from the last commit)")
     try:
         fresh = iter(run_units(fn, todo, runner, Progress(len(todo), context.log.info)))
@@ -274,7 +284,8 @@ def run_stage(
     yield dg.AssetCheckResult(
         check_name=SCHEMA,
         passed=not bad_schema,
-        metadata={"columns": dg.MetadataValue.json(list(columns)), "mismatched_units": dg.MetadataValue.json(bad_schema)},
+        metadata={"columns": dg.MetadataValue.json(list(columns)),
+                  "mismatched_units": dg.MetadataValue.json(bad_schema)},
     )
 
 

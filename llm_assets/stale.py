@@ -1,13 +1,13 @@
 """The stale planner: every partition that a rebuild must run, and why.
 
 The lake's manifests are the record: each committed partition's manifest records its code version, its data version
-and the data versions of what it was built from (`inputs`). The planner walks the stage registry (`llm_assets.stages.SPECS`) in build order. A partition is planned when one of its
-inputs is planned, when it is missing while an input exists, when its code version (stage version + effective
-settings) differs from the code's, or when what it would read now differs from what it read (a shard stage's
-recorded inputs; a crawl stage's data version, recomputed from the manifests it fans in). Stages with rules of their
-own say so in their spec: the raw inventory compares file fingerprints, so an identical re-upload plans nothing;
-a release compares its version. A partition its quality gate holds back is not an input: nothing downstream of it
-is planned until a rebuild passes the gate.
+and the data versions of what it was built from (`inputs`). The planner walks the stage registry
+(`llm_assets.stages.SPECS`) in build order. A partition is planned when one of its inputs is planned, when it is missing
+while an input exists, when its code version (stage version + effective settings) differs from the code's, or when what
+it would read now differs from what it read (a shard stage's recorded inputs; a crawl stage's data version, recomputed
+from the manifests it fans in). Stages with rules of their own say so in their spec: the raw inventory compares file
+fingerprints, so an identical re-upload plans nothing; a release compares its version. A partition its quality gate
+holds back is not an input: nothing downstream of it is planned until a rebuild passes the gate.
 
 What Dagster marks stale is the same plan: a partition is stale for Dagster when its code version or an input's data
 version changed since it was built, so what a stage reads outside the lake's assets (raw files, takedown and eval
@@ -29,8 +29,8 @@ from llm_assets.core.keys import CRAWL_LEVEL_SHARD, PartitionRef
 from llm_assets.core.lake import InvalidKey, Lake, validate_crawl
 from llm_assets.core.partition import Manifest, read_manifest
 from llm_assets.registry import CODE, FAILED, LANGUAGES, MISSING, RAW, UNOBSERVED, UPSTREAM, SourceVersion, StageSpec
-from llm_assets.stages import SPECS, code_versions
 from llm_assets.settings import Settings
+from llm_assets.stages import SPECS, code_versions
 
 T = TypeVar("T")
 
@@ -141,7 +141,8 @@ class Planner:
         if spec.plan is not None:
             return spec.plan(self, crawl, None)
         built = self.manifest(spec.name, crawl, CRAWL_LEVEL_SHARD)
-        if upstream := next((i for i in spec.inputs for s in self.shards if self.is_planned(i, PartitionRef(crawl, s).key)),
+        if upstream := next((i for i in spec.inputs for s in self.shards
+                             if self.is_planned(i, PartitionRef(crawl, s).key)),
                             None):
             return f"{UPSTREAM} ({upstream} is rebuilt)"
         if built is None:
@@ -247,5 +248,5 @@ def stale_partitions(instance, lake: Lake, settings: Settings, code: dict[str, s
     return planned_of(planner)
 
 
-__all__ = ["CODE", "FAILED", "LANGUAGES", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "SourceVersion", "as_json", "plan_stale",
-           "planned_of", "planning", "source_versions", "stale_partitions"]
+__all__ = ["CODE", "FAILED", "LANGUAGES", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "SourceVersion",
+           "as_json", "plan_stale", "planned_of", "planning", "source_versions", "stale_partitions"]

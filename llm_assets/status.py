@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from llm_assets.core.decontamination import eval_keys
 from llm_assets.core.inventory import rejected_raw_keys
+from llm_assets.core.keys import CRAWL_LEVEL_SHARD
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import read_manifest
-from llm_assets.stages import SPECS
 from llm_assets.registry import by_level
 from llm_assets.settings import Settings
-from llm_assets.core.keys import CRAWL_LEVEL_SHARD
+from llm_assets.stages import SPECS
 from llm_assets.stale import known_crawls
 
 STAGES = by_level(SPECS, "shard")
@@ -40,7 +40,7 @@ def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
     wanted = [(a, c, s) for a in STAGES for c in crawls for s in shards] + [
         (a, c, CRAWL_LEVEL_SHARD) for a in CRAWL_LEVEL for c in crawls]
     with ThreadPoolExecutor(READERS) as pool:
-        manifests = dict(zip(wanted, pool.map(lambda p: read_manifest(lake, *p), wanted)))
+        manifests = dict(zip(wanted, pool.map(lambda p: read_manifest(lake, *p), wanted), strict=True))
     assets: dict[str, dict] = {}
     by_crawl: dict[str, dict[str, dict[str, int]]] = {}
     status_held: list[dict[str, str]] = []
@@ -83,11 +83,13 @@ def format_summary(status: dict) -> str:
                          ", ".join(["materialized" if totals["materialized"] else "not materialized", *facts])])
             continue
         cells = [status["by_crawl"].get(asset, {}).get(c, {"rows": 0, "partitions": 0}) for c in crawls]
-        rows.append([asset, *(f"{c['rows']:,} rows, {c['partitions']} partition{'s' * (c['partitions'] != 1)}" for c in cells),
+        rows.append([asset,
+                     *(f"{c['rows']:,} rows, {c['partitions']} partition{'s' * (c['partitions'] != 1)}"
+                       for c in cells),
                      f"{totals['rows']:,} rows, {totals['materialized']}/{totals['total']} partitions"])
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     # no line ends in padding: a terminal as wide as the text would wrap it
-    fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
+    fmt = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
     lines = [fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)]
     for held in status.get("held_back", []):
         lines += ["", f"{held['asset']} crawl={held['crawl']} shard={held['shard']} is held back by its quality gate: "

@@ -101,7 +101,7 @@ def write_security_config(state_dir: Path) -> Path:
     """Write fresh certificates, JWT keys and `state_dir/security.toml` (all 0600, in 0700 folders); return its path."""
     files = tls_files(state_dir)
     files["ca"].parent.mkdir(mode=0o700, exist_ok=True)
-    for name, pem in zip(("ca", "cert", "key"), loopback_certificates()):
+    for name, pem in zip(("ca", "cert", "key"), loopback_certificates(), strict=True):
         write_private(files[name], pem)
     ca, cert, key = (json.dumps(str(files[name])) for name in ("ca", "cert", "key"))  # JSON strings are TOML strings
 

@@ -7,10 +7,9 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from llm_assets.core.filtered import TAKEDOWN_COUNT
+from llm_assets.core.keys import PartitionRef, release_manifest_key, release_name_prefix, release_superseded_key
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import committed
-from llm_assets.core.keys import (PartitionRef, release_manifest_key, release_name_prefix,
-                                  release_superseded_key)
 from llm_assets.core.takedowns import PREFIX, TakedownRequest, load_takedowns, requests_in_partition, takedowns_version
 from llm_assets.core.versions import digest
 from llm_assets.settings import Settings

@@ -12,9 +12,14 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from llm_assets.core.keys import (
+    PartitionRef,
+    release_manifest_key,
+    release_name_prefix,
+    release_prefix,
+    release_superseded_key,
+)
 from llm_assets.core.partition import Manifest, committed
-from llm_assets.core.keys import (PartitionRef, release_manifest_key, release_name_prefix, release_prefix,
-                                  release_superseded_key)
 from llm_assets.core.release import provenance_keys
 from llm_assets.core.takedowns import IdIndex, part_index, partition_index
 from llm_assets.settings import Settings
@@ -249,7 +254,8 @@ def why(t: Trace, settings: Settings) -> str:
         if "detail" in stop:
             line += f", {json.dumps(stop['detail'], default=str)}"
         if "threshold" in stop:
-            line += f"\n  measured: {json.dumps(stop['measured'], ensure_ascii=False)} (dropped when {stop['threshold']})"
+            measured = json.dumps(stop["measured"], ensure_ascii=False)
+            line += f"\n  measured: {measured} (dropped when {stop['threshold']})"
         if stop.get("language"):
             score = stop.get("language_score")
             line += f"\n  language: {stop['language']}" + (f" (score {score:.4f})" if isinstance(score, float) else "")

@@ -99,7 +99,7 @@ class ChaosStore:
                            check=True, capture_output=True)
         access_key, secret_key = keys or ("chaos" + secrets.token_hex(6), secrets.token_urlsafe(24))
         self.store = EmbeddedStore(state_dir=root, bucket=bucket, access_key=access_key, secret_key=secret_key,
-                                   ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+                                   ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True)))
         self.paused = False
 
     @property
@@ -593,8 +593,8 @@ class Chaos:
         self.store.create_bucket("work")
         if problems := visible_problems(ref) + visible_problems(resil):
             raise AssertionError(f"the clean reference is not whole: {problems}")
-        print("chaos: clean run seconds: " + ", ".join(f"{j} {p or ''} {s:.1f}" for (j, p), s in self.durations.items()),
-              flush=True)
+        print("chaos: clean run seconds: "
+              + ", ".join(f"{j} {p or ''} {s:.1f}" for (j, p), s in self.durations.items()), flush=True)
 
     def _clean_run(self, job: str, partition: str | None, bucket: str, **extra) -> float:
         reply = self.helper.run(job=job, partition=partition, bucket=bucket, **extra)

@@ -50,7 +50,7 @@ def lightly_edited(text: str, rng, every: int = 15) -> str:
 def planted(docs: list[str], passages: list[str], rng) -> list[str]:
     """Each passage inserted into a real document, at a paragraph boundary."""
     out = []
-    for doc, passage in zip(docs, passages):
+    for doc, passage in zip(docs, passages, strict=True):
         paragraphs = doc.split("\n")
         at = rng.randrange(len(paragraphs) + 1)
         out.append("\n".join(paragraphs[:at] + [passage] + paragraphs[at:]))

@@ -192,7 +192,7 @@ def crawl_documents(languages: set[str]) -> Iterator[tuple[str, str, str]]:
 
     docs = shared_documents()
     labels, _ = language_model().predict(docs["text"].str.replace_all("\n", " ", literal=True).to_list(), k=1)
-    for (doc, text), label in zip(docs.select("doc_id", "text").iter_rows(), labels):
+    for (doc, text), label in zip(docs.select("doc_id", "text").iter_rows(), labels, strict=True):
         language = label[0].removeprefix("__label__")
         if language in languages:
             yield language, doc, text

@@ -77,11 +77,10 @@ def fineweb_quality(cfg, df):
 
 
 def language(cfg, df):
+    import datatrove.pipeline.base as base
     from datatrove.pipeline.filters import LanguageFilter
 
     from llm_assets.core.filters.language import language_model
-
-    import datatrove.pipeline.base as base
 
     # Its dependency check wants the distribution "fasttext-numpy2-wheel"; ours is "fasttext-numpy2", same module.
     check = base.check_required_dependencies
@@ -169,10 +168,9 @@ def fineweb2(language_script: str, repetition, quality, gopher, df) -> dict[str,
 def language_labels(df) -> list[tuple[str, float]]:
     """datatrove's lid.176 label and score per document (`LanguageFilter(label_only=True)`, as FineWeb-2 labels
     before it keeps a language above its own `language_score`)."""
+    import datatrove.pipeline.base as base
     from datatrove.data import Document
     from datatrove.pipeline.filters import LanguageFilter
-
-    import datatrove.pipeline.base as base
 
     from llm_assets.core.filters.language import language_model
 

@@ -48,7 +48,7 @@ def test_run_health_results_and_tags_are_what_the_daemon_reads():
 
 def test_the_workspace_and_grpc_names_take_the_arguments_the_tests_pass():
     assert {"host", "port"} <= set(inspect.signature(private.DagsterGrpcClient.__init__).parameters)
-    assert callable(getattr(private.DagsterGrpcClient, "ping"))
+    assert callable(private.DagsterGrpcClient.ping)
     # the run launcher tells a restarted code server from the one that launched a run by its id
     assert "timeout" in inspect.signature(private.DagsterGrpcClient.get_server_id).parameters
     assert {"instance", "workspace_load_target"} <= set(

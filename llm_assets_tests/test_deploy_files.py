@@ -26,8 +26,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import pytest
 import dagster as dg
+import pytest
 import yaml
 
 from llm_assets import dagster_private as private
@@ -75,7 +75,8 @@ def render_instance(values: dict[str, Any]) -> dict[str, Any]:
     known = {"imagePullPolicy", "loadInclusterConfig", "runK8sConfig", "failPodOnRunFailure", "envConfigMaps",
              "envSecrets", "volumes", "volumeMounts", "labels", "resources", "securityContext"}
     assert set(k8s) <= known, f"render_instance does not know {set(k8s) - known}"
-    run_k8s = {re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), k): v for k, v in k8s.get("runK8sConfig", {}).items()}
+    run_k8s = {re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), k): v
+               for k, v in k8s.get("runK8sConfig", {}).items()}
     launcher_config = {
         "load_incluster_config": k8s["loadInclusterConfig"], "job_namespace": "llm-assets",
         "image_pull_policy": k8s["imagePullPolicy"], "service_account_name": values["global"]["serviceAccountName"],
@@ -191,14 +192,16 @@ def test_the_chart_queue_mirrors_the_local_one_and_fills_the_cluster():
     for name, local in local_instances().items():
         local_queue = _run_queue(local)
         for key in ("tag_concurrency_limits", "max_user_code_failure_retries", "user_code_failure_retry_delay"):
-            assert queue.get(key) == local_queue.get(key), f"{key}: chart {queue.get(key)}, {name} {local_queue.get(key)}"
+            assert queue.get(key) == local_queue.get(key), (
+                f"{key}: chart {queue.get(key)}, {name} {local_queue.get(key)}")
         monitoring, local_monitoring = chart.get("run_monitoring", {}), local.get("run_monitoring", {})
         assert monitoring.get("enabled") == local_monitoring.get("enabled")
         assert monitoring.get("max_resume_run_attempts", 0) == local_monitoring.get("max_resume_run_attempts", 0)
         retries, local_retries = chart.get("run_retries", {}), local.get("run_retries", {})
         assert retries.get("enabled", False) == local_retries.get("enabled", False)
         assert retries.get("max_retries", 0) == local_retries.get("max_retries", 0)
-        pools, local_pools = (chart.get("concurrency") or {}).get("pools"), (local.get("concurrency") or {}).get("pools")
+        pools = (chart.get("concurrency") or {}).get("pools")
+        local_pools = (local.get("concurrency") or {}).get("pools")
         assert bool(pools) == bool(local_pools), f"pools: chart {pools}, {name} {local_pools}"
         if pools:
             assert pools.get("granularity") == local_pools.get("granularity")
@@ -463,8 +466,8 @@ def test_the_other_manifests_are_kubernetes_objects():
 
 def test_the_runs_logs_go_to_the_lakes_bucket_where_the_webserver_reads_them():
     """dagster-aws's S3ComputeLogManager: written by the run pods (which get the user deployment's environment:
-    the chart's includeConfigInLaunchedRuns, on unless turned off), read by the webserver with a key of its own; both get the
-    bucket and endpoint's ConfigMap (names only: no value is in the file)."""
+    the chart's includeConfigInLaunchedRuns, on unless turned off), read by the webserver with a key of its own; both
+    get the bucket and endpoint's ConfigMap (names only: no value is in the file)."""
     values = _values()
     logs = render_instance(values)["compute_logs"]["config"]
     assert logs["bucket"] == {"env": "LLM_ASSETS_BUCKET"} and logs["endpoint_url"] == {"env": "LLM_ASSETS_S3_ENDPOINT"}

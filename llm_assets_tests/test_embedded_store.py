@@ -94,7 +94,7 @@ def test_stores_starting_at_the_same_moment_on_the_same_ports_all_come_up(tmp_pa
 
     from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
 
-    same_ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS))))
+    same_ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True))
     stores = [EmbeddedStore(state_dir=tmp_path / f"checkout-{i}", bucket="llm-assets",
                             access_key=f"k{i}{secrets.token_hex(4)}", secret_key=secrets.token_urlsafe(16),
                             ports=dict(same_ports)) for i in range(4)]
@@ -120,7 +120,7 @@ def test_a_port_the_user_pinned_is_never_replaced(tmp_path):
 
     from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
 
-    ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS))))
+    ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True))
     store = EmbeddedStore(state_dir=tmp_path, bucket="llm-assets", access_key="k" + secrets.token_hex(4),
                           secret_key=secrets.token_urlsafe(16), ports=ports, pinned=("s3.port",))
     with socket.socket() as squatter:

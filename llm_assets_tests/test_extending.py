@@ -162,7 +162,8 @@ def test_an_asset_function_takes_exactly_its_specs_inputs():
 
     spec = StageSpec(NAME, "shard", ("filtered",))
     settings, specs = load_settings(), [*SPECS, spec]
-    with pytest.raises(TypeError, match=rf"stage {NAME}: .* takes \['documents'\], its spec's inputs are \['filtered'\]"):
+    with pytest.raises(TypeError,
+                       match=rf"stage {NAME}: .* takes \['documents'\], its spec's inputs are \['filtered'\]"):
         @stage_asset(spec, settings, specs)
         def wrong(context: dg.AssetExecutionContext, documents: LakeInput):
             """Reads documents, which its spec does not name."""

@@ -19,7 +19,8 @@ PACKAGES = ("llm_assets", "resources")
 # is placed here, so that where it sits is a decision.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("llm_assets", "llm_assets.core")),
-    ("base", ("llm_assets.settings", "llm_assets.settings_reference", "llm_assets.registry", "llm_assets.environment", "llm_assets.store_security",
+    ("base", ("llm_assets.settings", "llm_assets.settings_reference", "llm_assets.registry", "llm_assets.environment",
+              "llm_assets.store_security",
               "llm_assets.embedded_store", "llm_assets.local_cluster", "llm_assets.runners", "llm_assets.charts",
               "llm_assets.metadata", "llm_assets.dagster_private", "llm_assets.partitions", "llm_assets.failures",
               "llm_assets.loader", "llm_assets.instance", "llm_assets.takedown")),

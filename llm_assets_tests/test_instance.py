@@ -41,14 +41,15 @@ def test_the_instance_enforces_pools_per_run(tmp_path):
         instance.event_log_storage.set_concurrency_slots(FAN_IN_POOL, 3)  # `dagster instance concurrency set`
         configure_pools(instance)
         assert limits() == {FAN_IN_POOL: 3}  # a limit set by hand is kept
-    assert "tag_concurrency_limits" in yaml.safe_load((PROJECT_ROOT / "deploy" / "local" / "dagster.yaml").read_text())["concurrency"]["runs"]
+    instance = yaml.safe_load((PROJECT_ROOT / "deploy" / "local" / "dagster.yaml").read_text())
+    assert "tag_concurrency_limits" in instance["concurrency"]["runs"]
 
 
 @dataclass(frozen=True)
 class FlakyUnit:
     source: str
-    fail: str
-    unit: str = ""  # redone on every try, as an inventory's  # "store": the store is down on the first try; "input": always a bug or bad input
+    fail: str  # "store": the store is down on the first try; "input": always a bug or bad input
+    unit: str = ""  # redone on every try, as an inventory's
 
 
 CALLS: list[str] = []

@@ -33,9 +33,9 @@ from llm_assets.core.filtered import languages_held
 from llm_assets.core.partition import read_manifest
 from llm_assets.core.takedowns import TakedownRequest
 from llm_assets.demo import write_changed_settings
-from llm_assets.stages.filtered import SPEC as FILTERED
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import PROJECT_ROOT, load_settings
+from llm_assets.stages.filtered import SPEC as FILTERED
 from llm_assets.stale import LANGUAGES, stale_partitions
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.conftest import built, object_store_on, point_at

@@ -9,7 +9,13 @@ import polars as pl
 import pytest
 
 from llm_assets.core.filters import (
-    C4BadWords, C4Quality, FineWebQuality, GopherQuality, GopherRepetition, LanguageFilter, URLFilter,
+    C4BadWords,
+    C4Quality,
+    FineWebQuality,
+    GopherQuality,
+    GopherRepetition,
+    LanguageFilter,
+    URLFilter,
 )
 from llm_assets.core.filters.profanity import BUILTIN
 from llm_assets_support import datatrove_oracle as oracle
@@ -49,13 +55,16 @@ def test_decisions_match_datatrove(case, docs):
     block, reference = CASES[case]
     _, ours = block.apply(docs)
     theirs = reference(block, docs)
-    mismatched = [doc for doc, a, b in zip(docs["doc_id"], ours.to_list(), theirs) if (a is None) != (b is None)]
+    mismatched = [doc for doc, a, b in zip(docs["doc_id"], ours.to_list(), theirs, strict=True)
+                  if (a is None) != (b is None)]
     assert 1 - len(mismatched) / docs.height >= 0.99
     assert set(mismatched) <= set(EXPLAINED), f"unexplained mismatches: {mismatched}"
     assert sum(r is not None for r in theirs) > 0 or case == "language_multi"  # the rule is exercised
     if case != "language_multi":  # datatrove's language block has one reason code for everything
-        same_reason = [a == b for a, b in zip(ours.to_list(), theirs)]
-        assert all(same_reason), [(d, a, b) for d, a, b, s in zip(docs["doc_id"], ours, theirs, same_reason) if not s]
+        same_reason = [a == b for a, b in zip(ours.to_list(), theirs, strict=True)]
+        assert all(same_reason), [(d, a, b)
+                                  for d, a, b, s in zip(docs["doc_id"], ours, theirs, same_reason, strict=True)
+                                  if not s]
 
 
 def test_c4_cleanup_leaves_the_same_text(docs):
@@ -63,7 +72,7 @@ def test_c4_cleanup_leaves_the_same_text(docs):
     block = C4Quality(filter_no_terminal_punct=False)
     out, reasons = block.apply(docs)
     theirs = oracle.c4_quality_text(block, docs)
-    ours = [t if r is None else None for t, r in zip(out["text"].to_list(), reasons.to_list())]
+    ours = [t if r is None else None for t, r in zip(out["text"].to_list(), reasons.to_list(), strict=True)]
     assert ours == theirs
 
 

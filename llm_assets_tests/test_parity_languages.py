@@ -48,11 +48,11 @@ import pytest
 
 from llm_assets.core.filtered import FilteredSettings
 from llm_assets.core.filters import LanguageFilter
-from llm_assets.core.segment import with_words
 from llm_assets.core.languages import UNKNOWN, language_table
+from llm_assets.core.segment import with_words
 from llm_assets_support import datatrove_oracle as oracle
-from llm_assets_support.shared_data import shared
 from llm_assets_support.corpus_languages import crawl_documents, udhr_documents, unknown_script_documents
+from llm_assets_support.shared_data import shared
 
 pytestmark = pytest.mark.corpus  # datatrove's blocks and ours over real text in twenty languages
 pytest.importorskip("datatrove")
@@ -129,7 +129,7 @@ def labels(corpus) -> tuple[pl.DataFrame, list[tuple[str, float]]]:
 
 
 def agreement(ours: list, theirs: list) -> float:
-    return sum((a is None) == (b is None) for a, b in zip(ours, theirs)) / len(ours)
+    return sum((a is None) == (b is None) for a, b in zip(ours, theirs, strict=True)) / len(ours)
 
 
 def test_agreement_table(corpus, decisions):
@@ -148,8 +148,9 @@ def test_blocks_match_datatrove(language, corpus, decisions):
     problems = []
     for block in BLOCKS:
         ours, theirs = decisions[language][block]
-        differ = [f"{block} {d}" for d, a, b in zip(docs, ours, theirs) if a != b]
-        unexplained = [(d, a, b) for d, a, b in zip(docs, ours, theirs) if a != b and f"{block} {d}" not in EXPLAINED]
+        differ = [f"{block} {d}" for d, a, b in zip(docs, ours, theirs, strict=True) if a != b]
+        unexplained = [(d, a, b) for d, a, b in zip(docs, ours, theirs, strict=True)
+                       if a != b and f"{block} {d}" not in EXPLAINED]
         if agreement(ours, theirs) < MIN_AGREEMENT or unexplained:
             problems.append(f"{block}: {len(differ)} differ, {len(unexplained)} unexplained (doc, ours, datatrove's): "
                             f"{unexplained[:8]}")
@@ -194,7 +195,8 @@ def test_language_thresholds_match_fineweb2(languages, labels):
     block = LanguageFilter(languages="all" if languages is None else languages, threshold=None)
     out, reasons = block.apply(docs)
     theirs = _fineweb2_keeps(found, languages)
-    differ = [(d, r) for d, r, keep in zip(docs["doc_id"], reasons.to_list(), theirs) if (r is None) != keep]
+    differ = [(d, r) for d, r, keep in zip(docs["doc_id"], reasons.to_list(), theirs, strict=True)
+              if (r is None) != keep]
     assert not differ
     assert 0 < sum(theirs) < len(theirs)  # both sides
     assert set(reasons.drop_nulls().to_list()) <= {"language"}

@@ -10,19 +10,18 @@ from dataclasses import dataclass
 
 import dagster as dg
 import polars as pl
-
-from llm_assets.core.crawl_stats import NOT_IDENTIFIED
-from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
-from llm_assets.core.partition import LakeInput
-from llm_assets.settings import load_settings
 import pytest
 
 from llm_assets import cli
+from llm_assets.core.crawl_stats import NOT_IDENTIFIED
+from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
+from llm_assets.core.partition import LakeInput
 from llm_assets.jobs import jobs_of
+from llm_assets.settings import load_settings
 from llm_assets.stages.raw import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
-from resources import LakeIOManager, ObjectStore
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.conftest import built, english_only_settings, object_store_on, png_size, point_at
+from resources import LakeIOManager, ObjectStore
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
 
@@ -209,7 +208,8 @@ def test_every_check_passes(materialized):
     evaluations = result.get_asset_check_evaluations()
     assert {(e.asset_key.path[-1], e.check_name) for e in evaluations} == {
         (a, "schema") for a in (*STAGES, "enriched")} | {
-        (a, "row_accounting") for a in (*STAGES, "enriched") if a != "image_text_pairs"} | {("filtered", "quality_gate")}
+        (a, "row_accounting") for a in (*STAGES, "enriched") if a != "image_text_pairs"} | {
+        ("filtered", "quality_gate")}
     assert all(e.passed for e in evaluations)
 
 
@@ -245,7 +245,8 @@ def test_cli_show_and_status_read_the_lake(materialized, built_once, capsys):
         assert status["assets"][asset]["total"] == len(status["crawls"]) * 4
     # every asset of the code location is listed: crawl-level ones per crawl, the models and the release once
     for asset in ("duplicate_clusters", "crawl_stats"):
-        assert status["assets"][asset]["total"] == len(status["crawls"]) and status["assets"][asset]["materialized"] >= 1
+        assert status["assets"][asset]["total"] == len(status["crawls"])
+        assert status["assets"][asset]["materialized"] >= 1
     assert {a: status["assets"][a]["total"] for a in ("tokenizer", "quality_classifier", "release")} == {
         "tokenizer": 1, "quality_classifier": 1, "release": 1}
     assert cli.main(["status"]) == 0
@@ -313,7 +314,8 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
     for asset in ("documents", "filtered", "signatures"):
         meta, manifest = _metadata(result, asset), read_manifest(lake, asset, crawl, shard)
         rows = ledger.filter((pl.col("asset") == asset) & (pl.col("shard") == shard))
-        assert sorted(rows["unit"]) == sorted(u.unit for u in manifest.units) and set(rows["runner"]) == {meta["runner"]}
+        assert (sorted(rows["unit"]) == sorted(u.unit for u in manifest.units)
+                and set(rows["runner"]) == {meta["runner"]})
         assert rows["cpu_s"].sum() == pytest.approx(meta["cpu_seconds"], abs=1e-3) and meta["cpu_seconds"] > 0
         assert (rows["requests"].sum(), rows["bytes_in"].sum(), rows["bytes_out"].sum()) == (
             meta["requests"], meta["bytes_in"], meta["bytes_out"]) and meta["requests"] > 0

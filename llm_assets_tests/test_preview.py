@@ -162,7 +162,8 @@ def test_a_sample_is_the_same_everywhere_and_scratch_goes_even_when_a_preview_fa
     sources = [f"raw/C/file-{i}.warc.gz" for i in range(200)]
     one = take_sample(sources, 0.01)
     assert len(one) == 2 and take_sample(list(reversed(sources)), 0.01) == one  # ceil(1% of 200), in hash order
-    assert set(one) <= set(take_sample(sources, 0.1)) and take_sample(sources[:3], 0.0001) == take_sample(sources[:3], 0.2)
+    assert (set(one) <= set(take_sample(sources, 0.1))
+            and take_sample(sources[:3], 0.0001) == take_sample(sources[:3], 0.2))
     assert parse_sample("1%") == parse_sample("0.01") == 0.01 and parse_sample("100%") == 1.0
     for bad in ("0%", "150%", "a lot", "-0.5"):
         with pytest.raises(ValueError, match="--sample"):
@@ -170,7 +171,8 @@ def test_a_sample_is_the_same_everywhere_and_scratch_goes_even_when_a_preview_fa
     with pytest.raises(InvalidKey, match="preview id"):
         scratch_prefix("../lake")
     part = scratch_prefix("0123456789abcdef") + "lake/documents/crawl=C/shard=0000/part-0123456789.parquet"
-    assert id_index_key(part) == "scratch/preview/0123456789abcdef/index/documents/crawl=C/shard=0000/part-0123456789.ids.npz"
+    assert id_index_key(part) == ("scratch/preview/0123456789abcdef/index/documents/crawl=C/shard=0000/"
+                                  "part-0123456789.ids.npz")
 
     with pytest.raises(RuntimeError, match="unit failed"):
         with scratch(lake) as prefix:

@@ -23,7 +23,8 @@ def test_default_settings_file_is_valid():
 @pytest.mark.parametrize("text, fragment", [
     ("shards: 0\n", "shards"),
     ("filtered:\n  chain:\n    - block: language\n      threshold: 2\n", "threshold"),
-    ("filtered:\n  chain:\n    - block: gopher_quality\n      min_word: 3\n", "min_word"),  # typo: unknown keys are errors
+    # typo: unknown keys are errors
+    ("filtered:\n  chain:\n    - block: gopher_quality\n      min_word: 3\n", "min_word"),
     ("filtered:\n  chain:\n    - block: gopher_qualty\n", "gopher_qualty"),  # so are unknown blocks
     ("filtered:\n  gopher_quality:\n    min_doc_words: 3\n", "gopher_quality"),  # the chain is a list
     ("runner:\n  kind: threads\n", "runner.kind"),

@@ -14,9 +14,9 @@ from llm_assets.core.gates import GateSettings
 from llm_assets.core.inventory import shard_of
 from llm_assets.core.partition import HeldBack, LakeInput, read_manifest
 from llm_assets.partitions import crawl_shard_key
-from llm_assets.stages import SPECS, code_versions
 from llm_assets.settings import load_settings
 from llm_assets.stage import QUALITY_GATE
+from llm_assets.stages import SPECS, code_versions
 from llm_assets.stale import plan_stale
 from llm_assets.status import lake_status
 from llm_assets_support.shared_data import shared

@@ -146,7 +146,8 @@ def test_a_rebuild_reuses_unchanged_units_and_equals_a_full_rebuild(curated, ins
     # the file that was there is not extracted or filtered again: its units are reused, the new one runs
     assert meta["documents"]["reused_units"] == len(before["documents"]["units"]) == 1
     # the added WARC (787 KB) is extracted as two shares of its HTML records: two new documents parts to filter
-    assert meta["filtered"]["reused_units"] == 1 and len(lake.get_json(manifest_key("filtered", crawl, "0000"))["units"]) == 3
+    units = lake.get_json(manifest_key("filtered", crawl, "0000"))["units"]
+    assert meta["filtered"]["reused_units"] == 1 and len(units) == 3
 
     def rows(asset):
         m = lake.get_json(manifest_key(asset, crawl, "0000"))
@@ -200,7 +201,8 @@ def test_a_failed_partition_is_planned_first_and_a_held_one_plans_nothing_for_it
     from llm_assets.stages import SPECS, code_versions
 
     settings = load_settings()
-    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0000', 'f')}", shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz"))
+    lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0000', 'f')}",
+                  shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz"))
     code = code_versions(settings)
     p = f"{crawl}|0000"
     planned = {(x.asset, x.partition): x.cause for x in plan_stale(
@@ -263,7 +265,8 @@ def multilingual(store_env, object_store, instance, crawl, tmp_path, monkeypatch
             lake.put_bytes(f"raw/{crawl}/{name_in_shard(crawl, shard, code, '.jsonl')}", udhr_jsonl(code))
     instance.add_dynamic_partitions("crawl", [crawl])
     defs = lake_defs(object_store, load_settings())
-    meta = {shard: run(defs, "lake_job", crawl_shard_key(crawl, shard), instance)["filtered"] for shard in LANGUAGE_FILES}
+    meta = {shard: run(defs, "lake_job", crawl_shard_key(crawl, shard), instance)["filtered"]
+            for shard in LANGUAGE_FILES}
     return lake, settings_file, meta
 
 

@@ -280,7 +280,7 @@ def test_start_locks_down_a_store_left_running_open(tmp_path, monkeypatch):
 
     store = EmbeddedStore(state_dir=tmp_path / "store", bucket="llm-assets-upgrade",
                           access_key="up" + uuid.uuid4().hex[:8], secret_key=uuid.uuid4().hex,
-                          ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))))
+                          ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True)))
     master_grpc = store.ports["master.port.grpc"]
     try:
         with monkeypatch.context() as m:  # what the previous version started: no security.toml

@@ -14,8 +14,8 @@ import pytest
 
 from llm_assets import takedown
 from llm_assets.core.decontamination import CONTAMINATED
-from llm_assets.core.partition import read_manifest
 from llm_assets.core.keys import SUPERSEDED
+from llm_assets.core.partition import read_manifest
 from llm_assets.core.release import latest_release
 from llm_assets.core.takedowns import TakedownRequest
 from llm_assets.loader import ReleaseLoader, SupersededRelease, SupersededReleaseWarning
@@ -304,6 +304,7 @@ def test_trace_why_and_show_rejected_find_one_document_through_the_id_index(lake
     assert cli.main(["show", "rejected", "--stage", "filtered", "--crawl", a, "--reason", dropped["reason"],
                      "--json", "--limit", "100"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert rows and {r["reason"] for r in rows} == {dropped["reason"]} and dropped["doc_id"] in {r["doc_id"] for r in rows}
+    assert (rows and {r["reason"] for r in rows} == {dropped["reason"]}
+            and dropped["doc_id"] in {r["doc_id"] for r in rows})
     assert cli.main(["show", "filtered", "--crawl", a, "--where", "language_score >= 0.9", "--json"]) == 0
     assert all(json.loads(line)["language_score"] >= 0.9 for line in capsys.readouterr().out.splitlines())

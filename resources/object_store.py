@@ -11,7 +11,6 @@ from pydantic import PrivateAttr
 from llm_assets import environment
 from llm_assets.core.lake import Credentials, Lake, RetryPolicy, StoreConfig, StoreSettings
 
-
 # A sensor tick gives up on a failing store after this long, well inside Dagster's 60 s sensor timeout.
 SENSOR_RETRY_BUDGET_S = 30.0
 

@@ -137,7 +137,8 @@ class IndexRows:
                              np.empty(0, bool), np.empty(0, np.int64), np.empty((0, width), np.uint8))
         offsets = np.cumsum([0] + [len(p.sketches) for p in parts[:-1]])
         kind, key, node, own = (np.concatenate([getattr(p, f) for p in parts]) for f in ("kind", "key", "node", "own"))
-        return IndexRows(kind, key, node, own, np.concatenate([p.doc + offset for p, offset in zip(parts, offsets)]),
+        return IndexRows(kind, key, node, own,
+                         np.concatenate([p.doc + offset for p, offset in zip(parts, offsets, strict=True)]),
                          np.concatenate([p.sketches for p in parts]))
 
     def take(self, which: np.ndarray) -> IndexRows:
@@ -678,7 +679,7 @@ def write_members(u: MemberUnit) -> UnitResult:
         docs = read_documents(lake, u.docs, u.first_node, labels["node"].to_numpy(), fetched)
         members = members_of(docs, labels).with_columns(crawl=pl.lit(u.crawl), shard=pl.lit(u.shard))
     bytes_out = 0
-    for key, piece in zip(u.parts, split_members(members.select(MEMBER_SCHEMA.names), len(u.parts))):
+    for key, piece in zip(u.parts, split_members(members.select(MEMBER_SCHEMA.names), len(u.parts)), strict=True):
         with lake.part_writer(key, MEMBER_SCHEMA) as out:
             out.write(piece.to_arrow().cast(MEMBER_SCHEMA))
         bytes_out += out.bytes

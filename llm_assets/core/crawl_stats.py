@@ -197,7 +197,7 @@ def finish(stats: PartialStats, block_order: list[str]) -> CrawlStats:
     language_funnel = pl.DataFrame(rows, schema=LANGUAGE_FUNNEL, orient="row")
     lengths = pl.DataFrame({
         "bucket": [f"{lo:,}–{hi - 1:,}" if hi else f"{lo:,}+"
-                   for lo, hi in zip(LENGTH_BUCKETS, list(LENGTH_BUCKETS[1:]) + [None])],
+                   for lo, hi in zip(LENGTH_BUCKETS, list(LENGTH_BUCKETS[1:]) + [None], strict=True)],
         "lower": list(LENGTH_BUCKETS),
         "documents": [stats.lengths.get(i, 0) for i in range(len(LENGTH_BUCKETS))],
     })

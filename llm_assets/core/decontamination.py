@@ -133,7 +133,8 @@ def set_texts(raw: ByteStream, fields: tuple[str, ...], name: str) -> list[str]:
                 items = json.load(stream)
             except json.JSONDecodeError as e:
                 raise ValueError(f"eval set {name}: not JSON ({e})") from e
-            texts = [t for i, item in enumerate(items, 1) if (t := _item_text(item, fields, f"eval set {name}, item {i}"))]
+            texts = [t for i, item in enumerate(items, 1)
+                     if (t := _item_text(item, fields, f"eval set {name}, item {i}"))]
         else:
             texts = list(eval_texts(stream, fields, name))
     except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:

@@ -25,7 +25,11 @@ import pyarrow as pa
 from pydantic import Field
 
 from llm_assets.core import filtered, signatures
-from llm_assets.core.clusters import Clusters, IndexWriter, cluster_frames  # noqa: F401 - Clusters: its callers import it here
+from llm_assets.core.clusters import (  # noqa: F401 - Clusters: its callers import it here
+    Clusters,
+    IndexWriter,
+    cluster_frames,
+)
 from llm_assets.core.config import Section
 from llm_assets.core.lake import Lake, ReadCount
 from llm_assets.core.minhash import MinHasher
@@ -85,7 +89,8 @@ SIGNATURES_VERSION = "3"  # 3: shingles of the language's words (core/segment) w
 # 2: a removal's reason names only a rule that is on (no `url` between URL-less documents)
 # 3: LSH candidates are confirmed by their Jaccard estimate (`jaccard_threshold`)
 CLUSTERS_VERSION = "3"
-LAYOUT_SETTINGS = {"buckets", "bucket_rows", "merge_fan_in", "keep_parts", "keep_rows"}  # how the work is cut, not what it computes
+LAYOUT_SETTINGS = {"buckets", "bucket_rows", "merge_fan_in", "keep_parts",
+                   "keep_rows"}  # how the work is cut, not what it computes
 BATCH_ROWS = signatures.BATCH_ROWS
 signature_schema = signatures.signature_schema
 

@@ -215,8 +215,8 @@ def reader_settings(s: DocumentsSettings) -> ReaderSettings:
 
 
 def iter_source(lake: Lake, key: str, settings: ReaderSettings, report: ReadReport):
-    """Records of one raw object, streamed (a format that needs random access, Parquet, read from a seekable file). A file that is no known format
-    is quarantined as `unreadable_file` and named in `report.errors`; it yields nothing."""
+    """Records of one raw object, streamed (a format that needs random access, Parquet, read from a seekable file). A
+    file that is no known format is quarantined as `unreadable_file` and named in `report.errors`; it yields nothing."""
     def records():
         body = lake.open(key)
         head = body.read(4)
@@ -318,7 +318,8 @@ class _SetAside:
 
     def index(self, lake: Lake) -> None:
         if self.out is not None:
-            write_id_index(lake, self.u.rejected_part, pl.DataFrame(self.ids, schema=dict.fromkeys(self.ids, pl.String)))
+            write_id_index(lake, self.u.rejected_part,
+                           pl.DataFrame(self.ids, schema=dict.fromkeys(self.ids, pl.String)))
 
 
 def _domain(url: str) -> str:

@@ -99,9 +99,11 @@ def entities(texts: list[str], settings: EntitySettings) -> list[list[dict[str, 
     """Per text: its entities of the kept labels, merged by (text, label), the most mentioned first."""
     heads = [t[: settings.max_chars] for t in texts]
     found = []
-    for text, spans in zip(heads, entity_spans(heads, settings.model, frozenset(settings.labels), settings.batch_size)):
+    for text, spans in zip(heads, entity_spans(heads, settings.model, frozenset(settings.labels), settings.batch_size),
+                           strict=True):
         counts = Counter((" ".join(text[start:end].split()), label) for start, end, label in spans)
-        found.append([{"text": name, "label": label, "count": n} for (name, label), n in counts.most_common(settings.top)])
+        top = counts.most_common(settings.top)
+        found.append([{"text": name, "label": label, "count": n} for (name, label), n in top])
     return found
 
 
@@ -190,14 +192,14 @@ def enrich_batch(df: pl.DataFrame, settings: EnrichedSettings) -> tuple[pl.DataF
     found: list[list[dict] | None] = [None] * len(texts)
     if settings.entities.enabled:
         todo = [i for i, lang in enumerate(languages) if lang in settings.entities.languages]
-        for i, ents in zip(todo, entities([texts[i] for i in todo], settings.entities)):
+        for i, ents in zip(todo, entities([texts[i] for i in todo], settings.entities), strict=True):
             found[i] = ents
             counts.update(ENTITY_COUNT + e["label"] for e in ents for _ in range(e["count"]))
         for i in set(range(len(texts))) - set(todo):
             skipped[i].append(f"entities: no model for {languages[i] or 'an unknown language'}")
     words: list[list[dict] | None] = [None] * len(texts)
     if settings.keywords.enabled:
-        for i, (text, lang) in enumerate(zip(texts, languages)):
+        for i, (text, lang) in enumerate(zip(texts, languages, strict=True)):
             words[i] = keywords(text, lang, settings.keywords)
             if keyword_language(lang) is None:
                 skipped[i].append(f"keywords: no stop words for {lang or 'an unknown language'}, "

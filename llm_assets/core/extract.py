@@ -159,7 +159,8 @@ def warm_up(extractor: str) -> None:
     first page's limit, and make whether that page times out (or, routed, goes over its budget) depend on how
     loaded the machine is. For trafilatura this includes justext's stop words of every language, which it builds
     the first time a page falls back on justext (~0.4 CPU-s, once per process)."""
-    page = "<html><head><title>t</title></head><body><article><p>" + "Warm words here. " * 40 + "</p></article></body></html>"
+    page = ("<html><head><title>t</title></head><body><article><p>" + "Warm words here. " * 40
+            + "</p></article></body></html>")
     _EXTRACT[extractor](page, "https://example.org/warm-up")
     if _PACKAGE[extractor] == "trafilatura":
         from trafilatura import external

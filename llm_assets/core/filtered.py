@@ -23,10 +23,15 @@ from llm_assets.core import documents, quality_model
 from llm_assets.core.config import Section
 from llm_assets.core.decontamination import EvalSetSettings, eval_index
 from llm_assets.core.filters import (
-    DEFAULT_CHAIN, Block, ChainBlock, Decontaminate, QualityModelFilter, score_filters,
+    DEFAULT_CHAIN,
+    Block,
+    ChainBlock,
+    Decontaminate,
+    QualityModelFilter,
+    score_filters,
 )
-from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
+from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.gates import FAILS, LANGUAGE_COUNT
 from llm_assets.core.lake import InvalidKey, Lake, ReadCount
 from llm_assets.core.languages import language_table, table_version
@@ -472,7 +477,8 @@ def thresholds_version(settings: FilteredSettings) -> str:
 
 def filter_units(lake: Lake, store: Any, settings: FilteredSettings, declared: FilteredSettings, crawl: str, shard: str,
                  sources: Iterable[str], unit_code: str, extra: Iterable[str], requests: Iterable[TakedownRequest],
-                 previous: Mapping[str, UnitResult], prefix: str = "") -> tuple[list[FilterUnit], list[TakedownRequest]]:
+                 previous: Mapping[str, UnitResult],
+                 prefix: str = "") -> tuple[list[FilterUnit], list[TakedownRequest]]:
     """The units that filter these documents parts, and the takedown requests that name a document of them: what the
     stage runs, and a preview on a sample (its parts under `prefix`, before the zones). `settings`: the chain as it
     runs (this machine's model and eval index paths), `declared`: as the deployment declares it; `extra`: the quality

@@ -375,7 +375,8 @@ class Estimator:
         built = self.manifest(asset, crawl, shard)
         # A crawl-level input rebuilt for its own code changes every unit; rebuilt for new inputs, the units of the
         # parts that did not change are assumed to keep what they read from it (deduplicated: their removals).
-        crawl_changed = any(not _same_code(self.causes.get((i, crawl, CRAWL_LEVEL_SHARD), UPSTREAM)) for i in crawl_inputs
+        crawl_changed = any(not _same_code(self.causes.get((i, crawl, CRAWL_LEVEL_SHARD), UPSTREAM))
+                            for i in crawl_inputs
                             if (i, crawl, CRAWL_LEVEL_SHARD) in self.work)
         fed = [self.work[(i, crawl, shard)] for i in shard_inputs if (i, crawl, shard) in self.work]
         if built is None:

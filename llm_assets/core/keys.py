@@ -41,7 +41,8 @@ def validate_crawl(crawl: str) -> str:
 
 def validate_shard(shard: str) -> str:
     if not SHARD_RE.fullmatch(shard or ""):
-        raise InvalidKey(f"invalid shard {shard!r}: expected four digits such as '0003' (or 'all' for a crawl-level asset)")
+        raise InvalidKey(f"invalid shard {shard!r}: expected four digits such as '0003' "
+                         "(or 'all' for a crawl-level asset)")
     return shard
 
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
@@ -37,6 +37,18 @@ from botocore.exceptions import ClientError
 from pydantic import Field
 
 from llm_assets.core.config import Section
+from llm_assets.core.errors import (
+    InfrastructureError,
+    LocalDiskFull,
+    SourceChanged,
+    StoreAuthFailed,
+    StoreFull,
+    StoreUnavailable,
+    auth_failure,
+    is_store_full,
+    is_transient,
+)
+
 # The lake's keys are `keys`'s; re-exported for the many callers that build them beside a `Lake`.
 from llm_assets.core.keys import (  # noqa: F401
     ASSET_RE,
@@ -62,17 +74,6 @@ from llm_assets.core.keys import (  # noqa: F401
     validate_shard,
 )
 from llm_assets.core.units import count_request
-from llm_assets.core.errors import (
-    InfrastructureError,
-    LocalDiskFull,
-    SourceChanged,
-    StoreAuthFailed,
-    StoreFull,
-    StoreUnavailable,
-    auth_failure,
-    is_store_full,
-    is_transient,
-)
 
 
 class StoreSettings(Section):
@@ -457,7 +458,7 @@ class Lake:
                 kwargs["ContinuationToken"] = token
             elif start_after:
                 kwargs["StartAfter"] = start_after
-            page = self._call(f"listing {prefix}", lambda: self.s3.list_objects_v2(**kwargs))
+            page = self._call(f"listing {prefix}", partial(self.s3.list_objects_v2, **kwargs))
             for obj in page.get("Contents", []):
                 yield ObjectInfo(obj["Key"], obj["Size"], obj["ETag"].strip('"'), obj["LastModified"].timestamp())
             token = page.get("NextContinuationToken")
@@ -472,7 +473,7 @@ class Lake:
             kwargs = {"Bucket": self.bucket, "Prefix": prefix, "Delimiter": "/"}
             if token:
                 kwargs["ContinuationToken"] = token
-            page = self._call(f"listing {prefix}", lambda: self.s3.list_objects_v2(**kwargs))
+            page = self._call(f"listing {prefix}", partial(self.s3.list_objects_v2, **kwargs))
             names += [p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", [])]
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
@@ -525,8 +526,8 @@ class Lake:
         batch = [{"Key": k} for k in keys]
         for i in range(0, len(batch), 1000):
             chunk = batch[i : i + 1000]
-            self._call(f"deleting {len(chunk)} objects", lambda: self.s3.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True}))
+            self._call(f"deleting {len(chunk)} objects", partial(
+                self.s3.delete_objects, Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True}))
 
     def get_json(self, key: str) -> dict | None:
         return self.get_json_versioned(key)[0]

@@ -27,7 +27,6 @@ from llm_assets.core.lake import Lake
 from llm_assets.core.units import UnitResult
 
 
-
 @dataclass(frozen=True)
 class LedgerRow:
     """One work unit that ran in a commit: where it ran and what it cost."""
@@ -143,9 +142,9 @@ def cost_of(cpu_s: float, bytes_stored: float, requests: float, settings: CostSe
 def stage_costs(ledger: pl.DataFrame, stored_bytes: Mapping[str, int], settings: CostSettings,
                 order: Sequence[str] = ()) -> pl.DataFrame:
     """Per stage (`asset`), then a `total` row: units charged, CPU- and wall-hours, the highest peak memory, bytes
-    read and written, requests, rows (documents) read, CPU-hours per million of them, the bytes the stage keeps committed now
-    (`stored_bytes`, by asset), and, when `settings` prices anything, money: CPU, a month of storage, requests, total.
-    Stages in `order` first, in that order."""
+    read and written, requests, rows (documents) read, CPU-hours per million of them, the bytes the stage keeps
+    committed now (`stored_bytes`, by asset), and, when `settings` prices anything, money: CPU, a month of storage,
+    requests, total. Stages in `order` first, in that order."""
     rank = {name: i for i, name in enumerate(order)}
     names = sorted({*ledger["asset"].unique().to_list(), *stored_bytes}, key=lambda a: (rank.get(a, len(rank)), a))
     sums = ledger.group_by("asset").agg(

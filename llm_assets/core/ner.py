@@ -37,6 +37,6 @@ def entity_spans(texts: Iterable[str], model: str, labels: frozenset[str], batch
             pieces.append((i, offset))
             flat.append(text[offset:offset + MAX_CHARS])
     spans: list[list[tuple[int, int, str]]] = [[] for _ in range(count)]
-    for (i, offset), doc in zip(pieces, nlp.pipe(flat, batch_size=batch_size)):
+    for (i, offset), doc in zip(pieces, nlp.pipe(flat, batch_size=batch_size), strict=True):
         spans[i] += [(offset + e.start_char, offset + e.end_char, e.label_) for e in doc.ents if e.label_ in labels]
     yield from spans

@@ -14,9 +14,16 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from llm_assets.core.lake import (
+    SCRATCH_PREFIX,
+    CommitConflict,
+    Lake,
+    ObjectInfo,
+    manifest_key,
+    partition_prefix,
+    tombstone_key,
+)
 from llm_assets.core.ledger import append_ledger, ledger_rows
-from llm_assets.core.lake import (SCRATCH_PREFIX, CommitConflict, Lake, ObjectInfo, manifest_key, partition_prefix,
-                                  tombstone_key)
 from llm_assets.core.release import vacuum_releases
 from llm_assets.core.units import UnitResult
 from llm_assets.core.versions import digest

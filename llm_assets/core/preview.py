@@ -202,8 +202,8 @@ class PreviewReport:
                 + "\n".join(rows)) if rows else "no document changes fate"
 
     def scaled_table(self) -> str:
-        rows = [f"| {s['stage']} | {s['documents_before']:,} | {s['documents_after']:,} | {_n(s['tokens_before'] or None)} | "
-                f"{_n(s['tokens_after'] or None)} |" for s in self.scaled()]
+        rows = [f"| {s['stage']} | {s['documents_before']:,} | {s['documents_after']:,} | "
+                f"{_n(s['tokens_before'] or None)} | {_n(s['tokens_after'] or None)} |" for s in self.scaled()]
         return ("| stage | documents before | after | tokens before | after |\n|---|--:|--:|--:|--:|\n"
                 + "\n".join(rows)) if rows else ""
 
@@ -259,9 +259,9 @@ def _delta(before: int, after: int) -> str:
 
 def _text_table(header: list[str], rows: list[list[str]], names: int = 2) -> str:
     """A fixed-width table: the first `names` columns left-aligned, the figures right-aligned."""
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
     return "\n".join("  ".join(str(c).ljust(w) if i < names else str(c).rjust(w) for i, (c, w) in
-                               enumerate(zip(row, widths))) for row in [header, *rows])
+                               enumerate(zip(row, widths, strict=True))) for row in [header, *rows])
 
 
 # -- comparing two outcomes --------------------------------------------------------------------------------------
@@ -293,7 +293,8 @@ def compare(before: pl.DataFrame, after: pl.DataFrame, chain: Sequence[str], exa
     found = [Example("newly dropped", r["doc_id"], r["url"] or "", r["filter"], r["reason"] or "", r["measured"],
                      r["threshold"]) for r in dropped.head(examples).iter_rows(named=True)]
     found += [Example("newly kept", r["doc_id"], r["url"] or "", r["filter_before"], r["reason_before"] or "",
-                      r["measured_before"], r["threshold_before"]) for r in regained.head(examples).iter_rows(named=True)]
+                      r["measured_before"], r["threshold_before"])
+              for r in regained.head(examples).iter_rows(named=True)]
     return kept, blocks, found
 
 
@@ -384,11 +385,13 @@ def run_sample(lake: Lake, inputs: Sequence[Input], fraction: float, stages: Sam
               for key in take_sample([i.key for i in inputs if i.crawl == crawl], fraction)]
     extracted = _run_each(stages.extract_fn, [stages.documents(i, prefix) if i.stage == "documents" else []
                                               for i in chosen], runner)
-    parts = [[u.part for u in ran if u.part] if i.stage == "documents" else [i.key] for i, ran in zip(chosen, extracted)]
-    filtered = _run_each(stages.filter_fn, [stages.filtered(i.crawl, i.shard, p, prefix) for i, p in zip(chosen, parts)],
-                         runner)
+    parts = [[u.part for u in ran if u.part] if i.stage == "documents" else [i.key]
+             for i, ran in zip(chosen, extracted, strict=True)]
+    filtered = _run_each(stages.filter_fn,
+                         [stages.filtered(i.crawl, i.shard, p, prefix)
+                          for i, p in zip(chosen, parts, strict=True)], runner)
     before, after, docs_before, docs_after = [], [], 0, 0
-    for item, ran, results in zip(chosen, extracted, filtered):
+    for item, ran, results in zip(chosen, extracted, filtered, strict=True):
         old_parts = {item.key}
         if item.stage == "documents":
             built = read_manifest(lake, "documents", item.crawl, item.shard)

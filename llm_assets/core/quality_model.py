@@ -146,7 +146,8 @@ def positive_scores(model, texts: list[str], positive_label: str) -> list[float]
     """P(positive label) of each text, batched through fastText."""
     labels, probs = model.predict([one_line(t) for t in texts], k=-1)
     target = LABEL_PREFIX + positive_label
-    return [float(next((p for lab, p in zip(ls, ps) if lab == target), 0.0)) for ls, ps in zip(labels, probs)]
+    return [float(next((p for lab, p in zip(ls, ps, strict=True) if lab == target), 0.0))
+            for ls, ps in zip(labels, probs, strict=True)]
 
 
 # fastText initializes only the first tenth of its input matrix when it trains on one thread (DenseMatrix::
@@ -182,8 +183,8 @@ def train(examples: Examples, settings: QualityTraining) -> TrainedModel:
     if len(counts) < 2:
         raise ValueError(f"a classifier needs two labels; every example is {settings.positive_label!r}")
     split = [held_out(t, settings.holdout) for t in examples.texts]
-    train_rows = [(t, lab) for t, lab, h in zip(examples.texts, examples.labels, split) if not h]
-    test_rows = [(t, lab) for t, lab, h in zip(examples.texts, examples.labels, split) if h]
+    train_rows = [(t, lab) for t, lab, h in zip(examples.texts, examples.labels, split, strict=True) if not h]
+    test_rows = [(t, lab) for t, lab, h in zip(examples.texts, examples.labels, split, strict=True) if h]
     with tempfile.TemporaryDirectory(prefix="llm-assets-quality-") as tmp:
         path = Path(tmp) / "train.txt"
         path.write_text("".join(f"{LABEL_PREFIX}{lab} {one_line(t)}\n" for t, lab in train_rows), encoding="utf-8")
@@ -195,12 +196,12 @@ def train(examples: Examples, settings: QualityTraining) -> TrainedModel:
         scores = positive_scores(model, [t for t, _ in test_rows], settings.positive_label)
         truth = [lab == settings.positive_label for _, lab in test_rows]
         said = [s >= settings.threshold for s in scores]
-        tp = sum(t and s for t, s in zip(truth, said))
+        tp = sum(t and s for t, s in zip(truth, said, strict=True))
         evaluation = Evaluation(
             examples=len(test_rows), positives=sum(truth),
             precision=round(tp / sum(said), 4) if any(said) else 0.0,
             recall=round(tp / sum(truth), 4) if any(truth) else 0.0,
-            accuracy=round(sum(t == s for t, s in zip(truth, said)) / len(truth), 4))
+            accuracy=round(sum(t == s for t, s in zip(truth, said, strict=True)) / len(truth), 4))
     return TrainedModel(data=data, sha256=hashlib.sha256(data).hexdigest(), train_examples=len(train_rows),
                         labels=dict(Counter(lab for _, lab in train_rows)), evaluation=evaluation)
 

@@ -40,11 +40,15 @@ from pydantic import Field, model_validator
 
 from llm_assets.core.config import Section
 from llm_assets.core.indexed import IndexedWriter
-from llm_assets.core.keys import (RELEASES, release_latest_key, release_name_prefix, release_prefix,
-                                  release_superseded_key)
+from llm_assets.core.keys import (
+    RELEASES,
+    release_latest_key,
+    release_name_prefix,
+    release_prefix,
+    release_superseded_key,
+)
 from llm_assets.core.lake import Lake, ObjectInfo
-from llm_assets.core.packing import (SEQ, PackingStats, Plan, bucket_by_length, gather_index, pack_bfd,
-                                    pack_concat)
+from llm_assets.core.packing import SEQ, PackingStats, Plan, bucket_by_length, gather_index, pack_bfd, pack_concat
 from llm_assets.core.shuffle import FeistelPermutation
 from llm_assets.core.units import InProcessRunner, Runner, UnitResult, WorkUnit, run_units, timed_unit
 from llm_assets.core.versions import digest
@@ -231,7 +235,8 @@ def mix_record(frame: pl.DataFrame, targets: dict, available: dict[str | None, t
     for lang in sorted(set(got) | set(targets), key=lambda k: (-got.get(k, (0, 0))[1], str(k))):
         n, t = got.get(lang, (0, 0))
         row: dict[str, object] = {"documents": n, "tokens": t, "share": round(t / all_tokens, 6) if all_tokens else 0.0,
-               "available_documents": available.get(lang, (0, 0))[0], "available_tokens": available.get(lang, (0, 0))[1]}
+               "available_documents": available.get(lang, (0, 0))[0],
+               "available_tokens": available.get(lang, (0, 0))[1]}
         if lang in targets:
             share = targets[lang]
             row["target"] = ({"tokens": share.tokens} if share.tokens is not None else
@@ -239,7 +244,8 @@ def mix_record(frame: pl.DataFrame, targets: dict, available: dict[str | None, t
                               "tokens": (budgets or {}).get(lang, 0)})
         languages[lang if lang is not None else NO_LANGUAGE] = row
     left_out = {lang if lang is not None else NO_LANGUAGE: {"documents": n, "tokens": t}
-                for lang, (n, t) in sorted(available.items(), key=lambda kv: str(kv[0])) if targets and lang not in targets}
+                for lang, (n, t) in sorted(available.items(),
+                                           key=lambda kv: str(kv[0])) if targets and lang not in targets}
     return {"rule": "every language as it comes" if not targets else
             "token budgets" if total is None else f"weights over {total:,} tokens",
             "total_tokens": total, "languages": languages, "left_out": left_out}
@@ -259,14 +265,15 @@ def plan_sequences(docs: Documents, settings: ReleaseSettings) -> Plan:
     # The documents are in bucket order (see by_length_bucket): each bucket is a contiguous run, packed alone.
     bucket = docs.docs["bucket"].to_numpy()
     edges = np.searchsorted(bucket, np.arange(len(settings.length_buckets) + 2))
-    plans = [pack(docs.offsets[lo:hi + 1], settings.context) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
+    plans = [pack(docs.offsets[lo:hi + 1], settings.context)
+             for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
     return merge_plans(plans, settings.context)
 
 
 def merge_plans(plans: list[Plan], context: int) -> Plan:
     """One plan whose sequences are those of `plans`, one after the other."""
     first = np.cumsum([0] + [p.sequences for p in plans[:-1]])
-    pieces = np.concatenate([p.pieces + [s, 0, 0] for p, s in zip(plans, first)]) if plans else \
+    pieces = np.concatenate([p.pieces + [s, 0, 0] for p, s in zip(plans, first, strict=True)]) if plans else \
         np.empty((0, 3), np.int64)
     total = {f: sum(getattr(p.stats, f) for p in plans)
              for f in ("sequences", "tokens_in", "tokens_out", "padding_tokens", "truncated_tokens")}
@@ -482,7 +489,7 @@ def by_shard(placed: pl.DataFrame, layout: list[Shard]) -> Iterator[pl.DataFrame
     placed = placed.with_columns(src=(pl.col("length").cum_sum() - pl.col("length")).over("group"))
     starts = np.searchsorted(placed["position"].to_numpy(), [s.first for s in layout] + [layout[-1].first +
                                                                                          layout[-1].sequences])
-    for lo, hi in zip(starts[:-1], starts[1:]):
+    for lo, hi in zip(starts[:-1], starts[1:], strict=True):
         yield placed.slice(int(lo), int(hi - lo))
 
 
@@ -531,7 +538,8 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
     build = f"{prefix}{BUILD}"
     scatter_units = plan_scatter(lake, placed, build, dtype)
     files, shard_units = {}, []
-    for shard, pieces in zip(layout, by_shard(placed, layout)):  # provenance here, the unit's pieces in the lake
+    # provenance here, the unit's pieces in the lake
+    for shard, pieces in zip(layout, by_shard(placed, layout), strict=True):
         files[shard.provenance] = workdir / shard.provenance
         pieces.select(PROVENANCE).write_parquet(files[shard.provenance])
         lake.put_bytes(f"{build}{shard.data}.parquet", _parquet(pieces.select(SHARD_WORK)))
@@ -714,7 +722,8 @@ def mixture_lines(mixture: dict | None) -> list[str]:
                      f"{row['available_tokens']:,} |")
     if mixture.get("left_out"):
         lines += ["", "Left out (not in release.languages): " + ", ".join(
-            f"{lang} ({v['documents']:,} documents, {v['tokens']:,} tokens)" for lang, v in mixture["left_out"].items())]
+            f"{lang} ({v['documents']:,} documents, {v['tokens']:,} tokens)"
+            for lang, v in mixture["left_out"].items())]
     return lines + [""]
 
 

@@ -41,7 +41,7 @@ def threshold_only(old: FilteredSettings, new: FilteredSettings) -> str | None:
         if [b.name for b in before] != [b.name for b in after]:
             return (f"the blocks {language} documents go through change: {', '.join(b.name for b in before)} -> "
                     f"{', '.join(b.name for b in after)}")
-        for a, b in zip(before, after):
+        for a, b in zip(before, after, strict=True):
             if a != b and (why := _not_a_threshold(a, b)):
                 return why if language == "en" or not _per_language(new, b.name) else f"{why} (for {language})"
     return None
@@ -66,7 +66,7 @@ def _not_a_threshold(a: Block, b: Block) -> str | None:
         if [n for n, _ in a.top_n_grams] != [n for n, _ in b.top_n_grams] or \
                 [n for n, _ in a.dup_n_grams] != [n for n, _ in b.dup_n_grams]:
             return "gopher_repetition's n-grams change what it measures"
-        if any(y < x for (_, x), (_, y) in zip(a.dup_n_grams, b.dup_n_grams)):
+        if any(y < x for (_, x), (_, y) in zip(a.dup_n_grams, b.dup_n_grams, strict=True)):
             return ("gopher_repetition.dup_n_grams lowered: the covered characters are stored exactly only above "
                     "the old thresholds")
     if isinstance(a, FineWebQuality) and isinstance(b, FineWebQuality) and b.new_line_ratio < a.new_line_ratio:
@@ -99,7 +99,7 @@ _BASE = ("url", "language", "language_score")
 def _decide(rows: pl.DataFrame, chain: list[Block], language: str | None) -> pl.DataFrame:
     failed = pl.repeat(None, rows.height, dtype=pl.String, eager=True)
     reason, detail = failed, failed
-    for block, prefix in zip(chain, measure_names(chain)):
+    for block, prefix in zip(chain, measure_names(chain), strict=True):
         if failed.null_count() == 0:
             break  # every document dropped: a language not kept is not measured past the language block
         stored = [c for c in rows.columns if c.startswith(prefix + ".")]

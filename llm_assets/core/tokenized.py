@@ -130,7 +130,8 @@ def tokenize_batch(batch: pa.RecordBatch | pa.Table, ids: list[list[int]], eos: 
     under = lengths[short]
     rejected = rejected.append_column("document_tokens", pa.array(under, pa.int32())) \
         .append_column("reason", pa.array([TOO_FEW_TOKENS] * len(under), pa.string())) \
-        .append_column("detail", pa.array([f"{k} tokens, min_tokens {min_tokens}" for k in under.tolist()], pa.string()))
+        .append_column("detail",
+                       pa.array([f"{k} tokens, min_tokens {min_tokens}" for k in under.tolist()], pa.string()))
     return table.filter(pa.array(~short)), rejected
 
 

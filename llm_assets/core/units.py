@@ -424,7 +424,8 @@ class PoolRunner:
             ) -> list[UnitResult]:
         if len(units) <= 1 or self.workers == 1:
             return InProcessRunner().run(fn, units, on_done)
-        warmups = tuple(sorted({*POOL_WARMUPS, *(w for u in units if isinstance(w := getattr(u, "warmup", None), Warmup))}))
+        warmups = tuple(sorted({*POOL_WARMUPS,
+                                *(w for u in units if isinstance(w := getattr(u, "warmup", None), Warmup))}))
         with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=_pool_context(fn, warmups),
                                  initializer=_init_worker, initargs=(dict(os.environ),)) as pool:
             futures = [pool.submit(fn, u) for u in units]

@@ -1,6 +1,6 @@
 """The `cost` stage: what building a crawl cost, one partition per crawl, built from the cost ledger, not from parts."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -57,7 +57,7 @@ def _plan(planner: "Planner", crawl: str | None, _shard: str | None) -> str | No
 READERS = 16  # manifests read at once
 
 
-def stored_bytes(lake: "Lake", crawl: str, levels: dict[str, str], shards: list[str]) -> dict[str, int]:
+def stored_bytes(lake: "Lake", crawl: str, levels: Mapping[str, str], shards: list[str]) -> dict[str, int]:
     """Bytes each stage keeps committed for the crawl now: what its units wrote, summed over the parts its current
     manifests list (superseded parts awaiting the vacuum are not counted)."""
     wanted = [(a, s) for a, level in levels.items() for s in (shards if level == "shard" else [CRAWL_LEVEL_SHARD])]

@@ -3,13 +3,13 @@
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from llm_assets.core.partition import units_version
+from llm_assets.core.partition import Manifest, units_version
 from llm_assets.registry import StageSpec
 
 CODE_VERSION = "3"  # 3: a funnel and kept words per language; 2: a document without a language is named
 
 
-def stats_version(manifests: list[dict]) -> str:
+def stats_version(manifests: list[Manifest]) -> str:
     """The stats' data version: every filtered unit they summarise."""
     return units_version(CODE_VERSION, manifests)
 
@@ -35,7 +35,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets import charts
     from llm_assets.core.crawl_stats import crawl_stats as compute_crawl_stats
     from llm_assets.core.partition import FrameOutput, LakeInput, total_work
-    from llm_assets.metadata import table
+    from llm_assets.metadata import Metadata, table
     from llm_assets.stage import crawl_asset, require_every_shard
 
     FUNNEL_LANGUAGES = 8  # a funnel chart for each of the languages with the most documents (all of them in the table)
@@ -66,7 +66,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         languages = stats.languages
         kept = languages.filter(pl.col("kept") > 0).sort("kept", "language", descending=[True, False])
         mix = kept.head(20).with_columns(documents_share=pl.col("kept") / max(1, int(kept["kept"].sum())))
-        metadata = {
+        metadata: Metadata = {
             "dagster/row_count": rows_out,
             "documents_in": rows_in,
             "documents_kept": rows_out,

@@ -1,13 +1,13 @@
 """Deduplication: signatures per shard, duplicate clusters per crawl, deduplicated per shard."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from llm_assets.core.dedup import CLUSTERS_VERSION, LAYOUT_SETTINGS, SIGNATURES_VERSION, STAGE_VERSION
 from llm_assets.core.keys import CRAWL_LEVEL_SHARD
-from llm_assets.core.partition import read_manifest, units_version
+from llm_assets.core.partition import Manifest, read_manifest, units_version
 from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import StageSpec
 
@@ -27,7 +27,7 @@ def deduplicated_version(settings) -> str:
     return code_version(STAGE_VERSION)
 
 
-def clusters_version(code: str, *manifest_sets: dict[str, dict]) -> str:
+def clusters_version(code: str, *manifest_sets: Mapping[str, Manifest]) -> str:
     """The clusters' data version: their code version and every signatures unit they were built from."""
     return units_version(code, [m for ms in manifest_sets for m in ms.values()])
 
@@ -108,7 +108,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.core.lake import part_key
     from llm_assets.core.partition import LakeInput, PartitionOutput, committed
     from llm_assets.core.units import UnitResult, peak_rss_bytes, run_units, unit_id
-    from llm_assets.metadata import table
+    from llm_assets.metadata import Metadata, table
     from llm_assets.stage import crawl_asset, partition_of, require_every_shard, run_stage, stage_asset
     from resources import ObjectStore
 
@@ -185,7 +185,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
             REMOVED_SCHEMA)
         removed, by = clusters.removed_count, clusters.removed_by
         sizes = clusters.sizes
-        metadata = {
+        metadata: Metadata = {
             "dagster/row_count": removed,
             "documents": clusters.documents,
             "duplicates_removed": removed,

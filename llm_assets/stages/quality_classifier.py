@@ -37,6 +37,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.core.quality_model import publish, read_examples, train
     from llm_assets.core.units import peak_rss_bytes
     from llm_assets.core.versions import short
+    from llm_assets.metadata import Metadata
     from resources import ObjectStore
 
     training = settings.quality_classifier
@@ -68,7 +69,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         record = {"files": len(keys), "train_examples": model.train_examples, "labels": model.labels,
                   "held_out": ev.__dict__ if ev else None}
         key = publish(lake, model, record)
-        metadata = {
+        metadata: Metadata = {
             "model": dg.MetadataValue.text(lake.url(key)),
             "model_sha256": model.sha256,
             "model_bytes": len(model.data),

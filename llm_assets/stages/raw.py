@@ -4,8 +4,8 @@ watches the drop zone. Stale when the shard's files differ from those it listed.
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from llm_assets.core.keys import PartitionRef
 from llm_assets.core.inventory import fingerprint, partition_files
+from llm_assets.core.keys import PartitionRef
 from llm_assets.core.raw_files import STAGE_VERSION
 from llm_assets.core.versions import code_version
 from llm_assets.registry import CODE, MISSING, RAW, Observed, StageSpec
@@ -31,8 +31,9 @@ def _recorded(built) -> str:
     return next((u.unit for u in built.units), "")  # the inventory unit's id is the fingerprint it listed
 
 
-def _stale(planner, crawl: str, shard: str) -> str | None:
+def _stale(planner, crawl: str | None, shard: str | None) -> str | None:
     """Compared by file fingerprints (key, ETag, size): an identical re-upload changes nothing."""
+    assert crawl is not None and shard is not None  # a shard-level stage is planned per crawl × shard
     files, now = _files(planner, crawl, shard)
     built = planner.manifest("raw_files", crawl, shard)
     if built is None:
@@ -117,7 +118,7 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
 
     from llm_assets.backfills import observation, stale_backfill_targets
     from llm_assets.core.inventory import EMPTY_FINGERPRINT, RawScan, changed_partitions
-    from llm_assets.partitions import crawl_partitions, crawl_shard_key
+    from llm_assets.partitions import CRAWL_PARTITIONS, crawl_partitions, crawl_shard_key
     from llm_assets.registry import UNOBSERVED, SourceVersion
     from llm_assets.stages.filtered import CURATION_SCOPE
     from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
@@ -155,7 +156,7 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
 
         now = scan.fingerprints()
         changed = changed_partitions(seen, now)
-        known = set(context.instance.get_dynamic_partitions(crawl_partitions.name))
+        known = set(context.instance.get_dynamic_partitions(CRAWL_PARTITIONS))
         new_crawls = sorted({PartitionRef.parse(p).crawl for p in now} - known)
         for crawl in new_crawls:  # its shards that got no file are built too: empty, not missing for ever
             for shard in settings.shard_keys():

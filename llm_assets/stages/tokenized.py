@@ -67,7 +67,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.core.tokenized import DOCUMENTS_COUNT, TOKENS_COUNT, TokenizeUnit, schema, tokenize_documents
     from llm_assets.core.units import peak_rss_bytes, unit_id
     from llm_assets.core.versions import short
-    from llm_assets.metadata import table
+    from llm_assets.metadata import Metadata, table
     from llm_assets.stage import partition_of, run_stage, stage_asset
     from llm_assets.stages.dedup import DEDUPLICATED_SPEC
     from resources import ObjectStore
@@ -107,7 +107,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         """
         start = time.perf_counter()
         lake = store.lake()
-        metadata = {"source": tokenization.source}
+        metadata: Metadata = {"source": tokenization.source}
         if trains:
             train = tokenization.train
             crawls = list(train.crawls) or sorted(context.instance.get_dynamic_partitions("crawl"))

@@ -15,13 +15,14 @@ def test_the_comparison_with_what_ran_and_its_rendering():
                      StageForecast("filtered", 1, 2, 400, 6 / 3600, 1 / 3600, 100, 10, 0.0, "ledger"),
                      StageForecast("tokenized", 1, 1, 100, 1 / 3600, 1 / 3600, 50, 5, 0.0, "ledger"))
     # documents: 8 CPU-s in two units of one partition, 4 + 6 wall-s over 2 slots; filtered 5 CPU-s; tokenized none
-    actual = rows(("documents", "C", "0000", 3.0, 4.0, 500, 150, 10), ("documents", "C", "0000", 5.0, 6.0, 500, 150, 10),
-                  ("filtered", "C", "0000", 5.0, 2.0, 300, 100, 10),
+    actual = rows(("documents", "C", "0000", 3.0, 4.0, 500, 150, 10),
+                  ("documents", "C", "0000", 5.0, 6.0, 500, 150, 10), ("filtered", "C", "0000", 5.0, 2.0, 300, 100, 10),
                   ("tokenized", "C", "0000", 0.1, 0.1, 100, 20, 4))  # too short to judge: +900 %, shown only
     cmp = with_actuals(fc, actual)
     by = {r["asset"]: r for r in cmp.iter_rows(named=True)}
     assert by["documents"]["cpu_s_error"] == pytest.approx(10 / 8 - 1)
-    assert by["documents"]["wall_s_actual"] == pytest.approx(5.0) and by["documents"]["wall_s_error"] == pytest.approx(0)
+    assert by["documents"]["wall_s_actual"] == pytest.approx(5.0)
+    assert by["documents"]["wall_s_error"] == pytest.approx(0)
     assert by["documents"]["bytes_out_error"] == pytest.approx(400 / 300 - 1)
     assert by["filtered"]["cpu_s_error"] == pytest.approx(0.2) and by["tokenized"]["cpu_s_error"] == pytest.approx(9)
     assert worst(cmp) == ("documents", pytest.approx(0.25)) and met(cmp)

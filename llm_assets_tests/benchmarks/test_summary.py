@@ -40,7 +40,7 @@ def test_benchmarks_md_opens_with_the_summary_table_and_stays_short():
 def test_every_row_names_a_command_that_exists_and_links_a_file_that_exists():
     rows = table_rows(BENCHMARKS.read_text())
     targets = make_targets()
-    for measure, current, target, met, measured, command, details in rows:
+    for measure, current, _target, _met, measured, command, details in rows:
         assert current and measured, measure
         cmd = command.strip("`")
         make = re.fullmatch(r"make ([\w-]+)", cmd)

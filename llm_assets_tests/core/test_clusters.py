@@ -10,14 +10,23 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from llm_assets.core.clusters import (INDEX_INPUT, IndexWriter, SignaturePart, bucket_of, cluster_frames, cluster_lake,
-                                     index_rows, kinds_of, merge_levels)
-from llm_assets.core.lake import part_key
-from llm_assets.core.signatures import signature_schema
-from llm_assets.core.units import InProcessRunner, run_units, unit_id
+from llm_assets.core.clusters import (
+    INDEX_INPUT,
+    IndexWriter,
+    SignaturePart,
+    bucket_of,
+    cluster_frames,
+    cluster_lake,
+    index_rows,
+    kinds_of,
+    merge_levels,
+)
 from llm_assets.core.dedup import CLUSTER_COLUMNS, REMOVED_SCHEMA, find_clusters
 from llm_assets.core.filtered import conform
+from llm_assets.core.lake import part_key
 from llm_assets.core.minhash import EMPTY
+from llm_assets.core.signatures import signature_schema
+from llm_assets.core.units import InProcessRunner, run_units, unit_id
 from llm_assets.settings import DedupSettings
 
 HASHER = DedupSettings().hasher()
@@ -104,7 +113,7 @@ def planted(crawl: str, n: int, seed: int, copies_of: pl.DataFrame | None = None
     def pick(count: int, lo: int = 0) -> list[tuple[int, int]]:
         """(copy, original) pairs of rows: copies from the back, originals from the front."""
         return [(int(c), int(o)) for c, o in zip(rng.choice(np.arange(n // 2, n), count, replace=False),
-                                                 rng.integers(lo, n // 2, count))]
+                                                 rng.integers(lo, n // 2, count), strict=True)]
 
     copies = pick(n // 3)
     step = len(copies) // 6
@@ -153,7 +162,7 @@ def planted(crawl: str, n: int, seed: int, copies_of: pl.DataFrame | None = None
 def split_parts(docs: pl.DataFrame, parts: int) -> list[pl.DataFrame]:
     """Consecutive slices of `docs`, as the signatures parts of the plan (own crawl, then the earlier ones)."""
     edges = np.linspace(0, docs.height, parts + 1).astype(int)
-    return [docs.slice(a, b - a) for a, b in zip(edges[:-1], edges[1:])]
+    return [docs.slice(a, b - a) for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
 @pytest.fixture(scope="module")
@@ -207,17 +216,17 @@ def test_chains_join_only_across_buckets_and_end_in_one_cluster(crawls):
 
     def keys_of(node: int) -> set[tuple[int, int]]:
         at = rows.node == node
-        return set(zip(rows.kind[at].tolist(), rows.key[at].tolist()))
+        return set(zip(rows.kind[at].tolist(), rows.key[at].tolist(), strict=True))
 
     for chain in chains:
         nodes = [ids.index(d) for d in chain]
-        links = [keys_of(a) & keys_of(b) for a, b in zip(nodes, nodes[1:])]
+        links = [keys_of(a) & keys_of(b) for a, b in zip(nodes, nodes[1:], strict=False)]
         assert all(links)
         # at 8 buckets, no one bucket holds every link: the chain joins only when the components merge
         buckets = [set(bucket_of(np.array([k for _, k in link], np.uint64), 8).tolist()) for link in links]
         assert not set.intersection(*buckets)
     removed = cluster_frames(split_parts(later, 5), settings, "CC-2024", REMOVED_SCHEMA, buckets=8).removed
-    by_doc = dict(zip(removed["doc_id"], removed["duplicate_of"]))
+    by_doc = dict(zip(removed["doc_id"], removed["duplicate_of"], strict=True))
     for chain in chains:
         kept = {by_doc.get(d, d) for d in chain}
         assert len(kept) == 1 and kept <= set(chain)

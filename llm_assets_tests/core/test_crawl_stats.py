@@ -8,8 +8,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from llm_assets.core.crawl_stats import (LENGTH_BUCKETS, NO_LABEL, NOT_IDENTIFIED, PartialStats, count,
-                                         crawl_stats, finish, summarize)
+from llm_assets.core.crawl_stats import (
+    LENGTH_BUCKETS,
+    NO_LABEL,
+    NOT_IDENTIFIED,
+    PartialStats,
+    count,
+    crawl_stats,
+    finish,
+    summarize,
+)
 from llm_assets.core.partition import Manifest
 from llm_assets.core.units import PoolRunner, UnitResult
 
@@ -73,7 +81,7 @@ def expected_tables(kept: pa.Table, rejected: pa.Table, rows_in: int):
     k = dict(label(kept_df).group_by("language").len().iter_rows())
     d = dict(label(rejected_df).group_by("language").len().iter_rows())
     lengths = [kept_df.filter((pl.col("n_words") >= lo) & (pl.col("n_words") < (hi or 2**31))).height
-               for lo, hi in zip(LENGTH_BUCKETS, list(LENGTH_BUCKETS[1:]) + [None])]
+               for lo, hi in zip(LENGTH_BUCKETS, list(LENGTH_BUCKETS[1:]) + [None], strict=True)]
     drops = dict(((b, r), n) for b, r, n in rejected_df.group_by("filter", "reason").len().iter_rows())
     return k, d, lengths, drops, rows_in, kept.num_rows
 
@@ -84,7 +92,7 @@ def test_the_counts_of_several_partitions_summed_are_the_statistics_of_the_whole
     its shares and the length histogram equal those of every document read at once."""
     partitions = planted_partitions(7)
     rows_in = [k.num_rows + r.num_rows + 3 for k, r in partitions]  # 3 quarantined records a partition
-    summed = sum((count(k, r, n) for (k, r), n in zip(partitions, rows_in)), PartialStats())
+    summed = sum((count(k, r, n) for (k, r), n in zip(partitions, rows_in, strict=True)), PartialStats())
     kept, rejected = whole(partitions)
     assert summed == count(kept, rejected, sum(rows_in))
     merged, at_once = finish(summed, BLOCKS), summarize(kept, rejected, sum(rows_in), BLOCKS)
@@ -152,7 +160,8 @@ def test_every_figure_is_broken_down_by_language_on_a_two_language_input():
     """German and English documents, each dropped by other blocks: each language gets its own funnel (in, what each
     block dropped of it in chain order, out), its kept words and its share of documents and words; the per-language
     figures add up to the crawl's."""
-    kept = pa.table({"language": ["en", "en", "en", "de", "de"], "n_words": pa.array([100, 300, 50, 80, 20], pa.int32())})
+    kept = pa.table({"language": ["en", "en", "en", "de", "de"],
+                     "n_words": pa.array([100, 300, 50, 80, 20], pa.int32())})
     rejected = pa.table({"language": [None, "en", "de", "de", "de", "en"],
                          "filter": ["url", "gopher_quality", "gopher_repetition", "gopher_quality", "gopher_quality",
                                     "c4"],

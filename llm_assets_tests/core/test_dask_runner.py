@@ -32,8 +32,8 @@ from llm_assets.embedded_store import free_ports
 from llm_assets.local_cluster import LocalCluster, Node
 from llm_assets.runners import runner_for
 from llm_assets.settings import DaskRunnerSettings, load_settings, runner_settings
-from llm_assets_tests.cluster_units import Probe
 from llm_assets_support.shared_data import shared
+from llm_assets_tests.cluster_units import Probe
 from llm_assets_tests.core.test_units import CC_2020, RUNNER_FILES, extract_unit, upload
 from resources import LakeIOManager, ObjectStore, S3Endpoint
 
@@ -193,7 +193,8 @@ def test_bad_input_is_quarantined_by_file_and_a_missing_input_fails_the_run(clus
                                                                            seaweed):
     good = upload(lake, crawl, "whirlwind__CC-MAIN-2024-22.warc.gz")
     corrupt = upload(lake, crawl, "corrupt.warc.gz", data=b"\x1f\x8b\x08\x00 this is not gzip at all" * 50)
-    results = runner(cluster).run(extract_documents, [extract_unit(store_config, crawl, *raw) for raw in (good, corrupt)])
+    results = runner(cluster).run(extract_documents,
+                                  [extract_unit(store_config, crawl, *raw) for raw in (good, corrupt)])
     assert results[0].rows_out > 0 and results[0].errors == []
     assert results[1].rows_out == 0 and results[1].errors and f"raw/{crawl}/corrupt.warc.gz" in results[1].errors[0]
     gone = extract_unit(store_config, crawl, f"raw/{crawl}/gone.warc.gz", 10, "x")

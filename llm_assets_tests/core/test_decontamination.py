@@ -8,10 +8,18 @@ import polars as pl
 import pytest
 import regex
 
-from llm_assets.core.decontamination import (EvalIndex, EvalSet, EvalSetSettings, benchmark_name, build_index,
-                                             contamination, eval_texts, set_texts)
-from llm_assets_support.shared_data import shared
+from llm_assets.core.decontamination import (
+    EvalIndex,
+    EvalSet,
+    EvalSetSettings,
+    benchmark_name,
+    build_index,
+    contamination,
+    eval_texts,
+    set_texts,
+)
 from llm_assets_support.corpus import lightly_edited, planted, shared_documents
+from llm_assets_support.shared_data import shared
 
 GSM8K = "openai-grade-school-math__gsm8k_test.jsonl"
 
@@ -96,10 +104,12 @@ def test_the_block_drops_or_flags_with_the_benchmark_and_must_run_last(gsm8k, in
 CODE_SET = [
     {"task_id": "Code/0", "prompt": 'def fizz_buzz_word(number):\n    """ Say FizzBuzz for a number\n    """\n',
      "canonical_solution": "    if number % 15 == 0:\n        return 'FizzBuzz'\n    if number % 3 == 0:\n"
-                           "        return 'Fizz'\n    if number % 5 == 0:\n        return 'Buzz'\n    return str(number)\n"},
+                           "        return 'Fizz'\n    if number % 5 == 0:\n        return 'Buzz'\n"
+                           "    return str(number)\n"},
     {"task_id": "Code/1", "prompt": 'def odd_squares(values):\n    """ Sum the squares of odd values\n    """\n',
-     "canonical_solution": "    total=0\n    for value in values:\n        if value % 2:\n            total += value * value\n"
-                           "        else:\n            continue\n    return total\n"},
+     "canonical_solution": "    total=0\n    for value in values:\n        if value % 2:\n"
+                           "            total += value * value\n        else:\n            continue\n"
+                           "    return total\n"},
     {"task_id": "Code/2", "prompt": 'def first_repeated(items):\n    """ The first item seen twice, or None\n    """\n',
      "canonical_solution": "    seen=set()\n    for item in items:\n        if item in seen:\n            return item\n"
                            "        seen.add(item)\n    return None\n"},
@@ -127,7 +137,8 @@ def code_planted_documents() -> list[str]:
             lines = json.loads(line)["text"].split("\n")
             item = CODE_SET[i % len(CODE_SET)]
             at = rng.randrange(len(lines) + 1)
-            out.append("\n".join(lines[:at] + [(item["prompt"] + item["canonical_solution"]).rstrip("\n")] + lines[at:]))
+            out.append("\n".join(lines[:at] + [(item["prompt"] + item["canonical_solution"]).rstrip("\n")]
+                                 + lines[at:]))
     return out
 
 
@@ -155,8 +166,8 @@ def test_a_code_benchmark_is_found_in_the_text_as_extracted_after_c4_deleted_its
     details = [json.loads(d) for d in contaminated["detail"]]
     assert {d["benchmark"] for d in details} == {"code"} and {d["text"] for d in details} == {"extracted"}
     # the span indexes the text as extracted: it holds the quoted code
-    by_id = dict(zip(docs["doc_id"], docs["text"]))
-    for doc_id, d in zip(contaminated["doc_id"], details):
+    by_id = dict(zip(docs["doc_id"], docs["text"], strict=True))
+    for doc_id, d in zip(contaminated["doc_id"], details, strict=True):
         assert any(by_id[doc_id][d["match_start"]:d["match_end"]] in item["prompt"] + item["canonical_solution"]
                    for item in CODE_SET)
 
@@ -221,7 +232,6 @@ def test_a_benchmark_is_named_by_its_key_without_suffixes_and_may_have_its_own_f
 def own_bucket(store_config, seaweed):
     """A bucket of its own: the eval sets dropped here change no other test's eval index."""
     import uuid
-
 
     from llm_assets.core.lake import Lake, StoreConfig
     from resources import ObjectStore, S3Endpoint

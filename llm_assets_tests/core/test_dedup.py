@@ -16,8 +16,8 @@ from llm_assets.core.minhash import EMPTY, MinHasher, jaccard_estimate, shingle_
 from llm_assets.core.partition import read_manifest
 from llm_assets.core.signatures import signature_schema, signature_table
 from llm_assets.settings import DedupSettings
-from llm_assets_support.shared_data import shared
 from llm_assets_support.quality_labels import wikitext_paragraphs
+from llm_assets_support.shared_data import shared
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 SETTINGS = DedupSettings()

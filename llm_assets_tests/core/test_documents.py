@@ -57,7 +57,7 @@ def shares(data: bytes, n: int, name: str = "raw/C/f.warc.gz") -> tuple[list[lis
     for u in units:
         report, opened = ReadReport(), []
 
-        def open_at(offset: int) -> CountingFile:
+        def open_at(offset: int, opened=opened) -> CountingFile:
             opened.append(CountingFile(data, offset))
             return opened[-1]
 

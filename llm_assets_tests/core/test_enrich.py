@@ -7,8 +7,19 @@ import json
 import polars as pl
 import pytest
 
-from llm_assets.core.enrich import (SCHEMA, EnrichedSettings, EntitySettings, KeywordSettings, SummarySettings,
-                                    enrich_batch, entities, keyword_language, keywords, sentences, summary)
+from llm_assets.core.enrich import (
+    SCHEMA,
+    EnrichedSettings,
+    EntitySettings,
+    KeywordSettings,
+    SummarySettings,
+    enrich_batch,
+    entities,
+    keyword_language,
+    keywords,
+    sentences,
+    summary,
+)
 from llm_assets_support.shared_data import shared
 
 pytestmark = pytest.mark.core
@@ -17,7 +28,8 @@ pytestmark = pytest.mark.core
 @pytest.fixture(scope="module")
 def ccnet() -> list[str]:
     """Ten real CCNet documents (English web pages)."""
-    return [json.loads(line)["text"] for line in gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt")]
+    return [json.loads(line)["text"] for line
+            in gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt")]
 
 
 def frame(texts: list[str], languages: list[str | None]) -> pl.DataFrame:
@@ -46,7 +58,8 @@ def test_keywords_are_the_topic_and_follow_the_language(ccnet):
     assert len(words) == 5 and any("factoring" in w or "teleconference" in w for w in words)
     assert keyword_language("de") == "de" and keyword_language("cs") == "cz" and keyword_language("tg") is None
     german = "Die Bundesregierung hat am Montag ein neues Gesetz zur Förderung erneuerbarer Energien beschlossen. " * 3
-    assert not any(k["keyword"].lower() in {"die", "hat", "am", "ein"} for k in keywords(german, "de", KeywordSettings()))
+    assert not any(k["keyword"].lower() in {"die", "hat", "am", "ein"} for k
+                   in keywords(german, "de", KeywordSettings()))
 
 
 def test_the_summary_is_central_sentences_in_their_order(ccnet):

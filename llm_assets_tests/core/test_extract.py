@@ -14,8 +14,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
-from multiprocessing import get_context
 from importlib.metadata import version
+from multiprocessing import get_context
 
 import pytest
 import trafilatura
@@ -45,7 +45,8 @@ ARTICLE_URL = (
     "https://creativecommons.org/2024/03/28/"
     "cc-joins-civil-society-letter-urging-u-s-to-support-openness-and-transparency-in-ai/"
 )
-ARTICLE_TITLE = "CC Joins Civil Society Letter Urging U.S. to Support Openness and Transparency in AI - Creative Commons"
+ARTICLE_TITLE = ("CC Joins Civil Society Letter Urging U.S. to Support Openness and Transparency in AI - "
+                 "Creative Commons")
 ARTICLE_SENTENCE = (
     "This week, we joined a broad coalition of civil society and leading academics urging a tailored, "
     "evidence-driven approach."
@@ -195,7 +196,8 @@ def test_both_extractors_agree_on_the_article_body():
         assert " ".join(paragraph.split()) in resi_words
 
 
-@pytest.mark.parametrize(("name", "min_with_text"), [("trafilatura", 15), ("resiliparse", 15), ("trafilatura_fast", 13)])
+@pytest.mark.parametrize(("name", "min_with_text"),
+                         [("trafilatura", 15), ("resiliparse", 15), ("trafilatura_fast", 13)])
 def test_multilingual_common_crawl_pages(name, min_with_text):
     """The 16 CC-MAIN-2020-34 pages (zh, de, en, fr, tg, nl, sv): main text on at least 15 (13 without
     trafilatura's fallbacks: three Chinese video-listing pages have none then), and the <title> kept wherever the

@@ -42,8 +42,8 @@ def record(url: str, html: str) -> SourceRecord:
 
 
 def test_routed_is_the_default_and_versions_follow_its_settings():
-    from llm_assets.stages.documents import SPEC
     from llm_assets.settings import Settings
+    from llm_assets.stages.documents import SPEC
 
     assert DocumentsSettings().extractor == ROUTED
     base = Settings()

@@ -10,8 +10,16 @@ import polars as pl
 import pytest
 
 from llm_assets.core.filters import (
-    C4BadWords, C4Quality, DomainVocabulary, FineWebQuality, GopherQuality, GopherRepetition, LanguageFilter,
-    ProfanityFilter, URLFilter, apply_filters,
+    C4BadWords,
+    C4Quality,
+    DomainVocabulary,
+    FineWebQuality,
+    GopherQuality,
+    GopherRepetition,
+    LanguageFilter,
+    ProfanityFilter,
+    URLFilter,
+    apply_filters,
 )
 from llm_assets.core.filters.text import _word_pattern, words
 from llm_assets.core.segment import words_column

@@ -23,14 +23,17 @@ def rows(*specs: tuple) -> pl.DataFrame:
 
 
 def test_rates_are_a_line_through_the_ledger_rows_per_stage_and_the_defaults_elsewhere():
-    ledger = rows(("documents", "C", "0000", 3.0, 4.0, 1_000, 200, 10), ("documents", "C", "0001", 7.0, 4.0, 3_000, 600, 14),
+    ledger = rows(("documents", "C", "0000", 3.0, 4.0, 1_000, 200, 10),
+                  ("documents", "C", "0001", 7.0, 4.0, 3_000, 600, 14),
                   ("crawl_stats", "C", "all", 1.5, 1.0, 0, 10, 2),  # read no bytes: priced per unit
-                  ("signatures", "C", "0000", 2.0, 1.0, 1_000, 10, 2), ("signatures", "C", "0001", 1.0, 1.0, 3_000, 10, 2))
+                  ("signatures", "C", "0000", 2.0, 1.0, 1_000, 10, 2),
+                  ("signatures", "C", "0001", 1.0, 1.0, 3_000, 10, 2))
     rates = Rates.from_ledger(ledger)
     docs = rates.of("documents")  # CPU 1 s a unit + 2 ms a KB; wall 4 s a unit; 0.2 bytes out a byte in
     assert (docs.cpu_s_per_byte, docs.cpu_s_per_unit, docs.wall_s_per_unit, docs.out_per_in, docs.requests_per_unit,
             docs.basis) == (pytest.approx(0.002), pytest.approx(1.0), 4.0, pytest.approx(0.2), 12.0, "ledger")
-    assert docs.cpu_s(2_000, 1) == pytest.approx(5.0) and docs.wall_s(2_000, 2) == 8.0 and docs.bytes_out(2_000, 1) == 400
+    assert docs.cpu_s(2_000, 1) == pytest.approx(5.0)
+    assert docs.wall_s(2_000, 2) == 8.0 and docs.bytes_out(2_000, 1) == 400
     stats = rates.of("crawl_stats")
     assert stats.basis == "ledger" and stats.cpu_s(0, 3) == 4.5 and stats.bytes_out(0, 3) == 30
     # more bytes for less CPU: no negative price per byte, the mean per unit
@@ -68,11 +71,11 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
 
     from llm_assets import cli, demo
     from llm_assets.core.forecast import forecast
-    from llm_assets.stages import SPECS
     from llm_assets.core.partition import read_manifest
     from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill
     from llm_assets.settings import DEFAULT_SETTINGS, Settings
+    from llm_assets.stages import SPECS
     from llm_assets.stale import CODE, stale_partitions
 
     lake = curated

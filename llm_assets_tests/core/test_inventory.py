@@ -228,7 +228,8 @@ def test_observe_raw_files_inventories_one_partition(store_config, lake, crawl):
     lake.put_bytes(bad, b"x")
     mine = sorted(k for k in keys if shard_of(k, SHARDS) == shard)
 
-    result = observe_raw_files(InventoryUnit(store=store_config, source=f"raw/{crawl}/", crawl=crawl, shard=shard, shards=SHARDS))
+    result = observe_raw_files(InventoryUnit(store=store_config, source=f"raw/{crawl}/", crawl=crawl, shard=shard,
+                                             shards=SHARDS))
 
     assert result.errors == []
     assert (result.rows_in, result.rows_out, result.dropped) == (len(mine) + 1, len(mine), {INVALID_RAW_KEY: 1})

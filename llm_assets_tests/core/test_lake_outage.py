@@ -42,7 +42,8 @@ OUTAGE_STOP_S = 2.0
 @pytest.fixture
 def own_store(tmp_path):
     store = EmbeddedStore(state_dir=tmp_path / "store", bucket="outage-test", access_key="k" + secrets.token_hex(6),
-                          secret_key=secrets.token_urlsafe(24), ports=dict(zip(DEFAULT_PORTS, quiet_ports(len(DEFAULT_PORTS)))))
+                          secret_key=secrets.token_urlsafe(24),
+                          ports=dict(zip(DEFAULT_PORTS, quiet_ports(len(DEFAULT_PORTS)), strict=True)))
     store.start()
     yield store
     store.stop(timeout=OUTAGE_STOP_S)

@@ -71,7 +71,8 @@ def test_the_table_rows_are_fineweb2s_values():
     assert de["gopher_repetition"]["dup_line_frac"] == 0.263
     assert de["gopher_repetition"]["top_n_grams"] == [[2, 0.169], [3, 0.153], [4, 0.137]]
     assert de["gopher_repetition"]["dup_n_grams"][0] == [5, 0.141]
-    assert de["gopher_quality"]["stop_words"][:3] == ["der", "und", "die"] and "für" in de["gopher_quality"]["stop_words"]
+    stop_words = de["gopher_quality"]["stop_words"]
+    assert stop_words[:3] == ["der", "und", "die"] and "für" in stop_words
     assert (de["gopher_quality"]["min_avg_word_length"], de["gopher_quality"]["max_avg_word_length"]) == (0, 15)
     assert de["gopher_quality"]["min_alpha_words_ratio"] == 0.774  # FineWeb-2's max_non_alpha_words_ratio
     assert (de["fineweb_quality"]["line_punct_thr"], de["fineweb_quality"]["new_line_ratio"]) == (0.0, 0.152)
@@ -79,8 +80,9 @@ def test_the_table_rows_are_fineweb2s_values():
     assert ja["gopher_quality"]["stop_words"][:2] == ["の", "に"] and ja["fineweb_quality"]["new_line_ratio"] == 0.13
     # the constants fineweb-2-pipeline.py passes to every language (0 is datatrove's "off": null here)
     for row in (de, zh, ja):
-        assert row["gopher_repetition"]["dup_para_frac"] is None and row["gopher_repetition"]["dup_line_char_frac"] is None
-        assert row["fineweb_quality"]["short_line_thr"] == 999 and row["fineweb_quality"]["char_duplicates_ratio"] == 0.1
+        repetition, fineweb = row["gopher_repetition"], row["fineweb_quality"]
+        assert repetition["dup_para_frac"] is None and repetition["dup_line_char_frac"] is None
+        assert fineweb["short_line_thr"] == 999 and fineweb["char_duplicates_ratio"] == 0.1
         assert row["gopher_quality"]["min_stop_words"] == 2 and row["c4_quality"] == {"enabled": False}
     if MIRROR.is_dir():
         source = Source(MIRROR, "HEAD", None)

@@ -7,8 +7,17 @@ import polars as pl
 import pytest
 
 from llm_assets.core.lake import InvalidKey, Lake
-from llm_assets.core.ledger import (LEDGER_COLUMNS, CostSettings, LedgerRow, append_ledger, cost_of, ledger_frame,
-                                    ledger_key, read_ledger, stage_costs)
+from llm_assets.core.ledger import (
+    LEDGER_COLUMNS,
+    CostSettings,
+    LedgerRow,
+    append_ledger,
+    cost_of,
+    ledger_frame,
+    ledger_key,
+    read_ledger,
+    stage_costs,
+)
 from llm_assets.core.partition import PartitionOutput, commit, data_version
 from llm_assets.core.units import UnitResult, WorkUnit, timed_unit, unit_id
 
@@ -47,7 +56,8 @@ def test_commits_append_the_units_that_ran_and_read_back(lake, crawl):
 
 
 def test_ledger_keys_are_validated():
-    assert ledger_key("filtered", "CC-1", 1.5, "ab12") == "ledger/costs/filtered/crawl=CC-1/000000000001500-ab12.parquet"
+    assert (ledger_key("filtered", "CC-1", 1.5, "ab12")
+            == "ledger/costs/filtered/crawl=CC-1/000000000001500-ab12.parquet")
     for asset, crawl, token in (("../x", "CC", "a1"), ("filtered", "a/../b", "a1"), ("filtered", "CC", "../x")):
         with pytest.raises(InvalidKey):
             ledger_key(asset, crawl, 1.0, token)

@@ -98,7 +98,7 @@ def check_bfd(plan: Plan, tokens: np.ndarray, offsets: np.ndarray, context: int)
     assert np.array_equal(np.sort(rows[real]), np.sort(tokens[base:end])), "the same tokens, none lost or added"
 
     seq, start, length = plan.pieces.T
-    piece_at = dict(zip(start.tolist(), length.tolist()))
+    piece_at = dict(zip(start.tolist(), length.tolist(), strict=True))
     doc_lengths = np.diff(offsets)
     for d in np.flatnonzero((doc_lengths >= 1) & (doc_lengths <= context)):
         assert piece_at.get(int(offsets[d])) == doc_lengths[d], f"document {d} is split"

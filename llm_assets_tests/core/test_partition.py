@@ -9,8 +9,15 @@ import pyarrow as pa
 import pytest
 
 from llm_assets.core.lake import CommitConflict, manifest_key, part_key
-from llm_assets.core.partition import (LakeInput, MissingParts, PartitionOutput, commit, data_version,
-                                       reusable_units, vacuum)
+from llm_assets.core.partition import (
+    LakeInput,
+    MissingParts,
+    PartitionOutput,
+    commit,
+    data_version,
+    reusable_units,
+    vacuum,
+)
 from llm_assets.core.units import UnitResult, unit_id
 
 SCHEMA = pa.schema([("n", pa.int64())])

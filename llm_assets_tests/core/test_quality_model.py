@@ -14,10 +14,10 @@ from llm_assets.core.filtered import filter_batch, with_quality_model
 from llm_assets.core.filters import QualityModelFilter
 from llm_assets.core.quality_model import LATEST, QualityTraining, load_model, positive_scores, read_examples, train
 from llm_assets.settings import FilteredSettings
-from llm_assets_support.shared_data import shared
-from llm_assets_tests.conftest import built
 from llm_assets_support.corpus import shared_documents
 from llm_assets_support.quality_labels import labelled, spam, wikitext_paragraphs
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.conftest import built
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 # More passes than fastText's default 5: a test set of 1,200 examples is tiny; small buckets keep the model small.
@@ -130,7 +130,8 @@ def test_quality_classifier_asset_trains_publishes_and_the_stage_uses_it(object_
     assert result.success
     (event,) = result.get_asset_materialization_events()
     meta = {k: v.value for k, v in event.materialization.metadata.items()}
-    assert meta["files"] == 2 and meta["quarantined"] == 1 and "part-1.jsonl:601: corrupt_json" in meta["quarantined_lines"]
+    assert meta["files"] == 2 and meta["quarantined"] == 1
+    assert "part-1.jsonl:601: corrupt_json" in meta["quarantined_lines"]
     assert meta["held_out_precision"] >= 0.9 and meta["held_out_recall"] >= 0.9
     assert event.materialization.tags["dagster/data_version"] == meta["model_sha256"][:20]
     assert lake.get_json(LATEST)["sha256"] == meta["model_sha256"]

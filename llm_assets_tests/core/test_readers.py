@@ -30,11 +30,20 @@ from warcio.warcwriter import WARCWriter
 
 from llm_assets.core import readers
 from llm_assets.core.charset import decode_html, detect_charset, normalize_label
+from llm_assets.core.errors import StoreUnavailable
 from llm_assets.core.extract import extract_html
 from llm_assets.core.filters import LanguageFilter, language_model
-from llm_assets.core.errors import StoreUnavailable
-from llm_assets.core.readers import (HTML_TYPES, ReaderSettings, ReadReport, SourceRecord, UnreadableFile, is_parquet,
-                                     read_parquet, read_records, sniff_format)
+from llm_assets.core.readers import (
+    HTML_TYPES,
+    ReaderSettings,
+    ReadReport,
+    SourceRecord,
+    UnreadableFile,
+    is_parquet,
+    read_parquet,
+    read_records,
+    sniff_format,
+)
 from llm_assets_support.shared_data import shared
 
 SETTINGS = ReaderSettings()
@@ -550,11 +559,14 @@ def test_arc_record_ids_are_stable_across_reads():
 # Known text in each charset, long enough for detection (Natsume Soseki, Kawabata, Romance of the Three Kingdoms,
 # Anna Karenina, Proust).
 KNOWN = {
-    "EUC-JP": "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。何でも薄暗いじめじめした所でニャーニャー泣いていた事"
+    "EUC-JP": "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。"
+              "何でも薄暗いじめじめした所でニャーニャー泣いていた事"
               "だけは記憶している。吾輩はここで始めて人間というものを見た。",
-    "Shift_JIS": "国境の長いトンネルを抜けると雪国であった。夜の底が白くなった。信号所に汽車が止まった。向側の座席から娘が立って来て、"
+    "Shift_JIS": "国境の長いトンネルを抜けると雪国であった。夜の底が白くなった。信号所に汽車が止まった。"
+                 "向側の座席から娘が立って来て、"
                  "島村の前のガラス窓を落した。雪の冷気が流れこんだ。",
-    "GB18030": "天下大势，分久必合，合久必分。周末七国分争，并入于秦。及秦灭之后，楚、汉分争，又并入于汉。汉朝自高祖斩白蛇而起义，"
+    "GB18030": "天下大势，分久必合，合久必分。周末七国分争，并入于秦。及秦灭之后，楚、汉分争，又并入于汉。"
+               "汉朝自高祖斩白蛇而起义，"
                "一统天下，后来光武中兴，传至献帝，遂分为三国。",
     "windows-1251": "Все счастливые семьи похожи друг на друга, каждая несчастливая семья несчастлива по-своему. Всё "
                     "смешалось в доме Облонских. Жена узнала, что муж был в связи с бывшею в их доме гувернанткой.",
@@ -775,7 +787,7 @@ def test_truncated_stream_keeps_the_records_before_the_cut(compression):
     it = ArchiveIterator(io.BytesIO(plain))
     starts = [it.get_record_offset() for _ in it]
     record_end = {first_record(plain, s).rec_headers.get_header("WARC-Record-ID"): e
-                  for s, e in zip(starts, starts[1:] + [len(plain)])}
+                  for s, e in zip(starts, starts[1:] + [len(plain)], strict=True)}
     packed = plain if compression == "uncompressed" else zstandard.ZstdCompressor().compress(plain)
     for fraction in (0.3, 0.5, 0.99):
         cut = int(len(packed) * fraction)

@@ -16,8 +16,14 @@ import pytest
 from llm_assets.core.indexed import IndexedDataset
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import vacuum
-from llm_assets.core.release import (ReleaseSettings, build_release, provenance_keys, release_prefix, release_shards,
-                                     write_shard)
+from llm_assets.core.release import (
+    ReleaseSettings,
+    build_release,
+    provenance_keys,
+    release_prefix,
+    release_shards,
+    write_shard,
+)
 from llm_assets.core.units import InProcessRunner, PoolRunner, UnitFailed
 from llm_assets.loader import ReleaseLoader
 
@@ -33,7 +39,8 @@ def tokenized_parts(lake, crawl: str) -> list[dict]:
         for shard in ("0000", "0001"):
             parts = []
             for p, n_docs in enumerate((0, 23) if shard == "0000" else (17, 9)):
-                docs = [np.append(rng.integers(0, EOS, rng.integers(0, 300)), EOS).astype(np.int64) for _ in range(n_docs)]
+                docs = [np.append(rng.integers(0, EOS, rng.integers(0, 300)), EOS).astype(np.int64)
+                        for _ in range(n_docs)]
                 table = pa.table({"doc_id": [f"{c}/{shard}/{p}/{i}" for i in range(n_docs)],
                                   "url": [f"https://example.com/{c}/{shard}/{p}/{i}" for i in range(n_docs)],
                                   "n_tokens": pa.array([len(d) for d in docs], pa.int32()),

@@ -36,7 +36,7 @@ def tokenized_parts(lake, crawl: str) -> tuple[list[dict], dict[str, tuple[str, 
             chunk = languages[(2 * s + p) * len(languages) // 4:(2 * s + p + 1) * len(languages) // 4]
             ids = [f"{crawl}/{shard}/{p}/{i}" for i in range(len(chunk))]
             tokens = [np.append(rng.integers(0, EOS, rng.integers(4, 400)), EOS) for _ in chunk]
-            docs |= {d: (lang, t) for d, lang, t in zip(ids, chunk, tokens)}
+            docs |= {d: (lang, t) for d, lang, t in zip(ids, chunk, tokens, strict=True)}
             table = pa.table({"doc_id": ids, "url": [f"https://example.com/{d}" for d in ids],
                               "crawl": [crawl] * len(ids), "language": chunk,
                               "n_tokens": pa.array([len(t) for t in tokens], pa.int32()),

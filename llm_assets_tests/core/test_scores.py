@@ -6,7 +6,7 @@ import pytest
 
 from llm_assets.core import filtered
 from llm_assets.core.documents import extract_documents
-from llm_assets.core.filtered import FilterUnit, FilteredSettings, filter_documents, scores_key
+from llm_assets.core.filtered import FilteredSettings, FilterUnit, filter_documents, scores_key
 from llm_assets.core.lake import Lake, part_key
 from llm_assets.core.partition import PartitionOutput, commit
 from llm_assets.core.scores import read_scores, redecide, threshold_only

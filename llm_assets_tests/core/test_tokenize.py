@@ -51,7 +51,7 @@ def test_ids_match_tiktoken_on_every_wikitext_line(gpt2_dir, reference, wikitext
     tok = load_tokenizer(str(gpt2_dir))
     assert len(wikitext_lines) == 3760
     encoded = tok.encode_batch(wikitext_lines, add_special_tokens=False)
-    mismatched = [i for i, (line, e) in enumerate(zip(wikitext_lines, encoded))
+    mismatched = [i for i, (line, e) in enumerate(zip(wikitext_lines, encoded, strict=True))
                   if e.ids != reference.encode_ordinary(line)]
     assert mismatched == []
     assert sum(len(e.ids) for e in encoded) > 200_000
@@ -74,7 +74,7 @@ def test_ids_match_tiktoken_on_ccnet_web_documents(gpt2_dir, reference):
         texts = [json.loads(line)["text"] for line in f]
     assert len(texts) == 10
     tok = load_tokenizer(str(gpt2_dir))
-    for text, e in zip(texts, tok.encode_batch(texts, add_special_tokens=False)):
+    for text, e in zip(texts, tok.encode_batch(texts, add_special_tokens=False), strict=True):
         assert e.ids == reference.encode_ordinary(text)
 
 
@@ -151,7 +151,8 @@ def _batch(texts: list[str]):
 
     return pa.record_batch({"doc_id": [f"d{i}" for i in range(len(texts))],
                             "url": [f"https://example.org/{i}" for i in range(len(texts))],
-                            "crawl": ["C"] * len(texts), "language": ["en", "de"] * (len(texts) // 2) + ["en"] * (len(texts) % 2),
+                            "crawl": ["C"] * len(texts),
+                            "language": ["en", "de"] * (len(texts) // 2) + ["en"] * (len(texts) % 2),
                             "text": texts})
 
 

@@ -20,16 +20,22 @@ import pytest
 from llm_assets.core import documents, filtered, tokenized
 from llm_assets.core.documents import ExtractUnit, extract_documents
 from llm_assets.core.filtered import FilterUnit, filter_documents
+from llm_assets.core.filters import FineWebQuality
 from llm_assets.core.inventory import shard_of
 from llm_assets.core.lake import Lake, part_key
 from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
 from llm_assets.core.tokenize import load_tokenizer
 from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
 from llm_assets.core.units import PoolRunner, UnitFailed, UnitResult, run_units, unit_id
-from llm_assets.core.filters import FineWebQuality
 from llm_assets.runners import runner_for
-from llm_assets.settings import (DocumentsSettings, FilteredSettings, InProcessRunnerSettings, PoolRunnerSettings,
-                                 Settings, TokenizedSettings)
+from llm_assets.settings import (
+    DocumentsSettings,
+    FilteredSettings,
+    InProcessRunnerSettings,
+    PoolRunnerSettings,
+    Settings,
+    TokenizedSettings,
+)
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.core.test_readers import gzip_members
 
@@ -170,7 +176,7 @@ def test_a_warc_split_into_shares_gives_the_files_documents_and_accounting_once(
     assert dropped == whole.dropped
     assert _rows(lake, shares).equals(_rows(lake, [whole]))
     offsets = [lake.scan([r.part]).collect()["record_offset"].to_list() for r in shares]
-    assert all(max(a) < min(b) for a, b in zip(offsets, offsets[1:]))  # byte ranges: in file order
+    assert all(max(a) < min(b) for a, b in zip(offsets, offsets[1:], strict=False))  # byte ranges: in file order
     rejected = [r.rejected_part for r in shares]
     assert lake.scan(rejected).collect().sort("record_offset").equals(
         lake.scan([whole.rejected_part]).collect().sort("record_offset"))
@@ -223,7 +229,8 @@ def test_filtered_keeps_what_the_settings_allow(chain, lake):
     assert kept.columns == filtered.SCHEMA.names
     assert set(kept["language"]) == {"en"}
     assert (kept["language_score"] >= ENGLISH_THRESHOLD).all()
-    assert kept["n_words"].is_between(s.block("gopher_quality").min_doc_words, s.block("gopher_quality").max_doc_words).all()
+    assert kept["n_words"].is_between(s.block("gopher_quality").min_doc_words,
+                                      s.block("gopher_quality").max_doc_words).all()
     docs = read(lake, chain.docs.part)
     # the text itself is rewritten (normalization, C4's line cleanup, PII masking); its provenance is not
     provenance = ["doc_id", "url", "warc_record_id", "record_offset", "source_key", "crawl"]
@@ -474,7 +481,7 @@ def test_every_local_runner_reports_each_unit_as_it_ends():
     units = [Probe(source=f"s{i}") for i in range(5)]
     for runner in (InProcessRunner(), PoolRunner(workers=2)):
         seen: list[str] = []
-        results = run_units(one_row, units, runner, lambda r: seen.append(r.source))
+        results = run_units(one_row, units, runner, lambda r, seen=seen: seen.append(r.source))
         assert [r.source for r in results] == [u.source for u in units] and sorted(seen) == [u.source for u in units]
 
 

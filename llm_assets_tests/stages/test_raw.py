@@ -44,7 +44,8 @@ def bucket(store_config):
 
 def _materialize(instance, store: ObjectStore, crawl: str, shard: str) -> dg.ExecuteInProcessResult:
     instance.add_dynamic_partitions("crawl", [crawl])
-    result = dg.materialize(built("raw_files", "documents"), partition_key=crawl_shard_key(crawl, shard), instance=instance,
+    result = dg.materialize(built("raw_files", "documents"), partition_key=crawl_shard_key(crawl, shard),
+                            instance=instance,
                             resources={"store": store, "lake_io_manager": LakeIOManager(store=store)})
     assert result.success
     assert all(e.passed for e in result.get_asset_check_evaluations())

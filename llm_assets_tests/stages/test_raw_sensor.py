@@ -9,8 +9,8 @@ import pytest
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.definitions import build_defs
-from llm_assets.stages.raw import RAW_FINGERPRINT_TAG
 from llm_assets.settings import Settings, load_settings
+from llm_assets.stages.raw import RAW_FINGERPRINT_TAG
 from resources import ObjectStore, S3Endpoint
 
 SHARDS = load_settings().shards

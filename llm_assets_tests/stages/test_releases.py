@@ -268,7 +268,8 @@ def test_the_tokenizer_asset_trains_on_a_deterministic_sample_and_the_stage_uses
     from llm_assets_tests.conftest import built
 
     lake = curated
-    parts = [u["part"] for s in ("0000", "0001") for u in lake.get_json(manifest_key("deduplicated", crawl, s))["units"]]
+    parts = [u["part"] for s in ("0000", "0001") for u
+             in lake.get_json(manifest_key("deduplicated", crawl, s))["units"]]
     sample = sample_texts(lake, parts, 10)
     assert len(sample) == 10 and sample == sample_texts(lake, list(reversed(parts)), 10)  # order-free
     assert sample[:5] == sample_texts(lake, parts, 5)  # a larger sample extends a smaller one

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm_assets_support.shared_data import shared
 from llm_assets_support.pii_names import KINDS, PASSAGES, Passage, passages, score
+from llm_assets_support.shared_data import shared
 
 pytestmark = pytest.mark.core
 

@@ -2,8 +2,8 @@
 for every document it drops. `apply_filters` runs a chain of them over a Polars batch.
 
 A chain is an ordered list of blocks, each named by its `block` field (`ChainBlock` validates one entry of the
-settings' list); `DEFAULT_CHAIN` is FineWeb's order, then the optional blocks (off), PII masking, then decontamination last.
-Its values are FineWeb's (English); each other language takes FineWeb-2's from the language table
+settings' list); `DEFAULT_CHAIN` is FineWeb's order, then the optional blocks (off), PII masking, then decontamination
+last. Its values are FineWeb's (English); each other language takes FineWeb-2's from the language table
 (`FilteredSettings.chain_for`)."""
 
 from typing import Annotated, Union
@@ -38,7 +38,8 @@ DEFAULT_CHAIN: tuple[ChainBlock, ...] = (
 
 __all__ = [
     "ChainBlock", "DEFAULT_CHAIN", "DEFAULT_LANGUAGES",
-    "Block", "C4BadWords", "C4Quality", "Decontaminate", "DomainVocabulary", "FineWebQuality", "GopherQuality", "GopherRepetition",
-    "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "QualityModelFilter", "Scored", "URLFilter", "apply_filters",
+    "Block", "C4BadWords", "C4Quality", "Decontaminate", "DomainVocabulary", "FineWebQuality", "GopherQuality",
+    "GopherRepetition", "LanguageFilter", "Normalize", "PIIMasker", "ProfanityFilter", "QualityModelFilter", "Scored",
+    "URLFilter", "apply_filters",
     "language_model", "score_filters",
 ]

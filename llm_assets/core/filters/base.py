@@ -17,6 +17,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from contextvars import ContextVar
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
 
 import polars as pl
@@ -288,10 +289,10 @@ def _run(df: pl.DataFrame, filters: list[Block], names: list[str], fails: dict[s
          ) -> tuple[pl.DataFrame, list[pl.DataFrame], list[pl.DataFrame]]:
     dropped: list[pl.DataFrame] = []
     measures: list[pl.DataFrame] = []
-    for f, name in zip(filters, names):
+    for f, name in zip(filters, names, strict=False):  # filters may be a prefix of the chain the names cover
         if not f.enabled or df.height == 0:
             continue
-        df, reasons, stats = _applied(f, df, lambda: f.apply(df))
+        df, reasons, stats = _applied(f, df, partial(f.apply, df))
         df = _dropping(df, f, reasons, dropped, fails)
         measures.append(_stored(f, stats, name))
     return df, dropped, measures

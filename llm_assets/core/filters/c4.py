@@ -80,7 +80,8 @@ class C4Quality(Block):
         if self.filter_no_terminal_punct:
             candidate &= ~no_punct
         candidate &= pl.col("n_words") >= self.min_words_per_line
-        lorem = candidate & lower.str.contains("lorem ipsum", literal=True) if self.filter_lorem_ipsum else pl.lit(False)
+        lorem = (candidate & lower.str.contains("lorem ipsum", literal=True) if self.filter_lorem_ipsum
+                 else pl.lit(False))
         candidate &= ~lorem
         if self.filter_javascript:
             candidate &= ~lower.str.contains("javascript", literal=True)

@@ -309,7 +309,7 @@ def _duplicate_ngram_chars(flat: _FlatWords, grams: _Grams, n: int,
         lo, hi = np.searchsorted(doc, [d, d + 1])
         next_free = -1
         total = 0
-        for pos, g in zip(positions[lo:hi].tolist(), ids[lo:hi].tolist()):
+        for pos, g in zip(positions[lo:hi].tolist(), ids[lo:hi].tolist(), strict=True):
             if pos < next_free:
                 continue
             if seen[g]:

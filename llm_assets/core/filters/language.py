@@ -92,7 +92,7 @@ class LanguageFilter(Block):
         # fastText refuses newlines; only the top label matters
         texts = df["text"].filter(known).str.replace_all("\n", " ", literal=True).to_list()
         labels, scores = language_model().predict(texts, k=1) if texts else ([], [])
-        found = iter(zip(labels, scores))
+        found = iter(zip(labels, scores, strict=True))
         languages: list[str] = []
         values: list[float | None] = []
         for is_known in known.to_list():

@@ -203,7 +203,7 @@ class PIIMasker(Block):
             rows = text.str.contains(PRECHECK[kind]).fill_null(False).arg_true()
             if rows.len() == 0:
                 continue
-            masked, n = zip(*(mask(t, kind) for t in text.gather(rows).to_list()))
+            masked, n = zip(*(mask(t, kind) for t in text.gather(rows).to_list()), strict=True)
             text = text.clone().scatter(rows, list(masked))
             counts[kind] = zeros.clone().scatter(rows, list(n))
         if self.person or self.location:
@@ -212,7 +212,7 @@ class PIIMasker(Block):
             rows = modelled.fill_null(False).arg_true()
             texts = text.gather(rows).to_list()
             spans = self.name_spans(texts)
-            text = text.clone().scatter(rows, [mask_spans(t, s) for t, s in zip(texts, spans)])
+            text = text.clone().scatter(rows, [mask_spans(t, s) for t, s in zip(texts, spans, strict=True)])
             for kind in ("person", "location"):
                 counts[kind] = zeros.clone().scatter(rows, [sum(k == kind for *_, k in s) for s in spans])
 

@@ -125,7 +125,7 @@ class URLFilter(Block):
         hold, so none is stored and the lists are applied again when deciding."""
         hosts = df["url"].str.extract(HOST, 1).str.to_lowercase().fill_null("")
         unique = hosts.unique().to_list()
-        registered = dict(zip(unique, (registered_domain(h) if h else "" for h in unique)))
+        registered = dict(zip(unique, (registered_domain(h) if h else "" for h in unique), strict=True))
         return df, df.select("url").with_columns(host=hosts, registered=hosts.replace_strict(registered))
 
     def restore(self, stored: pl.DataFrame) -> pl.DataFrame:

@@ -38,7 +38,7 @@ def read_parquet(file, settings: ReaderSettings, report: ReadReport) -> Iterator
                 oversized = over.to_pylist()
                 batch = batch.set_column(batch.schema.get_field_index(field), field,
                                          pc.if_else(over, pa.scalar(None, texts.type), texts))
-        for obj, too_big in zip(batch.to_pylist(), oversized):
+        for obj, too_big in zip(batch.to_pylist(), oversized, strict=True):
             if too_big:
                 report.quarantine("oversized", row, detail=f"text over {cap} bytes")
             elif (rec := json_record(obj, "parquet", row, settings, report)) is not None:

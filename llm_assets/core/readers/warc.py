@@ -30,8 +30,8 @@ from llm_assets.core.readers.compression import (
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 # Payloads that start like these are not HTML, whatever their Content-Type says.
-BINARY_MAGICS = (b"%PDF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"PK\x03\x04", b"\x1f\x8b", b"RIFF", b"\x00\x00\x01\x00",
-                 b"OggS", b"ID3", b"\x7fELF", b"wOFF", b"wOF2")
+BINARY_MAGICS = (b"%PDF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"PK\x03\x04", b"\x1f\x8b", b"RIFF",
+                 b"\x00\x00\x01\x00", b"OggS", b"ID3", b"\x7fELF", b"wOFF", b"wOF2")
 
 
 def _looks_binary(payload: bytes) -> bool:
@@ -210,7 +210,8 @@ def read_member_range(raw: ByteStream, start: int, end: int, fmt: str, settings:
     yield from _read_warc_gzip(src, fmt, settings, report, end)
 
 
-def _read_warc_plain(stream: BinaryIO, fmt: str, settings: ReaderSettings, report: ReadReport) -> Iterator[SourceRecord]:
+def _read_warc_plain(stream: BinaryIO, fmt: str, settings: ReaderSettings,
+                     report: ReadReport) -> Iterator[SourceRecord]:
     try:
         yield from _warc_records(stream, fmt, 0, None, settings, report)
     except DamagedMember as e:

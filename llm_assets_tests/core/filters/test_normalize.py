@@ -96,7 +96,7 @@ def test_real_documents():
     flagged = docs["text"].str.contains(MOJIBAKE).to_list()
     assert any(flagged)
     changed = 0
-    for before, after, mojibake in zip(docs["text"], once["text"], flagged):
+    for before, after, mojibake in zip(docs["text"], once["text"], flagged, strict=True):
         changed += before != after
         assert len(lines(before)) == len(lines(after))
         assert "\r" not in after and "\n\n\n" not in after and after == after.strip("\n")

@@ -211,7 +211,7 @@ def masked_spans(before: str, after: str) -> list[tuple[str, str]]:
     parts = PLACEHOLDER.split(after)
     spans = re.fullmatch("(.+?)".join(re.escape(p) for p in parts[0::2]), before, re.DOTALL)
     assert spans, after
-    return list(zip(parts[1::2], spans.groups()))
+    return list(zip(parts[1::2], spans.groups(), strict=True))
 
 
 @pytest.mark.corpus
@@ -223,7 +223,7 @@ def test_real_documents():
     out, reasons = PIIMasker().apply(docs)
     assert reasons.null_count() == docs.height
     found = {k: 0 for k in NONE}
-    for before, after, pii in zip(docs["text"], out["text"], out["pii"]):
+    for before, after, pii in zip(docs["text"], out["text"], out["pii"], strict=True):
         spans = masked_spans(before, after)
         assert {k: sum(t == k.upper() for t, _ in spans) for k in NONE} == pii
         for kind, span in spans:
@@ -272,10 +272,11 @@ def test_names_in_a_real_page_are_masked_and_counted():
     import gzip
     import json
 
-    pages = [json.loads(line)["text"] for line in gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt")]
+    pages = [json.loads(line)["text"] for line
+             in gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt")]
     shakespeare, headmaster = pages[9], pages[1]
     out, _ = run([shakespeare, headmaster], person=True)
-    for page, after, pii in zip((shakespeare, headmaster), out["text"], out["pii"]):
+    for page, after, pii in zip((shakespeare, headmaster), out["text"], out["pii"], strict=True):
         spans = masked_spans(page, after)  # only the names changed
         assert pii["person"] == sum(kind == "PERSON" for kind, _ in spans) > 0
     assert shakespeare.count("Shakespeare") == 14 and "Shakespeare" not in out["text"][0]

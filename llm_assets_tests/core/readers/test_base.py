@@ -121,7 +121,7 @@ def test_a_new_format_that_reads_ranges_is_split_into_shares_that_read_each_reco
     assert documents.shares_of("raw/c/big.jsonl", len(TOY) * 10_000) == 1  # a format that does not split
     cuts = [len(TOY) * k // n for k in range(n + 1)]
     texts = []
-    for start, end in zip(cuts, cuts[1:]):
+    for start, end in zip(cuts, cuts[1:], strict=False):
         texts += [r.text for r in readers.read_member_range(io.BytesIO(TOY[start:]), start, end, "toylines",
                                                             ReaderSettings(), ReadReport())]
     assert texts == TEXTS
