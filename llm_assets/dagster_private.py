@@ -81,7 +81,8 @@ CHECKED_WITH = "1.13.27"
 
 __all__ = [
     "DATA_VERSION_TAG",
-    "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "backfill_targets", "CHECKED_WITH", "CheckRunHealthResult",
+    "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "backfill_targets", "CHECKED_WITH",
+    "CheckRunHealthResult",
     "ConfigurableClassData", "DagsterGrpcClient", "GRPC_INFO_TAG", "JobSubsetSelector", "PartitionBackfill",
     "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TICK_ID_TAG", "TickStatus", "USER_TAG", "WorkerStatus", "WorkspaceFileTarget",
     "WorkspaceProcessContext", "dagster_instance_config", "location_origins_from_yaml_paths", "make_new_backfill_id",

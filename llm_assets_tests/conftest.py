@@ -28,7 +28,7 @@ def seaweed(tmp_path_factory) -> EmbeddedStore:
         bucket="llm-assets-test",
         access_key="test" + secrets.token_hex(6),
         secret_key=secrets.token_urlsafe(24),
-        ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)))),
+        ports=dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True)),
     )
     store.start()
     yield store

@@ -97,7 +97,7 @@ def demos(tmp_path_factory):
         # Side by side: two homes share nothing (stores, instances, clusters and ports of their own), and each demo
         # mostly waits on its daemon's ticks, so running them at once takes little more than the longer one.
         with ThreadPoolExecutor(2) as pool:
-            out = dict(zip(homes, pool.map(run_demo, homes.values(), ("demo", "demo-cluster"))))
+            out = dict(zip(homes, pool.map(run_demo, homes.values(), ("demo", "demo-cluster")), strict=True))
         yield out
     finally:
         for home in started:

@@ -5,8 +5,8 @@ dagster-postgres and the code location loaded through workspace.yaml's gRPC entr
 
 Through it, one module's worth of work on one crawl (one shard, units run in the run's process): a dropped WARC is
 run by the raw-drop sensor; `llm-assets backfill --stale --wait` builds the rest; the UI shows the charts; the code
-server SIGKILLed with a run's worker is started again and the run queued behind comes through; `deploy down` leaves nothing. The
-UI's charts test runs here, on the deployment's webserver, because the backfill already made its data.
+server SIGKILLed with a run's worker is started again and the run queued behind comes through; `deploy down` leaves
+nothing. The UI's charts test runs here, on the deployment's webserver, because the backfill already made its data.
 
 Nothing here asserts a duration: every wait polls a condition until a generous deadline.
 """
@@ -251,7 +251,8 @@ def test_a_code_server_killed_with_a_run_worker_is_started_again_and_the_queue_g
     topology.wait_run(running.run_id, dg.DagsterRunStatus.FAILURE)
     wait_for(lambda: topology.service("code-server")["restarts"] >= 1
              and topology.service("code-server")["state"] == "ready", "the supervisor to restart the code server")
-    print(f"\ncode server and run worker SIGKILLed -> code server serving again after {time.monotonic() - killed_at:.1f} s")
+    back_after = time.monotonic() - killed_at
+    print(f"\ncode server and run worker SIGKILLed -> code server serving again after {back_after:.1f} s")
     assert topology.service("code-server")["pid"] != code_server["pid"]
     wait_for(lambda: _location_loaded(topology.port), "the webserver to reload the code location")
 

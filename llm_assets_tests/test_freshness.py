@@ -184,7 +184,8 @@ def test_the_stale_sensor_turned_on_runs_its_backfill_and_failed_partitions_are_
     out, err = capsys.readouterr()
     backfill_id = re.match(r"backfill (\S+): \d+ partitions", out).group(1)
     failed = re.findall(rf"^  FAILED \S+ {re.escape(partition)}: raw_files: ClusterUnavailable: cannot reach the Dask "
-                        r"scheduler at tcp://127\.0\.0\.1:\d+.*\n    run ([0-9a-f-]{36}): its steps' errors and logs in "
+                        r"scheduler at tcp://127\.0\.0\.1:\d+.*\n"
+                        r"    run ([0-9a-f-]{36}): its steps' errors and logs in "
                         r"the UI", err, re.MULTILINE)
     runs = deployment.instance.get_runs(dg.RunsFilter.for_backfill(backfill_id))
     assert failed and set(failed) == {r.run_id for r in runs if r.status == dg.DagsterRunStatus.FAILURE}, err

@@ -123,7 +123,7 @@ def marked(url: str, crawl: str) -> dict[tuple[str, str], tuple[str, list[str]]]
     for asset in JOB_OF:
         (node,) = data[asset]
         for p, status, causes in zip(partitions_of(asset, crawl), node["staleStatusByPartition"],
-                                     node["staleCausesByPartition"]):
+                                     node["staleCausesByPartition"], strict=True):
             if status != "FRESH":
                 out[(asset, p)] = (status, [f"{'/'.join(c['key']['path'])} {c['partitionKey'] or ''} {c['reason']}"
                                             for c in causes])
@@ -190,9 +190,9 @@ def reload_code(url: str, filtered_version: str) -> None:
 def test_the_ui_marks_stale_exactly_what_the_stale_planner_plans(deployment, webserver):
     instance, store, defs, resources, settings_file, home = deployment
     lake, crawl = store.lake(), f"ONE-{uuid.uuid4().hex[:8]}"
-    for shard, name in zip(SHARDS, ("dolma__sample-0000.warc.gz", "dolma__sample-0001.warc.gz")):
+    for shard, name in zip(SHARDS, ("dolma__sample-0000.warc.gz", "dolma__sample-0001.warc.gz"), strict=True):
         lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, shard, 'r')}", shared("warc", name))
-    for shard, code in zip(SHARDS, ("deu", "fra")):  # German documents in shard 0000, French ones in 0001
+    for shard, code in zip(SHARDS, ("deu", "fra"), strict=True):  # German documents in shard 0000, French ones in 0001
         lake.put_bytes(f"raw/{crawl}/{name_in_shard(crawl, shard, code, '.jsonl')}", udhr_jsonl(code))
     instance.add_dynamic_partitions("crawl", [crawl])
     with warnings.catch_warnings():
@@ -268,7 +268,8 @@ def test_a_version_is_reported_once_and_an_anchor_only_while_its_source_has_no_o
 
     versions = [SourceVersion("raw_drop", "C|0000", "a", anchor=True), SourceVersion("curation_scope", "C|0001", "b")]
     first = new_observations(instance, versions)
-    assert [(e.asset_key.path[-1], e.partition) for e in first] == [("raw_drop", "C|0000"), ("curation_scope", "C|0001")]
+    observed = [(e.asset_key.path[-1], e.partition) for e in first]
+    assert observed == [("raw_drop", "C|0000"), ("curation_scope", "C|0001")]
     for event in first:
         instance.report_runless_asset_event(event)
     assert last_observed(instance, "curation_scope", "C|0001") == "b"
