@@ -70,7 +70,8 @@ def run_daemon(argv: list[str], backfill_interval_s: float | None = None) -> Non
     if backfill_interval_s is not None:
         import dagster._daemon.controller as controller
 
-        controller.DEFAULT_DAEMON_INTERVAL_SECONDS = backfill_interval_s  # read by the backfill loop when it starts
+        # read by the backfill loop when it starts; Dagster declares it whole seconds
+        controller.DEFAULT_DAEMON_INTERVAL_SECONDS = max(1, round(backfill_interval_s))
     from dagster._daemon.cli import cli
 
     cli.main(args=argv, obj={}, prog_name="dagster-daemon")
