@@ -34,10 +34,6 @@ def build_jobs(specs: Sequence[StageSpec]) -> list:
             for job, names in members.items()]
 
 
-# The code location's jobs, by name (tests and benchmarks run them in process).
-JOBS = {job.name: job for job in build_jobs(SPECS)}
-
-
 def jobs_of(names: Collection[str]) -> list:
     """The jobs of the named stages only, each selecting those of them that name it: for a code location of some of
     the stages (tests, benchmarks), where a job selecting an absent asset would not load."""

@@ -57,8 +57,6 @@ class DocumentsSettings(Section):
             "`trafilatura_fast` or `resiliparse`. A run may override it."))
     routing: Routing = Field(default=Routing(), description=(
         "`extractor: routed`: which pages go to the fast extractor."))
-    # A larger record is quarantined (oversized) unread: an HTML or WET payload, a JSON line or array element, a
-    # Parquet text.
     max_payload_bytes: int = Field(default=5_000_000, gt=0, description=(
         "Bytes: a larger record (an HTML or WET payload, a JSON line or array element, a Parquet text) is quarantined"
         " as `oversized` without being held whole."))

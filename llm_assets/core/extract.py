@@ -200,10 +200,8 @@ class Routing(Section):
     primary: Literal["trafilatura", "trafilatura_fast"] = Field(default="trafilatura", description=(
         "The extractor of most pages: `trafilatura` (FineWeb's settings) or `trafilatura_fast`."))
     fast: Literal["resiliparse"] = Field(default="resiliparse", description="The extractor of the pages routed away.")
-    # HTML longer than this many characters (after `max_html_chars`) goes to `fast` (reason `size`)
     max_chars: int | None = Field(default=None, gt=0, description=(
         "Characters: HTML longer than this (after `max_html_chars`) goes to `fast` (reason `size`); null: off."))
-    # HTML with more tags than this (counted as `<`, a C-speed count) goes to `fast` (reason `tags`)
     max_tags: int | None = Field(default=5_000, gt=0, description=(
         "HTML with more tags than this (counted as `<`) goes to `fast` (reason `tags`); null: off. Measured by `make "
         "bench-extraction-quality`."))
@@ -213,7 +211,6 @@ class Routing(Section):
     budget_s: float | None = Field(default=1.0, gt=0, description=(
         "CPU seconds `primary` may spend on a page; past them `fast` extracts it (reason `budget`); null: no budget. "
         "Kept far from most pages' cost so that the exact size and tag rules decide."))
-    # after this many budget overruns of a host in one work unit, its later pages go straight to `fast` (`host`)
     host_overruns: int | None = Field(default=None, ge=1, description=(
         "After this many budget overruns of a host in one work unit, its later pages go straight to `fast` (reason "
         "`host`); null: off (on a one-host crawl one overrun would route most pages away)."))

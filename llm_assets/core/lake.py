@@ -80,8 +80,6 @@ class StoreSettings(Section):
     """How the lake treats its object store. Not part of any code version: it changes how long a run waits for
     a failing store, never what a partition holds."""
 
-    # A run's processes stop waiting for a failing store once it has been failing this long in the run (one clock
-    # for every call of the run and its units, not a budget per call), and the run fails.
     retry_budget_s: float = Field(default=300.0, gt=0, description=(
         "Seconds a run keeps retrying a failing store (unreachable, throttled, 5xx), one clock for all its calls and "
         "units, before it fails."))

@@ -49,8 +49,6 @@ class TokenizedSettings(Section):
     eos_token: str = Field(default="<|endoftext|>", description="Appended after every document.")
     train: TokenizerTraining = Field(default=TokenizerTraining(), description=(
         "`source: train`: the byte-level BPE the `tokenizer` asset trains."))
-    # Documents with fewer tokens than this (their own tokens, the appended EOS not counted) are dropped as
-    # `too_few_tokens`; 0 keeps every document.
     min_tokens: int = Field(default=0, ge=0, description=(
         "Documents with fewer tokens (the EOS not counted) are set aside as `too_few_tokens`; 0 keeps every document."))
 
