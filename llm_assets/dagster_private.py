@@ -62,7 +62,7 @@ def backfill_targets(backfill: PartitionBackfill) -> set[tuple[str, str]]:
     return {(k.asset_key.path[-1], str(k.partition_key or "")) for k in data.target_subset.iterate_asset_partitions()}
 
 
-def run_daemon(argv: list[str], backfill_interval_s: float | None = None) -> None:
+def run_daemon(argv: list[str], backfill_interval_s: int | None = None) -> None:
     """`dagster-daemon <argv>` in this process, its backfill daemon iterating every `backfill_interval_s` when given.
     Dagster's backfill loop waits a fixed 30 s between iterations (no instance setting) and an asset backfill
     requests one level of the chain per iteration: the demo's chain of ~8 levels waited minutes on that loop alone.
@@ -70,8 +70,7 @@ def run_daemon(argv: list[str], backfill_interval_s: float | None = None) -> Non
     if backfill_interval_s is not None:
         import dagster._daemon.controller as controller
 
-        # read by the backfill loop when it starts; Dagster declares it whole seconds
-        controller.DEFAULT_DAEMON_INTERVAL_SECONDS = max(1, round(backfill_interval_s))
+        controller.DEFAULT_DAEMON_INTERVAL_SECONDS = backfill_interval_s  # read by the backfill loop when it starts
     from dagster._daemon.cli import cli
 
     cli.main(args=argv, obj={}, prog_name="dagster-daemon")

@@ -311,7 +311,7 @@ def code_server_ready(port: int) -> Callable[[], bool]:
 
 
 def dagster_services(code_port: int, webserver_port: int | None = None, daemon: bool = True,
-                     webserver_host: str = HOST, backfill_interval_s: float | None = None) -> list[Service]:
+                     webserver_host: str = HOST, backfill_interval_s: int | None = None) -> list[Service]:
     """The code server of the code location, the daemon and (with a port) the webserver, reading workspace.yaml.
     Their environment needs DAGSTER_HOME (and the instance's own variables); `dagster_env()` gives the rest.
     `backfill_interval_s`: how often the daemon's backfill loop iterates (Dagster's 30 s when None)."""
@@ -646,7 +646,7 @@ def run_cluster(nodes: int) -> int:
     return _run_until_stopped(lambda: cluster.start(nodes=nodes), lambda: cluster.state() is not None, cluster.stop)
 
 
-def run_daemon(workspace: Path = WORKSPACE, backfill_interval_s: float | None = None) -> int:
+def run_daemon(workspace: Path = WORKSPACE, backfill_interval_s: int | None = None) -> int:
     """`dagster-daemon run -w workspace.yaml`, once the project's concurrency pools have their limits in the instance
     of DAGSTER_HOME: its run queue would otherwise let every run of a pool it meets for the first time start.
     `backfill_interval_s`: how often its backfill daemon iterates (Dagster's 30 s when None)."""
@@ -669,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=0)
     parser.add_argument("--port", type=int)
     parser.add_argument("--workspace", type=Path, default=WORKSPACE)
-    parser.add_argument("--backfill-interval-seconds", type=float)
+    parser.add_argument("--backfill-interval-seconds", type=int)
     args = parser.parse_args(argv)
     if args.action == "run-store":
         return run_store()
