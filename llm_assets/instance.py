@@ -27,6 +27,10 @@ PID_REUSE_SLACK_S = 10.0
 # that Dagster's retry of it, launched at once through that code server, finds it: a supervised code server is back
 # within seconds (restart, then ~12 s to load the code location on a busy 2-core machine).
 CODE_SERVER_WAIT_S = 120.0
+# How long the launcher waits for the code server it just launched a run through to say its id. It answered the launch
+# a moment ago, so only load makes it slow; a run launched without the id would later look lost with its server
+# (and be retried) when its worker is killed. A server that is gone refuses at once, whatever the timeout.
+LAUNCH_ID_TIMEOUT_S = 60
 # Dagster's run-retries tag: how many times the retry daemon may re-execute a failed run (dagster.yaml: run_retries).
 MAX_RETRIES_TAG = "dagster/max_retries"
 # What the launcher records on a run as it launches it: the code server's id (one per server process) and how many
@@ -62,7 +66,7 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
     def launch_run(self, context) -> None:
         super().launch_run(context)
         tags = {}
-        if (server := _code_server_id(context.dagster_run.run_id, self._instance)) is not None:
+        if (server := _code_server_id(context.dagster_run.run_id, self._instance, LAUNCH_ID_TIMEOUT_S)) is not None:
             tags[CODE_SERVER_ID_TAG] = server
         if (kills := oom_kills()) is not None:
             tags[OOM_KILLS_TAG] = str(kills)
@@ -122,7 +126,7 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
         return None
 
 
-def _code_server_id(run_id: str, instance: dg.DagsterInstance) -> str | None:
+def _code_server_id(run_id: str, instance: dg.DagsterInstance, timeout_s: int = 5) -> str | None:
     """The id of the code server at the address the run was launched through (one per server process), or None when
     nothing answers there."""
     from llm_assets.dagster_private import DagsterGrpcClient
@@ -134,7 +138,7 @@ def _code_server_id(run_id: str, instance: dg.DagsterInstance) -> str | None:
     try:
         client = DagsterGrpcClient(port=info.get("port"), socket=info.get("socket"), host=info.get("host", "localhost"),
                                    use_ssl=bool(info.get("use_ssl")))
-        return client.get_server_id(timeout=5)
+        return client.get_server_id(timeout=timeout_s)
     except Exception:  # noqa: BLE001 - unreachable, restarting, or gone: all mean "no server there now"
         return None
 
