@@ -407,10 +407,9 @@ def cmd_trace(args) -> int:
         print(json.dumps(trace.why_record(found, args.settings), default=str) if args.json
               else trace.why(found, args.settings))
     elif args.json:
-        print(json.dumps({"key": found.key, "releases": found.releases, "superseded": found.superseded,
-                          "steps": [s.__dict__ for s in found.steps]}, default=str))
+        print(json.dumps(trace.trace_record(found, args.settings), default=str))
     else:
-        print(trace.format_trace(found))
+        print(trace.format_trace(found, args.settings))
     return 0 if found.steps else 1
 
 
