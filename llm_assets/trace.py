@@ -358,6 +358,30 @@ def _decoded(detail):
         return detail
 
 
+def rejected_thresholds(lake, settings: Settings, crawl: str, rows: pl.DataFrame) -> list[str]:
+    """`show rejected --stage filtered`: under the rows shown, once per partition, language and block that dropped
+    one, the block's thresholds that applied there (as built, as `why` prints them). A row's partition is its raw
+    file's shard."""
+    from llm_assets.core.inventory import shard_of
+
+    if not {"source_key", "language", "filter"} <= set(rows.columns):
+        return []
+    stops = rows.filter(pl.col("language").is_not_null()).select("source_key", "language", "filter").unique()
+    stops = sorted({(shard_of(source, settings.shards), language, block) for source, language, block in
+                    stops.iter_rows()})
+    manifests = committed(lake, FILTERED, crawl, sorted({shard for shard, _, _ in stops}))
+    lines = []
+    for shard, language, block in stops:
+        if (built := manifests.get(shard)) is None:
+            continue
+        facts = {"filter": block, "language": language}
+        step = Step(FILTERED, crawl, shard, "dropped", "", facts, _recorded(lake, built, language))
+        if applied := stop_thresholds(step, settings):
+            where = PartitionRef(crawl, shard).key
+            lines += [f"{where}: {text}" for text in _applied_lines(facts, applied)]
+    return lines
+
+
 def rejected(lake, stage: str, crawl: str, shards: list[str], reason: str | None = None) -> pl.LazyFrame | None:
     """What `stage` set aside in the crawl's shards (with `reason`, when given), or None when nothing was."""
     parts = [p for m in committed(lake, stage, crawl, shards).values() for p in m.rejected_parts]

@@ -143,6 +143,12 @@ def test_why_prints_the_thresholds_the_build_applied_and_says_when_todays_settin
     assert cli.main(["trace", url, "--crawl", crawl, "--json"]) == 0
     steps = json.loads(capsys.readouterr().out)["steps"]
     assert [s.get("thresholds_from") for s in steps] == [None, "build"]
+    # what filtered set aside, with the thresholds that dropped it in its partition: once, not per row
+    assert cli.main(["show", "rejected", "--stage", "filtered", "--crawl", crawl]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count("-[ row") == 2 and shown.count(f"{crawl}|{shard}: gopher_quality thresholds for de (as built):"
+                                                      ) == 1, shown
+    assert "min_stop_words=10000 (override)" in shown and "today's settings differ: min_stop_words=9000" in shown
 
     # rebuilt: the new value, recorded under its own fingerprint, and nothing differs
     _build(object_store, instance, crawl, shard)
