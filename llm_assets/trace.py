@@ -366,9 +366,9 @@ def rejected_thresholds(lake, settings: Settings, crawl: str, rows: pl.DataFrame
 
     if not {"source_key", "language", "filter"} <= set(rows.columns):
         return []
-    stops = rows.filter(pl.col("language").is_not_null()).select("source_key", "language", "filter").unique()
+    found = rows.filter(pl.col("language").is_not_null()).select("source_key", "language", "filter").unique()
     stops = sorted({(shard_of(source, settings.shards), language, block) for source, language, block in
-                    stops.iter_rows()})
+                    found.iter_rows()})
     manifests = committed(lake, FILTERED, crawl, sorted({shard for shard, _, _ in stops}))
     lines = []
     for shard, language, block in stops:
