@@ -230,7 +230,8 @@ def stop_thresholds(step: Step, settings: Settings) -> dict:
     document's language (`thresholds_from: build`), else as today's settings give them (`settings`: a partition
     built before builds recorded them, or a document dropped before the language block, which had the chain's: a
     change of those is a new code version of the stage). `today`, only where today's settings differ from the
-    build's: the block's values now and what changed (`block.field` for another block's)."""
+    build's: the block's values now, and each value that changed with its source now (`block.field` for another
+    block's; null: gone, the block being off for the language now)."""
     block = step.facts.get("filter") or step.stage
     if step.stage != FILTERED or settings.filtered.block(block) is None:
         return {}
@@ -244,8 +245,11 @@ def stop_thresholds(step: Step, settings: Settings) -> dict:
     now = AppliedThresholds.of(settings.filtered, built.language)
     if now.fingerprint != built.fingerprint:
         values, sources = now.block(block)
-        out["today"] = {"thresholds": values, "threshold_sources": sources,
-                        "changed": [f if b == block else f"{b}.{f}" for b, f in built.changed(now)],
+        changed = {}
+        for name, key in built.changed(now):
+            value, source = (now.block(name)[i].get(key) for i in (0, 1))
+            changed[key if name == block else f"{name}.{key}"] = {"value": value, "source": source}
+        out["today"] = {"thresholds": values, "threshold_sources": sources, "changed": changed,
                         **({"keeps": now.keeps} if now.keeps != built.keeps else {})}
     return out
 
@@ -262,20 +266,14 @@ def _applied_lines(facts: dict, applied: dict) -> list[str]:
         whose = " (the chain's, as today's settings give them)"
     lines = [f"{block} thresholds{whose}: {_threshold_text(applied['thresholds'], applied['threshold_sources'])}"]
     if (today := applied.get("today")) is not None:
-        changed = [_changed_text(name, today) for name in today["changed"]]
+        changed = [f"{name} gone" if new["value"] is None else
+                   _threshold_text({name: new["value"]}, {name: new["source"]})
+                   for name, new in today["changed"].items()]
         if "keeps" in today:
             changed.append(f"{language} {'now kept' if today['keeps'] else 'no longer kept'}")
         lines.append(f"today's settings differ: {', '.join(changed) or 'other settings of ' + str(language)} — the "
                      "partition is stale; llm-assets stale shows its rebuild")
     return lines
-
-
-def _changed_text(name: str, today: dict) -> str:
-    if "." in name:  # another block's: its value is not in `today`
-        return f"{name} changed"
-    if name not in today["thresholds"]:
-        return f"{name} removed"
-    return _threshold_text({name: today["thresholds"][name]}, today["threshold_sources"])
 
 
 def _threshold_text(values: dict, sources: dict[str, str]) -> str:

@@ -134,7 +134,8 @@ def test_why_prints_the_thresholds_the_build_applied_and_says_when_todays_settin
     (stop,) = _why(url, crawl, capsys, "--json")["stops"]
     assert stop["thresholds_from"] == "build" and stop["thresholds"]["min_stop_words"] == 10_000
     assert stop["threshold_sources"]["min_stop_words"] == "override"
-    assert stop["today"]["thresholds"]["min_stop_words"] == 9_000 and stop["today"]["changed"] == ["min_stop_words"]
+    assert stop["today"]["thresholds"]["min_stop_words"] == 9_000
+    assert stop["today"]["changed"] == {"min_stop_words": {"value": 9_000, "source": "override"}}
     from llm_assets import cli
     assert cli.main(["trace", url, "--crawl", crawl]) == 0
     traced = capsys.readouterr().out
@@ -161,3 +162,26 @@ def test_why_prints_the_thresholds_the_build_applied_and_says_when_todays_settin
     said = _why(url, crawl, capsys)
     assert "gopher_quality thresholds for de (as today's settings give them; this build recorded none):" in said
     assert _why(url, crawl, capsys, "--json")["stops"][0]["thresholds_from"] == "settings"
+
+
+@pytest.mark.core
+def test_why_says_what_todays_settings_change_in_other_blocks_and_in_the_keep_list():
+    from llm_assets.core.thresholds import AppliedThresholds
+
+    built = Settings(filtered=FilteredSettings(overrides={"de": {"gopher_quality.min_stop_words": 3}}))
+    t = stopped("de")
+    t.steps[-1].thresholds = AppliedThresholds.of(built.filtered, "de")
+    assert "today's settings differ" not in trace.why(t, built)
+    today = built.model_copy(update={"filtered": built.filtered.model_copy(update={
+        "overrides": {"de": {"gopher_quality.min_stop_words": 3, "gopher_repetition.top_n_grams": [[2, 0.3]]}}})})
+    (stop,) = trace.why_record(t, today)["stops"]
+    assert stop["thresholds_from"] == "build" and stop["today"]["changed"] == {
+        "gopher_repetition.top_n_grams": {"value": [[2, 0.3]], "source": "override"}}
+    assert stop["today"]["thresholds"] == stop["thresholds"]  # the stop's own block is unchanged
+    assert ("today's settings differ: gopher_repetition.top_n_grams=[[2, 0.3]] (override) — the partition is stale"
+            in trace.why(t, today))
+    language = built.filtered.block("language")
+    english_only = built.model_copy(update={"filtered": built.filtered.replaced(
+        "language", language.model_copy(update={"languages": ("en",)}))})
+    (stop,) = trace.why_record(t, english_only)["stops"]
+    assert stop["today"]["keeps"] is False and "de no longer kept" in trace.why(t, english_only)
