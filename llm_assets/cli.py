@@ -366,8 +366,8 @@ def _show_rejected(args) -> int:
         print(f"show rejected needs --stage (one of: {', '.join(STAGES)}) and --crawl", file=sys.stderr)
         return 2
     shards = [validate_shard(args.shard)] if args.shard else args.settings.shard_keys()
-    frame = trace.rejected(Lake(environment.store_config(args.settings.store)), args.stage,
-                           validate_crawl(args.crawl), shards, args.reason)
+    lake = Lake(environment.store_config(args.settings.store))
+    frame = trace.rejected(lake, args.stage, validate_crawl(args.crawl), shards, args.reason)
     if frame is None:
         print(f"{args.stage} set nothing aside in crawl {args.crawl}", file=sys.stderr)
         return 1
@@ -376,6 +376,8 @@ def _show_rejected(args) -> int:
         sys.stdout.write(df.write_ndjson())
     else:
         print(_records(df))
+        if args.stage == "filtered" and (lines := trace.rejected_thresholds(lake, args.settings, args.crawl, df)):
+            print("\n".join(lines))
     return 0
 
 
@@ -407,10 +409,9 @@ def cmd_trace(args) -> int:
         print(json.dumps(trace.why_record(found, args.settings), default=str) if args.json
               else trace.why(found, args.settings))
     elif args.json:
-        print(json.dumps({"key": found.key, "releases": found.releases, "superseded": found.superseded,
-                          "steps": [s.__dict__ for s in found.steps]}, default=str))
+        print(json.dumps(trace.trace_record(found, args.settings), default=str))
     else:
-        print(trace.format_trace(found))
+        print(trace.format_trace(found, args.settings))
     return 0 if found.steps else 1
 
 

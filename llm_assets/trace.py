@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from llm_assets.core.keys import (
+    InvalidKey,
     PartitionRef,
     release_manifest_key,
     release_name_prefix,
@@ -22,8 +23,10 @@ from llm_assets.core.keys import (
 from llm_assets.core.partition import Manifest, committed
 from llm_assets.core.release import provenance_keys
 from llm_assets.core.takedowns import IdIndex, part_index, partition_index
+from llm_assets.core.thresholds import CHAIN, NOT_THRESHOLDS, AppliedThresholds, recorded_thresholds
 from llm_assets.settings import Settings
 from llm_assets.stages import SPECS
+from llm_assets.stages.filtered import LANGUAGE_INPUT
 
 # The shard stages a document passes, in order, and the columns that say why one set it aside.
 STAGES = tuple(s.name for s in SPECS if s.documents)  # the stages holding documents, in build order
@@ -38,6 +41,12 @@ class Step:
     outcome: str  # "kept" or "dropped"
     doc_id: str
     facts: dict = field(default_factory=dict)  # the block and reason, the measured scores, the duplicate, ...
+    # a document filtered dropped: the thresholds its build recorded for the document's language (None: none)
+    thresholds: AppliedThresholds | None = None
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "crawl": self.crawl, "shard": self.shard, "outcome": self.outcome,
+                "doc_id": self.doc_id, "facts": self.facts}
 
 
 @dataclass
@@ -97,6 +106,13 @@ def trace(lake, settings: Settings, crawls: list[str], key: str) -> Trace:
     return out
 
 
+def trace_record(t: Trace, settings: Settings) -> dict:
+    """`trace --json`: every step, a stop at filtered with its thresholds (`stop_thresholds`), and the releases."""
+    return {"key": t.key, "releases": t.releases, "superseded": t.superseded,
+            "steps": [s.to_json() | (stop_thresholds(s, settings) if s.outcome == "dropped" else {})
+                      for s in t.steps]}
+
+
 def releases_text(t: Trace) -> str:
     """The release versions holding the document, a superseded one with the version that replaced it."""
     return ", ".join(f"{v} (superseded by {t.superseded[v]})" if v in t.superseded else v for v in t.releases) \
@@ -129,8 +145,19 @@ def _follow(lake, out: Trace, stage: str, built: Manifest, doc_ids: set[str]) ->
     for d in sorted(doc_ids - went_on):
         rejected = _rows(lake, built.rejected_parts, d, ["doc_id", *WHY]) if built.rejected_parts else pl.DataFrame()
         facts = {k: v for k, v in (rejected.row(0, named=True).items() if rejected.height else []) if v is not None}
-        out.steps.append(Step(stage, built.crawl, built.shard, "dropped", d, facts))
+        out.steps.append(Step(stage, built.crawl, built.shard, "dropped", d, facts,
+                              _recorded(lake, built, facts.get("language")) if stage == FILTERED else None))
     return went_on
+
+
+def _recorded(lake, built: Manifest, language: str | None) -> AppliedThresholds | None:
+    """The thresholds the filtered partition's build recorded for the language: its manifest names them by their
+    fingerprint. None for a partition built before builds recorded them."""
+    fingerprint = built.inputs.get(LANGUAGE_INPUT + language) if language else None
+    try:
+        return recorded_thresholds(lake, language, fingerprint) if language and fingerprint else None
+    except InvalidKey:  # a label no key can hold, so no build recorded it
+        return None
 
 
 def _releases_holding(lake, name: str, doc_ids: set[str]) -> list[str]:
@@ -150,7 +177,9 @@ def _releases_holding(lake, name: str, doc_ids: set[str]) -> list[str]:
 NOT_FOUND = "not found in any crawl's documents, nor among the records documents set aside"
 
 
-def format_trace(t: Trace) -> str:
+def format_trace(t: Trace, settings: Settings | None = None) -> str:
+    """Each step on a line; with `settings`, a stop at filtered with the thresholds that dropped it
+    (`stop_thresholds`)."""
     if not t.steps:
         return f"{t.key}: {NOT_FOUND}"
     lines = []
@@ -164,14 +193,16 @@ def format_trace(t: Trace) -> str:
             if "detail" in facts:
                 facts["detail"] = _decoded(facts["detail"])
             lines.append(f"  {s.stage:<13} {where:<24} dropped  {s.doc_id}  {json.dumps(facts, default=str)}")
+            if settings is not None and (applied := stop_thresholds(s, settings)):
+                lines += [f"{' ' * 15}{line}" for line in _applied_lines(s.facts, applied)]
     lines.append(f"  releases holding it: {releases_text(t)}")
     return f"{t.key}:\n" + "\n".join(lines)
 
 
 SCORES = ("language", "language_score", "n_words", "quality_score")
 LANGUAGE = ("language", "language_score")
-EXCLUDE = {"block", "enabled", "index_path", "model_path"}  # a block's settings that are not thresholds
-CHAIN, TABLE, OVERRIDE = "chain", "fineweb2", "override"  # where a threshold that applied comes from
+EXCLUDE = NOT_THRESHOLDS
+FILTERED = "filtered"  # the stage whose thresholds apply per language
 
 
 def _language_text(facts: dict) -> str:
@@ -186,14 +217,63 @@ def applied_thresholds(settings: Settings, block: str, language: str | None) -> 
     chain's value (`chain`: the settings' chain, the published defaults where it sets none), the FineWeb-2 table's
     row of the language (`fineweb2`), or `filtered.overrides` (`override`). A document without a language (dropped
     before the language block) had the chain's."""
-    filtered = settings.filtered
-    config = filtered.block(block)
-    chain = config.model_dump(mode="json", exclude=EXCLUDE) if config is not None else {}
+    config = settings.filtered.block(block)
+    chain = config.model_dump(mode="json", exclude=set(EXCLUDE)) if config is not None else {}
     if not language:
         return chain, dict.fromkeys(chain, CHAIN)
-    values = {k: v for k, v in filtered.applied_thresholds(language).get(block, chain).items() if k not in EXCLUDE}
-    differs = filtered.threshold_sources(language).get(block, {})  # fields not the chain's: fineweb2 or override
-    return values, {k: differs.get(k, CHAIN) for k in values}
+    applied = AppliedThresholds.of(settings.filtered, language)
+    return applied.block(block) if block in applied.values else (chain, dict.fromkeys(chain, CHAIN))
+
+
+def stop_thresholds(step: Step, settings: Settings) -> dict:
+    """The thresholds of the block that dropped a document at filtered: as its build recorded them for the
+    document's language (`thresholds_from: build`), else as today's settings give them (`settings`: a partition
+    built before builds recorded them, or a document dropped before the language block, which had the chain's: a
+    change of those is a new code version of the stage). `today`, only where today's settings differ from the
+    build's: the block's values now, and each value that changed with its source now (`block.field` for another
+    block's; null: gone, the block being off for the language now)."""
+    block = step.facts.get("filter") or step.stage
+    if step.stage != FILTERED or settings.filtered.block(block) is None:
+        return {}
+    language = step.facts.get("language")
+    if step.thresholds is None:
+        values, sources = applied_thresholds(settings, block, language)
+        return {"thresholds": values, "threshold_sources": sources, "thresholds_from": "settings"}
+    built = step.thresholds
+    values, sources = built.block(block)
+    out = {"thresholds": values, "threshold_sources": sources, "thresholds_from": "build"}
+    now = AppliedThresholds.of(settings.filtered, built.language)
+    if now.fingerprint != built.fingerprint:
+        values, sources = now.block(block)
+        changed = {}
+        for name, key in built.changed(now):
+            value, source = (now.block(name)[i].get(key) for i in (0, 1))
+            changed[key if name == block else f"{name}.{key}"] = {"value": value, "source": source}
+        out["today"] = {"thresholds": values, "threshold_sources": sources, "changed": changed,
+                        **({"keeps": now.keeps} if now.keeps != built.keeps else {})}
+    return out
+
+
+def _applied_lines(facts: dict, applied: dict) -> list[str]:
+    """How `why` and `trace` print a stop's thresholds: as built, or as today's settings give them, and what today's
+    settings change."""
+    block, language = facts.get("filter"), facts.get("language")
+    if applied["thresholds_from"] == "build":
+        whose = f" for {language} (as built)"
+    elif language:
+        whose = f" for {language} (as today's settings give them; this build recorded none)"
+    else:
+        whose = " (the chain's, as today's settings give them)"
+    lines = [f"{block} thresholds{whose}: {_threshold_text(applied['thresholds'], applied['threshold_sources'])}"]
+    if (today := applied.get("today")) is not None:
+        changed = [f"{name} gone" if new["value"] is None else
+                   _threshold_text({name: new["value"]}, {name: new["source"]})
+                   for name, new in today["changed"].items()]
+        if "keeps" in today:
+            changed.append(f"{language} {'now kept' if today['keeps'] else 'no longer kept'}")
+        lines.append(f"today's settings differ: {', '.join(changed) or 'other settings of ' + str(language)} — the "
+                     "partition is stale; llm-assets stale shows its rebuild")
+    return lines
 
 
 def _threshold_text(values: dict, sources: dict[str, str]) -> str:
@@ -224,8 +304,7 @@ def why_record(t: Trace, settings: Settings) -> dict:
             stop["duplicate_of"] = facts["duplicate_of"]
         if facts.get("language"):
             stop |= {k: facts[k] for k in LANGUAGE if k in facts}
-        if s.stage == "filtered" and settings.filtered.block(block) is not None:
-            stop["thresholds"], stop["threshold_sources"] = applied_thresholds(settings, block, facts.get("language"))
+        stop |= stop_thresholds(s, settings)
         if scores := {k: facts[k] for k in SCORES if k in facts}:
             stop["scores"] = scores
         stops.append(stop)
@@ -260,9 +339,7 @@ def why(t: Trace, settings: Settings) -> str:
             score = stop.get("language_score")
             line += f"\n  language: {stop['language']}" + (f" (score {score:.4f})" if isinstance(score, float) else "")
         if "thresholds" in stop:
-            whose = f" for {stop['language']}" if stop.get("language") else ""
-            line += (f"\n  {stop['filter']} thresholds{whose}: "
-                     f"{_threshold_text(stop['thresholds'], stop['threshold_sources'])}")
+            line += "".join(f"\n  {text}" for text in _applied_lines(stop, stop))
         if scores := {k: v for k, v in stop.get("scores", {}).items() if k not in LANGUAGE}:  # language: above
             line += f"\n  scores: {json.dumps(scores, default=str)}"
         lines.append(line)
@@ -277,6 +354,30 @@ def _decoded(detail):
         return json.loads(detail)
     except ValueError:
         return detail
+
+
+def rejected_thresholds(lake, settings: Settings, crawl: str, rows: pl.DataFrame) -> list[str]:
+    """`show rejected --stage filtered`: under the rows shown, once per partition, language and block that dropped
+    one, the block's thresholds that applied there (as built, as `why` prints them). A row's partition is its raw
+    file's shard."""
+    from llm_assets.core.inventory import shard_of
+
+    if not {"source_key", "language", "filter"} <= set(rows.columns):
+        return []
+    found = rows.filter(pl.col("language").is_not_null()).select("source_key", "language", "filter").unique()
+    stops = sorted({(shard_of(source, settings.shards), language, block) for source, language, block in
+                    found.iter_rows()})
+    manifests = committed(lake, FILTERED, crawl, sorted({shard for shard, _, _ in stops}))
+    lines = []
+    for shard, language, block in stops:
+        if (built := manifests.get(shard)) is None:
+            continue
+        facts = {"filter": block, "language": language}
+        step = Step(FILTERED, crawl, shard, "dropped", "", facts, _recorded(lake, built, language))
+        if applied := stop_thresholds(step, settings):
+            where = PartitionRef(crawl, shard).key
+            lines += [f"{where}: {text}" for text in _applied_lines(facts, applied)]
+    return lines
 
 
 def rejected(lake, stage: str, crawl: str, shards: list[str], reason: str | None = None) -> pl.LazyFrame | None:

@@ -127,6 +127,26 @@ def tombstone_key(asset: str, crawl: str, shard: str, committed_at: float, token
 
 
 
+THRESHOLDS = "thresholds"
+# A language label as the language block gives it (lid.176's: ISO 639-1 or -3 and a few of Wikipedia's codes, and
+# `und`), optionally with an ISO 15924 script as FineWeb-2 names its configs (`de_Latn`). Settings name languages:
+# user input.
+LANGUAGE_RE = re.compile(r"^[a-z]{2,3}(?:_[A-Z][a-z]{3})?$")
+FINGERPRINT_RE = re.compile(r"^[0-9a-f]{8,64}$")
+
+
+def thresholds_key(language: str, fingerprint: str) -> str:
+    """Where the thresholds that applied to one language are recorded, named by their fingerprint
+    (`FilteredSettings.language_fingerprint`, which a filtered manifest records per language it held): written once,
+    never changed."""
+    if not LANGUAGE_RE.fullmatch(language or ""):
+        raise InvalidKey(f"invalid language {language!r} for a thresholds key: expected a label such as 'de' or "
+                         "'zh' (2-3 lowercase letters, optionally '_' and a script such as 'Latn')")
+    if not FINGERPRINT_RE.fullmatch(fingerprint or ""):
+        raise InvalidKey(f"invalid thresholds fingerprint {fingerprint!r}: expected hex digits")
+    return f"{THRESHOLDS}/{language}/{fingerprint}.json"
+
+
 @dataclass(frozen=True)
 class PartitionRef:
     """One partition of a crawl × shard asset: `crawl|shard`, Dagster's multi-partition key; a crawl-level asset's

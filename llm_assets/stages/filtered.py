@@ -202,6 +202,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.core.gates import GateResult, Profile, evaluate
     from llm_assets.core.partition import LakeInput, PartitionOutput, read_manifest
     from llm_assets.core.takedowns import load_takedowns, takedowns_version
+    from llm_assets.core.thresholds import record_thresholds
     from llm_assets.metadata import block_funnel, language_funnel_table
     from llm_assets.stage import observed_source, partition_of, run_stage, stage_asset
     from resources import ObjectStore
@@ -250,6 +251,11 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
             "takedowns_applied": dg.MetadataValue.json(removed),
         }
 
+    def recorded(lake, out: PartitionOutput) -> dict[str, str]:
+        """The languages' inputs of the manifest, their thresholds kept in the lake before it names them (`why`)."""
+        record_thresholds(lake, settings.filtered, languages_held(out.counts()))
+        return language_inputs(settings.filtered, out.counts())
+
     # The takedown requests and eval sets reach it through its observed source (`curation_scope`, which depends on
     # `takedowns` and `eval_index`): a new request makes stale the partitions it touches, not every partition.
     @stage_asset(SPEC, settings, specs, metadata={"filter_chain": " → ".join(chain)}, gated=settings.gates.enabled,
@@ -297,6 +303,6 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
                                      **({"evals": evals} if evals else {}),
                                      **({"quality_model": model} if model else {})},
                              gate=(lambda out: gate(lake, crawl, shard, out)) if settings.gates.enabled else None,
-                             outcome_inputs=lambda out: language_inputs(settings.filtered, out.counts()))
+                             outcome_inputs=lambda out: recorded(lake, out))
 
     return dg.Definitions(assets=[observed_source(SPEC, settings), filtered])

@@ -73,3 +73,14 @@ def test_no_module_but_keys_builds_or_splits_a_partition_key():
     for hand_built in ('f"{crawl}|{shard}"', 'f"{c}|{s}"', "f\"{stop['crawl']}|{stop['shard']}\"", 'p.split("|")',
                        'p.partition.split("|")[0]', 'str(partition_key).partition("|")'):
         assert HAND_BUILT.search(hand_built), hand_built
+
+
+def test_a_thresholds_key_holds_a_language_label_and_a_fingerprint_only():
+    assert keys.thresholds_key("de", "ea017cb25e5cfbce2cc6") == "thresholds/de/ea017cb25e5cfbce2cc6.json"
+    assert keys.thresholds_key("de_Latn", "ea017cb2") == "thresholds/de_Latn/ea017cb2.json"
+    for language in ("../x", "de/..", "DE", "", "d", "deutsch", "de\n"):
+        with pytest.raises(InvalidKey, match=f"invalid language {re.escape(repr(language))}"):
+            keys.thresholds_key(language, "ea017cb25e5cfbce2cc6")
+    for fingerprint in ("", "../x", "EA017CB2", "abc"):
+        with pytest.raises(InvalidKey, match="invalid thresholds fingerprint"):
+            keys.thresholds_key("de", fingerprint)
