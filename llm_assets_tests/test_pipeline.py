@@ -333,10 +333,10 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
     by_stage = {r.data["asset"]: r.data for r in cost["by_stage"].records}
     for asset, rows in then.group_by("asset"):
         assert by_stage[asset[0]]["units"] == rows.height
-        assert by_stage[asset[0]]["cpu_hours"] == pytest.approx(rows["cpu_s"].sum() / 3600)
+        assert by_stage[asset[0]]["cpu_hours"] == pytest.approx(rows["cpu_s"].sum() / 3600, rel=5e-3)  # shown rounded
         assert by_stage[asset[0]]["requests"] == rows["requests"].sum()
     assert by_stage["total"]["units"] == then.height == cost["units"]
-    assert by_stage["total"]["cpu_hours"] == pytest.approx(then["cpu_s"].sum() / 3600)
+    assert by_stage["total"]["cpu_hours"] == pytest.approx(then["cpu_s"].sum() / 3600, rel=5e-3)
     assert by_stage["filtered"]["stored_bytes"] == sum(u.bytes_out for u in read_manifest(
         lake, "filtered", crawl, shard).units) > 0
     for chart in ("cost_chart", "crawls_chart"):
