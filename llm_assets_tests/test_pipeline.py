@@ -184,7 +184,9 @@ def test_crawl_stats_reports_the_crawl_funnel(materialized, built_once):
     # every figure per language: each language's funnel adds up to its documents and to the crawl's drops
     for chart in ("language_mix_chart", "language_funnel_chart"):
         assert png_size(meta[chart])[0] == 720
-    assert meta["language_funnel_chart"].count("data:image/png") == min(8, len(languages))
+    # every language at a glance first, then the funnel of each of the 8 with the most documents
+    assert meta["language_funnel_chart"].count("data:image/png") == 1 + min(8, len(languages))
+    assert meta["language_funnel_chart"].startswith(f"![{crawl}: documents per language, kept and dropped by each")
     per_language = [r.data for r in meta["language_funnel"].records]
     for language, row in languages.items():
         steps = [r for r in per_language if r["language"] == language]
