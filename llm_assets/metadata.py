@@ -30,6 +30,15 @@ def table(df: pl.DataFrame) -> dg.TableMetadataValue:
     )
 
 
+SIGNIFICANT = 3  # digits of a float shown in a table: 0.00138 CPU-hours, not 0.0013768124
+
+
+def rounded(df: pl.DataFrame, digits: int = SIGNIFICANT) -> pl.DataFrame:
+    """The frame with its float columns rounded to `digits` significant digits, for a person to read; what a machine
+    reads (the stored part, the ledger, JSON) keeps the exact values."""
+    return df.with_columns(pl.col(pl.Float32, pl.Float64).round_sig_figs(digits))
+
+
 def partition_funnel(out: PartitionOutput) -> str:
     """In → dropped by reason → out: the exact numbers (the chart is `funnel_chart`)."""
     lines = ["| step | records | share |", "|---|---:|---:|", f"| in | {out.rows_in:,} | 100% |"]

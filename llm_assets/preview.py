@@ -3,7 +3,7 @@
 `preview_change` plans what the new settings make stale (the stale planner with their code versions, nothing reported
 to Dagster) and builds the report of `core.preview`: over the stored scores for a change of `filtered` thresholds
 only, else on a sample of the stale shard stages' units, built by the same functions the assets use. The `preview`
-job runs it from the Launchpad (run config: the new settings' YAML text, the sample, the crawl) and shows the report
+job runs it from the Launchpad (run config: the new settings, the sample, the crawl) and shows the report
 as its op's output metadata.
 """
 
@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 import dagster as dg
 import polars as pl
-import yaml
 
 from llm_assets import charts
 from llm_assets.core import preview as core
@@ -28,14 +27,10 @@ from resources import ObjectStore
 SAMPLED = ("documents", "filtered")  # the shard stages a sample runs, in order
 
 
-def settings_from_yaml(text: str, name: str = "settings_yaml") -> Settings:
-    """Settings from YAML text, errors naming where it came from."""
+def settings_from(data: Any, name: str) -> Settings:
+    """Settings from a mapping (a YAML document, the job's run config), errors naming where it came from."""
     try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as e:
-        raise ValueError(f"{name} is not YAML: {e}") from e
-    try:
-        return Settings.model_validate(data)
+        return Settings.model_validate(data or {})
     except ValueError as e:
         raise ValueError(f"invalid settings in {name}:\n{e}") from e
 
@@ -190,10 +185,12 @@ def _stages(lake: Lake, store: StoreConfig, new: Settings) -> core.SampleStages:
 
 
 class PreviewConfig(dg.Config):
-    """What to preview: the new settings as YAML text (the whole file: a path on the launching machine means
-    nothing to the code server), the sample of the stale units a non-threshold change runs on, and the crawl."""
+    """What to preview: the new settings (the whole settings file as structured config, which the Launchpad shows as
+    YAML: a path on the launching machine means nothing to the code server), the sample of the stale units a
+    non-threshold change runs on, and the crawl."""
 
-    settings_yaml: str
+    # any mapping: the settings' own model checks it when the run starts, with errors naming the setting
+    settings: dict[str, Any]
     sample: str = "1%"
     crawl: str = ""
 
@@ -236,7 +233,7 @@ def preview_settings(context: dg.OpExecutionContext, config: PreviewConfig, stor
     """Preview the settings of the run config against the deployment's: the report is this op's output metadata."""
     from llm_assets.core.lake import validate_crawl
 
-    new = settings_from_yaml(config.settings_yaml)
+    new = settings_from(config.settings, "the run config's `settings`")
     crawls = [validate_crawl(config.crawl)] if config.crawl else None
     report = preview_change(store.lake(), store.config(), load_settings(), new, crawls,
                             core.parse_sample(config.sample))
@@ -244,27 +241,28 @@ def preview_settings(context: dg.OpExecutionContext, config: PreviewConfig, stor
     return dg.Output(None, metadata={**report_metadata(report), "report_json": dg.MetadataValue.json(report.to_json())})
 
 
-def settings_yaml(settings: Settings) -> str:
-    """Settings as the YAML text `settings_yaml` takes: every field, defaults included."""
-    return yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+def settings_config(settings: Settings) -> dict[str, Any]:
+    """Settings as the run config's `settings` takes them: every field, defaults included (settings hold no
+    credentials: those come from the environment)."""
+    return settings.model_dump(mode="json")
 
 
 def build_preview_job(settings: Settings | None = None) -> dg.JobDefinition:
-    """The preview job. Given the deployment's settings, its Launchpad opens with them as `settings_yaml`, to edit."""
+    """The preview job. Given the deployment's settings, its Launchpad opens with them as `settings`, to edit."""
 
     def preview_job():
         preview_settings()
 
     # without settings, no `config` at all: an empty one is still a config mapping, with a schema of its own
     defaults: dict[str, Any] = {"config": {"ops": {"preview_settings": {"config": {
-        "settings_yaml": settings_yaml(settings)}}}}} if settings else {}
+        "settings": settings_config(settings)}}}}} if settings else {}
     # the executor the definitions give every job, named here: the defaults are resolved against it
     return dg.job(name="preview_job", **defaults, executor_def=dg.in_process_executor, description=(
-        "Preview a change of settings before running it: edit the settings in `settings_yaml` (the whole file as "
-        "text); a change of filter thresholds only is re-decided over every document's stored scores, any other runs "
-        "the stale stages on a sample (`sample`, default 1%) into a scratch prefix that is removed after. The report "
-        "(documents and tokens kept per language, drop rates per block before and after, examples, the forecast) is "
-        "the metadata of the op's output."))(preview_job)
+        "Preview a change of settings before running it: edit the settings under `settings` (the whole settings "
+        "file, as YAML in the Launchpad); a change of filter thresholds only is re-decided over every document's "
+        "stored scores, any other runs the stale stages on a sample (`sample`, default 1%) into a scratch prefix that "
+        "is removed after. The report (documents and tokens kept per language, drop rates per block before and after, "
+        "examples, the forecast) is the metadata of the op's output."))(preview_job)
 
 
 preview_job = build_preview_job()

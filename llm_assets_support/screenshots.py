@@ -1,5 +1,6 @@
 """Screenshots of the Dagster UI over this checkout's lake, as a curator sees it after `make demo`: the asset graph,
-a shard partition's filter funnel, a crawl's stats and the release's charts.
+a shard partition's filter funnel and its funnel per language, a crawl's stats and its funnel per language, the
+release's charts and language mix, and what a crawl cost.
 
     make screenshots [SCREENSHOTS=folder]    (default: .llm-assets/screenshots)
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from llm_assets import environment
 from llm_assets.core.lake import Lake, manifest_key
+from llm_assets.core.partition import read_manifest
 from llm_assets.embedded_store import free_ports
 from llm_assets.settings import load_settings
 from llm_assets.stale import known_crawls
@@ -32,6 +34,15 @@ PAGES = [
      "lsh_rejected"),
     ("release.png", "/assets/release", "tokens_by_crawl_chart"),
     ("release-metadata.png", "/assets/release", "shards"),
+    ("filtered-language-funnel.png", "/assets/filtered?view=partitions&partition={crawl}|{languages_shard}",
+     "language_funnel_chart"),
+    ("crawl-stats-language-funnels.png", "/assets/crawl_stats?view=partitions&partition={crawl}",
+     "language_funnel_chart"),
+    ("crawl-stats-language-mix.png", "/assets/crawl_stats?view=partitions&partition={crawl}", "language_mix_chart"),
+    ("release-language-mix.png", "/assets/release", "language_mix_chart"),
+    ("cost.png", "/assets/cost?view=partitions&partition={crawl}", "cost_chart"),
+    ("cost-metadata.png", "/assets/cost?view=partitions&partition={crawl}", "by_stage"),
+    ("preview-launchpad.png", "/locations/llm_assets/jobs/preview_job/playground", "core_hour"),
 ]
 
 
@@ -41,11 +52,24 @@ def with_duplicates(lake: Lake, crawls: list[str]) -> str:
                  .get("rows")), crawls[0])
 
 
+def most_languages(lake: Lake, crawl: str, shards: list[str]) -> str:
+    """The shard of the crawl whose `filtered` partition kept the most languages other than English (the first shard
+    when none did): the one whose funnel per language shows more than English."""
+    from llm_assets.core.filtered import language_funnels
+
+    def kept(shard: str) -> int:
+        manifest = read_manifest(lake, "filtered", crawl, shard)
+        return sum(1 for f in language_funnels(manifest.counts() if manifest else {}) if f.kept and f.language != "en")
+
+    return max(shards, key=kept)
+
+
 def main(out: Path) -> None:
     settings = load_settings()
     lake = Lake(environment.store_config(settings.store))
     crawls, shard = known_crawls(lake), settings.shard_keys()[0]
     crawl, dup_crawl = crawls[0], with_duplicates(lake, crawls)
+    languages_shard = most_languages(lake, crawl, settings.shard_keys())
     environment.private_dir(out)
     (port,) = free_ports(1)
     ui = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "llm-assets"), "ui", "--port", str(port)],
@@ -54,7 +78,8 @@ def main(out: Path) -> None:
         _poll(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2), timeout=180)
         with chromium() as page:
             for name, path, chart in PAGES:
-                page.goto(f"http://127.0.0.1:{port}{path.format(crawl=crawl, shard=shard, dup_crawl=dup_crawl)}")
+                path = path.format(crawl=crawl, shard=shard, dup_crawl=dup_crawl, languages_shard=languages_shard)
+                page.goto(f"http://127.0.0.1:{port}{path}")
                 if chart.endswith("_chart") or chart in CHARTS:
                     width, _ = page.show_chart(chart)
                     print(f"{name}: {chart} shown, {width} px wide")

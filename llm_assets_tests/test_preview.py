@@ -19,7 +19,7 @@ from llm_assets.core.partition import read_manifest, vacuum_scratch
 from llm_assets.core.preview import parse_sample, scratch, take_sample
 from llm_assets.core.units import InProcessRunner
 from llm_assets.partitions import crawl_shard_key
-from llm_assets.preview import build_preview_job, preview_change, settings_yaml
+from llm_assets.preview import build_preview_job, preview_change, settings_config
 from llm_assets.settings import DEFAULT_SETTINGS, Settings, load_settings
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.conftest import built, object_store_on, png_size, point_at
@@ -130,11 +130,14 @@ def test_a_sample_preview_is_what_the_rebuild_then_does_on_its_sample(deployment
 def test_the_preview_job_shows_its_report_as_its_run_metadata(deployment):
     store, _, instance, _, crawl = deployment
     _, text = changed(blocks={"c4_quality": {"enabled": False}})  # a block off: its line cleanup no longer runs
-    # the Launchpad opens with the deployment's settings as the text to edit
-    assert Settings.model_validate(yaml.safe_load(settings_yaml(load_settings()))) == load_settings()
+    # the Launchpad opens with the deployment's settings as structured config (YAML there, not one escaped string),
+    # every field written out, and they are the deployment's settings
     preview_job = build_preview_job(load_settings())
-    result = preview_job.execute_in_process(
-        run_config={"ops": {"preview_settings": {"config": {"settings_yaml": text, "sample": "50%", "crawl": crawl}}}},
+    prefilled = preview_job.run_config["ops"]["preview_settings"]["config"]["settings"]
+    assert prefilled == settings_config(load_settings()) and Settings.model_validate(prefilled) == load_settings()
+    assert isinstance(prefilled["filtered"]["chain"], list) and prefilled["shards"] == load_settings().shards
+    result = preview_job.execute_in_process(run_config={"ops": {"preview_settings": {"config": {
+        "settings": yaml.safe_load(text), "sample": "50%", "crawl": crawl}}}},
         resources={"store": store}, instance=instance)
 
     assert result.success
@@ -152,9 +155,10 @@ def test_the_preview_job_shows_its_report_as_its_run_metadata(deployment):
     assert "total" in meta["forecast"]
     assert meta["report_json"]["sample"]["units"] == meta["sample_units"]
     assert not list(store.lake().list(SCRATCH_PREFIX))
-    with pytest.raises(Exception, match="settings_yaml"):
+    # a bad setting fails the run with an error naming it, and where it came from
+    with pytest.raises(ValueError, match=r"(?s)invalid settings in the run config's `settings`.*shards"):
         preview_job.execute_in_process(
-            run_config={"ops": {"preview_settings": {"config": {"settings_yaml": "shards: -1"}}}},
+            run_config={"ops": {"preview_settings": {"config": {"settings": {"shards": -1}}}}},
             resources={"store": store}, instance=instance)
 
 

@@ -85,7 +85,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.core.ledger import ledger_keys, runner_costs, scan_ledger, stage_costs
     from llm_assets.core.partition import FrameOutput
     from llm_assets.core.units import InProcessRunner, UnitResult, peak_rss_bytes, s3_requests
-    from llm_assets.metadata import table
+    from llm_assets.metadata import SIGNIFICANT, rounded, table
     from llm_assets.partitions import crawl_partitions
     from llm_assets.stage import BY_CRAWL
     from resources import ObjectStore
@@ -123,13 +123,14 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         metadata = {
             "dagster/row_count": per_stage.height,
             "units": total["units"],
-            "cpu_hours": total["cpu_hours"],
-            "wall_hours": total["wall_hours"],
+            "cpu_hours": float(f"{total['cpu_hours']:.{SIGNIFICANT}g}"),
+            "wall_hours": float(f"{total['wall_hours']:.{SIGNIFICANT}g}"),
             "requests": total["requests"],
             "stored_bytes": dg.MetadataValue.int(total["stored_bytes"]),
             **({"cost_total": round(total["cost_total"], 6), "currency": prices.currency} if priced else {}),
-            "by_stage": table(stages),
-            "by_runner": table(runners),
+            # shown rounded: the exact sums are the stored part's (and the ledger's)
+            "by_stage": table(rounded(stages)),
+            "by_runner": table(rounded(runners)),
             "cost_chart": dg.MetadataValue.md(charts.hbars(
                 f"{crawl}: {'cost' if priced else 'CPU-hours'} per stage" + (
                     f" ({prices.currency}: CPU, a month of storage, requests)" if priced else " (no prices set)"),

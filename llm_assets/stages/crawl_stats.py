@@ -33,6 +33,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     import polars as pl
 
     from llm_assets import charts
+    from llm_assets.core.crawl_stats import CrawlStats
     from llm_assets.core.crawl_stats import crawl_stats as compute_crawl_stats
     from llm_assets.core.partition import FrameOutput, LakeInput, total_work
     from llm_assets.metadata import Metadata, table
@@ -43,6 +44,18 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     code = SPEC.version(settings)
     shards = settings.shard_keys()
     chain = list(dict.fromkeys(b.name for b in settings.filtered.blocks()))
+
+    def language_bars(crawl: str, stats: CrawlStats) -> str:
+        """A bar per language (the most documents first): kept, then what each block dropped, in chain order."""
+        shown = stats.languages.head(FUNNEL_LANGUAGES)
+        drops = (stats.language_funnel.filter(pl.col("step") == "dropped")
+                 .group_by("language", "block").agg(pl.col("documents").sum()))
+        by = {(lang, b): n for lang, b, n in drops.iter_rows()}
+        blocks = sorted(set(drops["block"]), key=lambda b: (chain.index(b) if b in chain else len(chain), b))
+        langs = shown["language"].to_list()
+        return charts.stacked(f"{crawl}: documents per language, kept and dropped by each block", langs,
+                              {"kept": shown["kept"].to_list(),
+                               **{b: [by.get((lang, b), 0) for lang in langs] for b in blocks}}, "documents")
 
     @crawl_asset(SPEC, settings, kinds={"duckdb", "parquet"})
     def crawl_stats(context: dg.AssetExecutionContext, filtered: LakeInput):
@@ -86,13 +99,14 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
                 mix["language"].to_list(), {"documents": mix["documents_share"].to_list(),
                                             "words": mix["kept_words_share"].to_list()}, "share")),
             "language_funnel": table(stats.language_funnel),
-            "language_funnel_chart": dg.MetadataValue.md("\n\n".join(
+            # every language's funnel at a glance (one bar each, as `filtered` shows a partition's), then each in full
+            "language_funnel_chart": dg.MetadataValue.md("\n\n".join([language_bars(context.partition_key, stats), *(
                 charts.funnel(f"{context.partition_key}, {lang}: documents in, dropped by block and reason, kept",
                               f["documents"][0], [(f"{b}/{r}", n) for s, b, r, n in f.select(
                                   "step", "block", "reason", "documents").iter_rows() if s == "dropped"],
                               f["documents"][-1])
                 for lang in languages["language"].head(FUNNEL_LANGUAGES).to_list()
-                if (f := stats.language_funnel.filter(pl.col("language") == lang)).height)),
+                if (f := stats.language_funnel.filter(pl.col("language") == lang)).height)])),
             "length_chart": dg.MetadataValue.md(charts.hbars(
                 f"{context.partition_key}: length of the kept documents", stats.lengths["bucket"].to_list(),
                 stats.lengths["documents"].to_list(), "documents (by length in words)")),
