@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import threading
 from typing import Callable, Iterable
 
 import polars as pl
@@ -164,9 +165,70 @@ def warm(segmenters: str) -> None:
 
 
 def segment(texts: list[str], segmenter: str) -> list[list[str]]:
-    """The words of each text by one dedicated segmenter, whitespace dropped."""
+    """The words of each text by one dedicated segmenter, whitespace dropped. A text (a line, for jieba) that the
+    slow segmenters split before is not split again (`_Memo`): the same result, from memory."""
     split = _LOADERS[segmenter]()
-    return [[w for w in (w.strip() for w in split(t)) if w] if t else [] for t in texts]
+
+    def words(text: str) -> list[str]:
+        return [w for w in (w.strip() for w in split(text)) if w]
+
+    if segmenter not in _MEMOIZED:
+        return [words(t) if t else [] for t in texts]
+    if segmenter in _BY_LINE:
+        return [[w for line in t.split("\n") if line for w in _MEMO.words(segmenter, line, words)] if t else []
+                for t in texts]
+    return [_MEMO.words(segmenter, t, words) if t else [] for t in texts]
+
+
+class _Memo:
+    """The words of the texts a segmenter split last, up to `chars` characters of text, the oldest forgotten first.
+
+    The chain asks again for what it split already: C4 counts the words of each line, FineWeb of the text C4 kept,
+    the stage of every kept document, and a crawl's pages of one site share their menus and footers; a dedicated
+    segmenter costs 1 to 60 ms a page (`benchmarks/segmenters.py`). Words are held joined by NUL, a few bytes a
+    character, not as Python strings; a text with a NUL is not held."""
+
+    def __init__(self, chars: int):
+        self.limit, self.chars = chars, 0
+        self.held: dict[tuple[str, str], str] = {}
+        self.lock = threading.Lock()  # the threads of a worker share it
+
+    def clear(self) -> None:
+        with self.lock:
+            self.held.clear()
+            self.chars = 0
+
+    def words(self, segmenter: str, text: str, split: Callable[[str], list[str]]) -> list[str]:
+        key = (segmenter, text)
+        joined = self.held.get(key)
+        if joined is not None:
+            return joined.split("\0") if joined else []
+        found = split(text)
+        if "\0" not in text and 2 * len(text) <= self.limit:
+            with self.lock:
+                if key not in self.held:
+                    self.held[key] = "\0".join(found)
+                    self.chars += len(text)
+                while self.chars > self.limit:
+                    oldest = next(iter(self.held))
+                    self.chars -= len(oldest[1])
+                    del self.held[oldest]
+        return found
+
+
+# jieba's words never cross a line end: it cuts a text into runs of Han, letters and digits first (its `re_han`),
+# which a newline ends, and splits each run alone. A text's words are then its lines' words in order, and a line
+# seen before (C4's lines, a site's menu) is not split again. The other segmenters weigh a whole sentence, which a
+# line end does not close for them: only a whole text seen before is taken from memory.
+_BY_LINE = {"jieba"}
+_MEMOIZED = {"jieba", "sudachi", "kiwi", "newmm"}  # the others cost less than a look-up
+# ~4 bytes a character held (the text and its words): ~16 MB, a batch of a language written without spaces
+_MEMO = _Memo(4_000_000)
+
+
+def forget() -> None:
+    """Forgets the texts segmented so far (a benchmark's next pass over the same documents starts cold)."""
+    _MEMO.clear()
 
 
 def _byte_chunks(text: str, limit: int) -> list[str]:

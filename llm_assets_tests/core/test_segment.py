@@ -9,6 +9,7 @@ import subprocess
 import sys
 import zipfile
 from functools import cache
+from typing import Callable
 
 import polars as pl
 import pytest
@@ -227,3 +228,58 @@ def test_the_filter_pool_warms_the_segmenters_of_the_kept_languages():
                       part="p", rejected_part="r")
     assert unit.warmup.function == "llm_assets.core.segment:warm" and unit.warmup.argument == "jieba,sudachi"
     assert segment.segmenters_for("all") == "jieba,kiwi,newmm,sudachi"
+
+
+def test_chinese_pages_split_line_by_line_are_split_as_whole():
+    """jieba's words never cross a line end, so `segment` splits a Chinese page line by line (each line seen
+    before is not split again): the words of the shared WARC's Chinese pages, and of lines ending in \\r\\n, blank
+    lines and runs of Latin letters, are those of jieba over the whole text."""
+    pages = _warc_pages(r"[\u4e00-\u9fff]")
+    pages += ["第一行ABC123\r\n\r\n第二行，有空格 和 tab\t结束。\n\n\n最后一行 end-of-line", "\n\n中文\n"]
+    whole = segment._LOADERS["jieba"]()
+    assert segment.segment(pages, "jieba") == [[w for w in (w.strip() for w in whole(p)) if w] for p in pages]
+    assert any("\n" in p for p in pages[:-2])  # real pages with several lines
+
+
+def test_a_text_split_before_is_taken_from_memory():
+    calls: list[str] = []
+
+    def split(text: str) -> list[str]:
+        calls.append(text)
+        return text.split()
+
+    memo = segment._Memo(chars=18)
+    assert memo.words("x", "a b c", split) == ["a", "b", "c"] and memo.words("x", "a b c", split) == ["a", "b", "c"]
+    assert calls == ["a b c"]
+    assert memo.words("x", "", split) == [] and memo.words("x", "", split) == [] and calls == ["a b c", ""]
+    assert memo.words("y", "a b c", split) == ["a", "b", "c"] and len(calls) == 3  # per segmenter
+    memo.words("x", "012345678", split)  # 19 characters held, over 18: the oldest go first
+    assert memo.chars == 14 and ("x", "a b c") not in memo.held and ("x", "012345678") in memo.held
+    memo.words("x", "a\0b", split)
+    memo.words("x", "over half!", split)
+    assert ("x", "a\0b") not in memo.held and len(memo.held) == 3 and memo.chars == 14  # neither is held
+    memo.clear()
+    assert memo.held == {} and memo.chars == 0
+
+
+def test_a_kept_korean_page_is_segmented_once(monkeypatch):
+    """Kiwi costs tens of milliseconds a page: the chain's blocks share its words, and the stage's word count of
+    the kept page takes them from memory rather than segmenting the page again."""
+    from llm_assets.core.filtered import FilteredSettings, filter_batch
+
+    kiwi, calls = segment._LOADERS["kiwi"](), []
+
+    def counted() -> Callable[[str], list[str]]:
+        return lambda text: calls.append(text) or kiwi(text)
+
+    monkeypatch.setitem(segment._LOADERS, "kiwi", counted)
+    segment.forget()
+    page = "\n".join(_paragraphs("kor")[3:40])
+    batch = pl.DataFrame({"doc_id": ["d0"], "url": ["https://example.org/0"], "domain": ["example.org"],
+                          "text": [page]})
+    kept, rejected = filter_batch(batch, FilteredSettings.default_with(language={"languages": ("ko",)}))
+    assert rejected.height == 0 and kept["language"].to_list() == ["ko"] and kept["n_words"][0] > 200
+    assert calls == [page]
+    segment.forget()
+    assert filter_batch(batch, FilteredSettings.default_with(language={"languages": ("ko",)}))[0].equals(kept)
+    assert calls == [page, page]  # forgotten: segmented again, to the same words
