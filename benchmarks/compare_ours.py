@@ -14,7 +14,9 @@ Tasks:
   make-docs   the extracted documents of `fineweb`'s first half, written once as Parquet (ours) and JSON Lines
               (the anchor's input) for `filters` and `minhash`
   filters     apply_filters over those documents, --repeat times: the default chain, or with --shared only the six
-              blocks datatrove also has (url, language, Gopher repetition and quality, C4, FineWeb quality)
+              blocks datatrove also has (url, language, Gopher repetition and quality, C4, FineWeb quality), each
+              language through its blocks as the filtered stage runs them (FilteredSettings.chain_for: a language
+              the chain does not keep stops at the language block); each pass segments the documents afresh
   filters-lang  per language (docs-<lang>.jsonl of --docs-dir, benchmarks.languages), apply_filters with our
               FineWeb-2 blocks for it (gopher_repetition, fineweb_quality, gopher_quality from
               FilteredSettings.chain_for: the table's thresholds, the language's word segmenter), --repeat times;
