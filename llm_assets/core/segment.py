@@ -165,8 +165,8 @@ def warm(segmenters: str) -> None:
 
 
 def segment(texts: list[str], segmenter: str) -> list[list[str]]:
-    """The words of each text by one dedicated segmenter, whitespace dropped. A text (a line, for jieba) that the
-    slow segmenters split before is not split again (`_Memo`): the same result, from memory."""
+    """The words of each text by one dedicated segmenter, whitespace dropped. A text the slow segmenters split
+    before is not split again (`_Memo`): the same words, from memory."""
     split = _LOADERS[segmenter]()
 
     def words(text: str) -> list[str]:
@@ -174,19 +174,15 @@ def segment(texts: list[str], segmenter: str) -> list[list[str]]:
 
     if segmenter not in _MEMOIZED:
         return [words(t) if t else [] for t in texts]
-    if segmenter in _BY_LINE:
-        return [[w for line in t.split("\n") if line for w in _MEMO.words(segmenter, line, words)] if t else []
-                for t in texts]
     return [_MEMO.words(segmenter, t, words) if t else [] for t in texts]
 
 
 class _Memo:
     """The words of the texts a segmenter split last, up to `chars` characters of text, the oldest forgotten first.
 
-    The chain asks again for what it split already: C4 counts the words of each line, FineWeb of the text C4 kept,
-    the stage of every kept document, and a crawl's pages of one site share their menus and footers; a dedicated
-    segmenter costs 1 to 60 ms a page (`benchmarks/segmenters.py`). Words are held joined by NUL, not as a list of
-    Python strings (~60 bytes a word); a text with a NUL is not held."""
+    The stage asks again for the words of every page the chain kept (`n_words`), after the chain's blocks split it,
+    and a dedicated segmenter costs 1 to 60 ms a page (`benchmarks/segmenters.py`). Words are held joined by NUL,
+    not as a list of Python strings (~60 bytes a word); a text with a NUL is not held."""
 
     def __init__(self, chars: int):
         self.limit, self.chars = chars, 0
@@ -216,14 +212,9 @@ class _Memo:
         return found
 
 
-# jieba's words never cross a line end: it cuts a text into runs of Han, letters and digits first (its `re_han`),
-# which a newline ends, and splits each run alone. A text's words are then its lines' words in order, and a line
-# seen before (C4's lines, a site's menu) is not split again. The other segmenters weigh a whole sentence, which a
-# line end does not close for them: only a whole text seen before is taken from memory.
-_BY_LINE = {"jieba"}
 _MEMOIZED = {"jieba", "sudachi", "kiwi", "newmm"}  # the others cost less than a look-up
-# a batch of pages of a language written without spaces; measured: 20 MB held as 3,000-character pages, 48 MB as
-# 35-character lines (each entry's own overhead)
+# a batch of pages of a language written without spaces; measured: 20 MB held as 3,000-character pages, at most
+# 48 MB as 35-character lines (C4's, each entry's own overhead)
 _MEMO = _Memo(4_000_000)
 
 

@@ -230,17 +230,6 @@ def test_the_filter_pool_warms_the_segmenters_of_the_kept_languages():
     assert segment.segmenters_for("all") == "jieba,kiwi,newmm,sudachi"
 
 
-def test_chinese_pages_split_line_by_line_are_split_as_whole():
-    """jieba's words never cross a line end, so `segment` splits a Chinese page line by line (each line seen
-    before is not split again): the words of the shared WARC's Chinese pages, and of lines ending in \\r\\n, blank
-    lines and runs of Latin letters, are those of jieba over the whole text."""
-    pages = _warc_pages(r"[\u4e00-\u9fff]")
-    pages += ["第一行ABC123\r\n\r\n第二行，有空格 和 tab\t结束。\n\n\n最后一行 end-of-line", "\n\n中文\n"]
-    whole = segment._LOADERS["jieba"]()
-    assert segment.segment(pages, "jieba") == [[w for w in (w.strip() for w in whole(p)) if w] for p in pages]
-    assert any("\n" in p for p in pages[:-2])  # real pages with several lines
-
-
 def test_a_text_split_before_is_taken_from_memory():
     calls: list[str] = []
 
