@@ -25,7 +25,9 @@ anchor's CPU seconds per item over ours; the table gives min/median/max over the
    documents path + apply_filters with the default chain, per HTML page of the corpus.
 3. Filters alone, on the same extracted documents (made once by the project's extraction; Parquet for ours, JSON
    Lines for the anchor, both held in memory before timing): datatrove's six blocks against apply_filters with the
-   default chain (which also normalises text, masks PII and checks contamination) and with the six shared rules.
+   default chain (which also normalises text, masks PII and checks contamination) and with the six shared rules,
+   each language through its blocks as the filtered stage runs them (a language the chain does not keep stops at
+   the language block, as after datatrove's LanguageFilter).
 3b. Filters per language (`--only languages`): FineWeb-2's three blocks (Gopher repetition, FineWeb quality,
    Gopher quality) with one language's thresholds, ours (FilteredSettings.chain_for: the table's row, the
    language's word segmenter) against datatrove's with `language=<lang_script>` (its word tokenizer for the

@@ -14,7 +14,9 @@ Tasks:
   make-docs   the extracted documents of `fineweb`'s first half, written once as Parquet (ours) and JSON Lines
               (the anchor's input) for `filters` and `minhash`
   filters     apply_filters over those documents, --repeat times: the default chain, or with --shared only the six
-              blocks datatrove also has (url, language, Gopher repetition and quality, C4, FineWeb quality)
+              blocks datatrove also has (url, language, Gopher repetition and quality, C4, FineWeb quality), each
+              language through its blocks as the filtered stage runs them (FilteredSettings.chain_for: a language
+              the chain does not keep stops at the language block); each pass segments the documents afresh
   filters-lang  per language (docs-<lang>.jsonl of --docs-dir, benchmarks.languages), apply_filters with our
               FineWeb-2 blocks for it (gopher_repetition, fineweb_quality, gopher_quality from
               FilteredSettings.chain_for: the table's thresholds, the language's word segmenter), --repeat times;
@@ -31,6 +33,7 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 WARM_ASTRAL = "A warm-up page, with the emoji \U0001F600 and enough words to pass the first rules of the chain. " * 20
@@ -135,16 +138,21 @@ def frames(rows: list[dict], batch_rows: int) -> list:
     return [df.slice(i, batch_rows) for i in range(0, df.height, batch_rows)]
 
 
-def chain(shared_only: bool) -> list:
+def chain(shared_only: bool) -> tuple[list, Callable[[str], list]]:
+    """FineWeb's chain, English only, as the datatrove blocks it is compared with run it, and its blocks per language
+    as the filtered stage runs them (`FilteredSettings.chain_for`): a page in a language the chain does not keep goes
+    no further than the language block, as after datatrove's LanguageFilter (measured by every block, a Chinese
+    page was segmented by jieba three times, and jieba's dictionary loaded in the timed block)."""
     from llm_assets.core.filters import language_model
     from llm_assets.settings import FilteredSettings
 
-    # FineWeb's chain, English only, as the datatrove blocks it is compared with run it
-    blocks = FilteredSettings.default_with(language={"languages": ("en",)}).blocks()
-    if shared_only:
-        blocks = [b for b in blocks if b.name in SHARED_RULES]
+    settings = FilteredSettings.default_with(language={"languages": ("en",)})
+
+    def chosen(blocks: list) -> list:
+        return [b for b in blocks if b.name in SHARED_RULES] if shared_only else blocks
+
     language_model()  # fastText lid.176, loaded once per process
-    return blocks
+    return chosen(settings.blocks()), lambda code: chosen(settings.chain_for(code))
 
 
 def task_fineweb(args) -> dict:
@@ -154,14 +162,14 @@ def task_fineweb(args) -> dict:
 
     extractor = DocumentsSettings().extractor
     warm_extractor(extractor)
-    blocks = chain(False)
+    blocks, chain_for = chain(False)
     counts: dict = {}
 
     def run() -> dict:
         rows = extract_rows(args.files, extractor, counts)
         kept = 0
         for df in frames(rows, filtered.BATCH_ROWS):
-            kept += apply_filters(df, blocks)[0].height
+            kept += apply_filters(df, blocks, chain_for)[0].height
         return {"docs_extracted": len(rows), "docs_kept": kept}
 
     return {**timed(run), "items": counts.get("pages", 0), **counts, "extractor": extractor}
@@ -191,24 +199,27 @@ def task_filters(args) -> dict:
 
     df = pl.read_parquet(Path(args.docs))
     batches = [df.slice(i, filtered.BATCH_ROWS) for i in range(0, df.height, filtered.BATCH_ROWS)]
-    blocks = chain(args.shared)
+    blocks, chain_for = chain(args.shared)
     # First-call costs (regex compilation, word lists) outside the timing, the word pattern's variant for characters
     # beyond U+FFFF included: it is built on the first text that has one, 0.3 s of walking the code points.
-    apply_filters(pl.concat([df.head(8), df.head(1).with_columns(text=pl.lit(WARM_ASTRAL))]), blocks)
+    apply_filters(pl.concat([df.head(8), df.head(1).with_columns(text=pl.lit(WARM_ASTRAL))]), blocks, chain_for)
 
     def run() -> dict:
         kept = 0
         for _ in range(args.repeat):
+            forget_segmented()
             for b in batches:
-                kept += apply_filters(b, blocks)[0].height
+                kept += apply_filters(b, blocks, chain_for)[0].height
         return {"docs_kept": kept}
 
     result = timed(run)
     # Where the time goes: each block's apply() timed inside apply_filters, one more pass, after the timed block.
     seconds: dict[str, float] = {}
     for _ in range(args.repeat):
+        forget_segmented()
         for b in batches:
-            apply_filters(b, [_TimedBlock(f, seconds) for f in blocks])
+            apply_filters(b, [_TimedBlock(f, seconds) for f in blocks],
+                          lambda code: [_TimedBlock(f, seconds) for f in chain_for(code)])
     return {**result, "items": df.height * args.repeat, "blocks": [b.name for b in blocks],
             "block_cpu_s": {k: round(v, 3) for k, v in seconds.items()}}
 
@@ -236,6 +247,7 @@ def task_filters_lang(args) -> dict:
 
         def run(batches=batches, blocks=blocks, kept=kept) -> dict:
             for _ in range(args.repeat):
+                forget_segmented()
                 for b in batches:
                     kept.extend(apply_filters(b, blocks)[0]["doc_id"].to_list())
             return {}
@@ -249,19 +261,35 @@ def task_filters_lang(args) -> dict:
             "timed_wall_s": sum(o["timed_wall_s"] for o in out.values()), "languages": out}
 
 
+def forget_segmented() -> None:
+    """Each pass over the same documents segments them again, as a crawl's pages are segmented once: the segmenters'
+    memory of texts (`core.segment`) would otherwise serve every pass after the first."""
+    from llm_assets.core import segment
+
+    segment.forget()
+
+
 class _TimedBlock:
-    """A block whose apply() adds its CPU seconds to `seconds[name]`."""
+    """A block whose apply() (the language block's judge(), in a chain per language) adds its CPU seconds to
+    `seconds[name]`; anything else the chain reads of a block (`context`, `keeps`, ...) is the block's."""
 
     def __init__(self, block, seconds: dict[str, float]):
         self.block, self.seconds = block, seconds
-        self.name, self.enabled, self.rewrites_text = block.name, block.enabled, block.rewrites_text
-        self.reads_extracted_text = block.reads_extracted_text
+
+    def __getattr__(self, name: str):
+        return getattr(self.block, name)
+
+    def _timed(self, method, *args):
+        t0 = time.process_time()
+        out = method(*args)
+        self.seconds[self.block.name] = self.seconds.get(self.block.name, 0.0) + time.process_time() - t0
+        return out
 
     def apply(self, df):
-        t0 = time.process_time()
-        out = self.block.apply(df)
-        self.seconds[self.name] = self.seconds.get(self.name, 0.0) + time.process_time() - t0
-        return out
+        return self._timed(self.block.apply, df)
+
+    def judge(self, df, threshold_of):
+        return self._timed(self.block.judge, df, threshold_of)
 
 
 # Scaling: the project's PoolRunner over units of real work, 1 worker against 2 --------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import threading
 from typing import Callable, Iterable
 
 import polars as pl
@@ -164,9 +165,62 @@ def warm(segmenters: str) -> None:
 
 
 def segment(texts: list[str], segmenter: str) -> list[list[str]]:
-    """The words of each text by one dedicated segmenter, whitespace dropped."""
+    """The words of each text by one dedicated segmenter, whitespace dropped. A text the slow segmenters split
+    before is not split again (`_Memo`): the same words, from memory."""
     split = _LOADERS[segmenter]()
-    return [[w for w in (w.strip() for w in split(t)) if w] if t else [] for t in texts]
+
+    def words(text: str) -> list[str]:
+        return [w for w in (w.strip() for w in split(text)) if w]
+
+    if segmenter not in _MEMOIZED:
+        return [words(t) if t else [] for t in texts]
+    return [_MEMO.words(segmenter, t, words) if t else [] for t in texts]
+
+
+class _Memo:
+    """The words of the texts a segmenter split last, up to `chars` characters of text, the oldest forgotten first.
+
+    The stage asks again for the words of every page the chain kept (`n_words`), after the chain's blocks split it,
+    and a dedicated segmenter costs 1 to 60 ms a page (`benchmarks/segmenters.py`). Words are held joined by NUL,
+    not as a list of Python strings (~60 bytes a word); a text with a NUL is not held."""
+
+    def __init__(self, chars: int):
+        self.limit, self.chars = chars, 0
+        self.held: dict[tuple[str, str], str] = {}
+        self.lock = threading.Lock()  # the threads of a worker share it
+
+    def clear(self) -> None:
+        with self.lock:
+            self.held.clear()
+            self.chars = 0
+
+    def words(self, segmenter: str, text: str, split: Callable[[str], list[str]]) -> list[str]:
+        key = (segmenter, text)
+        joined = self.held.get(key)
+        if joined is not None:
+            return joined.split("\0") if joined else []
+        found = split(text)
+        if "\0" not in text and 2 * len(text) <= self.limit:
+            with self.lock:
+                if key not in self.held:
+                    self.held[key] = "\0".join(found)
+                    self.chars += len(text)
+                while self.chars > self.limit:
+                    oldest = next(iter(self.held))
+                    self.chars -= len(oldest[1])
+                    del self.held[oldest]
+        return found
+
+
+_MEMOIZED = {"jieba", "sudachi", "kiwi", "newmm"}  # the others cost less than a look-up
+# a batch of pages of a language written without spaces; measured: 20 MB held as 3,000-character pages, at most
+# 48 MB as 35-character lines (C4's, each entry's own overhead)
+_MEMO = _Memo(4_000_000)
+
+
+def forget() -> None:
+    """Forgets the texts segmented so far (a benchmark's next pass over the same documents starts cold)."""
+    _MEMO.clear()
 
 
 def _byte_chunks(text: str, limit: int) -> list[str]:

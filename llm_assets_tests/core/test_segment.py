@@ -9,6 +9,7 @@ import subprocess
 import sys
 import zipfile
 from functools import cache
+from typing import Callable
 
 import polars as pl
 import pytest
@@ -227,3 +228,47 @@ def test_the_filter_pool_warms_the_segmenters_of_the_kept_languages():
                       part="p", rejected_part="r")
     assert unit.warmup.function == "llm_assets.core.segment:warm" and unit.warmup.argument == "jieba,sudachi"
     assert segment.segmenters_for("all") == "jieba,kiwi,newmm,sudachi"
+
+
+def test_a_text_split_before_is_taken_from_memory():
+    calls: list[str] = []
+
+    def split(text: str) -> list[str]:
+        calls.append(text)
+        return text.split()
+
+    memo = segment._Memo(chars=18)
+    assert memo.words("x", "a b c", split) == ["a", "b", "c"] and memo.words("x", "a b c", split) == ["a", "b", "c"]
+    assert calls == ["a b c"]
+    assert memo.words("x", "", split) == [] and memo.words("x", "", split) == [] and calls == ["a b c", ""]
+    assert memo.words("y", "a b c", split) == ["a", "b", "c"] and len(calls) == 3  # per segmenter
+    memo.words("x", "012345678", split)  # 19 characters held, over 18: the oldest go first
+    assert memo.chars == 14 and ("x", "a b c") not in memo.held and ("x", "012345678") in memo.held
+    memo.words("x", "a\0b", split)
+    memo.words("x", "over half!", split)
+    assert ("x", "a\0b") not in memo.held and len(memo.held) == 3 and memo.chars == 14  # neither is held
+    memo.clear()
+    assert memo.held == {} and memo.chars == 0
+
+
+def test_a_kept_korean_page_is_segmented_once(monkeypatch):
+    """Kiwi costs tens of milliseconds a page: the chain's blocks share its words, and the stage's word count of
+    the kept page takes them from memory rather than segmenting the page again."""
+    from llm_assets.core.filtered import FilteredSettings, filter_batch
+
+    kiwi, calls = segment._LOADERS["kiwi"](), []
+
+    def counted() -> Callable[[str], list[str]]:
+        return lambda text: calls.append(text) or kiwi(text)
+
+    monkeypatch.setitem(segment._LOADERS, "kiwi", counted)
+    segment.forget()
+    page = "\n".join(_paragraphs("kor")[3:40])
+    batch = pl.DataFrame({"doc_id": ["d0"], "url": ["https://example.org/0"], "domain": ["example.org"],
+                          "text": [page]})
+    kept, rejected = filter_batch(batch, FilteredSettings.default_with(language={"languages": ("ko",)}))
+    assert rejected.height == 0 and kept["language"].to_list() == ["ko"] and kept["n_words"][0] > 200
+    assert calls == [page]
+    segment.forget()
+    assert filter_batch(batch, FilteredSettings.default_with(language={"languages": ("ko",)}))[0].equals(kept)
+    assert calls == [page, page]  # forgotten: segmented again, to the same words
