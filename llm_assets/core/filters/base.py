@@ -313,7 +313,8 @@ class _Tally:
     parked: list[pl.DataFrame] | None = None
 
 
-def _run(df: pl.DataFrame, filters: list[Block], names: list[str], tally: _Tally) -> tuple[pl.DataFrame, list[pl.DataFrame], list[pl.DataFrame]]:
+def _run(df: pl.DataFrame, filters: list[Block], names: list[str], tally: _Tally
+         ) -> tuple[pl.DataFrame, list[pl.DataFrame], list[pl.DataFrame]]:
     dropped: list[pl.DataFrame] = []
     measures: list[pl.DataFrame] = []
     for f, name in zip(filters, names, strict=False):  # filters may be a prefix of the chain the names cover
