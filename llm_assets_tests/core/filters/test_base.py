@@ -7,20 +7,30 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from benchmarks.compare_ours import extract_rows, frames
+from llm_assets.core.documents import PageExtractor, reader_settings
 from llm_assets.core.filtered import FilteredSettings
 from llm_assets.core.filters import score_filters
 from llm_assets.core.filters.base import measure_names
+from llm_assets.core.readers import ReadReport, read_records
 from llm_assets.core.scores import threshold_only
+from llm_assets.settings import DocumentsSettings
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.core.test_scores import SOURCES
 
 
 @pytest.fixture(scope="module")
 def batch() -> pl.DataFrame:
-    """The documents of the shared WARC files (en, ru, zh, de, fr, nl …), as the filtered stage reads them."""
-    rows = extract_rows([str(shared("warc", name)) for name in SOURCES], "trafilatura", {})
-    return pl.concat(frames(rows, len(rows)))
+    """The documents of the shared WARC files (en, ru, zh, de, fr, nl …), the columns the filters read."""
+    settings = DocumentsSettings()
+    rows = []
+    for name in SOURCES:
+        extract = PageExtractor(settings, "trafilatura")
+        with open(shared("warc", name), "rb") as f:
+            for rec in read_records(f, name, reader_settings(settings), ReadReport()):
+                got = extract(rec.html, rec.url).result if rec.html is not None else None
+                if got is not None and len(got.text) >= settings.min_text_chars:
+                    rows.append({"doc_id": f"{name}/{rec.offset}", "url": rec.url, "text": got.text})
+    return pl.DataFrame(rows)
 
 
 SETTINGS = {"every language the table has": FilteredSettings(),
