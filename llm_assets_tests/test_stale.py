@@ -369,7 +369,8 @@ def test_the_measuring_mode_is_the_chains_code_version_not_a_languages():
     from llm_assets.stages.filtered import SPEC
 
     settings = load_settings()
-    cascade = settings.model_copy(update={"filtered": settings.filtered.model_copy(update={"measure": "until_dropped"})})
+    filtered = settings.filtered.model_copy(update={"measure": "until_dropped"})
+    cascade = settings.model_copy(update={"filtered": filtered})
     assert SPEC.version(settings) != SPEC.version(cascade)
     assert languages_version(settings.filtered.language_fingerprint, ["de", "en", "zh"]) == \
         languages_version(cascade.filtered.language_fingerprint, ["de", "en", "zh"])
