@@ -27,7 +27,9 @@ anchor's CPU seconds per item over ours; the table gives min/median/max over the
    Lines for the anchor, both held in memory before timing): datatrove's six blocks against apply_filters with the
    default chain (which also normalises text, masks PII and checks contamination) and with the six shared rules,
    each language through its blocks as the filtered stage runs them (a language the chain does not keep stops at
-   the language block, as after datatrove's LanguageFilter).
+   the language block, as after datatrove's LanguageFilter). The default chain runs twice: `filtered.measure:
+   until_dropped`, a cascade as datatrove's (like for like: the target's row), and `every_document`, the default,
+   which also measures what an earlier block dropped (exact previews from the scores; no target).
 3b. Filters per language (`--only languages`): FineWeb-2's three blocks (Gopher repetition, FineWeb quality,
    Gopher quality) with one language's thresholds, ours (FilteredSettings.chain_for: the table's row, the
    language's word segmenter) against datatrove's with `language=<lang_script>` (its word tokenizer for the
