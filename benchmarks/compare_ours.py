@@ -16,7 +16,9 @@ Tasks:
   filters     apply_filters over those documents, --repeat times: the default chain, or with --shared only the six
               blocks datatrove also has (url, language, Gopher repetition and quality, C4, FineWeb quality), each
               language through its blocks as the filtered stage runs them (FilteredSettings.chain_for: a language
-              the chain does not keep stops at the language block); each pass segments the documents afresh
+              the chain does not keep stops at the language block); each pass segments the documents afresh;
+              --measure until_dropped: a block measures only the documents no earlier block dropped (the cascade
+              datatrove runs), every_document (the default) all of them
   filters-lang  per language (docs-<lang>.jsonl of --docs-dir, benchmarks.languages), apply_filters with our
               FineWeb-2 blocks for it (gopher_repetition, fineweb_quality, gopher_quality from
               FilteredSettings.chain_for: the table's thresholds, the language's word segmenter), --repeat times;
@@ -202,14 +204,15 @@ def task_filters(args) -> dict:
     blocks, chain_for = chain(args.shared)
     # First-call costs (regex compilation, word lists) outside the timing, the word pattern's variant for characters
     # beyond U+FFFF included: it is built on the first text that has one, 0.3 s of walking the code points.
-    apply_filters(pl.concat([df.head(8), df.head(1).with_columns(text=pl.lit(WARM_ASTRAL))]), blocks, chain_for)
+    apply_filters(pl.concat([df.head(8), df.head(1).with_columns(text=pl.lit(WARM_ASTRAL))]), blocks, chain_for,
+                  args.measure)
 
     def run() -> dict:
         kept = 0
         for _ in range(args.repeat):
             forget_segmented()
             for b in batches:
-                kept += apply_filters(b, blocks, chain_for)[0].height
+                kept += apply_filters(b, blocks, chain_for, args.measure)[0].height
         return {"docs_kept": kept}
 
     result = timed(run)
@@ -219,8 +222,8 @@ def task_filters(args) -> dict:
         forget_segmented()
         for b in batches:
             apply_filters(b, [_TimedBlock(f, seconds) for f in blocks],
-                          lambda code: [_TimedBlock(f, seconds) for f in chain_for(code)])
-    return {**result, "items": df.height * args.repeat, "blocks": [b.name for b in blocks],
+                          lambda code: [_TimedBlock(f, seconds) for f in chain_for(code)], args.measure)
+    return {**result, "items": df.height * args.repeat, "measure": args.measure, "blocks": [b.name for b in blocks],
             "block_cpu_s": {k: round(v, 3) for k, v in seconds.items()}}
 
 
@@ -376,6 +379,8 @@ def main() -> None:
     parser.add_argument("--languages", nargs="*", help="filters-lang: these languages only (default: all)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--shared", action="store_true", help="filters: the six blocks datatrove also has")
+    parser.add_argument("--measure", choices=("every_document", "until_dropped"), default="every_document",
+                        help="filters: what the chain measures (filtered.measure)")
     parser.add_argument("--stage", choices=("documents", "tokenize"), default="documents")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="also profile one more run (cProfile, CPU time)")

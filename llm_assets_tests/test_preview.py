@@ -219,3 +219,19 @@ def test_a_thresholds_preview_over_the_stored_scores_is_what_the_rebuild_then_do
     previewed = report.decisions.select("doc_id", "filter", "reason").sort("doc_id")
     assert previewed.height == rebuilt.height > 0
     assert previewed.equals(rebuilt), "re-deciding the stored scores keeps and drops what the rebuild does"
+
+
+def test_a_lake_measured_until_dropped_is_previewed_on_a_sample():
+    """Its stored scores hold no measures of the blocks after the one that dropped a document: a change of
+    thresholds only is refused as one (the preview then runs a sample), naming the mode."""
+    from llm_assets.preview import thresholds_only
+
+    current = Settings()
+    cascade = current.model_copy(update={"filtered": current.filtered.model_copy(update={"measure": "until_dropped"})})
+    looser = cascade.model_copy(update={"filtered": cascade.filtered.replaced(
+        "gopher_quality", cascade.filtered.block("gopher_quality").model_copy(update={"min_doc_words": 25}))})
+    why = thresholds_only(cascade, looser)
+    assert why is not None and why.startswith("filtered.measure is until_dropped")
+    # the same change over scores measured of every document is one
+    assert thresholds_only(current, looser.model_copy(update={"filtered": looser.filtered.model_copy(
+        update={"measure": "every_document"})})) is None

@@ -360,3 +360,17 @@ def test_one_languages_override_changes_only_that_languages_version_and_not_the_
     assert languages_version(old, ["en", "fr"]) == languages_version(new, ["fr", "en"])
     assert languages_version(old, ["de", "en"]) != languages_version(new, ["de", "en"])
     assert languages_version(old, []) == languages_version(new, [])
+
+
+def test_the_measuring_mode_is_the_chains_code_version_not_a_languages():
+    """`filtered.measure` applies to every language: it changes the stage's code version (every partition is
+    stale), not the per-language versions; the default leaves the version as it was before the mode existed."""
+    from llm_assets.core.filtered import languages_version
+    from llm_assets.stages.filtered import SPEC
+
+    settings = load_settings()
+    filtered = settings.filtered.model_copy(update={"measure": "until_dropped"})
+    cascade = settings.model_copy(update={"filtered": filtered})
+    assert SPEC.version(settings) != SPEC.version(cascade)
+    assert languages_version(settings.filtered.language_fingerprint, ["de", "en", "zh"]) == \
+        languages_version(cascade.filtered.language_fingerprint, ["de", "en", "zh"])

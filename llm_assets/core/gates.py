@@ -5,8 +5,10 @@ drop rates or language mix are unlike its siblings'. The gate compares each part
 its crawl that passed (the reference): a block's drop rate against the reference's median rate, the language mix
 of the kept documents against the reference's pooled mix (total variation distance). A block's rate is the share of
 the documents its rules fail, measured on every document from the scores (`fails:<block>` counts): unlike the
-cascade's drop counts, it does not depend on what the blocks before it dropped. Partitions committed before the
-scores existed give their drop counts; they are compared only with each other. A partition outside the
+cascade's drop counts, it does not depend on what the blocks before it dropped. A chain measuring `until_dropped`
+measures a block only on the documents that reached it (`reached:<block>` counts): its rate is then the share of
+those, compared only with partitions measured alike. Partitions committed before the scores existed give their drop
+counts; they are compared only with each other. A partition outside the
 bounds is committed but held back: downstream stages neither plan nor read it until it is rebuilt within bounds
 (new data, or wider bounds).
 
@@ -26,6 +28,7 @@ from llm_assets.core.config import Section
 
 LANGUAGE_COUNT = "language:"  # a filtered unit's counts: kept documents per language
 FAILS = "fails:"  # a filtered unit's counts: documents whose measures fail a block's rules, per block
+REACHED = "reached:"  # a filtered unit's counts, `filtered.measure: until_dropped`: documents a block measured
 
 
 class GateSettings(Section):
@@ -56,6 +59,8 @@ class Profile:
     dropped: Mapping[str, int]  # block -> documents whose measures fail its rules (`scored`), or it dropped
     languages: Mapping[str, int]  # language -> documents kept
     scored: bool = False  # `dropped` counts every document failing the block, from the scores
+    # block -> documents it measured, where the chain measured until_dropped (empty: every document in)
+    reached: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, partition: str, rows_in: int, dropped: Mapping[str, int], counts: Mapping[str, int]) -> Profile:
@@ -68,10 +73,18 @@ class Profile:
                 block = key.split("/", 1)[0]
                 blocks[block] = blocks.get(block, 0) + n
         languages = {k.removeprefix(LANGUAGE_COUNT): n for k, n in counts.items() if k.startswith(LANGUAGE_COUNT)}
-        return cls(partition, rows_in, blocks, languages, scored)
+        reached = {k.removeprefix(REACHED): n for k, n in counts.items() if k.startswith(REACHED)}
+        return cls(partition, rows_in, blocks, languages, scored, reached)
 
     def drop_rate(self, block: str) -> float:
-        return self.dropped.get(block, 0) / self.rows_in if self.rows_in else 0.0
+        """The share of the documents the block measured that its rules fail (or that it dropped)."""
+        measured = self.reached.get(block, 0) if self.reached else self.rows_in
+        return self.dropped.get(block, 0) / measured if measured else 0.0
+
+    @property
+    def measure(self) -> str:
+        return ("fail rate of the documents that reached it" if self.reached else "fail rate") if self.scored \
+            else "drop rate"
 
     def language_shares(self) -> dict[str, float]:
         kept = sum(self.languages.values())
@@ -123,7 +136,7 @@ def evaluate(profile: Profile, others: Iterable[Profile], blocks: Iterable[str],
         return GateResult(False, f"not judged: {profile.rows_in} documents in (< min_documents "
                                  f"{settings.min_documents})")
     reference = [p for p in others if p.partition != profile.partition and p.rows_in >= settings.min_documents
-                 and p.scored == profile.scored]  # failure rates and drop rates are not alike
+                 and p.measure == profile.measure]  # failure rates and drop rates are not alike
     if len(reference) < settings.min_reference:
         return GateResult(False, f"not judged: {len(reference)} other partitions of the crawl with at least "
                                  f"{settings.min_documents} documents (< min_reference {settings.min_reference})")
@@ -132,8 +145,7 @@ def evaluate(profile: Profile, others: Iterable[Profile], blocks: Iterable[str],
         median = statistics.median(p.drop_rate(block) for p in reference)
         value = profile.drop_rate(block)
         bound = settings.drop_rate_shifts.get(block, settings.max_drop_rate_shift)
-        measure = "fail rate" if profile.scored else "drop rate"
-        findings.append(Finding(f"{measure}: {block}", value, median, abs(value - median), bound))
+        findings.append(Finding(f"{profile.measure}: {block}", value, median, abs(value - median), bound))
     pooled: dict[str, int] = {}
     for p in reference:
         for lang, n in p.languages.items():

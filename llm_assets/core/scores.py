@@ -34,6 +34,11 @@ def threshold_only(old: FilteredSettings, new: FilteredSettings) -> str | None:
     """None when going from `old` to `new` settings changes only values a query over the stored scores decides
     again (the same blocks in the same order for every language, no change to what a block measures, which for a
     text-rewriting block is its rewrite); else why not, e.g. "c4_quality rewrites text"."""
+    if old.measure == "until_dropped":
+        # no change is proven exact: a tighter threshold of an earlier block is, but a loosening one (or a change
+        # that is neither) meets documents whose later measures were never taken
+        return ("filtered.measure is until_dropped: a dropped document was not measured by the blocks after the one "
+                "that dropped it")
     for language in sorted({*language_table(), UNKNOWN}):
         if new.keeps(language) and not old.keeps(language) and _has_language(old):
             return f"language.languages adds {language}: its documents were measured only by the language block"

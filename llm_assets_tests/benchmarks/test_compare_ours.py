@@ -33,5 +33,10 @@ def test_the_filters_task_keeps_what_the_stage_keeps_and_times_every_block(tmp_p
     assert default["items"] == 2 * docs.height and default["docs_kept"] == 2 * kept.height
     # every block's CPU is accounted for, the language block's too (its judge(), in a chain per language)
     assert set(default["block_cpu_s"]) == set(default["blocks"]) >= {"language", "pii", "decontaminate"}
+    # the cascade datatrove runs (filtered.measure: until_dropped): the same documents kept, every block timed
+    cascade = _ours("filters", "--docs", str(tmp_path / "docs.parquet"), "--repeat", "2", "--measure", "until_dropped")
+    assert (default["measure"], cascade["measure"]) == ("every_document", "until_dropped")
+    assert cascade["items"] == default["items"] and cascade["docs_kept"] == default["docs_kept"]
+    assert set(cascade["block_cpu_s"]) == set(cascade["blocks"]) == set(default["blocks"])
     shared_only = _ours("filters", "--docs", str(tmp_path / "docs.parquet"), "--shared")
     assert set(shared_only["block_cpu_s"]) == set(shared_only["blocks"]) == set(SHARED_RULES)

@@ -71,3 +71,21 @@ def test_with_scores_a_block_is_judged_by_the_documents_it_fails_not_by_what_it_
     assert result.failures[0].value == 0.7 and result.failures[0].reference == 0.3
     assert evaluate(scored("0003", 310), siblings, BLOCKS, GateSettings()).passed
     assert not evaluate(scored("0003", 700), SIBLINGS, BLOCKS, GateSettings()).judged  # drop counts: not alike
+
+
+def test_measured_until_dropped_a_block_is_judged_by_the_documents_that_reached_it():
+    """`filtered.measure: until_dropped`: `fails:<block>` counts only the documents that reached the block
+    (`reached:<block>`), so the rate is over those; partitions measured on every document are no reference."""
+    def cascade(name: str, gopher_fails: int, gopher_reached: int = 500):
+        return Profile.of(name, 1000, {"language/language": 100, "gopher_quality/gopher_short_doc": gopher_fails},
+                          {"fails:language": 100, "reached:language": 1000, "fails:gopher_quality": gopher_fails,
+                           "reached:gopher_quality": gopher_reached, "language:en": 500})
+
+    siblings = [cascade("0000", 150), cascade("0001", 160), cascade("0002", 140)]
+    # 150 of 1000 in, but 150 of the 500 Gopher measured: 0.3, like its siblings (0.3)
+    assert evaluate(cascade("0003", 150), siblings, BLOCKS, GateSettings()).passed
+    result = evaluate(cascade("0003", 150, gopher_reached=200), siblings, BLOCKS, GateSettings())
+    assert [f.measure for f in result.failures] == ["fail rate of the documents that reached it: gopher_quality"]
+    assert result.failures[0].value == 0.75 and result.failures[0].reference == 0.3
+    every = [Profile.of(f"000{i}", 1000, {}, {"fails:language": 100, "fails:gopher_quality": 300}) for i in range(3)]
+    assert not evaluate(cascade("0003", 150), every, BLOCKS, GateSettings()).judged  # not alike

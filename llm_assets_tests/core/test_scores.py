@@ -83,6 +83,31 @@ def test_changed_thresholds_decided_from_the_scores_are_what_a_rebuild_decides(u
     assert changed >= 3  # the change moves documents, not a no-op
 
 
+def test_a_unit_measured_until_dropped_keeps_and_rejects_the_same_and_counts_what_reached_each_block(
+        units, lake, store_config):
+    """`filtered.measure: until_dropped`: the same kept and rejected parts, scores with nulls for the blocks a
+    dropped document never reached, and per block the documents that reached it beside those that failed it."""
+    cascade = FilteredSettings(measure="until_dropped")
+    unmeasured = 0
+    for docs, r in units:
+        c = filter_documents(filter_unit(store_config, "TEST-scores", docs, cascade, "cascade"))
+        assert decisions(lake, c).equals(decisions(lake, r))
+        assert lake.scan([c.rejected_part]).collect().sort("doc_id").equals(
+            lake.scan([r.rejected_part]).collect().sort("doc_id"))
+        scores = lake.scan([c.side_parts["scores"]]).collect()
+        assert scores.height == c.rows_in
+        assert not any(k.startswith("reached:") for k in r.counts)
+        for key, n in c.counts.items():
+            if key.startswith("fails:"):
+                assert n <= c.counts["reached:" + key.removeprefix("fails:")] <= c.rows_in
+        assert c.counts["reached:normalize"] == c.rows_in
+        if "pii.found" in scores.columns and scores["filter"].is_in(["gopher_quality", "c4_quality"]).any():
+            dropped_early = scores.filter(pl.col("filter").is_in(["gopher_quality", "c4_quality"]))
+            assert dropped_early["pii.found"].is_null().all()
+            unmeasured += dropped_early.height
+    assert unmeasured  # PII masking never ran on the pages Gopher or C4 dropped
+
+
 def test_the_committed_partitions_scores_are_read_per_crawl(units, lake):
     """Committed, a unit's scores are a live part of its partition (listed with it), read by crawl and shard."""
     shards: dict[str, list[UnitResult]] = {}

@@ -9,7 +9,8 @@ A block never loops over rows in Python where a Polars expression will do.
 
 `apply` is `measure` (the frame, and the block's named measures per row) then `decide` (its `rules` over those
 measures): the chain (`score_filters`) keeps every block's measures of every document, which `core.scores` stores and
-decides again under other thresholds with the same rules.
+decides again under other thresholds with the same rules; or, measuring `until_dropped` (the reference cascade), only
+of the documents that reached the block.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
 
@@ -57,6 +59,9 @@ DETAIL = "detail"  # per dropped row: the measured value and the threshold (JSON
 SIGNIFICANT_DIGITS = 4  # of a measured float in a detail
 
 Op = Literal["<", "<=", ">", ">=", "=="]
+# what the chain measures: every block every document (`every_document`: the stored scores decide any other
+# thresholds exactly), or a document only up to the block that drops it (`until_dropped`: the reference cascade)
+Measure = Literal["every_document", "until_dropped"]
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
 
 
@@ -188,22 +193,27 @@ class Scored(NamedTuple):
     kept: pl.DataFrame
     dropped: pl.DataFrame
     measures: pl.DataFrame  # + `filter` and `reason`: the block and rule that dropped the document (null: kept)
-    fails: dict[str, int]  # block name -> documents its rules fail, whatever an earlier block decided
+    fails: dict[str, int]  # block name -> documents its rules fail, of those it measured (`reached`)
+    # block name -> documents it measured, `until_dropped` only (every document otherwise: empty)
+    reached: dict[str, int]
 
 
-def apply_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[str], list[Block]] | None = None
-                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def apply_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[str], list[Block]] | None = None,
+                  measure: Measure = "every_document") -> tuple[pl.DataFrame, pl.DataFrame]:
     """-> (kept, dropped) of `score_filters`."""
-    scored = score_filters(df, filters, chain_for)
+    scored = score_filters(df, filters, chain_for, measure)
     return scored.kept, scored.dropped
 
 
-def score_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[str], list[Block]] | None = None
-                  ) -> Scored:
+def score_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[str], list[Block]] | None = None,
+                  measure: Measure = "every_document") -> Scored:
     """Run the enabled blocks in order over every document, then decide as the reference cascade does: a
     document's reason is the first failing rule of the first failing block, and every block also measured the
     documents an earlier block dropped (text-rewriting blocks rewrote them as they would have), so that the stored
-    measures decide any other thresholds exactly (`core.scores`).
+    measures decide any other thresholds exactly (`core.scores`). Measuring `until_dropped`, a block runs only on
+    the documents no earlier block dropped, as the reference cascade does: the same kept and dropped rows, the
+    measures of the blocks a dropped document never reached null, and `fails` counted over the documents that
+    reached each block (`reached`).
 
     With `chain_for` (language -> its blocks, `FilteredSettings.chain_for`), the blocks before the language block
     run on the whole batch, the language block with each language's threshold, and the blocks after it per group of
@@ -215,17 +225,17 @@ def score_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[s
     were when that block dropped them."""
     filters = [f for f in filters if f.enabled]
     names = measure_names(filters)
-    fails: dict[str, int] = {}
+    tally = _Tally(parked=[] if measure == "until_dropped" else None)
     df = df.with_row_index(ROW).with_columns(pl.lit(False).alias(FAILED))
     at = next((i for i, f in enumerate(filters) if f.name == "language"), None) if chain_for else None
     if chain_for is None or at is None:
         if any(f.reads_extracted_text for f in filters):
             df = df.with_columns(pl.col("text").alias(EXTRACTED))  # shares the text's buffers: no copy
-        df, dropped, measures = _run(df, filters, names, fails)
-        return _finish(df, dropped, measures, fails)
+        df, dropped, measures = _run(df, filters, names, tally)
+        return _finish(df, dropped, measures, tally)
     # a language's blocks may read the extracted text where the chain's do not (an override enables one)
     df = df.with_columns(pl.col("text").alias(EXTRACTED))
-    df, dropped, measures = _run(df, filters[:at], names, fails)
+    df, dropped, measures = _run(df, filters[:at], names, tally)
     language = filters[at]
 
     def threshold_of(code: str) -> float:
@@ -234,8 +244,8 @@ def score_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[s
 
     if df.height:
         df, reasons, stats = _applied(language, df, lambda: cast(Any, language).judge(df, threshold_of))
-        df = _dropping(df, language, reasons, dropped, fails)
-        measures.append(_stored(language, stats, names[at]))
+        measures.append(_stored(language, stats, names[at], df[ROW]))
+        df = _dropping(df, language, reasons, dropped, tally)
     groups: list[tuple[list[Block], list[str], list[str]]] = []
     for code in df["language"].unique().sort().to_list() if df.height else []:
         chain = chain_for(code)
@@ -252,17 +262,18 @@ def score_filters(df: pl.DataFrame, filters: list[Block], chain_for: Callable[[s
     rows, grouped = [], []
     for blocks, prefixes, codes in groups:
         part = df if len(groups) == 1 else df.filter(pl.col("language").is_in(codes))
-        part, out, scored = _run(part, blocks, prefixes, fails)
+        entered = part.select(ROW)
+        part, out, scored = _run(part, blocks, prefixes, tally)
         rows.append(part)
-        grouped.append(pl.concat([part.select(ROW), *scored], how="horizontal"))
+        grouped.append(_by_row(entered, scored))
         dropped += out
     if len(rows) > 1:
         df = pl.concat(rows, how="diagonal_relaxed").sort(ROW)
-        measures.append(pl.concat(grouped, how="diagonal_relaxed").sort(ROW).drop(ROW))
+        measures.append(pl.concat(grouped, how="diagonal_relaxed").sort(ROW))
     elif rows:
         df = rows[0]
-        measures.append(grouped[0].drop(ROW))
-    return _finish(df, dropped, measures, fails, sort=True)
+        measures.append(grouped[0])
+    return _finish(df, dropped, measures, tally, sort=True)
 
 
 UNKNOWN = "und"  # the language of a script lid.176 does not know (`core.languages.UNKNOWN`)
@@ -280,12 +291,29 @@ def measure_names(filters: list[Block]) -> list[str]:
     return out
 
 
-def _stored(block: Block, stats: pl.DataFrame, prefix: str) -> pl.DataFrame:
-    """The measures of a block that the scores keep, named `<prefix>.<measure>`."""
-    return stats.select(pl.col(c).alias(f"{prefix}.{c}") for c in stats.columns if c not in block.context)
+def _stored(block: Block, stats: pl.DataFrame, prefix: str, rows: pl.Series) -> pl.DataFrame:
+    """The measures of a block that the scores keep, named `<prefix>.<measure>`, after the `rows` it measured."""
+    return stats.select(rows, *(pl.col(c).alias(f"{prefix}.{c}") for c in stats.columns if c not in block.context))
 
 
-def _run(df: pl.DataFrame, filters: list[Block], names: list[str], fails: dict[str, int]
+def _by_row(rows: pl.DataFrame, measures: list[pl.DataFrame]) -> pl.DataFrame:
+    """`rows` (ROW first) with each block's measures beside them, null where the block did not measure a row."""
+    for m in measures:
+        # a block that measured as many rows measured these, in their order (every block, every_document)
+        rows = rows.hstack(m.drop(ROW)) if m.height == rows.height else \
+            rows.join(m, on=ROW, how="left", maintain_order="left")
+    return rows
+
+
+@dataclass
+class _Tally:
+    fails: dict[str, int] = field(default_factory=dict)  # block -> documents its rules fail (`Scored.fails`)
+    reached: dict[str, int] = field(default_factory=dict)  # block -> documents it measured, until_dropped
+    # until_dropped: the row, language and language score of the documents a block dropped, which leave the frame
+    parked: list[pl.DataFrame] | None = None
+
+
+def _run(df: pl.DataFrame, filters: list[Block], names: list[str], tally: _Tally
          ) -> tuple[pl.DataFrame, list[pl.DataFrame], list[pl.DataFrame]]:
     dropped: list[pl.DataFrame] = []
     measures: list[pl.DataFrame] = []
@@ -293,18 +321,22 @@ def _run(df: pl.DataFrame, filters: list[Block], names: list[str], fails: dict[s
         if not f.enabled or df.height == 0:
             continue
         df, reasons, stats = _applied(f, df, partial(f.apply, df))
-        df = _dropping(df, f, reasons, dropped, fails)
-        measures.append(_stored(f, stats, name))
+        measures.append(_stored(f, stats, name, df[ROW]))
+        df = _dropping(df, f, reasons, dropped, tally)
     return df, dropped, measures
 
 
-def _dropping(df: pl.DataFrame, f: Block, reason: pl.Series, dropped: list[pl.DataFrame], fails: dict[str, int]
+def _dropping(df: pl.DataFrame, f: Block, reason: pl.Series, dropped: list[pl.DataFrame], tally: _Tally
               ) -> pl.DataFrame:
     """The frame with the rows the block drops first marked failed; those go to `dropped` with its name and
-    detail, as they are now."""
+    detail, as they are now. Measuring until_dropped (`tally.parked`), they leave the frame: their row,
+    language and language score are parked."""
     detail = df[DETAIL] if DETAIL in df.columns else pl.repeat(None, df.height, dtype=pl.String, eager=True)
     df = df.drop(DETAIL, strict=False)
+    fails, parked = tally.fails, tally.parked
     fails[f.name] = fails.get(f.name, 0) + reason.len() - reason.null_count()
+    if parked is not None:
+        tally.reached[f.name] = tally.reached.get(f.name, 0) + reason.len()
     if f.rewrites_text:
         df = df.drop(WORDS, strict=False)
     first = reason.is_not_null() & ~df[FAILED]
@@ -312,12 +344,18 @@ def _dropping(df: pl.DataFrame, f: Block, reason: pl.Series, dropped: list[pl.Da
         return df
     out = df.filter(first).with_columns(reason.filter(first).alias("reason"), detail.filter(first).alias(DETAIL))
     dropped.append(out.drop(WORDS, EXTRACTED, FAILED, strict=False).with_columns(filter=pl.lit(f.name)))
+    if parked is not None:
+        parked.append(out.select(c for c in (ROW, "language", "language_score") if c in out.columns))
+        return df.filter(~first)
     return df.with_columns(df[FAILED] | first)
 
 
-def _finish(df: pl.DataFrame, dropped: list[pl.DataFrame], measures: list[pl.DataFrame], fails: dict[str, int],
+def _finish(df: pl.DataFrame, dropped: list[pl.DataFrame], measures: list[pl.DataFrame], tally: _Tally,
             sort: bool = False) -> Scored:
-    every = df
+    every, parked = df, tally.parked
+    if parked:
+        every = pl.concat([df.select(c for c in (ROW, "language", "language_score") if c in df.columns), *parked],
+                          how="diagonal_relaxed").sort(ROW)
     df = df.filter(~pl.col(FAILED)).drop(WORDS, EXTRACTED, FAILED, ROW, strict=False)
     measured = every.select(
         pl.col("language") if "language" in every.columns else pl.repeat(None, pl.len(), dtype=pl.String)
@@ -325,12 +363,14 @@ def _finish(df: pl.DataFrame, dropped: list[pl.DataFrame], measures: list[pl.Dat
         pl.col("language_score") if "language_score" in every.columns
         else pl.repeat(None, pl.len(), dtype=pl.Float32).alias("language_score"),
     )
-    measured = pl.concat([every.select(ROW), measured, *measures], how="horizontal")
+    measured = _by_row(pl.concat([every.select(ROW), measured], how="horizontal"), measures)
     if dropped:
         out = pl.concat(dropped, how="diagonal_relaxed")
         measured = measured.join(out.select(ROW, "filter", "reason"), on=ROW, how="left", maintain_order="left")
-        return Scored(df, (out.sort(ROW) if sort else out).drop(ROW), measured.drop(ROW), fails)
+        return Scored(df, (out.sort(ROW) if sort else out).drop(ROW), measured.drop(ROW), tally.fails,
+                      tally.reached)
     measured = measured.drop(ROW).with_columns(filter=pl.repeat(None, pl.len(), dtype=pl.String),
                                                reason=pl.repeat(None, pl.len(), dtype=pl.String))
     return Scored(df, df.clear().with_columns(reason=pl.lit("", pl.String), filter=pl.lit("", pl.String),
-                                              detail=pl.lit("", pl.String)), measured, fails)
+                                              detail=pl.lit("", pl.String)), measured, tally.fails,
+                  tally.reached)
