@@ -25,7 +25,8 @@ anchor's CPU seconds per item over ours; the table gives min/median/max over the
    documents path + apply_filters with the default chain, per HTML page of the corpus.
 3. Filters alone, on the same extracted documents (made once by the project's extraction; Parquet for ours, JSON
    Lines for the anchor, both held in memory before timing): datatrove's six blocks against apply_filters with the
-   default chain (which also normalises text, masks PII and checks contamination) and with the six shared rules,
+   default chain (which also normalises text, masks PII and checks contamination) and with the six shared rules
+   (a cascade, as datatrove's),
    each language through its blocks as the filtered stage runs them (a language the chain does not keep stops at
    the language block, as after datatrove's LanguageFilter). The default chain runs twice: `filtered.measure:
    until_dropped`, a cascade as datatrove's (like for like: the target's row), and `every_document`, the default,
@@ -286,7 +287,7 @@ def compare_filters(ctx: Context) -> dict:
                   "filters:cascade": ctx.ours("filters", "--docs", str(docs / "docs.parquet"), "--repeat", repeat,
                                               "--measure", "until_dropped"),
                   "filters:shared": ctx.ours("filters", "--docs", str(docs / "docs.parquet"), "--repeat", repeat,
-                                             "--shared")}, "filters")
+                                             "--shared", "--measure", "until_dropped")}, "filters")
 
 
 def compare_languages(ctx: Context) -> dict:
@@ -540,7 +541,7 @@ def summary_rows(all_results: dict) -> list[list[str]]:
                                     "docs per CPU-s)", True),
                 ("filters:default", "default chain measuring every document (`filtered.measure: every_document`, "
                                     "the default; docs per CPU-s)", False),
-                ("filters:shared", "the six shared rules only (docs per CPU-s)", True)):
+                ("filters:shared", "the six shared rules only, a cascade (docs per CPU-s)", True)):
             if v not in results["filters"]["variants"]:  # a run from before the variant existed
                 continue
             r = ratios(results["filters"], v)
