@@ -541,7 +541,7 @@ def summary_rows(all_results: dict) -> list[list[str]]:
                                     "docs per CPU-s)", True),
                 ("filters:default", "default chain measuring every document (`filtered.measure: every_document`, "
                                     "the default; docs per CPU-s)", False),
-                ("filters:shared", "the six shared rules only, a cascade (docs per CPU-s)", True)):
+                ("filters:shared", "the six shared rules only (docs per CPU-s)", True)):
             if v not in results["filters"]["variants"]:  # a run from before the variant existed
                 continue
             r = ratios(results["filters"], v)
