@@ -143,8 +143,7 @@ class GopherRepetition(Block):
         if until_dropped:
             # the empty and paragraph and line rules come first: a document one of them drops needs no n-gram
             first = self.rules()[:-len(self.top_n_grams) - len(self.dup_n_grams) or None]
-            failed = stats.select(pl.any_horizontal(r.condition for r in first).fill_null(False))
-            failed = failed.to_series().to_numpy()
+            failed = stats.select(pl.any_horizontal(r.condition for r in first).fill_null(False)).to_series().to_numpy()
         ngram = {f"top_{n}_gram_chars": np.zeros(df.height) for n, _ in self.top_n_grams}
         ngram |= {f"dup_{n}_gram_chars": np.zeros(df.height) for n, _ in self.dup_n_grams}
         for measured in ngram.values():
@@ -258,9 +257,7 @@ def _ngram_chars(flat: _FlatWords, doc_chars: np.ndarray, top: tuple[tuple[int, 
             if name.startswith("top_"):
                 measured = _top_ngram_chars(flat, grams, n)
             else:
-                above = _above(doc_chars, frac)
-                measured = _duplicate_ngram_chars(flat, grams, n, lambda b, above=above, reached=reached:
-                                                  above(b) & reached)
+                measured = _duplicate_ngram_chars(flat, grams, n, _above(doc_chars, frac, reached))
             if until_dropped:
                 measured[~reached] = np.nan
                 failed_at[measured / doc_chars > frac] = i  # NaN compares false
@@ -275,9 +272,9 @@ def _ngram_chars(flat: _FlatWords, doc_chars: np.ndarray, top: tuple[tuple[int, 
     return out
 
 
-def _above(doc_chars: np.ndarray, frac: float) -> Callable[[np.ndarray], np.ndarray]:
-    """Which documents' characters (a bound of them) exceed `frac` of the document."""
-    return lambda bound: bound / doc_chars > frac
+def _above(doc_chars: np.ndarray, frac: float, among: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """Which documents of `among` have characters (a bound of them) above `frac` of the document."""
+    return lambda bound: (bound / doc_chars > frac) & among
 
 
 def _repeated_ngrams(flat: _FlatWords, ns: set[int], needed: np.ndarray) -> Iterator[tuple[int, _Grams]]:
