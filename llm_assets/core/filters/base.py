@@ -43,14 +43,22 @@ def report_stats(stats: pl.DataFrame) -> None:
         collected.append(stats)
 
 
-def _applied(block: Block, df: pl.DataFrame, apply: Callable[[], tuple[pl.DataFrame, pl.Series]]
-             ) -> tuple[pl.DataFrame, pl.Series, pl.DataFrame]:
-    """`apply()` of the block, and the stats it measured."""
+def measuring() -> Measure:
+    """How the chain running the block measures (`score_filters`' `measure`; `every_document` outside a chain):
+    measuring `until_dropped`, a block whose rules are measured one after another may stop measuring a document at
+    its first failing rule."""
+    return _MEASURE.get()
+
+
+def _applied(block: Block, df: pl.DataFrame, apply: Callable[[], tuple[pl.DataFrame, pl.Series]],
+             measure: Measure = "every_document") -> tuple[pl.DataFrame, pl.Series, pl.DataFrame]:
+    """`apply()` of the block, measuring as `measure` says, and the stats it measured."""
     collected: list[pl.DataFrame] = []
-    token = _STATS.set(collected)
+    token, mode = _STATS.set(collected), _MEASURE.set(measure)
     try:
         df, reasons = apply()
     finally:
+        _MEASURE.reset(mode)
         _STATS.reset(token)
     if len(collected) != 1:
         raise RuntimeError(f"filter block {block.name}: apply measured {len(collected)} times (expected once)")
@@ -62,6 +70,8 @@ Op = Literal["<", "<=", ">", ">=", "=="]
 # what the chain measures: every block every document (`every_document`: the stored scores decide any other
 # thresholds exactly), or a document only up to the block that drops it (`until_dropped`: the reference cascade)
 Measure = Literal["every_document", "until_dropped"]
+# the chain's way of measuring while a block's apply runs (`measuring`), beside `_STATS` and for the same reasons
+_MEASURE: ContextVar[Measure] = ContextVar("filter_measure", default="every_document")
 _OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
 
 
@@ -320,7 +330,8 @@ def _run(df: pl.DataFrame, filters: list[Block], names: list[str], tally: _Tally
     for f, name in zip(filters, names, strict=False):  # filters may be a prefix of the chain the names cover
         if not f.enabled or df.height == 0:
             continue
-        df, reasons, stats = _applied(f, df, partial(f.apply, df))
+        df, reasons, stats = _applied(f, df, partial(f.apply, df),
+                                      "until_dropped" if tally.parked is not None else "every_document")
         measures.append(_stored(f, stats, name, df[ROW]))
         df = _dropping(df, f, reasons, dropped, tally)
     return df, dropped, measures

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 from pydantic import Field
 
-from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if
+from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if, measuring
 from llm_assets.core.filters.text import SYMBOL_WORD
 from llm_assets.core.segment import with_words
 
@@ -127,26 +127,38 @@ class GopherRepetition(Block):
             "(Gopher)."))
 
     def measure(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """Counts and characters, every n-gram rule measured for every non-empty document (`_ngram_chars`)."""
+        """Counts and characters, every n-gram rule measured for every non-empty document (`_ngram_chars`); measuring
+        `until_dropped` (`measuring`), a document only up to its first failing rule, the n-gram measures after it
+        null."""
         text = pl.col("text")
         paragraphs = duplicates(df, text.str.strip_chars().str.replace_all(r"\n{2,}", "\x00").str.split("\x00"))
         lines = duplicates(df, text.str.replace_all(r"\n+", "\n").str.split("\n"))
         chars = df["text"].str.len_chars()
+        stats = pl.DataFrame({
+            "chars": chars, "para_dup": paragraphs[0], "para_dup_chars": paragraphs[1], "paras": paragraphs[2],
+            "line_dup": lines[0], "line_dup_chars": lines[1], "lines": lines[2],
+        })
+        until_dropped = measuring() == "until_dropped"
+        failed = np.zeros(df.height, dtype=bool)
+        if until_dropped:
+            # the empty and paragraph and line rules come first: a document one of them drops needs no n-gram
+            first = self.rules()[:-len(self.top_n_grams) - len(self.dup_n_grams) or None]
+            failed = stats.select(pl.any_horizontal(r.condition for r in first).fill_null(False)).to_series().to_numpy()
         ngram = {f"top_{n}_gram_chars": np.zeros(df.height) for n, _ in self.top_n_grams}
         ngram |= {f"dup_{n}_gram_chars": np.zeros(df.height) for n, _ in self.dup_n_grams}
-        todo = np.flatnonzero((chars.fill_null(0) > 0).to_numpy())
+        for measured in ngram.values():
+            measured[failed] = np.nan
+        todo = np.flatnonzero((chars.fill_null(0) > 0).to_numpy() & ~failed)
         if len(todo):
             # split for every row and kept on the frame: Gopher's quality rules count the same words
             df = with_words(df)
             flat = _FlatWords.of(df[WORDS].gather(todo))
             doc_chars = chars.gather(todo).cast(pl.Float64).to_numpy()
-            for name, measured in _ngram_chars(flat, doc_chars, self.top_n_grams, self.dup_n_grams).items():
+            for name, measured in _ngram_chars(flat, doc_chars, self.top_n_grams, self.dup_n_grams,
+                                               until_dropped).items():
                 ngram[name.replace("_frac", "_chars")][todo] = measured
-        stats = pl.DataFrame({
-            "chars": chars, "para_dup": paragraphs[0], "para_dup_chars": paragraphs[1], "paras": paragraphs[2],
-            "line_dup": lines[0], "line_dup_chars": lines[1], "lines": lines[2],
-            **{k: pl.Series(v).cast(pl.UInt32) for k, v in ngram.items()},
-        })
+        # NaN: not measured (until_dropped, after the document's first failing rule), stored null
+        stats = stats.with_columns(pl.Series(k, v, nan_to_null=True).cast(pl.UInt32) for k, v in ngram.items())
         return df, stats
 
     def rules(self) -> list[Rule]:
@@ -222,26 +234,47 @@ _DOC_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 def _ngram_chars(flat: _FlatWords, doc_chars: np.ndarray, top: tuple[tuple[int, float], ...],
-                 dup: tuple[tuple[int, float], ...]) -> dict[str, np.ndarray]:
+                 dup: tuple[tuple[int, float], ...], until_dropped: bool = False) -> dict[str, np.ndarray]:
     """The characters each n-gram rule measures, per document, by rule (`top_{n}_gram_frac`, `dup_{n}_gram_frac`:
     a fraction once divided by the document's characters), for every document (the scores
     keep them all, whatever an earlier rule decided): the most frequent n-gram's exactly; those the repeated
     n-grams cover exactly where their bound (every repeat counted, overlaps too) exceeds the rule's threshold,
-    elsewhere the bound, at most the threshold: the rule keeps the document either way, and the scan is Python."""
+    elsewhere the bound, at most the threshold: the rule keeps the document either way, and the scan is Python.
+
+    `until_dropped`: a document only up to the first rule it fails, in the rules' order (the top n-grams', then
+    the duplicated ones'), which is not the order of n the measures are computed in (a top 6-gram rule comes
+    before a duplicated 5-gram one); the measures after that rule NaN."""
+    rules = [(f"top_{n}_gram_frac", n, frac) for n, frac in top] + [(f"dup_{n}_gram_frac", n, frac) for n, frac in dup]
     out: dict[str, np.ndarray] = {}
+    # until_dropped: the position of the first rule each document fails, of those measured so far
+    failed_at = np.full(flat.docs, len(rules))
     needed = np.ones(flat.docs, dtype=bool)
-    for n, grams in _repeated_ngrams(flat, {n for n, _ in top} | {n for n, _ in dup}, needed):
-        if n in {n for n, _ in top}:
-            out[f"top_{n}_gram_frac"] = _top_ngram_chars(flat, grams, n)
-        for rule_n, frac in dup:
-            if rule_n == n:
-                out[f"dup_{n}_gram_frac"] = _duplicate_ngram_chars(flat, grams, n, _above(doc_chars, frac))
+    for n, grams in _repeated_ngrams(flat, {n for _, n, _ in rules}, needed):
+        for i, (name, rule_n, frac) in enumerate(rules):
+            if rule_n != n:
+                continue
+            reached = failed_at > i
+            if name.startswith("top_"):
+                measured = _top_ngram_chars(flat, grams, n)
+            else:
+                measured = _duplicate_ngram_chars(flat, grams, n, _above(doc_chars, frac, reached))
+            if until_dropped:
+                measured[~reached] = np.nan
+                failed_at[measured / doc_chars > frac] = i  # NaN compares false
+            out[name] = measured
+        later = [i for i, (_, rule_n, _) in enumerate(rules) if rule_n > n]
+        if until_dropped and later:
+            needed &= failed_at > min(later)  # read by `_repeated_ngrams` for the next n
+    if until_dropped:
+        # a rule measured before an earlier one failed (a duplicated 5-gram before a top 6-gram): not kept either
+        for i, (name, _, _) in enumerate(rules):
+            out[name][failed_at < i] = np.nan
     return out
 
 
-def _above(doc_chars: np.ndarray, frac: float) -> Callable[[np.ndarray], np.ndarray]:
-    """Which documents' characters (a bound of them) exceed `frac` of the document."""
-    return lambda bound: bound / doc_chars > frac
+def _above(doc_chars: np.ndarray, frac: float, among: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """Which documents of `among` have characters (a bound of them) above `frac` of the document."""
+    return lambda bound: (bound / doc_chars > frac) & among
 
 
 def _repeated_ngrams(flat: _FlatWords, ns: set[int], needed: np.ndarray) -> Iterator[tuple[int, _Grams]]:
