@@ -33,6 +33,11 @@ def table(df: pl.DataFrame) -> dg.TableMetadataValue:
 SIGNIFICANT = 3  # digits of a float shown in a table: 0.00138 CPU-hours, not 0.0013768124
 
 
+def significant(x: float, digits: int = SIGNIFICANT) -> float:
+    """One float rounded as `rounded` rounds a table's, for a figure shown alone."""
+    return float(f"{x:.{digits}g}")
+
+
 def rounded(df: pl.DataFrame, digits: int = SIGNIFICANT) -> pl.DataFrame:
     """The frame with its float columns rounded to `digits` significant digits, for a person to read; what a machine
     reads (the stored part, the ledger, JSON) keeps the exact values."""

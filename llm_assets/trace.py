@@ -368,12 +368,14 @@ def rejected_thresholds(lake, settings: Settings, crawl: str, rows: pl.DataFrame
     stops = sorted({(shard_of(source, settings.shards), language, block) for source, language, block in
                     found.iter_rows()})
     manifests = committed(lake, FILTERED, crawl, sorted({shard for shard, _, _ in stops}))
-    lines = []
+    lines, records = [], {}
     for shard, language, block in stops:
         if (built := manifests.get(shard)) is None:
             continue
+        if (shard, language) not in records:  # one record per partition and language, whatever its blocks
+            records[shard, language] = _recorded(lake, built, language)
         facts = {"filter": block, "language": language}
-        step = Step(FILTERED, crawl, shard, "dropped", "", facts, _recorded(lake, built, language))
+        step = Step(FILTERED, crawl, shard, "dropped", "", facts, records[shard, language])
         if applied := stop_thresholds(step, settings):
             where = PartitionRef(crawl, shard).key
             lines += [f"{where}: {text}" for text in _applied_lines(facts, applied)]

@@ -85,7 +85,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.core.ledger import ledger_keys, runner_costs, scan_ledger, stage_costs
     from llm_assets.core.partition import FrameOutput
     from llm_assets.core.units import InProcessRunner, UnitResult, peak_rss_bytes, s3_requests
-    from llm_assets.metadata import SIGNIFICANT, rounded, table
+    from llm_assets.metadata import rounded, significant, table
     from llm_assets.partitions import crawl_partitions
     from llm_assets.stage import BY_CRAWL
     from resources import ObjectStore
@@ -123,8 +123,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         metadata = {
             "dagster/row_count": per_stage.height,
             "units": total["units"],
-            "cpu_hours": float(f"{total['cpu_hours']:.{SIGNIFICANT}g}"),
-            "wall_hours": float(f"{total['wall_hours']:.{SIGNIFICANT}g}"),
+            "cpu_hours": significant(total["cpu_hours"]),
+            "wall_hours": significant(total["wall_hours"]),
             "requests": total["requests"],
             "stored_bytes": dg.MetadataValue.int(total["stored_bytes"]),
             **({"cost_total": round(total["cost_total"], 6), "currency": prices.currency} if priced else {}),
