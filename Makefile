@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: demo demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors store-start store-stop clean
+.PHONY: corpus demo demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -85,6 +85,13 @@ bench: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.dedup
 	$(BIN)/python -m benchmarks.seed_paper
+
+# The benchmark crawl (benchmarks/corpus/): about 1 GB of Common Crawl-shaped WARC files in two crawls, real text of
+# Debian's documentation packages (apt-get download, no install) in real page templates, with gold text and planted
+# copies; under .bench/corpus/, the same bytes for the same seed (its manifest's sha256). CORPUS_ARGS: e.g. --pages.
+CORPUS_ARGS ?=
+corpus: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.corpus $(CORPUS_ARGS)
 
 # The seed paper's workload through the product (drop, stages, export) beside the GPT-2 tokenizer alone and, when
 # SEED_PAPER_DIR names a checkout of the paper's code (SEED_PAPER_PYTHON: a python with its requirements), that code.
