@@ -47,7 +47,8 @@ dedup.docs_out == clusters' "to_remove", dedup.docs_out == tokenize.docs_in.
 The result (--out, also printed as one line):
 
   {"stages": {name: {"cpu_s", "wall_s", "peak_rss_mib", "docs_in", "docs_out", "bytes_out", "blocks", "crawls"}},
-   "total": {...}, "tokens": int, "kept_filtered": path, "kept_dedup": path, "crawls": {crawl: [WARC files]},
+   "total": {...}, "tokens": int, "kept_filtered": path, "kept_dedup": path, "dropped": path, "extract_timeouts": int,
+   "extract_broken": int, "crawls": {crawl: [WARC files]},
    "settings": {...}, "versions": {...}, "loadavg": {"before", "after"}, "cpus": int}
 
 A crawl that a stage leaves without documents is skipped by the later stages (its "tasks" 0): datatrove's readers
@@ -55,7 +56,10 @@ fail on an empty folder.
 
 kept_filtered and kept_dedup (under --work) are JSON Lines, one row per document kept after the filter stage and
 after deduplication: {"crawl", "warc_file" (the WARC file's name), "record_id" (WARC-Record-ID: WarcReader's
-document id), "url" (WARC-Target-URI)}.
+document id), "url" (WARC-Target-URI)}. dropped: the same and "block" for every document a block removed (url,
+non_english, gopher_rep, gopher_qual, c4, fineweb_qual: from FineWeb's exclusion writers; minhash: in kept_filtered,
+not in kept_dedup). An HTML response in none of them was lost in extraction (timeout, error or empty text), or
+never became a document (WarcReader reads only responses whose payload is HTML and decodes).
 
 Offline: lid.176 is --lid (datatrove would download lid.176.bin), the Public Suffix List is tldextract's snapshot;
 both are patched in the forkserver too, which imports this file before it forks the executor's workers.
@@ -368,20 +372,46 @@ def flow(stage: str, blocks: dict) -> tuple[int | None, int | None]:
     return None, None
 
 
-def kept(folder: Path, out: Path) -> int:
-    """One row per document in the JSON Lines files under folder/<crawl>/: its WARC file, record id and URL."""
-    rows = 0
+def documents(folder: Path):
+    """(crawl, document) of every JSON Lines file under folder/<crawl>/, at any depth (the language block's
+    exclusion writer adds a folder per language)."""
+    for path in sorted(folder.glob("*/**/*.jsonl.gz")):
+        with gzip.open(path, "rt") as src:
+            for line in src:
+                yield path.relative_to(folder).parts[0], json.loads(line)
+
+
+def identity(crawl: str, doc: dict) -> dict:
+    """A document's identity in its input: WarcReader's id is the WARC-Record-ID, its metadata the URL and file."""
+    meta = doc.get("metadata", {})
+    return {"crawl": crawl, "warc_file": os.path.basename(meta.get("file_path", "")), "record_id": doc["id"],
+            "url": meta.get("url")}
+
+
+def write_rows(rows, out: Path) -> int:
+    n = 0
     with open(out, "w") as f:
-        for path in sorted(folder.glob("*/*.jsonl.gz")):
-            with gzip.open(path, "rt") as src:
-                for line in src:
-                    doc = json.loads(line)
-                    meta = doc.get("metadata", {})
-                    f.write(json.dumps({"crawl": path.parent.name,
-                                        "warc_file": os.path.basename(meta.get("file_path", "")),
-                                        "record_id": doc["id"], "url": meta.get("url")}) + "\n")
-                    rows += 1
-    return rows
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+            n += 1
+    return n
+
+
+def identities(work: Path) -> dict[str, Path]:
+    """kept_filtered, kept_dedup and dropped (each document a block removed, and which: the filters' exclusion
+    writers, and "minhash" for what deduplication removed; pages the extractor lost appear nowhere, as in datatrove)
+    as JSON Lines under `work`."""
+    out = {name: work / f"{name}.jsonl" for name in ("kept_filtered", "kept_dedup", "dropped")}
+    after_filter = [identity(c, d) for c, d in documents(work / "filtered")]
+    after_dedup = [identity(c, d) for c, d in documents(work / "dedup")]
+    write_rows(after_filter, out["kept_filtered"])
+    write_rows(after_dedup, out["kept_dedup"])
+    still = {(r["crawl"], r["record_id"]) for r in after_dedup}
+    dropped = [{**identity(c, d), "block": name.split("_", 1)[1]} for name in REMOVED
+               for c, d in documents(work / "removed" / name)]
+    dropped += [{**r, "block": "minhash"} for r in after_filter if (r["crawl"], r["record_id"]) not in still]
+    write_rows(dropped, out["dropped"])
+    return out
 
 
 def versions() -> dict[str, str]:
@@ -410,9 +440,8 @@ def run_all(args) -> dict:
         print(f"[crawl_anchor {time.strftime('%H:%M:%S')}] {stage}", file=sys.stderr, flush=True)
         stages[stage] = run_measured(stage, args)
     tokens = int(block(stages["tokenize"]["blocks"], "tokeniz").get("tokens", 0))
-    kept_filtered, kept_dedup = work / "kept_filtered.jsonl", work / "kept_dedup.jsonl"
-    kept(work / "filtered", kept_filtered)
-    kept(work / "dedup", kept_dedup)
+    extraction = block(stages["filter"]["blocks"], "trafilatura")
+    lists = identities(work)
     from datatrove.pipeline.extractors import Trafilatura
 
     return {
@@ -422,7 +451,11 @@ def run_all(args) -> dict:
                   "peak_rss_mib": max(s["peak_rss_mib"] for s in stages.values()),
                   "docs_in": stages["filter"]["docs_in"], "docs_out": stages["tokenize"]["docs_out"],
                   "bytes_out": sum(s["bytes_out"] for s in stages.values()), "tokens": tokens},
-        "tokens": tokens, "kept_filtered": str(kept_filtered), "kept_dedup": str(kept_dedup),
+        "tokens": tokens, **{name: str(path) for name, path in lists.items()},
+        # Pages dropped by Trafilatura's wall-clock limit (and by its child's failed restarts, counted apart by
+        # datatrove): how far the machine's load changed what the anchor kept.
+        "extract_timeouts": int(extraction.get("timeout", 0)),
+        "extract_broken": int(extraction.get("broken_process", 0) + extraction.get("clean_error", 0)),
         "crawls": crawls,
         "settings": {"workers": args.workers, "trafilatura_timeout_s": Trafilatura(**extract_timeout(args)).timeout,
                      "minhash": str(compare_anchor.fineweb_minhash_config()), "eos": EOS,
