@@ -78,7 +78,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # compare_anchor, when imported as a module too
+# compare_anchor lies beside this file however it is loaded: as a script, by the forkserver, by a test.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_anchor  # noqa: E402
 
 STAGES = ("filter", "signatures", "buckets", "clusters", "dedup", "tokenize")
