@@ -200,6 +200,16 @@ def task_minhash(args) -> dict:
     return {**result, "items": len(docs), "config": str(step.config)}
 
 
+def fineweb_minhash_config():
+    """FineWeb's MinhashConfig: 64-bit sha1 hashes (its `use_64bit_hashes=True`, from before datatrove's default
+    became xxhash), 14 buckets of 8 hashes, word 5-grams."""
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
+    from datatrove.utils.hashing import HashConfig
+
+    return MinhashConfig(hash_config=HashConfig(hash_fc="sha1", precision=64), num_buckets=14, hashes_per_bucket=8,
+                         n_grams=5)
+
+
 def task_dedup_path(args) -> dict:
     """One stage of FineWeb's MinHash deduplication, as its example `fineweb.py` configures it (sha1 64-bit hashes,
     14 buckets of 8 hashes, word 5-grams): MinhashDedupSignature after a ParquetReader, MinhashDedupBuckets (one task
@@ -207,7 +217,6 @@ def task_dedup_path(args) -> dict:
     ParquetReader and a ParquetWriter (the removed documents to their own ParquetWriter)."""
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup.minhash import (
-        MinhashConfig,
         MinhashDedupBuckets,
         MinhashDedupCluster,
         MinhashDedupFilter,
@@ -215,10 +224,8 @@ def task_dedup_path(args) -> dict:
     )
     from datatrove.pipeline.readers import ParquetReader
     from datatrove.pipeline.writers import ParquetWriter
-    from datatrove.utils.hashing import HashConfig
 
-    config = MinhashConfig(hash_config=HashConfig(hash_fc="sha1", precision=64), num_buckets=14, hashes_per_bucket=8,
-                           n_grams=5)
+    config = fineweb_minhash_config()
     work = args.work.rstrip("/")
     folder, name = os.path.split(os.path.abspath(args.docs))
 
