@@ -51,6 +51,16 @@ class HttpResponse:
     payload: bytes
     truncated: bool = False  # the payload was cut at CC_TRUNCATE_BYTES
 
+    @property
+    def identified_type(self) -> str:
+        """What Common Crawl's content detection would call the payload (its `WARC-Identified-Payload-Type`)."""
+        head = self.payload[:8]
+        if head.startswith(b"%PDF"):
+            return "application/pdf"
+        if head.startswith(b"\x89PNG"):
+            return "image/png"
+        return "text/html"
+
     def head(self) -> bytes:
         lines = [f"HTTP/1.1 {self.status} {self.reason}", *(f"{k}: {v}" for k, v in self.headers)]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
@@ -79,7 +89,8 @@ class Capture:
         common = [("WARC-Date", self.date), ("WARC-Target-URI", self.url), ("WARC-Warcinfo-ID", warcinfo_id)]
         response_fields = [("WARC-Record-ID", self.response_id), *common, ("WARC-IP-Address", self.ip),
                            ("WARC-Concurrent-To", self.request_id),
-                           ("WARC-Payload-Digest", sha1_digest(self.response.payload))]
+                           ("WARC-Payload-Digest", sha1_digest(self.response.payload)),
+                           ("WARC-Identified-Payload-Type", self.response.identified_type)]
         if self.response.truncated:
             response_fields.append(("WARC-Truncated", "length"))
         metadata = "".join(f"{k}: {v}\r\n" for k, v in self.metadata).encode()
