@@ -645,9 +645,7 @@ class Agreement:
 
 
 def agreement(lake, settings, crawls: list[str], anchor: Anchor) -> Agreement:
-    """Our deduplicated documents against the anchor's kept ones, by (file, WARC-Record-ID); each document kept on
-    one side only is classed by where our side dropped it (documents' reason, filtered's block and reason, dedup's
-    reason) or, kept by us only, as such."""
+    """Our deduplicated documents against the anchor's kept ones, by (file, WARC-Record-ID); see `classify`."""
     from llm_assets.core.partition import committed
 
     def frame(asset: str, rejected: bool, columns: list[str]) -> pl.DataFrame:
@@ -657,26 +655,37 @@ def agreement(lake, settings, crawls: list[str], anchor: Anchor) -> Agreement:
             return pl.DataFrame(schema={c: pl.String for c in columns})
         return lake.scan(keys).select(columns).collect()
 
-    kept = frame("deduplicated", False, ["source_key", "warc_record_id"]).with_columns(
-        pl.col("source_key").str.split("/").list.last().alias("file"))
-    ours = {(f, r) for f, r in kept.select("file", "warc_record_id").iter_rows()}
-    dropped: dict[tuple[str, str], str] = {}
-    for asset, reason in (("filtered", pl.concat_str("filter", pl.lit(" "), "reason")),
-                          ("deduplicated", pl.col("reason"))):
-        rows = frame(asset, True, ["source_key", "warc_record_id", "filter", "reason"] if asset == "filtered" else
-                     ["source_key", "warc_record_id", "reason"])
-        for f, r, why in rows.select(pl.col("source_key").str.split("/").list.last(), "warc_record_id",
-                                     reason.alias("why")).iter_rows():
-            dropped[(f, r)] = f"{asset}: {why}"
+    file = pl.col("source_key").str.split("/").list.last()
+    kept = frame("deduplicated", False, ["source_key", "warc_record_id"])
+    ours = set(kept.select(file, "warc_record_id").iter_rows())
+    dropped: dict[tuple[str, str] | str, str] = {}
+    set_aside = frame("documents", True, ["doc_id", "reason"]).drop_nulls("doc_id")
+    dropped.update({doc: f"documents {why}" for doc, why in set_aside.iter_rows()})
+    by_filter = pl.concat_str("filter", pl.lit(" "), "reason")
+    for asset, why in (("filtered", by_filter), ("deduplicated", pl.col("reason"))):
+        rows = frame(asset, True, ["source_key", "warc_record_id", "reason"]
+                     + (["filter"] if asset == "filtered" else []))
+        for name, rid, reason in rows.select(file, "warc_record_id", why.alias("why")).iter_rows():
+            dropped[(name, rid)] = f"{asset} {reason}"
+    return classify(ours, anchor.kept, dropped)
+
+
+def classify(ours: set[tuple[str, str]], theirs: set[tuple[str, str]],
+             dropped: dict[tuple[str, str] | str, str]) -> Agreement:
+    """Each document kept on one side only, classed by where our side dropped it: `dropped` maps (file,
+    WARC-Record-ID), or for the documents stage's set-aside records their doc id, to the stage and reason."""
+    from llm_assets.core.documents import doc_id
+
     classes: dict[str, int] = {}
-    for doc in anchor.kept - ours:
-        why = f"only datatrove: dropped by {dropped[doc]}" if doc in dropped else \
-            "only datatrove: no document of ours (not extracted, or set aside)"
-        classes[why] = classes.get(why, 0) + 1
-    if only_ours := len(ours - anchor.kept):
-        classes["only ours: kept by us, dropped by datatrove"] = only_ours
-    return Agreement(len(ours), len(anchor.kept), len(ours & anchor.kept), dict(sorted(classes.items(),
-                                                                                        key=lambda kv: -kv[1])))
+    for name, rid in theirs - ours:
+        why = dropped.get((name, rid)) or dropped.get(doc_id(name, rid, 0))
+        label = f"only datatrove's: ours dropped it at {why}" if why else \
+            "only datatrove's: no document of ours (not read as an HTML response)"
+        classes[label] = classes.get(label, 0) + 1
+    if only_ours := len(ours - theirs):
+        classes["only ours: datatrove dropped it"] = only_ours
+    return Agreement(len(ours), len(theirs), len(ours & theirs),
+                     dict(sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
 # -- the forecast against the build ----------------------------------------------------------------------------------
