@@ -594,11 +594,9 @@ def run_anchor(corpus: Corpus, work: Path, workers: int) -> Anchor | None:
     inputs = work / "anchor-input"
     shutil.rmtree(inputs, ignore_errors=True)
     inputs.mkdir(parents=True)
-    for files in corpus.crawls.values():
-        for path in files:
-            link = inputs / path.name
-            if not link.exists():
-                link.symlink_to(path.resolve())
+    for crawl, files in corpus.crawls.items():
+        for path in files:  # two crawls may name files alike: each link is named by its crawl too
+            (inputs / f"{crawl}{LINK_SEP}{path.name}").symlink_to(path.resolve())
     result = anchor_fn(inputs, work / "anchor", workers=workers)
     stages = _get(result, "stages", [])
     if isinstance(stages, dict):
@@ -606,7 +604,17 @@ def run_anchor(corpus: Corpus, work: Path, workers: int) -> Anchor | None:
     parsed = [AnchorStage(str(_get(s, "name", "?")), float(_get(s, "cpu_s", 0.0)), float(_get(s, "wall_s", 0.0)),
                           float(_get(s, "peak_rss_mib", 0.0)), int(_get(s, "docs_in", 0)), int(_get(s, "docs_out", 0)),
                           int(_get(s, "bytes_out", 0))) for s in stages]
-    return Anchor(parsed, _kept_documents(_get(result, "kept", None) or _get(result, "files", [])))
+    kept = _kept_documents(_get(result, "kept", None) or _get(result, "files", []))
+    return Anchor(parsed, {(_file_name(name, corpus.crawls), rid) for name, rid in kept})
+
+
+LINK_SEP = "~"  # crawl~file: no crawl name holds it (letters, digits, '.', '_', '-')
+
+
+def _file_name(link: str, crawls) -> str:
+    """The corpus file a link given to the anchor stands for (its name as our documents' source keys end)."""
+    crawl, sep, name = link.partition(LINK_SEP)
+    return name if sep and crawl in crawls else link
 
 
 def _kept_documents(kept) -> set[tuple[str, str]]:
