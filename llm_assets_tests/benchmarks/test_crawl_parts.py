@@ -39,22 +39,25 @@ def test_documents_kept_on_one_side_are_classed_by_where_ours_dropped_them():
     theirs = {("f.warc.gz", A), ("f.warc.gz", C), ("f.warc.gz", D), ("g.warc.gz", "<urn:uuid:e>")}
     dropped = {("f.warc.gz", C): "filtered gopher_quality too_few_words", doc_id("raw/X/f.warc.gz", D, 123):
                "documents no_text"}
-    got = classify(ours, theirs, dropped)
+    got = classify(ours, theirs, dropped, {("f.warc.gz", B): "de"})
     assert (got.ours, got.anchor, got.both) == (2, 4, 1)
     assert got.rate == 1 / 5
     assert got.classes == {"only datatrove's: ours dropped it at documents no_text": 1,
                            "only datatrove's: ours dropped it at filtered gopher_quality too_few_words": 1,
                            "only datatrove's: no document of ours (not read as an HTML response)": 1,
-                           "only ours: datatrove dropped it": 1}
+                           "only ours: datatrove dropped it (ours: language de)": 1}
 
 
-def test_the_corpus_manifest_with_or_without_counts(tmp_path):
+def test_the_corpus_manifests_record_counts_as_make_corpus_writes_them_or_none(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({
         "crawls": {"A": ["crawls/A/1.warc.gz"], "B": ["crawls/B/2.warc.gz"]},
-        "counts": {"crawls/A/1.warc.gz": 7, "crawls/B/2.warc.gz": {"records": 9, "responses": 3}, "x": "?"}}))
+        # make corpus: records by kind per file, a damaged response counted among the responses too
+        "files": [{"path": "crawls/A/1.warc.gz", "records": {"warcinfo": 1, "response": 5, "request": 5,
+                                                             "damaged": 1}}],
+        "counts": {"crawls/B/2.warc.gz": {"records": 9}, "html_pages": 3, "records": {"response": 5}}}))
     corpus = Corpus.load(tmp_path)
     assert list(corpus.crawls) == ["A", "B"] and corpus.crawls["A"] == [tmp_path / "crawls/A/1.warc.gz"]
-    assert corpus.counts == {"crawls/A/1.warc.gz": 7, "crawls/B/2.warc.gz": 9}
+    assert corpus.counts == {"crawls/A/1.warc.gz": 11, "crawls/B/2.warc.gz": 9}
     (tmp_path / "manifest.json").write_text(json.dumps({"crawls": {"A": [], "B": []}}))
     assert Corpus.load(tmp_path).counts == {}
 
@@ -73,11 +76,12 @@ def test_a_file_balances_when_every_record_has_one_outcome():
     ok = FileAccount("A", "raw/A/f.warc.gz", read=10, documents=4, set_aside={"no_text": 1},
                      quarantined={"truncated_file": 1}, skipped={"not_response": 4}, written_documents=4,
                      written_rejected=2, manifest_records=10)
-    assert ok.outcomes == 10 and ok.balanced
+    assert ok.outcomes == 10 and ok.balanced and ok.as_written
     assert not FileAccount(**{**ok.__dict__, "read": 11}).balanced
     assert not FileAccount(**{**ok.__dict__, "written_documents": 3}).balanced  # the parts hold fewer
-    assert not FileAccount(**{**ok.__dict__, "manifest_records": 12}).balanced  # the corpus says otherwise
-    assert FileAccount(**{**ok.__dict__, "manifest_records": None}).balanced
+    differs = FileAccount(**{**ok.__dict__, "manifest_records": 12})  # the corpus wrote records we did not read
+    assert differs.balanced and differs.as_written is False
+    assert FileAccount(**{**ok.__dict__, "manifest_records": None}).as_written is None
 
 
 def test_forecast_verdicts_judge_only_the_stages_that_cost_enough():
