@@ -67,6 +67,8 @@ QUARANTINED = frozenset({"truncated_file", "corrupt_record", "oversized", "non_h
 # Our stages that do what datatrove's FineWeb pipeline does (extraction and filters, MinHash dedup, tokenization): the
 # others (image-text pairs, enrichment, statistics, the cost roll-up, raw inventory) are work it does not do.
 SAME_WORK = ("documents", "filtered", "signatures", "duplicate_clusters", "deduplicated", "tokenized")
+WARC_TYPES = frozenset({"warcinfo", "request", "response", "metadata", "revisit", "resource", "conversion",
+                        "continuation"})
 NOT_PAGES = frozenset({"not_response", "revisit"})  # records read that are no page: a page is a response record
 LLM_ASSETS = str(Path(sys.executable).with_name("llm-assets"))
 
@@ -99,13 +101,14 @@ class Corpus:
 
 
 def _record_counts(manifest: dict) -> dict[str, int]:
-    """Records per file as the corpus manifest states them: `files[].records` by kind (`make corpus`: a damaged
-    record is counted among its kind too), or `counts` as {path: n} or {path: {"records": n}}. A corpus that states
-    none (or in another shape) is not compared rather than guessed at."""
+    """Records per file as the corpus manifest states them: `files[].records` by kind (`make corpus`: the WARC
+    record types, and kinds of response counted among the responses too: redirect, image, damaged...), or `counts`
+    as {path: n} or {path: {"records": n}}. A corpus that states none (or in another shape) is not compared rather
+    than guessed at."""
     out: dict[str, int] = {}
     for f in manifest.get("files") or []:
         if isinstance(f, dict) and isinstance(f.get("records"), dict):
-            out[f["path"]] = sum(n for kind, n in f["records"].items() if kind != "damaged")
+            out[f["path"]] = sum(n for kind, n in f["records"].items() if kind in WARC_TYPES)
     counts = manifest.get("counts")
     for path, value in (counts.items() if isinstance(counts, dict) else ()):
         if isinstance(value, int):

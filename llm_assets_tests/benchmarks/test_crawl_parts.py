@@ -51,9 +51,9 @@ def test_documents_kept_on_one_side_are_classed_by_where_ours_dropped_them():
 def test_the_corpus_manifests_record_counts_as_make_corpus_writes_them_or_none(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({
         "crawls": {"A": ["crawls/A/1.warc.gz"], "B": ["crawls/B/2.warc.gz"]},
-        # make corpus: records by kind per file, a damaged response counted among the responses too
+        # make corpus: records by WARC type per file, and kinds of response counted among the responses too
         "files": [{"path": "crawls/A/1.warc.gz", "records": {"warcinfo": 1, "response": 5, "request": 5,
-                                                             "damaged": 1}}],
+                                                             "redirect": 1, "image": 1, "damaged": 1}}],
         "counts": {"crawls/B/2.warc.gz": {"records": 9}, "html_pages": 3, "records": {"response": 5}}}))
     corpus = Corpus.load(tmp_path)
     assert list(corpus.crawls) == ["A", "B"] and corpus.crawls["A"] == [tmp_path / "crawls/A/1.warc.gz"]
