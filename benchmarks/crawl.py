@@ -709,8 +709,10 @@ def classify(ours: set[tuple[str, str]], theirs: set[tuple[str, str]], dropped: 
     classes: dict[str, int] = {}
     for name, rid in theirs - ours:
         why = dropped.get((name, rid)) or dropped.get(doc_id(name, rid, 0))
-        label = f"only datatrove's: ours dropped it at {why}" if why else \
-            "only datatrove's: no document of ours (not read as an HTML response)"
+        ours_as = (language or {}).get((name, rid))
+        label = (f"only datatrove's: ours dropped it at {why}" if why else
+                 f"only datatrove's: ours kept it as language {ours_as}" if ours_as else
+                 "only datatrove's: no document of ours (not read as an HTML response)")
         classes[label] = classes.get(label, 0) + 1
     for doc in ours - theirs:
         label = f"only ours: datatrove dropped it (ours: language {(language or {}).get(doc) or '?'})"

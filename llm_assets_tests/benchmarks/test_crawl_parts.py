@@ -40,6 +40,9 @@ def test_documents_kept_on_one_side_are_classed_by_where_ours_dropped_them():
     dropped = {("f.warc.gz", C): "filtered gopher_quality too_few_words", doc_id("raw/X/f.warc.gz", D, 123):
                "documents no_text"}
     got = classify(ours, theirs, dropped, {("f.warc.gz", B): "de"})
+    # among ours in datatrove's languages only: one it kept that we kept as another language
+    assert classify(set(), {("f.warc.gz", B)}, {}, {("f.warc.gz", B): "de"}).classes == {
+        "only datatrove's: ours kept it as language de": 1}
     assert (got.ours, got.anchor, got.both) == (2, 4, 1)
     assert got.rate == 1 / 5
     assert got.classes == {"only datatrove's: ours dropped it at documents no_text": 1,
