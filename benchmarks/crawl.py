@@ -274,6 +274,8 @@ class Phase:
     name: str
     started: float
     ended: float = 0.0
+    # runs created and units committed since: the end of the phase before, so that none falls between two phases
+    counted_from: float = 0.0
     runs: int = 0
     failed: list[str] = field(default_factory=list)
     cpu_s: dict[str, float] = field(default_factory=dict)  # by process role (`ROLES`), during the phase
@@ -299,6 +301,7 @@ class Bench:
             self.home.mkdir(parents=True)
         self.phases: dict[str, Phase] = {n: Phase(**p) for n, p in state.get("phases", {}).items()}
         self.forecast: dict = state.get("forecast", {})
+        self._last_end: float | None = None
         self.env = {**os.environ, "LLM_ASSETS_HOME": str(self.home)}
         for var in ("LLM_ASSETS_S3_ENDPOINT", "LLM_ASSETS_BUCKET", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
                     "DAGSTER_HOME"):
@@ -339,6 +342,7 @@ class Bench:
         from llm_assets.instance import get_instance
 
         phase = Phase(name, time.time())
+        phase.counted_from = self._last_end or phase.started
         before = meter.totals()
         log(f"{name}: begins")
         yield phase
@@ -348,7 +352,8 @@ class Bench:
         phase.cpu_s = {r: round(after.get(r, 0.0) - before.get(r, 0.0), 3) for r in after}
         phase.peak_rss_bytes = meter.peaks()
         phase.runs = len(get_instance().get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(
-            phase.started, timezone.utc), created_before=datetime.fromtimestamp(phase.ended, timezone.utc))))
+            phase.counted_from, timezone.utc), created_before=datetime.fromtimestamp(phase.ended, timezone.utc))))
+        self._last_end = phase.ended
         self.phases[name] = phase
         self.save()
         log(f"{name}: {phase.wall_s:,.0f} s, {phase.runs} Dagster runs, CPU-s by process {phase.cpu_s}")
@@ -385,10 +390,11 @@ def build_crawl(bench: Bench, meter: ProcessMeter, crawl: str, first: bool) -> N
                 phase.failed = [f.run_id for f in demo.run_models(runs)]
         if not bench.done(f"lake {crawl}"):
             with bench.phase(f"lake {crawl}", meter) as phase:
-                # the second crawl was dropped before the daemon started: its first tick may come before this
-                since = time.time() if first else bench.forecast["dropped_at"]
+                # after the upload, as the demo: a tick begun during it may not list the files yet. The second crawl
+                # was dropped before the daemon started, whose first tick may come before this phase.
                 if first:
                     bench.drop(crawl)
+                since = time.time() if first else bench.forecast["dropped_at"]
                 phase.failed = [f.run_id for f in demo.run_sensor_requests(runs, since)]
         if not bench.done(f"backfill {crawl}"):
             with bench.phase(f"backfill {crawl}", meter) as phase:
@@ -408,8 +414,8 @@ def forecast_crawl(bench: Bench, meter: ProcessMeter, crawl: str) -> None:
     if bench.done(f"forecast {crawl}"):
         return
     with bench.phase(f"forecast {crawl}", meter):
-        dropped_at = time.time()
         bench.drop(crawl)
+        dropped_at = time.time()
         bench.forecast = json.loads(bench.cli("stale", "--forecast", "--json")) | {"dropped_at": dropped_at}
         (bench.work / "forecast.json").write_text(json.dumps(bench.forecast, indent=1))
     log(f"forecast of {crawl}: {len(bench.forecast['partitions'])} partitions, "
@@ -882,7 +888,8 @@ def collect(bench: Bench, meter: ProcessMeter, args, started: float, loads: list
 
 def _unit_cpu(ledger: pl.DataFrame, phase: Phase) -> float:
     """CPU-s of the work units committed during the phase."""
-    window = ledger.filter(pl.col("committed_at").is_between(phase.started, phase.ended or time.time()))
+    window = ledger.filter(pl.col("committed_at").is_between(phase.counted_from or phase.started,
+                                                             phase.ended or time.time()))
     return float(window["cpu_s"].sum())
 
 
