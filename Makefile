@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: corpus demo demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors store-start store-stop clean
+.PHONY: corpus demo demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors bench-crawl store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -182,6 +182,20 @@ bench-extraction-quality: $(VENV)/.synced
 # machine has one) on first use; the tables go to benchmarks/results/extractors.md.
 bench-extractors: $(VENV)/.synced
 	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.extractor_candidates --output benchmarks/results/extractors.md --json .bench/extractors/results.json
+
+# The whole path at size, as a user runs it: the corpus (`make corpus`, CORPUS) dropped as two crawls with `llm-assets
+# drop`, built by the sensor's runs and one stale backfill per crawl through a code server and dagster-daemon of its
+# own home (.bench/crawl/home, fresh each run; CRAWL_FLAGS=--resume picks up after the last phase done), the second
+# crawl forecast from the first before it is built, every record accounted for, beside datatrove's FineWeb pipeline
+# (benchmarks/crawl_datatrove.py; CRAWL_FLAGS=--no-anchor skips it). CRAWL_RUNNER=dask runs the units on a local Dask
+# cluster. Figures: benchmarks/results/crawl.md, BENCHMARKS.md's summary, .bench/crawl/results.json.
+CORPUS ?= .bench/corpus
+CRAWL_RUNNER ?= pool
+CRAWL_FLAGS ?=
+bench-crawl: $(VENV)/.synced
+	@$(COMPILE)
+	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.crawl --corpus $(CORPUS) --runner $(CRAWL_RUNNER) \
+		--output BENCHMARKS.md --json .bench/crawl/results.json $(CRAWL_FLAGS)
 
 # A real Dask cluster on 127.0.0.1 (a scheduler and NODES-1 workers), and the demo with every unit on it. Its
 # workers read the embedded store's credentials from $(STATE)/store/credentials.env, the file every unit names.

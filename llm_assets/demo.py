@@ -331,7 +331,7 @@ def run_sensor_requests(runs: Runs, dropped_at: float) -> list[FailedRun]:
     """The raw-drop sensor's next tick after the drop requests the lake runs; the daemon runs them."""
     requested = runs.sensor_runs("raw_drop_sensor", dropped_at)
     print(f"raw_drop_sensor requested {len(requested)} partition runs", flush=True)
-    return runs.wait(requested)
+    return runs.wait(requested) if requested else []  # files dropped again as they were: nothing to run
 
 
 def stale_plan(instance, lake, settings: Settings, failed: list[FailedRun]) -> list[Planned]:

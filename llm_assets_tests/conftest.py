@@ -110,7 +110,7 @@ def instance(tmp_path):
 # Tests that start a server of their own (an object store, a Dagster deployment, a cluster) rather than through
 # the fixtures above.
 _SERVER_MODULES = {"test_embedded_store", "test_lake_outage", "test_store_security", "test_chaos", "test_dask_runner",
-                   "test_instance_run_monitoring", "test_demo", "test_deploy"}
+                   "test_instance_run_monitoring", "test_demo", "test_deploy", "test_crawl"}
 _SERVER_FIXTURES = {"seaweed", "instance"}
 
 
@@ -122,8 +122,9 @@ def pytest_addoption(parser):
 # The modules that take longest, longest first: `make test` hands whole modules to its workers (`--dist loadfile`,
 # so a module-scoped deployment is built once), in collection order, and one of these begun last would end the suite
 # alone on one worker. Most of their time is spent waiting on a daemon's ticks or a run's process, not on a core.
-_LONGEST_FIRST = ("test_demo", "test_freshness", "test_deploy", "test_one_stale", "test_chaos", "test_stale",
-                  "test_parity_languages", "test_dask_runner", "test_instance_run_monitoring", "test_takedown")
+_LONGEST_FIRST = ("test_demo", "test_crawl", "test_freshness", "test_deploy", "test_one_stale", "test_chaos",
+                  "test_stale", "test_parity_languages", "test_dask_runner", "test_instance_run_monitoring",
+                  "test_takedown")
 
 
 def _module(item: pytest.Item) -> str:
