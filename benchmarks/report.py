@@ -108,8 +108,9 @@ def git_commit() -> str:
 
 class Conditions:
     """What a run was measured under, sampled while it runs: the load average at the start, every `every` seconds
-    (its largest 1-minute figure) and when asked, the CPU model and the commit. A shared machine's load changes
-    what wall times (and, less, CPU times) mean, so a report states the load its run saw, never a usual one.
+    (its largest 1-minute figure) and when asked, the CPU model, and the commit checked out when the run started
+    (the code it ran: later commits or edits during a long run are not). A shared machine's load changes what wall
+    times (and, less, CPU times) mean, so a report states the load its run saw, never a usual one.
 
         with Conditions() as measured:
             ...
@@ -121,6 +122,7 @@ class Conditions:
         self.start = os.getloadavg()
         self.peak = self.start[0]
         self.started = datetime.now(timezone.utc)
+        self.commit = git_commit()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -143,7 +145,7 @@ class Conditions:
         end = os.getloadavg()
         self.peak = max(self.peak, end[0])
         return {"date": self.started.strftime("%Y-%m-%d %H:%M UTC"), "cpus": os.cpu_count() or 0,
-                "cpu_model": cpu_model(), "commit": git_commit(), "load_start": [round(x, 2) for x in self.start],
+                "cpu_model": cpu_model(), "commit": self.commit, "load_start": [round(x, 2) for x in self.start],
                 "load_end": [round(x, 2) for x in end], "load_max": round(self.peak, 2), "sampled_every": self.every}
 
 
