@@ -873,10 +873,12 @@ def components(store, edge_units: Sequence[EdgeUnit], done: ClusterRun, parts: S
     ranges = len(starts)
     inputs = [tuple(u.part for u in edge_units)] * ranges
     jumped = None
+    # A range's bounds are in its parts' keys: the same inputs cut by another `merge_rows` write other parts.
+    named = [f"star {starts[r]}-{ends[r]} of {ranges}" for r in range(ranges)]
     for round_ in itertools.count():
         stars = [StarUnit(store=store, source=f"components {round_}, star {r} of {ranges}", lo=starts[r], hi=ends[r],
-                          inputs=inputs[r], part=key("components", f"star {r}/{ranges}\0" + "\0".join(inputs[r])),
-                          parts=tuple(key("components", f"star {r}/{ranges} to {s}\0" + "\0".join(inputs[r]))
+                          inputs=inputs[r], part=key("components", f"{named[r]}\0" + "\0".join(inputs[r])),
+                          parts=tuple(key("components", f"{named[r]} to {s}\0" + "\0".join(inputs[r]))
                                       for s in range(ranges)), starts=done.starts, first=round_ == 0)
                  for r in range(ranges)]
         results = run(write_star, stars)
@@ -886,7 +888,7 @@ def components(store, edge_units: Sequence[EdgeUnit], done: ClusterRun, parts: S
             return [u.part for u in stars]
         jumps = [JumpUnit(store=store, source=f"components {round_}, jump {s} of {ranges}", labels=stars[s].part,
                           inputs=tuple(u.parts[s] for u in stars),
-                          parts=tuple(key("components", f"jump {s}/{ranges} to {r}\0" + stars[s].part)
+                          parts=tuple(key("components", f"jump {s} of {ranges} to {r}\0" + stars[s].part)
                                       for r in range(ranges)), starts=done.starts)
                  for s in range(ranges)]
         results = run(write_jump, jumps)
