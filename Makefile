@@ -159,8 +159,10 @@ bench-compare: $(VENV)/.synced
 	@$(COMPILE)
 	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.compare --output BENCHMARKS.md --json .bench/compare/results.json
 
-# duplicate_clusters' work units on synthetic signatures at 1M and 3M documents (`--sizes`), beside datatrove 0.10.1's
-# MinhashDedupBuckets + MinhashDedupCluster at 1M (its environment is bench-compare's, .bench/compare/).
+# duplicate_clusters' work units on synthetic signatures at 1M, 10M and 30M documents (`--sizes`; goal: the largest
+# unit's and the driver's peak RSS within +10% from 1M to 30M), beside datatrove 0.10.1's MinhashDedupBuckets +
+# MinhashDedupCluster at 1M (its environment is bench-compare's, .bench/compare/). About an hour on 2 idle cores;
+# 30M needs about 35 GB of free disk for the store's band index (in a temporary folder, removed at the end).
 bench-dump-scale: $(VENV)/.synced
 	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.dump_scale --output BENCHMARKS.md --json .bench/dump_scale.json
 

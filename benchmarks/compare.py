@@ -67,6 +67,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from benchmarks.report import cpu_model, git_commit
 from benchmarks.scratch_env import scratch_venv
 from benchmarks.summary import Row, publish
 
@@ -788,8 +789,8 @@ def main(argv: list[str] | None = None) -> None:
         profile_misses(ctx, results)
     meta = {
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}",
-        "commit": _git_commit(), "load_before": load_before, "load_after": loadavg(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {cpu_model()}, Python {platform.python_version()}",
+        "commit": git_commit(), "load_before": load_before, "load_after": loadavg(),
         "minutes": (time.perf_counter() - t0) / 60, "core": args.core, "pairs": args.pairs,
         "command": command(sys.argv[1:] if argv is None else argv),
         "anchor_versions": versions(ctx.anchor, ANCHOR_VERSIONS), "ours_versions": versions(PYTHON, OURS_VERSIONS),
@@ -841,23 +842,6 @@ MAKE_ARGS = ["--output", "BENCHMARKS.md", "--json", ".bench/compare/results.json
 
 def command(args: list[str]) -> str:
     return "make bench-compare" if args == MAKE_ARGS else " ".join([".venv/bin/python -m benchmarks.compare", *args])
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
-
-
-def _git_commit() -> str:
-    got = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    return got.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 benchmarks/results/dump-scale.md, beside datatrove 0.10.1's MinhashDedupBuckets + MinhashDedupCluster on the same
 signatures.
 
-    .venv/bin/python -m benchmarks.dump_scale [--sizes 1000000,3000000] [--datatrove-size 1000000] [--workers 2]
+    .venv/bin/python -m benchmarks.dump_scale [--sizes 1000000,10000000,30000000] [--datatrove-size 1000000]
+                                              [--workers 2]
                                               [--output BENCHMARKS.md] [--json FILE]
 
 The section between `<!-- dump-scale:begin -->` and `<!-- dump-scale:end -->` of benchmarks/results/dump-scale.md
@@ -11,16 +12,20 @@ fresh subprocesses whose environment sets POLARS_MAX_THREADS, OMP_NUM_THREADS an
 
 1. synthesize: `benchmarks.dedup.synthesize` (random hashes and MinHash values; 5% exact copies, 5% near copies
    of random originals, so planted clusters of 2 or more documents whose sizes are known) in groups of 4 parts of
-   `--part-rows` documents, so that a copy and its source are in different parts three times in four. Each part is
-   written as a signatures part, with its band index and documents as the signatures units write them (that
-   writing timed apart: the index step), to an embedded SeaweedFS (the lake's real store, on loopback, in a temporary
-   folder) and, for datatrove, as its 14 sorted `.minhash.sig` files (below). The truth (each document's source)
-   is kept on local disk.
-2. cluster: `cluster_lake` (edges, components, members from the band index) with `DedupSettings()` (exact + near,
-   Jaccard confirmation at 0.8, `bucket_rows` 4,000,000) with the process-pool runner (`--workers`, one thread each):
+   `--part-rows` documents, so that a copy and its source are in different parts three times in four; a group is
+   made, written and dropped before the next, so no process holds a size's signatures. Each part's band index and
+   documents are written as the signatures units write them (that writing timed apart: the index step) to an
+   embedded SeaweedFS (the lake's real store, on loopback, in a temporary folder); the signatures part itself, which
+   the clustering never reads, is written to local disk only to count its bytes (30M documents' would be 17 GB of
+   the store); for datatrove, its 14 sorted `.minhash.sig` files (below). The truth (each document's source) is
+   kept on local disk.
+2. cluster: `cluster_lake` (edges, components in rounds of units per range of documents, members, keep from the
+   band index) with `DedupSettings()` (exact + near, Jaccard confirmation at 0.8, `bucket_rows` 4,000,000,
+   `merge_rows` 2,000,000, `keep_rows` 1,000,000) with the process-pool runner (`--workers`, one thread each):
    per step, units, wall seconds, CPU seconds (summed over units, `time.process_time` in the worker), the largest unit's
    peak RSS (`ru_maxrss` of its worker), bytes written; the driver's own peak RSS (it plans the units and merges the
-   keep units' summaries).
+   keep units' summaries). The goal: the largest unit's and the driver's peaks within +10% from the smallest size
+   to the largest (1M to 30M by default), i.e. bounded by settings, not by the crawl.
 3. recall and precision against the planted truth, by the removed set: a removal is right when the document is
    in a planted cluster that keeps at least one member; recall = right removals / planted copies, precision =
    right removals / removals. For ours also by pair: a copy is found when it ends with its source's kept document;
@@ -34,6 +39,9 @@ confirmation and no exact-hash rule (an exact copy shares all 14 bands, so it is
 runs one task per band, `--workers` at a time, each task in its own process (`LocalPipelineExecutor(workers=1)`),
 then its cluster stage (one task: union-find over every duplicate pair in one process), with its own interpreter
 from `.bench/compare/datatrove-venv` (made by `make bench-compare`, or here on first use).
+
+Each run's report line states the conditions measured during that run (`benchmarks.report.Conditions`): the load
+average at its start, its end and the largest sampled, the CPU model and the commit (a + when the tree differed).
 """
 
 from __future__ import annotations
@@ -53,7 +61,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.report import MIB, n, table
+from benchmarks.report import MIB, Conditions, conditions_text, n, table
 from benchmarks.summary import Row, publish, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,6 +117,7 @@ def child_synthesize(args) -> dict:
     import numpy as np
     import polars as pl
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from llm_assets.core.clusters import IndexWriter
     from llm_assets.core.lake import Lake, part_key
@@ -136,8 +145,10 @@ def child_synthesize(args) -> dict:
                                                                               str(rank), role))
                              for role in ("part", "index", "docs"))
             table = part.select(schema.names).to_arrow().cast(schema)
-            with lake.part_writer(key, schema) as w:
-                w.write(table)
+            local = Path(args.truth).with_suffix(".part.parquet")  # its size only: the clustering never reads it
+            pq.write_table(table, local, compression="zstd", use_dictionary=False)
+            written += local.stat().st_size
+            local.unlink()
             rss, cpu = maxrss(), time.process_time()
             with IndexWriter(lake, ix, docs, settings.bands * settings.rows) as writer:
                 for batch in table.to_batches(max_chunksize=BATCH_ROWS):  # as the signatures unit adds them
@@ -145,7 +156,6 @@ def child_synthesize(args) -> dict:
             index["cpu"] += time.process_time() - cpu
             index["peak_rss"] = max(index["peak_rss"], maxrss() - rss)
             index["bytes"] += writer.bytes
-            written += w.bytes
             parts.append({"crawl": args.crawl, "shard": shard, "part": key, "rows": part.height, "index": ix,
                           "docs": docs})
             if args.datatrove_sigs:
@@ -246,8 +256,8 @@ def child_cluster(args) -> dict:
         if args.history else []
     parts = [SignaturePart(**p) for p in synthesized["parts"] + [p for h in history for p in h["parts"]]]
     settings, pool, walls = DedupSettings(cross_crawl=bool(history)), FreshWorkerPool(args.workers), {}
-    step_of = {"write_edges": "edges", "write_merged": "components", "write_members": "members",
-               "write_kept": "keep"}
+    step_of = {"write_edges": "edges", "write_star": "components", "write_jump": "components",
+               "write_members": "members", "write_kept": "keep"}
 
     def run(fn, units):
         t0 = time.perf_counter()
@@ -271,7 +281,8 @@ def child_cluster(args) -> dict:
              for step, rs in done.steps.items()}
     removed = Lake(store_config(args)).scan([r.part for r in done.steps["keep"]]).select(
         "doc_id", "duplicate_of", "reason").collect()
-    common = {"documents": synthesized["documents"], "buckets": done.buckets, "seconds": seconds,
+    common = {"documents": synthesized["documents"], "buckets": done.buckets, "ranges": len(done.starts),
+              "rounds": done.rounds, "keeps": len(done.steps["keep"]), "seconds": seconds,
               "driver_cpu": driver_cpu, "driver_rss_before": rss_before, "driver_peak_rss": driver_peak,
               "steps": steps, "unit_peak_rss": done.peak_rss_bytes(), "candidates": clusters.candidates,
               "rejected": clusters.rejected, "reasons": dict(removed.group_by("reason").len().iter_rows()),
@@ -440,17 +451,41 @@ def datatrove_runs(r: dict) -> list[dict]:
     return sorted([runs] if isinstance(runs, dict) else runs, key=lambda d: d["documents"])
 
 
+def growth(sizes: dict) -> dict:
+    """The peaks of the smallest and the largest size measured, and their ratio (the goal: at most 1.10)."""
+    ordered = sorted(sizes, key=int)
+    lo, hi = sizes[ordered[0]]["cluster"], sizes[ordered[-1]]["cluster"]
+    return {"from": int(ordered[0]), "to": int(ordered[-1]),
+            "unit": (lo["unit_peak_rss"], hi["unit_peak_rss"], hi["unit_peak_rss"] / lo["unit_peak_rss"]),
+            "driver": (lo["driver_peak_rss"], hi["driver_peak_rss"], hi["driver_peak_rss"] / lo["driver_peak_rss"])}
+
+
 def summary(r: dict) -> list[Row]:
-    """The row of BENCHMARKS.md's summary table: the largest size measured."""
+    """The row of BENCHMARKS.md's summary table: the largest size measured, its peaks against the smallest's."""
     size, s = max(r["sizes"].items(), key=lambda kv: int(kv[0]))
     c = s["cluster"]
     cpu = sum(st["cpu"] for st in c["steps"].values())
+    g = growth(r["sizes"])
     run = r["runs"][-1]
-    return [Row("dump-scale:clusters", f"duplicate clusters as work units, {n(int(size))} documents (unit CPU per "
-                "document; largest unit's peak RSS; recall / precision of planted copies)",
-                f"{cpu / int(size) * 1e6:.1f} µs; {mib(c['unit_peak_rss'])} MiB; {c['recall']:.4f} / "
-                f"{c['precision']:.4f}", run["command"], "dump-scale.md", "≤ 2,048 MiB per unit",
-                verdict(c["unit_peak_rss"] <= 2048 * MIB), run["date"][:10])]
+    return [Row("dump-scale:clusters", f"duplicate clusters as work units, {n(g['from'])} to {n(int(size))} "
+                "documents (largest unit's and driver's peak RSS, growth; unit CPU per document; recall / precision "
+                "of planted copies)",
+                f"unit {mib(g['unit'][0])} → {mib(g['unit'][1])} MiB ({g['unit'][2] - 1:+.1%}), driver "
+                f"{mib(g['driver'][0])} → {mib(g['driver'][1])} MiB ({g['driver'][2] - 1:+.1%}); "
+                f"{cpu / int(size) * 1e6:.1f} µs; {c['recall']:.4f} / {c['precision']:.4f}", run["command"],
+                "dump-scale.md", "both peaks ≤ +10% from 1M to 30M",
+                verdict(g["unit"][2] <= 1.10 and g["driver"][2] <= 1.10 and g["from"] <= 1_000_000
+                        and g["to"] >= 30_000_000), run["date"][:10])]
+
+
+def run_line(run: dict) -> str:
+    """A run's line: its command and the conditions measured during it (older results: their load averages)."""
+    sizes = ", ".join(n(int(k)) for k in run["sizes"])
+    head = f"- Run: `{run['command']}`, {run['seconds']:.0f} s in all (sizes {sizes})"
+    if "conditions" in run:
+        return f"{head}; {conditions_text(run['conditions'])}."
+    return (f"{head}; {run['date']}; load average {run['loadavg'][0]:.2f} at the start, "
+            f"{run['loadavg_end'][0]:.2f} at the end.")
 
 
 def render(r: dict) -> str:
@@ -463,7 +498,7 @@ def render(r: dict) -> str:
         rows.append([n(int(size)), n(s["parts"]), n(c["buckets"]),
                      " / ".join([mib(s["synthesize"]["index"]["peak_rss"])]
                                 + [mib(c["steps"][st]["peak_rss"]) for st in STEPS]),
-                     f"**{mib(c['unit_peak_rss'])}**",
+                     f"**{mib(c['unit_peak_rss'])}**", f"{c.get('ranges', 1)} × {c.get('rounds', 1)}",
                      mib(c["driver_peak_rss"]), f"{c['seconds']:.0f}", f"{cpu:.0f}",
                      f"{cpu / int(size) * 1e6:.1f}", f"{c['recall']:.4f}", f"{c['precision']:.4f}",
                      f"{c['pair_recall']:.4f} / {c['pair_precision']:.4f}",
@@ -487,14 +522,12 @@ def render(r: dict) -> str:
         "local files), run by the process-pool runner, and datatrove 0.10.1's MinhashDedupBuckets + "
         "MinhashDedupCluster on the same signatures written in its own format. The method in full: the docstring of "
         "`benchmarks/dump_scale.py`.", "",
-        *[f"- Run: {run['date']}; command: `{run['command']}`; {run['seconds']:.0f} s in all; load average "
-          f"{run['loadavg'][0]:.2f} at the start, {run['loadavg_end'][0]:.2f} at the end (sizes "
-          f"{', '.join(n(int(k)) for k in run['sizes'])})." for run in r["runs"]],
+        *[run_line(run) for run in r["runs"]],
         *([f"- This section was written from those runs' results by `{r['assembled']}`."] if "assembled" in r
           else []),
-        "- The machine is shared with other work (load averages of 4-5 on its 2 cores were usual during these "
-        "runs): wall times are inflated by it, CPU times much less.",
-        f"- Machine: {r['runs'][0]['machine']}; pool of {r['runs'][0]['workers']} workers, one thread each, a "
+        "- The machine is shared with other work: where a run's load average passed its CPUs, wall times are "
+        "inflated by it, CPU times less (shared caches and memory bandwidth); peak RSS does not depend on it.",
+        f"- Machine: {r['runs'][-1]['machine']}; pool of {r['runs'][0]['workers']} workers, one thread each, a "
         "fresh worker per unit. \"unit CPU\" sums the units' own CPU time; the driver's (starting pools, merging "
         "the keep units' summaries) is counted in the datatrove comparison.",
         "- Signatures: " + ", ".join(f"{n(int(k))} documents in {v['parts']} parts "
@@ -504,7 +537,8 @@ def render(r: dict) -> str:
         + ", ".join(f"{k}: {n(v)}" for k, v in sizes[first]["synthesize"]["planted_sizes"].items()) + ".", "",
         table(["documents", "parts", "buckets (B)",
                "peak RSS per unit MiB: index (growth while writing it) / edges / components / members / keep",
-               "largest unit MiB", "driver peak MiB", "wall s", "unit CPU s", "CPU µs / document",
+               "largest unit MiB", "components: ranges × rounds", "driver peak MiB", "wall s", "unit CPU s",
+               "CPU µs / document",
                "recall", "precision", "pair recall / precision", "removed (planted copies)",
                "candidates rejected (Jaccard)"], rows), "",
         "Per step (wall: the step's pool run; CPU: summed over its units; RSS: its largest unit):", "",
@@ -552,7 +586,7 @@ def render(r: dict) -> str:
             "- Memory: datatrove's buckets tasks stream merge-sorted files (flat); its cluster stage is one "
             "process holding a Python dict entry per duplicated document (it grows with the duplicates of the "
             "whole crawl). Ours: the index is one signatures part's (about 1 KB a document), an edges unit is "
-            "bounded by `bucket_rows`, a components merge by the duplicated documents it merges, see below.",
+            "bounded by `bucket_rows`, a components unit by `merge_rows`, a keep unit by `keep_rows`, see below.",
         ]
     out += [""] + extrapolation(sizes)
     if "history" in r:
@@ -601,55 +635,46 @@ def against_history_report(h: dict) -> list[str]:
 
 
 def extrapolation(sizes: dict) -> list[str]:
-    """100M from the measured sizes: per-document CPU and bytes of the largest, memory slopes between the smallest
-    and the largest (linear, an estimate)."""
+    """The growth of the peaks from the smallest size to the largest against the goal, and 100M from the measured
+    sizes: per-document CPU and bytes of the largest (linear, an estimate)."""
     ordered = sorted(int(k) for k in sizes)
     lo, hi = ordered[0], ordered[-1]
     c_lo, c_hi = sizes[str(lo)]["cluster"], sizes[str(hi)]["cluster"]
     cpu = sum(st["cpu"] for st in c_hi["steps"].values()) / hi
     index_bytes = sizes[str(hi)]["synthesize"]["index"]["bytes"] / hi
     target = 100_000_000
+    g = growth(sizes)
 
-    def at_target(get) -> str:
-        if hi == lo:
-            return "–"
-        slope = (get(c_hi) - get(c_lo)) / (hi - lo)
-        return mib(get(c_hi) + slope * (target - hi))
+    def peaks(step: str) -> str:
+        return " → ".join(mib(sizes[str(k)]["cluster"]["steps"][step]["peak_rss"]) for k in ordered)
 
-    def edges(c):
-        return c["steps"]["edges"]["peak_rss"]
+    def met(ratio: float) -> str:
+        return "met" if ratio <= 1.10 else "**missed**"
 
-    def components(c):
-        return c["steps"]["components"]["peak_rss"]
-
-    def driver(c):
-        return c["driver_peak_rss"]
-
-    bs = ", ".join(f"B = {sizes[str(k)]['cluster']['buckets']} at {n(k)}" for k in ordered)
+    bs = ", ".join(f"B = {sizes[str(k)]['cluster']['buckets']}, {sizes[str(k)]['cluster'].get('ranges', 1)} ranges"
+                   f" × {sizes[str(k)]['cluster'].get('rounds', 1)} rounds and K = "
+                   f"{sizes[str(k)]['cluster'].get('keeps', sizes[str(k)]['cluster']['steps']['keep']['units'])} "
+                   f"at {n(k)}" for k in ordered)
     cpu_lo = sum(st["cpu"] for st in c_lo["steps"].values())
     return [
-        "### Scaling, and the extrapolation to 100M documents (not measured)", "",
-        f"- Measured: from {n(lo)} to {n(hi)} documents ({hi / lo:.0f}×), unit CPU grew "
-        f"{cpu * hi / cpu_lo:.1f}× and wall {c_hi['seconds'] / c_lo['seconds']:.1f}×; the largest unit's peak RSS "
-        f"went from {mib(c_lo['unit_peak_rss'])} to {mib(c_hi['unit_peak_rss'])} MiB (goal: flat, ≤ 2,048 MiB), "
-        f"the driver's from {mib(c_lo['driver_peak_rss'])} to {mib(c_hi['driver_peak_rss'])} MiB. Sizes measured "
-        "in different runs saw different load (the run lines above): CPU time inflates under contention too "
-        "(shared caches and memory bandwidth), less than wall time.",
-        f"- CPU: {cpu * 1e6:.1f} µs a document of unit CPU at {n(hi)}, so about {cpu * target / 3600:.1f} core-hours "
-        "for 100M if it stays linear (plus the index, written by the signatures units): edges and members are linear "
-        "in the documents (an edges unit sorts at most about `bucket_rows` rows), the components merge is linear in "
-        "the label rows (duplicated documents) times the merge depth (log base `merge_fan_in` of B).",
-        f"- Memory per unit: B grows with the crawl ({bs}; ⌈documents × 15 / `bucket_rows`⌉ with the default "
-        "4,000,000: 375 at 100M), so an edges unit holds about `bucket_rows` rows whatever the size: its peak "
-        f"stays at {mib(edges(c_hi))} MiB (measured at {n(hi)}: {mib(edges(c_lo))} at {n(lo)}). The index of a "
-        "signatures part is sorted in the signatures unit (about 1 KB a document of the part); a members unit "
-        "reads the labels in its node range and, when there are any, the row groups of its part's documents "
-        "that hold them; a keep unit about `keep_rows` members (K grows with the duplicated documents), and the "
-        "driver K small summaries. Not bounded by a setting: the components merges near the top of the tree hold "
-        "every duplicated document of the crawl (16-byte label rows). Linear in the documents "
-        f"from {n(lo)} to {n(hi)} (this planted rate: 10% copies), the largest components unit would reach "
-        f"{at_target(components)} MiB and the driver {at_target(driver)} MiB at 100M (the edges and keep units "
-        "stay flat: B and K grow instead): the top of the merge tree is the next thing to cut into units.",
+        "### Scaling: memory bounded by the settings, not the crawl", "",
+        f"- **Peak RSS from {n(lo)} to {n(hi)} documents ({hi / lo:.0f}×)** (goal: each within +10%): the largest "
+        f"unit {mib(g['unit'][0])} → {mib(g['unit'][1])} MiB ({g['unit'][2] - 1:+.1%}, {met(g['unit'][2])}), the "
+        f"driver {mib(g['driver'][0])} → {mib(g['driver'][1])} MiB ({g['driver'][2] - 1:+.1%}, "
+        f"{met(g['driver'][2])}). Per step's largest unit (MiB, {' → '.join(n(k) for k in ordered)}): edges "
+        f"{peaks('edges')}; components {peaks('components')}; members {peaks('members')}; keep {peaks('keep')}.",
+        f"- How: every step is cut by a setting, and the number of units grows with the crawl instead of their size "
+        f"({bs}). An edges unit holds about `bucket_rows` index rows; a components unit the label rows of one range "
+        "of documents (whole signatures parts holding about `merge_rows` of them: the buckets' stars, then the rows "
+        "the rounds rewrite), never the crawl's; the rounds (star: a node's other parents point at its smallest; "
+        "jump: a parent is replaced by its own smallest) grow with the longest chain of joins, not the crawl; a "
+        "members unit reads one range's labels and its part's documents that hold a label; a keep unit about "
+        "`keep_rows` members. The driver holds the plan (one entry a signatures part), the units' results and "
+        "K small summaries.",
+        f"- CPU: {cpu * 1e6:.1f} µs a document of unit CPU at {n(hi)} ({cpu * hi / cpu_lo:.1f}× the CPU of "
+        f"{n(lo)} for {hi / lo:.0f}× the documents), so about {cpu * target / 3600:.1f} core-hours for 100M if it "
+        "stays linear (plus the index, written by the signatures units). Sizes measured in different runs saw "
+        "different load (the run lines above): CPU time inflates under contention too, less than wall time.",
         f"- Lake traffic: the band index and documents are {index_bytes:,.0f} bytes a document as written (14 band "
         "rows and the text- and URL-hash rows, each a 2-byte kind, an 8-byte key, a 4-byte row and the document's "
         "56-byte b-bit sketch, random hashes barely compress; then the keep rule's columns), written once by the "
@@ -687,8 +712,8 @@ CHILDREN = {"synthesize": child_synthesize, "cluster": child_cluster}
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dump_scale", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000000,3000000",
-                        help="documents, comma-separated (default 1000000,3000000)")
+    parser.add_argument("--sizes", default="1000000,10000000,30000000",
+                        help="documents, comma-separated (default 1000000,10000000,30000000)")
     parser.add_argument("--datatrove-size", type=int, default=1_000_000,
                         help="the size datatrove runs on too (default 1000000; 0: none)")
     parser.add_argument("--workers", type=int, default=2, help="pool workers, and datatrove tasks at once")
@@ -722,15 +747,16 @@ def main(argv: list[str] | None = None) -> int:
         args.sizes = [int(s) for s in args.sizes.split(",")]
         if min(args.sizes) < 1000:
             parser.error("--sizes must be at least 1000 each")
-        started, loadavg = time.perf_counter(), os.getloadavg()
+        started = time.perf_counter()
         given = sys.argv[1:] if argv is None else argv
+        measured = Conditions()
 
         def keep(partial: dict) -> dict:
             out = json.loads(json.dumps(partial))  # sizes as strings, as read back from --json
             out["runs"] = [{
                 "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 "command": " ".join([".venv/bin/python -m benchmarks.dump_scale", *given]),
-                "seconds": time.perf_counter() - started, "loadavg": loadavg, "loadavg_end": os.getloadavg(),
+                "seconds": time.perf_counter() - started, "conditions": measured.now(),
                 "machine": machine(), "workers": args.workers, "sizes": sorted(out["sizes"], key=int)}]
             if args.json:
                 args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -738,7 +764,8 @@ def main(argv: list[str] | None = None) -> int:
             return out
 
         try:
-            results = keep(measure(args, keep))
+            with measured:
+                results = keep(measure(args, keep))
         except RuntimeError as e:
             log(f"FAILED: {e}")
             return 1

@@ -3,7 +3,12 @@ below a marker line), its rows of the summary table, and the formatting the benc
 
 from __future__ import annotations
 
+import os
+import platform
 import re
+import subprocess
+import threading
+from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.summary import Row, archive, replace_section  # noqa: F401 - some benchmarks import it from here
@@ -73,6 +78,82 @@ def write_report(path: Path, generated: str) -> None:
             header = header.rstrip("\n") + "\n"
     path.write_text(f"{header}\n{MARKER}\n\n{generated.rstrip()}\n")
     archive(path, old, generated)
+
+
+# the conditions of a run ------------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def git_commit() -> str:
+    """The checked-out commit, short, with a + when tracked files differ from it (what ran is not that commit)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+    return (head.stdout.strip() or "?") + ("+" if dirty else "")
+
+
+class Conditions:
+    """What a run was measured under, sampled while it runs: the load average at the start, every `every` seconds
+    (its largest 1-minute figure) and when asked, the CPU model, and the commit checked out when the run started
+    (the code it ran: later commits or edits during a long run are not). A shared machine's load changes what wall
+    times (and, less, CPU times) mean, so a report states the load its run saw, never a usual one.
+
+        with Conditions() as measured:
+            ...
+            report["conditions"] = measured.now()
+    """
+
+    def __init__(self, every: float = 5.0):
+        self.every = every
+        self.start = os.getloadavg()
+        self.peak = self.start[0]
+        self.started = datetime.now(timezone.utc)
+        self.commit = git_commit()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Conditions:
+        self._thread = threading.Thread(target=self._sample, name="load-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every):
+            self.peak = max(self.peak, os.getloadavg()[0])
+
+    def now(self) -> dict:
+        """The conditions so far, as JSON-ready values (what `conditions_text` renders)."""
+        end = os.getloadavg()
+        self.peak = max(self.peak, end[0])
+        return {"date": self.started.strftime("%Y-%m-%d %H:%M UTC"), "cpus": os.cpu_count() or 0,
+                "cpu_model": cpu_model(), "commit": self.commit, "load_start": [round(x, 2) for x in self.start],
+                "load_end": [round(x, 2) for x in end], "load_max": round(self.peak, 2), "sampled_every": self.every}
+
+
+def conditions_text(c: dict) -> str:
+    """One sentence of the measured conditions (`Conditions.now()`)."""
+    return (f"measured {c['date']} at commit {c['commit']} on {c['cpus']} CPUs ({c['cpu_model']}); load average "
+            f"(1 min) {c['load_start'][0]:.2f} at the start, {c['load_end'][0]:.2f} at the end, at most "
+            f"{c['load_max']:.2f} sampled every {c['sampled_every']:g} s")
 
 
 # formatting ------------------------------------------------------------------------------------------------------

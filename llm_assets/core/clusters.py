@@ -18,9 +18,16 @@ sees rows.
    values (else the first member of the group it does agree with, or none); groups of earlier documents alone
    were clustered with their own crawl. The unit writes the connected components of its edges as labels: every
    node of a component with the smallest (its root), sorted by node.
-2. components: label parts merged `merge_fan_in` at a time, level by level, into one: the same computation, as a
-   union of stars is a graph. A unit folds its parts in one at a time, so it holds the duplicated documents about
-   twice, never the whole crawl.
+2. components (units per range of nodes, in rounds): the label parts of every bucket are a graph (a union of
+   stars is a graph) of rows (node, parent), parent <= node. Nodes are cut into ranges of whole signatures parts
+   holding about `merge_rows` label rows each, and each round runs two steps of one unit per range: *star*, over
+   the rows whose node is in its range, points every other parent of a node at the node's smallest parent (a row
+   (a, q) becomes (q, min parents of a)) and writes its nodes' smallest parents, the range's labels; *jump*, over
+   the rows whose parent is in its range, replaces each parent by the parent's smallest parent (pointer jumping).
+   A row is only ever rewritten, never copied, and its parent never grows, so the rounds end; they end when a
+   star step redirects nothing after a jump step changed nothing (or in the first round: every parent of a bucket's
+   labels is its own root): then every node has one parent, a root, and the star step's labels are the
+   components, by range. A unit holds its range's labels and rows, never the crawl's.
 3. members (one unit per signatures part): the part's documents that have a label, with their cluster (root) and
    what the keep rule needs, split into K parts by a hash of the cluster; a part without labels (most of an
    earlier crawl's) reads nothing more.
@@ -35,8 +42,9 @@ sees rows.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, cast
 
@@ -61,7 +69,7 @@ class ClusterSettings(Protocol):
     jaccard_threshold: float
     buckets: int
     bucket_rows: int
-    merge_fan_in: int
+    merge_rows: int
     keep_parts: int
     keep_rows: int
 
@@ -415,26 +423,99 @@ def dense_index(nodes: np.ndarray, values: np.ndarray, chunk: int = 1 << 20) -> 
     return out
 
 
-def merge_labels(labels: Iterable[pl.DataFrame]) -> pl.DataFrame:
-    """The components of several label parts, folded in one part at a time: a unit holds the labels merged so far
-    (each node once) and the next part, not every part at once."""
-    merged = None
-    for part in labels:
-        merged = part if merged is None else star_labels(
-            np.concatenate([merged["node"].to_numpy(), part["node"].to_numpy()]),
-            np.concatenate([merged["root"].to_numpy(), part["root"].to_numpy()]))
-    return pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64}) if merged is None else merged
+# --- 2. components, by node range -----------------------------------------------------------------------------
+
+LAST_NODE = 1 << 63  # beyond every node: the end of the last range
+EMPTY_LABELS = {"node": pl.Int64, "root": pl.Int64}
 
 
-def merge_levels(items: list, fan_in: int) -> list[list[list]]:
-    """The merge tree: per level, the groups of `fan_in` items (of the level below) merged together."""
-    levels = []
-    count = len(items)
-    while count > 1:
-        level = [list(range(i, min(i + fan_in, count))) for i in range(0, count, fan_in)]
-        levels.append(level)
-        count = len(level)
-    return levels
+def node_ranges(rows_by_part: Sequence[float], merge_rows: int) -> list[int]:
+    """The first node of each range, ascending from 0: consecutive signatures parts (in plan order) whose label
+    rows (`rows_by_part`, estimated) add up to at most `merge_rows`; a part with more is a range of its own. Whole
+    parts, so that a members unit reads the labels of one range."""
+    starts, held = [0], 0.0
+    for ordinal, rows in enumerate(rows_by_part):
+        if held and held + rows > merge_rows:
+            starts.append(node_base(ordinal))
+            held = 0.0
+        held += rows
+    return starts
+
+
+def plan_ranges(rows: Sequence[int], own: Sequence[bool], own_labels: int, history_labels: int, merge_rows: int
+                ) -> list[int]:
+    """`node_ranges` of the plan's parts (`rows` documents each, `own`: of this crawl), a part's label rows
+    estimated from its documents: this crawl's labels spread evenly over its documents, the earlier crawls' over
+    theirs (far fewer a document: only where this crawl's keys hit them). The edges units count both."""
+    own_docs = sum(r for r, o in zip(rows, own, strict=True) if o)
+    history_docs = sum(rows) - own_docs
+    rate = {True: own_labels / max(own_docs, 1), False: history_labels / max(history_docs, 1)}
+    return node_ranges([r * rate[o] for r, o in zip(rows, own, strict=True)], merge_rows)
+
+
+def range_of(nodes: np.ndarray, starts: Sequence[int]) -> np.ndarray:
+    return np.searchsorted(np.asarray(starts, np.int64), nodes, side="right") - 1
+
+
+def split_by_range(rows: pl.DataFrame, column: str, starts: Sequence[int]) -> list[pl.DataFrame]:
+    """Rows (node, root) by the range of `column`, one frame per range (empty where none)."""
+    if len(starts) == 1:
+        return [rows]
+    at = pl.Series("range", range_of(rows[column].to_numpy(), starts), pl.Int64)
+    parts = dict(rows.with_columns(at).partition_by("range", as_dict=True, include_key=False))
+    return [parts.get((r,), rows.clear()) for r in range(len(starts))]
+
+
+@dataclass
+class Star:
+    """A star step over the rows of one range (their node in it)."""
+
+    labels: pl.DataFrame  # (node, root): each node with its smallest parent, sorted by node
+    rows: pl.DataFrame  # the rows, each rewritten: (a, q) -> (a, m) if q is a's smallest parent m, else (q, m)
+    redirected: int  # rows that were not already (a, m)
+
+
+def star_step(rows: pl.DataFrame) -> Star:
+    """Every parent of a node joined to the node's smallest: the edges {a, q} become {a, m} and {q, m}, the same
+    components, and no row has a larger parent than before. Equal rows count once."""
+    rows = rows.unique()
+    smallest = rows.group_by("node").agg(pl.col("root").min()).sort("node")
+    joined = rows.join(smallest.rename({"root": "least"}), on="node")
+    moved = pl.col("root") != pl.col("least")
+    redirected = int(joined.select(moved.sum()).item())
+    out = joined.select(node=pl.when(moved).then(pl.col("root")).otherwise(pl.col("node")), root=pl.col("least"))
+    return Star(smallest, out.unique(), redirected)
+
+
+def jump_step(rows: pl.DataFrame, labels: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Rows whose parent is in one range, each parent replaced by its own smallest parent (`labels`: the range's
+    star labels; a parent without one is a root) -> (rows, how many changed)."""
+    joined = rows.join(labels.rename({"node": "root", "root": "up"}), on="root", how="left")
+    up = pl.coalesce("up", "root")
+    changed = int(joined.select((up != pl.col("root")).sum()).item())
+    return joined.select("node", root=up), changed
+
+
+def merge_components(labels: Sequence[pl.DataFrame], starts: Sequence[int]) -> tuple[list[pl.DataFrame], int]:
+    """The rounds of star and jump steps in this process: the label parts of the buckets -> (the components'
+    labels (LABEL_SCHEMA, every node with its component's smallest node), one frame per range, sorted by node;
+    the rounds). What the components units compute, without the lake."""
+    ranges = len(starts)
+    empty = pl.DataFrame(schema=EMPTY_LABELS)
+    pieces = [split_by_range(part, "node", starts) for part in labels]
+    rows = [pl.concat([empty, *(piece[r] for piece in pieces)]) for r in range(ranges)]
+    jumped = None
+    for round_ in itertools.count(1):
+        stars = [star_step(r) for r in rows]
+        if not sum(s.redirected for s in stars) and not jumped:
+            return [s.labels for s in stars], round_
+        by_parent = [split_by_range(s.rows, "root", starts) for s in stars]
+        jumps = [jump_step(pl.concat([empty, *(piece[r] for piece in by_parent)]), stars[r].labels)
+                 for r in range(ranges)]
+        jumped = sum(changed for _, changed in jumps)
+        by_node = [split_by_range(j, "node", starts) for j, _ in jumps]
+        rows = [pl.concat([empty, *(piece[r] for piece in by_node)]) for r in range(ranges)]
+    raise AssertionError("unreachable")
 
 
 # --- 3. members and 4. the keep rule ---------------------------------------------------------------------------
@@ -619,10 +700,13 @@ def write_edges(u: EdgeUnit) -> UnitResult:
     labels = star_labels(edges.src, edges.dst)
     written = write_labels(lake, u.part, labels)
     own_rows = sum(len(r) for r in own)
+    own_labels = int(np.isin(labels["node"].to_numpy() >> NODE_BITS,
+                             [p.first_node >> NODE_BITS for p in u.inputs if p.own]).sum())
     return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=own_rows, rows_out=own_rows,
                       bytes_in=own_read.bytes + history_read.bytes, bytes_out=written,
                       counts={"candidates": edges.candidates, "rejected": edges.rejected, "edges": len(edges.src),
-                              "history_rows_matched": len(rows) - own_rows, "history_bytes_read": history_read.bytes})
+                              "history_rows_matched": len(rows) - own_rows, "history_bytes_read": history_read.bytes,
+                              "labels_own": own_labels, "labels_history": labels.height - own_labels})
 
 
 def write_labels(lake: Lake, key: str, labels: pl.DataFrame) -> int:
@@ -635,25 +719,60 @@ def write_labels(lake: Lake, key: str, labels: pl.DataFrame) -> int:
 
 
 @dataclass(frozen=True)
-class MergeUnit(WorkUnit):  # source: the merge, by name
-    inputs: tuple[str, ...]  # label parts
-    part: str
+class StarUnit(WorkUnit):  # source: the round and range, by name
+    lo: int  # its range of nodes: [lo, hi)
+    hi: int
+    inputs: tuple[str, ...]  # the first round: every bucket's labels, sorted by node; then its range's rows alone
+    part: str  # its range's star labels: the components' labels after the last round
+    parts: tuple[str, ...]  # its rows rewritten, by the range of their parent
+    starts: tuple[int, ...]
+    first: bool  # the first round: its inputs hold every range, each read from where its range starts
 
 
 @timed_unit
-def write_merged(u: MergeUnit) -> UnitResult:
+def write_star(u: StarUnit) -> UnitResult:
     lake = Lake(u.store)
-    rows = 0
+    fetched = ReadCount()
+    read = [cast(pl.DataFrame, pl.from_arrow(read_range(lake, key, "node", u.lo, u.hi, fetched))) if u.first
+            else lake.scan([key]).collect() for key in u.inputs]
+    rows = pl.concat([pl.DataFrame(schema=EMPTY_LABELS), *read])
+    star = star_step(rows)
+    written = write_labels(lake, u.part, star.labels)
+    for key, piece in zip(u.parts, split_by_range(star.rows, "root", u.starts), strict=True):
+        with lake.part_writer(key, LABEL_SCHEMA) as out:
+            out.write(piece.to_arrow().cast(LABEL_SCHEMA))
+        written += out.bytes
+    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows.height, rows_out=star.rows.height,
+                      bytes_in=fetched.bytes, bytes_out=written,
+                      counts={"redirected": star.redirected, "labels": star.labels.height})
 
-    def parts() -> Iterator[pl.DataFrame]:
-        nonlocal rows
+
+@dataclass(frozen=True)
+class JumpUnit(WorkUnit):  # source: the round and range, by name
+    labels: str  # its range's star labels
+    inputs: tuple[str, ...]  # the rows whose parent is in its range, a piece from each star unit
+    parts: tuple[str, ...]  # the rows rewritten, by the range of their node, each sorted by node
+    starts: tuple[int, ...]
+
+
+@timed_unit
+def write_jump(u: JumpUnit) -> UnitResult:
+    from contextlib import ExitStack
+
+    lake = Lake(u.store)
+    labels = lake.scan([u.labels]).collect()
+    rows = changed = 0
+    # A piece at a time, each written out as it is rewritten: the rows pointing into one range (a large cluster's,
+    # to its root) are never held at once, only the range's labels are.
+    with ExitStack() as stack:
+        outs = [stack.enter_context(lake.part_writer(key, LABEL_SCHEMA)) for key in u.parts]
         for key in u.inputs:
-            part = lake.scan([key]).collect()
-            rows += part.height
-            yield part
-
-    written = write_labels(lake, u.part, merge_labels(parts()))
-    return UnitResult(unit=u.unit, source=u.source, part=u.part, rows_in=rows, rows_out=rows, bytes_out=written)
+            piece, moved = jump_step(lake.scan([key]).collect(), labels)
+            rows, changed = rows + piece.height, changed + moved
+            for out, part in zip(outs, split_by_range(piece, "node", u.starts), strict=True):
+                out.write(part.to_arrow().cast(LABEL_SCHEMA))
+    return UnitResult(unit=u.unit, source=u.source, rows_in=rows, rows_out=rows,
+                      bytes_out=sum(out.bytes for out in outs), counts={"jumped": changed})
 
 
 @dataclass(frozen=True)
@@ -729,12 +848,54 @@ class ClusterRun:
 
     buckets: int
     steps: dict[str, list[UnitResult]] = field(default_factory=dict)
+    starts: tuple[int, ...] = (0,)  # the components' ranges of nodes, by their first
+    rounds: int = 0  # of the components units
 
     def count(self, key: str) -> int:
         return sum(r.counts.get(key, 0) for results in self.steps.values() for r in results)
 
     def peak_rss_bytes(self) -> int:
         return max((r.peak_rss_bytes for results in self.steps.values() for r in results), default=0)
+
+
+def components(store, edge_units: Sequence[EdgeUnit], done: ClusterRun, parts: Sequence[SignaturePart], crawl: str,
+               merge_rows: int, run: RunUnits, key: Callable[[str, str], str]) -> list[str]:
+    """The components units, round by round, over the edges units' labels (their results in `done`): the keys of
+    the components' labels, one part per range of nodes (`done.starts`); none without edges units."""
+    done.steps["components"] = []
+    if not edge_units:
+        return []
+    own_labels, history_labels = done.count("labels_own"), done.count("labels_history")
+    starts = plan_ranges([p.rows for p in parts], [p.crawl == crawl for p in parts], own_labels, history_labels,
+                         merge_rows)
+    done.starts = tuple(starts)
+    ends = [*starts[1:], LAST_NODE]
+    ranges = len(starts)
+    inputs = [tuple(u.part for u in edge_units)] * ranges
+    jumped = None
+    # A range's bounds are in its parts' keys: the same inputs cut by another `merge_rows` write other parts.
+    named = [f"star {starts[r]}-{ends[r]} of {ranges}" for r in range(ranges)]
+    for round_ in itertools.count():
+        stars = [StarUnit(store=store, source=f"components {round_}, star {r} of {ranges}", lo=starts[r], hi=ends[r],
+                          inputs=inputs[r], part=key("components", f"{named[r]}\0" + "\0".join(inputs[r])),
+                          parts=tuple(key("components", f"{named[r]} to {s}\0" + "\0".join(inputs[r]))
+                                      for s in range(ranges)), starts=done.starts, first=round_ == 0)
+                 for r in range(ranges)]
+        results = run(write_star, stars)
+        done.steps["components"] += results
+        done.rounds = round_ + 1
+        if not sum(r.counts.get("redirected", 0) for r in results) and not jumped:
+            return [u.part for u in stars]
+        jumps = [JumpUnit(store=store, source=f"components {round_}, jump {s} of {ranges}", labels=stars[s].part,
+                          inputs=tuple(u.parts[s] for u in stars),
+                          parts=tuple(key("components", f"jump {s} of {ranges} to {r}\0" + stars[s].part)
+                                      for r in range(ranges)), starts=done.starts)
+                 for s in range(ranges)]
+        results = run(write_jump, jumps)
+        done.steps["components"] += results
+        jumped = sum(r.counts.get("jumped", 0) for r in results)
+        inputs = [tuple(u.parts[r] for u in jumps) for r in range(ranges)]
+    raise AssertionError("unreachable")
 
 
 def cluster_lake(store, parts: Sequence[SignaturePart], settings: ClusterSettings, crawl: str, run: RunUnits,
@@ -753,20 +914,15 @@ def cluster_lake(store, parts: Sequence[SignaturePart], settings: ClusterSetting
                            buckets=buckets, inputs=index_parts, part=key("edges", f"{b}/{buckets}\0{plan}"))
                   for b in range(buckets)] if own else []
     done.steps["edges"] = run(write_edges, edge_units)
-    labels = [u.part for u in edge_units]
-    done.steps["components"] = []
-    for depth, level in enumerate(merge_levels(labels, settings.merge_fan_in)):
-        units = [MergeUnit(store=store, source=f"merge {depth}.{i}", inputs=tuple(labels[j] for j in group),
-                           part=key("components", "\0".join(labels[j] for j in group)))
-                 for i, group in enumerate(level)]
-        done.steps["components"] += run(write_merged, units)
-        labels = [u.part for u in units]
+    labels = components(store, edge_units, done, parts, crawl, settings.merge_rows, run, key)
     keeps = keep_count(settings, lake.scan(labels).select(pl.len()).collect().item() if labels else 0)
-    member_units = [MemberUnit(store=store, source=p.part, crawl=p.crawl, shard=p.shard, docs=p.docs,
-                               first_node=node_base(i), rows=p.rows, labels=labels[0],
-                               parts=tuple(key("members", f"{p.docs}\0{labels[0]}\0{k}/{keeps}")
-                                           for k in range(keeps)))
-                    for i, p in enumerate(parts)] if labels else []
+    member_units = []
+    for i, p in enumerate(parts) if labels else ():
+        ranged = labels[int(range_of(np.array([node_base(i)]), done.starts)[0])]
+        member_units.append(MemberUnit(store=store, source=p.part, crawl=p.crawl, shard=p.shard, docs=p.docs,
+                                       first_node=node_base(i), rows=p.rows, labels=ranged,
+                                       parts=tuple(key("members", f"{p.docs}\0{ranged}\0{k}/{keeps}")
+                                                   for k in range(keeps))))
     done.steps["members"] = run(write_members, member_units)
     keep_units = []
     for k in range(keeps):
@@ -797,9 +953,13 @@ def cluster_frames(parts: Sequence[pl.DataFrame], settings: ClusterSettings, cra
     edges = [group_edges(rows.take(which == b), settings.jaccard_threshold, values)
              for b in range(buckets)] if rows.own.any() else []
     labels = [star_labels(e.src, e.dst) for e in edges]
-    for level in merge_levels(labels, settings.merge_fan_in):
-        labels = [merge_labels([labels[j] for j in group]) for group in level]
-    merged = labels[0] if labels else pl.DataFrame(schema={"node": pl.Int64, "root": pl.Int64})
+    own_nodes = np.array([node_base(i) for i, p in enumerate(parts) if (p["crawl"] == crawl).any()], np.int64)
+    own_labels = sum(int(np.isin(part["node"].to_numpy() >> NODE_BITS, own_nodes >> NODE_BITS).sum())
+                     for part in labels)
+    starts = plan_ranges([p.height for p in parts], [bool((p["crawl"] == crawl).any()) for p in parts], own_labels,
+                         sum(part.height for part in labels) - own_labels, settings.merge_rows)
+    merged = pl.concat([pl.DataFrame(schema=EMPTY_LABELS), *merge_components(labels, starts)[0]]) if labels \
+        else pl.DataFrame(schema=EMPTY_LABELS)
     empty = cast(pl.DataFrame, pl.from_arrow(MEMBER_SCHEMA.empty_table()))
     pieces = [split_members(members_of(numbered(p.select("crawl", "shard", *MEMBER_COLUMNS), node_base(i)), merged)
                             .select(MEMBER_SCHEMA.names).cast(empty.schema), keeps) for i, p in enumerate(parts)]

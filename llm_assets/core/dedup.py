@@ -11,8 +11,8 @@
 3. deduplicated (crawl × shard): the `filtered` documents minus the removed ones, which go to `rejected/` with
    their reason and the document they duplicate.
 
-Memory: a clustering unit holds one signatures part, or one bucket (`bucket_rows` rows), or the labels of
-the duplicated documents, or the members of a keep unit (`keep_rows`); never the whole crawl.
+Memory: a clustering unit holds one signatures part, or one bucket (`bucket_rows` rows), or the labels of one
+range of documents (`merge_rows`), or the members of a keep unit (`keep_rows`); never the whole crawl.
 """
 
 from __future__ import annotations
@@ -65,7 +65,10 @@ class DedupSettings(Section):
         "the clusters."))
     bucket_rows: int = Field(default=4_000_000, ge=1, description=(
         "Rows one bucket unit holds (a row: one band or rule of a document, ~75 bytes)."))
-    merge_fan_in: int = Field(default=8, ge=2, description="Label parts merged by one components unit.")
+    # merge_rows: the components are found in rounds of units, each over one range of documents (whole
+    # signatures parts) holding about this many label rows (~16 bytes each, ~150 while a unit rewrites them).
+    merge_rows: int = Field(default=2_000_000, ge=1, description=(
+        "Label rows one components unit holds (its range of documents' rows in the buckets' clusters)."))
     # keep_parts 0: enough keep units that one holds about `keep_rows` members (documents in a cluster of 2 or
     # more; ~650 bytes a member while the keep rule runs).
     keep_parts: int = Field(default=0, ge=0, description=(
@@ -89,7 +92,7 @@ SIGNATURES_VERSION = "3"  # 3: shingles of the language's words (core/segment) w
 # 2: a removal's reason names only a rule that is on (no `url` between URL-less documents)
 # 3: LSH candidates are confirmed by their Jaccard estimate (`jaccard_threshold`)
 CLUSTERS_VERSION = "3"
-LAYOUT_SETTINGS = {"buckets", "bucket_rows", "merge_fan_in", "keep_parts",
+LAYOUT_SETTINGS = {"buckets", "bucket_rows", "merge_rows", "keep_parts",
                    "keep_rows"}  # how the work is cut, not what it computes
 BATCH_ROWS = signatures.BATCH_ROWS
 signature_schema = signatures.signature_schema

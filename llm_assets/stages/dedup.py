@@ -153,14 +153,15 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         `near`) and the document they duplicate. With `cross_crawl`, the crawl is also compared with the signatures
         of every earlier crawl (in `crawl_order`), whose documents always win (`cross_crawl`). Runs as work units
         on the runner from the band index the signatures stage writes beside each part (edges per range of keys,
-        components merged, members per part, the keep rule per range of a hash of the cluster); an earlier crawl's
-        index is read only where this crawl's keys fall. The removed documents are the keep units' parts.
+        components in rounds of units per range of documents, members per part, the keep rule per range of a hash
+        of the cluster); an earlier crawl's index is read only where this crawl's keys fall. The removed documents
+        are the keep units' parts.
 
         Metadata: duplicates removed by reason, the cluster-size histogram (chart) and the largest clusters with
         example URLs, the crawls compared against and the rows and bytes of their index read, LSH candidates
-        rejected by their Jaccard estimate, units per step, peak memory of this process and of the largest unit
-        (the peak of the process it ran in: the pool runner runs a step of one unit in this process, which it
-        then reports).
+        rejected by their Jaccard estimate, units per step, the components' ranges and rounds, peak memory of this
+        process and of the largest unit (the peak of the process it ran in: the pool runner runs a step of one
+        unit in this process, which it then reports).
         """
         start = time.perf_counter()
         crawl = context.partition_key
@@ -207,6 +208,8 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
             "lsh_candidates": clusters.candidates,
             "lsh_rejected": clusters.rejected,
             "buckets": done.buckets,
+            "components_ranges": len(done.starts),
+            "components_rounds": done.rounds,
             "units": dg.MetadataValue.json({step: len(results) for step, results in done.steps.items()}),
             "runner": str(runner),
             "seconds": round(time.perf_counter() - start, 3),

@@ -19,7 +19,10 @@ from llm_assets.core.clusters import (
     cluster_lake,
     index_rows,
     kinds_of,
-    merge_levels,
+    merge_components,
+    node_base,
+    node_ranges,
+    star_labels,
 )
 from llm_assets.core.dedup import CLUSTER_COLUMNS, REMOVED_SCHEMA, find_clusters
 from llm_assets.core.filtered import conform
@@ -187,7 +190,7 @@ def test_units_give_the_single_process_clusters(crawls, settings):
     later, earlier, _ = crawls
     docs = pl.concat([later, earlier]) if settings.cross_crawl else later
     for threshold in (0.0, 0.8):
-        s = settings.model_copy(update={"jaccard_threshold": threshold, "merge_fan_in": 3})
+        s = settings.model_copy(update={"jaccard_threshold": threshold, "merge_rows": 40})
         whole = find_clusters(docs, s, "CC-2024")
         if threshold == 0:  # every candidate: what the stage computed before it was cut into units
             assert whole.removed.equals(reference_removed(docs, s, "CC-2024"))
@@ -243,9 +246,72 @@ def test_keep_units_get_even_shares_of_the_clusters_whatever_their_roots():
         assert len(shares) == keeps and shares.min() > 0.8 * roots.len() / keeps, shares
 
 
-def test_the_merge_tree_ends_in_one_part():
-    assert merge_levels(list(range(1)), 8) == []
-    assert [len(level) for level in merge_levels(list(range(20)), 3)] == [7, 3, 1]
+def _bucket_labels(edges: list[tuple[int, int]], buckets: int, seed: int) -> list[pl.DataFrame]:
+    """Edges dealt at random to buckets, each bucket's as the edges units label it (stars of their components)."""
+    rng = np.random.default_rng(seed)
+    which = rng.integers(0, buckets, len(edges))
+    pairs = np.array(edges, np.int64).reshape(-1, 2)
+    return [star_labels(pairs[which == b, 0], pairs[which == b, 1]) for b in range(buckets)]
+
+
+def _old_merge(labels: list[pl.DataFrame]) -> pl.DataFrame:
+    """What the top of the merge tree computed in one process: the components of every bucket's labels at once."""
+    return star_labels(np.concatenate([p["node"].to_numpy() for p in labels]),
+                       np.concatenate([p["root"].to_numpy() for p in labels]))
+
+
+def _by_ranges(labels: list[pl.DataFrame], starts: list[int]) -> tuple[pl.DataFrame, int]:
+    ranged, rounds = merge_components(labels, starts)
+    for part, lo, hi in zip(ranged, starts, [*starts[1:], 1 << 63], strict=True):
+        nodes = part["node"].to_numpy()
+        assert ((nodes >= lo) & (nodes < hi)).all() and (np.diff(nodes) > 0).all()  # its range, sorted
+    return pl.concat(ranged), rounds
+
+
+@pytest.mark.core
+def test_components_by_range_equal_the_merge_of_every_label_at_once():
+    """Random graphs over 12 signatures parts (clusters of every size, many spanning several parts), their edges
+    dealt to buckets: the rounds of star and jump units over node ranges give the labels the single merge of all
+    the buckets' labels gave, for every cut into ranges."""
+    rng = np.random.default_rng(7)
+    nodes = np.array([node_base(p) + r for p in range(12) for r in range(1000)], np.int64)
+    edges, at, shuffled = [], 0, rng.permutation(nodes)
+    for size in rng.zipf(2.0, 1500).clip(2, 300):  # disjoint clusters, a heavy tail of sizes
+        members, at = shuffled[at:at + int(size)], at + int(size)
+        for a in range(1, len(members)):  # a random tree over the members
+            edges.append((int(members[a]), int(members[rng.integers(0, a)])))
+    for buckets in (1, 3, 16):
+        labels = _bucket_labels(edges, buckets, seed=buckets)
+        want = _old_merge(labels)
+        assert want["root"].n_unique() > 600 and want.height < len(nodes)
+        for starts in ([0], [0, node_base(5)], [node_base(p) for p in range(12)], [0, node_base(1), node_base(11)]):
+            got, rounds = _by_ranges(labels, starts)
+            assert got.equals(want), (buckets, starts)
+            assert rounds == 1 or buckets > 1
+
+
+@pytest.mark.core
+def test_a_chain_across_every_range_takes_several_rounds_and_ends_in_one_cluster():
+    """A chain of 64 documents, one a part and each link in a bucket of its own, so that no bucket joins more than
+    two: every round's jump halves the chain (about log2 64 rounds), and it ends as one cluster rooted at its
+    smallest document, as the single merge of every label found; in one range as in 64."""
+    chain = [node_base(p) + 3 for p in range(64)]
+    order = np.random.default_rng(1).permutation(63)
+    labels = [star_labels(np.array([chain[i + 1]]), np.array([chain[i]])) for i in order]
+    want = _old_merge(labels)
+    assert want.height == 64 and set(want["root"]) == {chain[0]}
+    for starts in ([0], [node_base(p) for p in range(0, 64, 8)], chain):
+        got, rounds = _by_ranges(labels, [0, *chain[1:]] if starts is chain else starts)
+        assert got.equals(want) and 5 <= rounds <= 10, rounds
+
+
+@pytest.mark.core
+def test_ranges_hold_whole_parts_of_about_merge_rows_label_rows():
+    assert node_ranges([], 10) == [0]
+    assert node_ranges([4, 4, 4, 4, 4], 10) == [0, node_base(2), node_base(4)]
+    # a part above the limit is a range of its own; parts without labels join the range before them
+    assert node_ranges([0, 25, 0, 3, 9, 0], 10) == [0, node_base(2), node_base(4)]
+    assert node_ranges([1.5] * 4, 1_000) == [0]
 
 
 @pytest.mark.parametrize("values", [112, 15])
@@ -308,7 +374,7 @@ def test_the_units_in_the_lake_read_the_band_index_and_never_an_earlier_crawls_s
     deleted: clustering the later crawl against it in the lake (by units, 5 buckets) still removes what the
     single-process clustering of both crawls' signatures does."""
     later, earlier, _ = crawls
-    settings = DedupSettings(cross_crawl=True, by_url=True, buckets=5, merge_fan_in=2)
+    settings = DedupSettings(cross_crawl=True, by_url=True, buckets=5, merge_rows=150)
     frames = by_crawl_and_shard(later, 3) + by_crawl_and_shard(earlier, 2)
     own = write_signatures(lake, frames[:3], crawl + "-new")
     history = write_signatures(lake, frames[3:], crawl + "-old")
@@ -319,7 +385,10 @@ def test_the_units_in_the_lake_read_the_band_index_and_never_an_earlier_crawls_s
     assert set(removed["reason"]) == {"exact", "near", "url", "cross_crawl"}
     assert got.sizes.equals(whole.sizes) and got.largest.equals(whole.largest)
     assert (got.candidates, got.rejected) == (whole.candidates, whole.rejected)
-    assert [len(done.steps[s]) for s in ("edges", "components", "members", "keep")] == [5, 3 + 2 + 1, 5, 1]
+    ranges = len(done.starts)  # a star and a jump unit per range a round, but no jump in the last
+    assert ranges > 1 and done.rounds > 1
+    assert [len(done.steps[s]) for s in ("edges", "components", "members", "keep")] == \
+        [5, ranges * (2 * done.rounds - 1), 5, 1]
     assert 0 < done.count("history_rows_matched") < earlier.height * 16
 
 

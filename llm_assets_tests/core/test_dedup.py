@@ -412,15 +412,16 @@ def test_a_source_without_urls_has_its_near_duplicates_removed_as_near(store_env
     assert set(reasons) <= {"near", "exact"} and reasons.get("near", 0) >= 4  # exact: a copy the edit missed
     assert clusters["lsh_candidates"] >= reasons["near"] and clusters["buckets"] == 1
 
-    # Cut into 5 buckets, label parts merged 2 at a time, 3 keep units: the stage removes the same documents for the
-    # same reasons, and commits the keep units' parts.
+    # Cut into 5 buckets, components in ranges of about 50 label rows, 3 keep units: the stage removes the same
+    # documents for the same reasons, and commits the keep units' parts.
     removed = committed_removals(lake, crawl)
     assert clusters["units"]["keep"] == 1 and read_manifest(lake, "duplicate_clusters", crawl, "all").rows == \
         removed.height
-    cut = load_settings().dedup.model_copy(update={"buckets": 5, "merge_fan_in": 2, "keep_parts": 3})
+    cut = load_settings().dedup.model_copy(update={"buckets": 5, "merge_rows": 50, "keep_parts": 3})
     again = run(lake_defs(object_store, load_settings().model_copy(update={"dedup": cut})), "crawl_job", crawl,
                 instance)["duplicate_clusters"]
-    assert again["buckets"] == 5 and again["units"]["edges"] == 5 and again["units"]["components"] == 3 + 2 + 1
+    assert again["buckets"] == 5 and again["units"]["edges"] == 5 and again["components_ranges"] >= 1
+    assert again["units"]["components"] == again["components_ranges"] * (2 * again["components_rounds"] - 1)
     assert again["units"]["keep"] == 3 and len(read_manifest(lake, "duplicate_clusters", crawl, "all").parts) == 3
     assert committed_removals(lake, crawl).equals(removed) and removed.height == clusters["duplicates_removed"]
 
