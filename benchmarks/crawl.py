@@ -769,10 +769,11 @@ def mib(n: float) -> str:
 
 
 def conditions(started: float) -> dict:
-    from benchmarks.compare import _cpu_model, _git_commit, loadavg
+    from benchmarks.compare import loadavg
+    from benchmarks.report import cpu_model, git_commit
 
     return {"started": datetime.fromtimestamp(started, timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "loadavg_end": loadavg(), "cpu_model": _cpu_model(), "cores": os.cpu_count(), "commit": _git_commit(),
+            "loadavg_end": loadavg(), "cpu_model": cpu_model(), "cores": os.cpu_count(), "commit": git_commit(),
             "python": platform.python_version()}
 
 
