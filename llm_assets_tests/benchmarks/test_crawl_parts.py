@@ -95,3 +95,17 @@ def test_forecast_verdicts_judge_only_the_stages_that_cost_enough():
     assert judged == ["documents"] and within
     assert total["figures"]["cpu_s"] == (120.0, 105.0)
     assert abs(total["errors"]["cpu_s"] - (120 / 105 - 1)) < 1e-9
+
+
+def test_datatrove_reads_a_file_without_its_damaged_gzip_members():
+    import gzip
+
+    from benchmarks.crawl_datatrove import intact_members
+
+    members = [gzip.compress(f"record {i} ".encode() * 200, mtime=0) for i in range(5)]
+    damaged = members[2][: len(members[2]) // 2]
+    data = b"".join([members[0], members[1], damaged, members[3], members[4]])
+    intact, dropped = intact_members(data)
+    assert dropped == 1
+    assert intact == b"".join([members[0], members[1], members[3], members[4]])
+    assert intact_members(b"".join(members)) == (b"".join(members), 0)
