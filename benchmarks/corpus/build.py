@@ -207,23 +207,20 @@ def write_file(crawl: str, name: str, pages: list[PagePlan]) -> FileResult:
     sizes: list[int] = []
     written: list[tuple[str, str, str, warc.HttpResponse]] = []  # (url, date, response id, response) for revisits
 
-    def emit(capture: warc.Capture) -> list[int]:
-        starts = []
+    def emit(capture: warc.Capture) -> None:
         for rec in capture.records(info_id):
             member = warc.gzip_member(rec.to_bytes())
             if rec.type == "response" and rng.random() < r.damaged:
                 member = member[: len(member) // 2]
                 records["damaged"] += 1
-            starts.append(len(out))
             out.extend(member)
             records[rec.type] += 1
-        return starts
 
     for p in pages:
         t = texts[p.text]
         when = base + timedelta(seconds=p.page * 37 % (28 * 86400))
         target = size_model.draw(rng)
-        template = _template(tmpl, target - t.chars, rng)
+        template = _template(tmpl, _STATE["template_sizes"], target - t.chars, rng)
         url = f"https://{template.host}/{t.tag}/{_slug(t.title)}-{p.page}.html"
         blocks = [(b.kind, b.text) for b in t.blocks]
         measured = 1.0
@@ -311,9 +308,10 @@ def _others(rng, r: Rates, ids, emit, records, written, template: Template, when
         records["revisit"] += 1
 
 
-def _template(tmpl: list[Template], room: int, rng) -> Template:
-    """A template that leaves the text `room` (the list is sorted by size): any that fits, else a small one."""
-    fits = bisect.bisect_right([t.size for t in tmpl], room)
+def _template(tmpl: list[Template], sizes: list[int], room: int, rng) -> Template:
+    """A template that leaves the text `room` (`tmpl` sorted by size, `sizes` theirs): any that fits, else a small
+    one."""
+    fits = bisect.bisect_right(sizes, room)
     return tmpl[rng.randrange(max(fits, min(20, len(tmpl))))]
 
 
@@ -475,7 +473,8 @@ def build(opts: Options, warc_dir: Path) -> dict:
     by_file: dict[tuple[str, str], list[PagePlan]] = {}
     for p in pages:
         by_file.setdefault((p.crawl, p.file), []).append(p)
-    extras = {"templates": tmpl, "pool": pool, "size_model": size_model, "images": images}
+    extras = {"templates": tmpl, "template_sizes": [t.size for t in tmpl], "pool": pool, "size_model": size_model,
+              "images": images}
     with ProcessPoolExecutor(opts.workers, initializer=_init, initargs=(opts, texts, extras)) as ex:
         results = list(ex.map(write_file, [c for c, _ in by_file], [f for _, f in by_file], by_file.values()))
     built = manifest(opts, infos, tmpl, size_model, results) | {"build_seconds": round(time.monotonic() - started, 1)}
