@@ -612,9 +612,10 @@ def _get(obj, name: str, default=None):
     return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
 
 
-def run_anchor(corpus: Corpus, work: Path, workers: int) -> Anchor | None:
+def run_anchor(corpus: Corpus, work: Path, workers: int, extract_timeout: float) -> Anchor | None:
     """datatrove's side (`benchmarks.crawl_datatrove.run_anchor`) on the corpus's files, linked one folder per crawl
-    as it reads them; None when that module is not there."""
+    as it reads them, with Trafilatura's per-page limit at `extract_timeout` wall seconds (datatrove's own 1 s drops
+    pages by the machine's load; ours is 30 CPU-s); None when that module is not there."""
     try:
         from benchmarks.crawl_datatrove import intact_members
         from benchmarks.crawl_datatrove import run_anchor as anchor_fn  # type: ignore[import-not-found]
@@ -636,7 +637,7 @@ def run_anchor(corpus: Corpus, work: Path, workers: int) -> Anchor | None:
     if repaired:
         log(f"datatrove reads {len(repaired)} files without their {sum(repaired.values())} damaged gzip members")
     log(f"datatrove's FineWeb pipeline on the same files, {workers} workers")
-    result = anchor_fn(inputs, work / "anchor", workers=workers)
+    result = anchor_fn(inputs, work / "anchor", workers=workers, extract_timeout=extract_timeout)
     stages = _get(result, "stages", {})
     items = stages.items() if isinstance(stages, dict) else ((_get(s, "name", "?"), s) for s in stages)
     parsed = [AnchorStage(str(name), float(_get(s, "cpu_s", 0.0)), float(_get(s, "wall_s", 0.0)),
@@ -794,6 +795,8 @@ def main() -> None:
                         help="LLM_ASSETS_HOME goes under it (home/), with state.json and the forecast")
     parser.add_argument("--runner", choices=("pool", "dask"), default="pool")
     parser.add_argument("--no-anchor", action="store_true", help="skip datatrove's side")
+    parser.add_argument("--anchor-extract-timeout", type=float, default=30.0,
+                        help="datatrove's Trafilatura limit per page, wall seconds (default 30, the product's own)")
     parser.add_argument("--resume", action="store_true", help="skip the phases state.json says are done")
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--json", type=Path, help="everything measured, as JSON")
@@ -857,7 +860,7 @@ def collect(bench: Bench, meter: ProcessMeter, args, started: float, loads: list
     b_phases = [p for n, p in bench.phases.items() if n.endswith(crawls[1]) and not n.startswith("forecast")]
     cmp = forecast_comparison(lake, bench.forecast, min(p.started for p in b_phases))
     judged, stage_ok, total = forecast_verdicts(cmp)
-    anchor = None if args.no_anchor else run_anchor(bench.corpus, bench.work, workers=2)
+    anchor = None if args.no_anchor else run_anchor(bench.corpus, bench.work, 2, args.anchor_extract_timeout)
     agreed = agreement(lake, settings, crawls, anchor) if anchor else None
     build = [p for n, p in bench.phases.items() if not n.startswith("forecast")]
     cpu = {r: sum(p.cpu_s.get(r, 0.0) for p in build) for r in (*ROLES, "driver")}
