@@ -282,6 +282,17 @@ def run_stage(args) -> dict:
     become_subreaper()
     os.environ[LID_ENV] = args.lid  # before the executor starts its forkserver, which imports this file
     compare_anchor.offline(args.lid)
+    try:
+        per_crawl, stage_bytes = run_crawls(args)
+    except BaseException:
+        reap_all(deadline_s=0)  # a failed stage leaves none of its workers behind (its forkserver held ~760 MB)
+        raise
+    killed = reap_all()
+    return {"stage": args.stage, "crawls": per_crawl, "bytes_out": stage_bytes, "killed_strays": killed}
+
+
+def run_crawls(args) -> tuple[dict, int]:
+    """The stage's pipeline over each crawl in turn: its blocks' counters per crawl, and the bytes it wrote."""
     from datatrove.executor import LocalPipelineExecutor
 
     work = Path(args.work)
@@ -298,8 +309,7 @@ def run_stage(args) -> dict:
                       for f in folder.rglob("*") if f.is_file())
         per_crawl[crawl] = {"tasks": tasks, "bytes_out": written, "blocks": counters(stats)}
         stage_bytes += written
-    killed = reap_all()
-    return {"stage": args.stage, "crawls": per_crawl, "bytes_out": stage_bytes, "killed_strays": killed}
+    return per_crawl, stage_bytes
 
 
 # The driver: every stage, measured -------------------------------------------------------------------------------
