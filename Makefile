@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: corpus demo demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors bench-crawl store-start store-stop clean
+.PHONY: corpus demo demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors bench-crawl bench-crawl-scaling store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -198,6 +198,11 @@ bench-crawl: $(VENV)/.synced
 	@$(COMPILE)
 	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.crawl --corpus $(CORPUS) --runner $(CRAWL_RUNNER) \
 		--output BENCHMARKS.md --json .bench/crawl/results.json $(CRAWL_FLAGS)
+
+# Two pool workers against one on the corpus's files and texts (documents, tokenized), alternating.
+bench-crawl-scaling: $(VENV)/.synced
+	$(BIN)/python -m benchmarks.crawl_scaling --corpus $(CORPUS) --output BENCHMARKS.md \
+		--json .bench/crawl/scaling.json
 
 # A real Dask cluster on 127.0.0.1 (a scheduler and NODES-1 workers), and the demo with every unit on it. Its
 # workers read the embedded store's credentials from $(STATE)/store/credentials.env, the file every unit names.

@@ -22,17 +22,9 @@ from llm_assets.core.documents import DocumentsSettings, reader_settings
 from llm_assets.core.extract import extract_html
 from llm_assets.core.readers import ReadReport, read_records
 from llm_assets_support.shared_data import shared
+from llm_assets_tests.benchmarks.conftest import SLICE
 
 pytestmark = pytest.mark.corpus
-
-SLICE = ["--slice", "--pages", "240", "--pages-per-file", "60"]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("corpus")
-    corpus_main([*SLICE, "--out", str(out), "--workers", "2", "--warc-dir", str(shared("warc"))])
-    return out
 
 
 def _manifest(out: Path) -> dict:
