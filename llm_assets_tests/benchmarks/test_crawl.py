@@ -1,49 +1,16 @@
-"""`make bench-crawl` end to end on a corpus of two shared WARC files, one crawl each, without datatrove: a real store,
-code server and daemon of the benchmark's own home, as a user's run. One shard, so the deployment makes few runs (the
-cost of this test is Dagster's per-run start-up, not the pages)."""
+"""`make bench-crawl` end to end on a corpus of two shared WARC files, one crawl each, without datatrove (the `run`
+fixture of conftest.py): a real store, code server and daemon of the benchmark's own home, as a user's run. One
+shard, so the deployment makes few runs (the cost of this test is Dagster's per-run start-up, not the pages)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-import pytest
-import yaml
-
-from llm_assets.settings import DEFAULT_SETTINGS, PROJECT_ROOT
-from llm_assets_support.shared_data import shared
-
-CRAWLS = {"TEST-A": "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz", "TEST-B": "dolma__sample-0000.warc.gz"}
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("bench-crawl")
-    corpus = tmp / "corpus"
-    manifest = {"crawls": {}, "counts": {}}
-    for crawl, name in CRAWLS.items():
-        (corpus / "crawls" / crawl).mkdir(parents=True)
-        (corpus / "crawls" / crawl / name).symlink_to(shared("warc", name))
-        manifest["crawls"][crawl] = [f"crawls/{crawl}/{name}"]
-    (corpus / "manifest.json").write_text(json.dumps(manifest))  # counts: none recorded, tolerated
-    settings = yaml.safe_load(DEFAULT_SETTINGS.read_text())
-    settings["shards"] = 1
-    (tmp / "settings.yaml").write_text(yaml.safe_dump(settings, sort_keys=False, allow_unicode=True))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LLM_ASSETS_", "DAGSTER_", "DASK_"))}
-    env["LLM_ASSETS_SETTINGS"] = str(tmp / "settings.yaml")
-    output = tmp / "BENCHMARKS.md"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.crawl", "--corpus", str(corpus), "--work",
-                           str(tmp / "work"), "--no-anchor", "--output", str(output), "--json", str(tmp / "r.json")],
-                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=1800,
-                          stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads((tmp / "r.json").read_text()), output, done
+from llm_assets_tests.benchmarks.conftest import CRAWLS
 
 
 def test_every_stage_that_ran_has_a_row_with_its_costs(run):
-    results, _, _ = run
+    results, _, _, _ = run
     stages = {s["asset"]: s for s in results["stages"]}
     assert {"documents", "filtered", "deduplicated", "tokenized"} <= set(stages)
     for s in stages.values():
@@ -69,7 +36,7 @@ def test_every_stage_that_ran_has_a_row_with_its_costs(run):
 
 
 def test_every_record_is_accounted_for(run):
-    results, _, _ = run
+    results, _, _, _ = run
     accounts = results["accounting"]
     assert {a["crawl"] for a in accounts} == set(CRAWLS)
     for a in accounts:
@@ -81,7 +48,7 @@ def test_every_record_is_accounted_for(run):
 
 
 def test_crawl_b_is_forecast_before_it_is_built_and_compared(run):
-    results, _, _ = run
+    results, _, _, _ = run
     forecast = results["forecast"]
     assert forecast["crawl"] == "TEST-B" and forecast["history"] == "TEST-A"
     by_stage = {x["asset"]: x for x in forecast["comparison"]}
@@ -91,7 +58,7 @@ def test_crawl_b_is_forecast_before_it_is_built_and_compared(run):
 
 
 def test_the_report_and_the_summary_rows_are_written(run):
-    _, output, done = run
+    _, output, done, _ = run
     details = output.parent / "benchmarks" / "results" / "crawl.md"
     text = details.read_text()
     for heading in ("### Per stage", "### Per phase", "### Forecast of TEST-B from TEST-A", "### Every record",

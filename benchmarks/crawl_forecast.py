@@ -1,0 +1,108 @@
+"""The held-back crawl's forecast made again, after the fact, by the current code: from the lake as it stood when the
+forecast was made (the second crawl's raw files dropped, none of its partitions built) and the ledger of the first
+crawl only, against what building the second crawl cost.
+
+    LLM_ASSETS_HOME=.bench/crawl/home .venv/bin/python -m benchmarks.crawl_forecast [--work .bench/crawl]
+
+`make bench-crawl` saves its forecast (`forecast.json`: the stale plan and its figures, made by the code of its
+run). After a change to the forecast's rules, this replays the same plan on the same lake without a new run of an
+hour: the lake is read through `LakeAsOf`, which hides every lake object of the held-back crawl (its manifests,
+parts and ledger rows), so the estimator sees exactly what it saw then. The store of the run's home must be up
+(`llm-assets store start` with that `LLM_ASSETS_HOME`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import polars as pl
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class LakeAsOf:
+    """A lake without one crawl's lake objects (everything under `lake/*/crawl=<crawl>/` and the ledger's rows
+    committed from `since` on); its raw files stay. Reads only: anything else goes to the lake itself."""
+
+    def __init__(self, lake, crawl: str, since: float):
+        self._lake, self._hidden, self.since = lake, f"/crawl={crawl}/", since
+
+    def _visible(self, key: str) -> bool:
+        return not (key.startswith("lake/") and self._hidden in key)
+
+    def get_json(self, key: str) -> dict | None:
+        return self._lake.get_json(key) if self._visible(key) else None
+
+    def list(self, prefix: str, start_after: str = ""):
+        return (o for o in self._lake.list(prefix, start_after) if self._visible(o.key))
+
+    def folders(self, prefix: str) -> list[str]:
+        return [f for f in self._lake.folders(prefix) if self._visible(f"{prefix}{f}/")]
+
+    def __getattr__(self, name: str):
+        return getattr(self._lake, name)
+
+
+def replay(lake, settings, saved: dict, ledger: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The saved plan's forecast against what its partitions cost: as the run made it (`then`), and as the current
+    code makes it again from the lake and the ledger as of the saved drop (`now`)."""
+    from benchmarks.crawl import forecast_comparison
+    from llm_assets.core.forecast import forecast, with_actuals
+    from llm_assets.core.keys import split_partition
+    from llm_assets.registry import SPECS
+
+    since = saved["dropped_at"]
+    planned = [SimpleNamespace(asset=p["asset"], partition=p["partition"] or "", cause=p["cause"])
+               for p in saved["partitions"]]
+    targets = {(p.asset, *split_partition(p.partition)) for p in planned}
+    held_back = {crawl for _, crawl, _ in targets if crawl}  # the release is of every crawl
+    if len(held_back) != 1:
+        raise SystemExit(f"the saved plan covers {sorted(held_back)}: one held-back crawl expected")
+    fc = saved["forecast"]
+    made = forecast(LakeAsOf(lake, held_back.pop(), since), settings, planned, stages=SPECS,
+                    ledger=ledger.filter(pl.col("committed_at") < since), slots=fc["slots"], runner=fc["runner"])
+    actual = ledger.filter(pl.col("committed_at") >= since).filter(
+        pl.struct("asset", "crawl", "shard").map_elements(
+            lambda r: (r["asset"], r["crawl"], r["shard"]) in targets, return_dtype=pl.Boolean))
+    return forecast_comparison(lake, saved, since), with_actuals(made, actual)
+
+
+def render(now: pl.DataFrame, then: pl.DataFrame) -> str:
+    from benchmarks.crawl import pct
+
+    lines = ["| stage | CPU-s actual | forecast then | error | forecast now | error | bytes out actual | then | "
+             "error | now | error |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    by = {r["asset"]: r for r in then.iter_rows(named=True)}
+    for r in now.iter_rows(named=True):
+        t = by.get(r["asset"], {})
+        lines.append(f"| {r['asset']} | {r['cpu_s_actual']:,.1f} | {t.get('cpu_s_forecast', 0):,.1f} | "
+                     f"{pct(t.get('cpu_s_error'))} | {r['cpu_s_forecast']:,.1f} | {pct(r['cpu_s_error'])} | "
+                     f"{r['bytes_out_actual']:,} | {t.get('bytes_out_forecast', 0):,} | {pct(t.get('bytes_out_error'))}"
+                     f" | {r['bytes_out_forecast']:,} | {pct(r['bytes_out_error'])} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    from llm_assets.core.lake import Lake
+    from llm_assets.core.ledger import read_ledger
+    from llm_assets.environment import store_config
+    from llm_assets.settings import load_settings
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.crawl_forecast", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, default=ROOT / ".bench" / "crawl")
+    parser.add_argument("--json", type=Path, help="both comparisons, as JSON ({'then': rows, 'now': rows})")
+    args = parser.parse_args()
+    saved = json.loads((args.work / "forecast.json").read_text())
+    settings = load_settings()
+    lake = Lake(store_config(settings.store))
+    then, now = replay(lake, settings, saved, read_ledger(lake))
+    if args.json:
+        args.json.write_text(json.dumps({"then": then.to_dicts(), "now": now.to_dicts()}, indent=1))
+    print(render(now, then))
+
+
+if __name__ == "__main__":
+    main()
