@@ -45,7 +45,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -54,7 +54,7 @@ import polars as pl
 from benchmarks.report import table
 from benchmarks.summary import ROOT, Row, publish
 
-BEGIN, END = "<!-- crawl:begin -->", "<!-- crawl:end -->"
+SECTION = "crawl"  # the details file and the summary rows' keys; --section names another (a corpus's slice)
 FORECAST_STAGE_GOAL, FORECAST_TOTAL_GOAL = 0.25, 0.15
 JUDGED_CPU_S = 60.0  # the issue's: stages that cost at least this are judged; below it, first-unit costs dominate
 RATIO_GOAL, AGREEMENT_GOAL, UNIT_RSS_GOAL, DAGSTER_SHARE_GOAL = 3.0, 0.99, 2**30, 0.05
@@ -801,13 +801,13 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--json", type=Path, help="everything measured, as JSON")
     parser.add_argument("--from-json", type=Path, help="no run: the report and rows again from a run's --json file")
+    parser.add_argument("--section", default=SECTION,
+                        help="the details file (benchmarks/results/SECTION.md) and the summary rows' key prefix")
     args = parser.parse_args()
     if args.from_json:
         results = json.loads(args.from_json.read_text())
         c = results["conditions"]
-        publish(args.output, "crawl", BEGIN, END, render(results),
-                summary_rows(results, results.get("command", "make bench-crawl")),
-                measured=f"{c['started'][:10]}, {c['commit']}")
+        publish_results(args.output, results, measured=f"{c['started'][:10]}, {c['commit']}")
         log(f"{args.output}, benchmarks/results/crawl.md from {args.from_json}")
         return
     started = time.time()
@@ -826,15 +826,21 @@ def main() -> None:
             results = collect(bench, meter, args, started, loads)
         finally:
             bench.cli("store", "stop")
-    command = " ".join([".venv/bin/python -m benchmarks.crawl", *sys.argv[1:]])
-    results["command"] = command
-    body = render(results)
-    print(body)
+    results |= {"command": " ".join([".venv/bin/python -m benchmarks.crawl", *sys.argv[1:]]), "section": args.section}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1, default=str))
-    publish(args.output, "crawl", BEGIN, END, body, summary_rows(results, command))
+    print(publish_results(args.output, results))
     log(f"done in {time.time() - started:,.0f} s: {args.output}, benchmarks/results/crawl.md")
+
+
+def publish_results(output: Path, results: dict, measured: str | None = None) -> str:
+    """The report into benchmarks/results/<section>.md and the rows into the summary of `output`; -> the report."""
+    section = results.get("section", SECTION)
+    body = render(results)
+    publish(output, section, f"<!-- {section}:begin -->", f"<!-- {section}:end -->", body,
+            summary_rows(results, results.get("command", "make bench-crawl"), section), measured)
+    return body
 
 
 def run(bench: Bench, meter: ProcessMeter, first: str, second: str) -> None:
@@ -1072,7 +1078,18 @@ def _agreement_lines(g: dict, label: str) -> list[str]:
             table(["difference", "documents"], [[k, f"{v:,}"] for k, v in g["classes"].items()]), ""]
 
 
-def summary_rows(r: dict, command: str) -> list[Row]:
+def summary_rows(r: dict, command: str, section: str = SECTION) -> list[Row]:
+    """The summary's rows of a run, keyed `<section>:<measure>` and linking `<section>.md`; a section other than
+    the corpus's own names its corpus in each measure."""
+    rows = _rows(r, command)
+    if section == SECTION:
+        return rows
+    corpus = Path(r["corpus"]["root"]).name
+    return [replace(row, key=section + row.key.removeprefix(SECTION), details=f"{section}.md",
+                    measure=f"{row.measure} [{corpus}]") for row in rows]
+
+
+def _rows(r: dict, command: str) -> list[Row]:
     whole, fc = r["whole"], r["forecast"]
     rows = [
         Row("crawl:cpu-per-page", "whole path through Dagster, CPU-ms per page (bench-crawl corpus)",

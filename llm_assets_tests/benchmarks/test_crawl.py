@@ -5,7 +5,10 @@ shard, so the deployment makes few runs (the cost of this test is Dagster's per-
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
+from llm_assets.settings import PROJECT_ROOT
 from llm_assets_tests.benchmarks.conftest import CRAWLS
 
 
@@ -71,3 +74,20 @@ def test_the_report_and_the_summary_rows_are_written(run):
     assert {r["key"] for r in rows} == {"crawl:cpu-per-page", "crawl:unit-rss", "crawl:dagster-share",
                                         "crawl:forecast", "crawl:accounting"}  # the anchor's rows: not run
     assert "bench-crawl:" in done.stderr  # progress lines, timestamped
+
+
+def test_a_run_published_again_from_its_json_under_another_section(run, tmp_path):
+    results, _, _, tmp = run
+    output = tmp_path / "BENCHMARKS.md"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.crawl", "--from-json", str(tmp / "r.json"),
+                           "--section", "crawl-slice", "--output", str(output)], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    details = (tmp_path / "benchmarks" / "results" / "crawl-slice.md").read_text()
+    assert "<!-- crawl-slice:begin -->" in details and "### Per stage" in details
+    rows = json.loads((tmp_path / "benchmarks" / "results" / "summary.json").read_text())
+    assert {r["key"] for r in rows} == {f"crawl-slice:{k}" for k in (
+        "cpu-per-page", "unit-rss", "dagster-share", "forecast", "accounting")}
+    c = results["conditions"]
+    assert all(r["measured"] == f"{c['started'][:10]}, {c['commit']}" and r["details"] == "crawl-slice.md"
+               and r["measure"].endswith("[corpus]") for r in rows)
