@@ -86,6 +86,7 @@ class Corpus:
     root: Path
     crawls: dict[str, list[Path]]  # crawl -> its files, in the manifest's order
     counts: dict[str, int]  # file path relative to root -> records, where the manifest states them
+    page_sizes: dict | None = None  # `make corpus`: percentiles of its pages' sizes and of the CC sample it fitted
 
     @classmethod
     def load(cls, root: Path) -> Corpus:
@@ -94,7 +95,8 @@ class Corpus:
         if len(crawls) != 2:
             raise ValueError(f"{root}/manifest.json: two crawls expected (history, then forecast), got {list(crawls)}")
         paths = {p for files in manifest["crawls"].values() for p in files}
-        return cls(root, crawls, {p: n for p, n in _record_counts(manifest).items() if p in paths})
+        return cls(root, crawls, {p: n for p, n in _record_counts(manifest).items() if p in paths},
+                   manifest.get("page_sizes"))
 
     def sizes(self) -> str:
         return ", ".join(f"{c}: {len(f)} files, {sum(p.stat().st_size for p in f) / 2**20:,.1f} MiB"
@@ -893,7 +895,7 @@ def collect(bench: Bench, meter: ProcessMeter, args, started: float, loads: list
                                              "loadavg_mean": sum(loads) / len(loads) if loads else 0.0},
         "corpus": {"root": str(bench.corpus.root), "crawls": {c: [str(p.relative_to(bench.corpus.root)) for p in f]
                                                               for c, f in bench.corpus.crawls.items()}},
-        "runner": args.runner, "pages": pages,
+        "runner": args.runner, "pages": pages, "page_sizes": bench.corpus.page_sizes,
         "stages": [asdict(s) for s in stages],
         "phases": phases,
         "runs_per_job": per_job,
@@ -993,6 +995,7 @@ def render(r: dict) -> str:
         f"{', '.join(fc['judged']) or 'none (no stage reached the threshold)'}"
         + (f"; {'all' if fc['stages_within'] else 'not all'} within ±{FORECAST_STAGE_GOAL:.0%}." if fc["judged"]
            else "."), "",
+        *_page_size_lines(r.get("page_sizes")),
         "### Every record accounted for", "",
         "From the documents manifests' units; documents and rejected rows as their parts hold them (rejected rows "
         "at most the set-aside and quarantined counts: damaged records are kept up to a cap per unit).", "",
@@ -1007,6 +1010,21 @@ def render(r: dict) -> str:
         *_anchor_lines(r),
     ]
     return "\n".join(lines)
+
+
+def _page_size_lines(sizes: dict | None) -> list[str]:
+    """The corpus's HTML payload sizes beside those of the Common Crawl sample its size model was fitted to."""
+    if not sizes or "corpus" not in sizes or "cc_sample" not in sizes:
+        return []
+    cc, ours = sizes["cc_sample"], sizes["corpus"]
+    sample = len(sizes.get("model", {}).get("cc_sample_bytes", []))
+    keys = [k for k in ("p10", "p25", "p50", "p75", "p90", "p99", "max") if k in cc and k in ours]
+    return ["### Page sizes: the corpus beside Common Crawl", "",
+            f"HTML payload bytes per page: the corpus's (its log-normal size model, μ "
+            f"{sizes['model']['lognormal_mu']}, σ {sizes['model']['lognormal_sigma']}, fitted to the CC-MAIN WARC "
+            f"sample of `../shared/data/warc`, {sample} pages, plus planted oversized pages) and that sample's.", "",
+            table(["", *keys], [["Common Crawl sample", *(f"{cc[k]:,}" for k in keys)],
+                                ["corpus", *(f"{ours[k]:,}" for k in keys)]]), ""]
 
 
 def _cpu_of(whole: dict, *roles: str) -> float:
