@@ -1,15 +1,49 @@
-"""`make bench-crawl` end to end on a corpus of two shared WARC files, one crawl each, without datatrove (the `run`
-fixture of conftest.py): a real store, code server and daemon of the benchmark's own home, as a user's run. One
-shard, so the deployment makes few runs (the cost of this test is Dagster's per-run start-up, not the pages)."""
+"""`make bench-crawl` end to end on a corpus of two shared WARC files, one crawl each, without datatrove: a real store,
+code server and daemon of the benchmark's own home, as a user's run. One shard, so the deployment makes few runs (the
+cost of this test is Dagster's per-run start-up, not the pages). On the same run's lake: the forecast replayed after
+the fact (benchmarks/crawl_forecast.py) and the report published again from its JSON."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
-from llm_assets.settings import PROJECT_ROOT
-from llm_assets_tests.benchmarks.conftest import CRAWLS
+import pytest
+import yaml
+
+from llm_assets.settings import DEFAULT_SETTINGS, PROJECT_ROOT
+from llm_assets_support.shared_data import shared
+
+CRAWLS = {"TEST-A": "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz", "TEST-B": "dolma__sample-0000.warc.gz"}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """`python -m benchmarks.crawl` without datatrove on a corpus of two shared WARC files, one crawl each, one
+    shard: (its results, its BENCHMARKS.md, the finished process); its work folder is `tmp/work`."""
+    tmp = tmp_path_factory.mktemp("bench-crawl")
+    corpus = tmp / "corpus"
+    manifest = {"crawls": {}, "counts": {}}
+    for crawl, name in CRAWLS.items():
+        (corpus / "crawls" / crawl).mkdir(parents=True)
+        (corpus / "crawls" / crawl / name).symlink_to(shared("warc", name))
+        manifest["crawls"][crawl] = [f"crawls/{crawl}/{name}"]
+    (corpus / "manifest.json").write_text(json.dumps(manifest))  # counts: none recorded, tolerated
+    settings = yaml.safe_load(DEFAULT_SETTINGS.read_text())
+    settings["shards"] = 1
+    (tmp / "settings.yaml").write_text(yaml.safe_dump(settings, sort_keys=False, allow_unicode=True))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LLM_ASSETS_", "DAGSTER_", "DASK_"))}
+    env["LLM_ASSETS_SETTINGS"] = str(tmp / "settings.yaml")
+    output = tmp / "BENCHMARKS.md"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.crawl", "--corpus", str(corpus), "--work",
+                           str(tmp / "work"), "--no-anchor", "--output", str(output), "--json", str(tmp / "r.json")],
+                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=1800,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads((tmp / "r.json").read_text()), output, done, tmp
 
 
 def test_every_stage_that_ran_has_a_row_with_its_costs(run):
@@ -91,3 +125,30 @@ def test_a_run_published_again_from_its_json_under_another_section(run, tmp_path
     c = results["conditions"]
     assert all(r["measured"] == f"{c['started'][:10]}, {c['commit']}" and r["details"] == "crawl-slice.md"
                and r["measure"].endswith("[corpus]") for r in rows)
+
+
+def test_the_replay_reproduces_the_forecast_the_run_made(run, tmp_path):
+    """With the code that made it, the replay makes the same forecast: so a change to the forecast's rules can be
+    judged on a run's lake without running it again."""
+    _, _, _, tmp = run
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LLM_ASSETS_", "DAGSTER_", "DASK_"))}
+    env |= {"LLM_ASSETS_SETTINGS": str(tmp / "settings.yaml"), "LLM_ASSETS_HOME": str(tmp / "work" / "home")}
+    llm_assets = [str(Path(sys.executable).with_name("llm-assets"))]
+    subprocess.run([*llm_assets, "store", "start"], env=env, check=True, capture_output=True, cwd=PROJECT_ROOT)
+    try:
+        done = subprocess.run([sys.executable, "-m", "benchmarks.crawl_forecast", "--work", str(tmp / "work"),
+                               "--json", str(tmp_path / "replay.json")], env=env, cwd=PROJECT_ROOT,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    finally:
+        subprocess.run([*llm_assets, "store", "stop"], env=env, check=False, capture_output=True, cwd=PROJECT_ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads((tmp_path / "replay.json").read_text())
+    then, now = ({r["asset"]: r for r in got[k]} for k in ("then", "now"))
+    assert then.keys() == now.keys() and "documents" in now
+    for asset, r in now.items():
+        assert r["units_forecast"] == then[asset]["units_forecast"], asset
+        assert r["bytes_out_forecast"] == then[asset]["bytes_out_forecast"], asset
+        assert r["cpu_s_forecast"] == pytest.approx(then[asset]["cpu_s_forecast"], rel=1e-9), asset
+        assert [r[k] for k in ("cpu_s_actual", "bytes_out_actual")] == [
+            then[asset][k] for k in ("cpu_s_actual", "bytes_out_actual")], asset
+    assert "| documents |" in done.stdout
