@@ -8,7 +8,7 @@ import json
 import polars as pl
 import pytest
 
-from llm_assets.core.forecast import DEFAULT_RATES, TAG_PREFIX, Forecast, Rates, StageForecast
+from llm_assets.core.forecast import DEFAULT_RATES, TAG_PREFIX, Estimator, Forecast, Rates, StageForecast
 from llm_assets.core.ledger import LEDGER_COLUMNS, LedgerRow, empty_ledger
 from llm_assets_tests.core.test_dedup import curated, dedup_defs  # noqa: F401 (fixtures)
 
@@ -40,6 +40,20 @@ def test_rates_are_a_line_through_the_ledger_rows_per_stage_and_the_defaults_els
     assert rates.of("signatures").cpu_s_per_byte == 0 and rates.of("signatures").cpu_s(10**6, 2) == 3.0
     assert rates.of("tokenized") == DEFAULT_RATES["tokenized"] and rates.of("tokenized").basis == "default"
     assert Rates.from_ledger(empty_ledger()).of("filtered") == DEFAULT_RATES["filtered"]
+
+
+def test_a_stage_reads_its_inputs_bytes_as_its_history_read_them():
+    """The bytes a never-built partition will read are its inputs' bytes times what the stage read per byte they
+    wrote in the crawls where both ran (its rates are per byte read): enriched read 2 bytes a byte deduplicated
+    wrote in crawl A; crawl B, where it did not run, does not count. Without history: the bytes as written."""
+    ledger = rows(("deduplicated", "A", "0000", 1.0, 1.0, 5_000, 1_000, 2),
+                  ("deduplicated", "A", "0001", 1.0, 1.0, 5_000, 3_000, 2),
+                  ("deduplicated", "B", "0000", 1.0, 1.0, 5_000, 9_000, 2),
+                  ("enriched", "A", "0000", 4.0, 4.0, 2_000, 100, 2),
+                  ("enriched", "A", "0001", 12.0, 12.0, 6_000, 300, 2))
+    est = Estimator(None, 2, Rates.from_ledger(ledger), {}, None, ledger)  # type: ignore[arg-type]
+    assert est.read_per_written("enriched", ("deduplicated",)) == pytest.approx(2.0)
+    assert est.read_per_written("tokenized", ("deduplicated",)) == 1.0
 
 
 def forecast_of(*stages: StageForecast, priced: bool = False) -> Forecast:
