@@ -1096,6 +1096,17 @@ def _agreement_lines(g: dict, label: str) -> list[str]:
             table(["difference", "documents"], [[k, f"{v:,}"] for k, v in g["classes"].items()]), ""]
 
 
+def forecast_row(key: str, measure: str, fc: dict, command: str, details: str) -> Row:
+    """The summary row of a forecast's comparison (`fc`: comparison rows, judged stages and the total's errors)."""
+    return Row(key, f"{measure} (CPU-s, bytes out; stages ≥ {JUDGED_CPU_S:.0f} CPU-s)",
+               f"total CPU {pct(fc['total']['errors']['cpu_s'])}, bytes {pct(fc['total']['errors']['bytes_out'])}; "
+               + (", ".join(f"{x['asset']} {pct(x['cpu_s_error'])}/{pct(x['bytes_out_error'])}"
+                            for x in fc["comparison"] if x["asset"] in fc["judged"]) or "no stage judged"),
+               command, details, "stages ±25 %, total ±15 %",
+               "yes" if fc["stages_within"] and all(e is not None and abs(e) <= FORECAST_TOTAL_GOAL
+                                                    for e in fc["total"]["errors"].values()) else "no")
+
+
 def summary_rows(r: dict, command: str, section: str = SECTION) -> list[Row]:
     """The summary's rows of a run, keyed `<section>:<measure>` and linking `<section>.md`; a section other than
     the corpus's own names its corpus in each measure."""
@@ -1119,14 +1130,7 @@ def _rows(r: dict, command: str) -> list[Row]:
         Row("crawl:dagster-share", "Dagster's own CPU (daemon, code server, run workers) of the run's",
             f"{whole['dagster_share'] * 100:.1f} %", command, "crawl.md", f"≤ {DAGSTER_SHARE_GOAL:.0%}",
             "yes" if whole["dagster_share"] <= DAGSTER_SHARE_GOAL else "no"),
-        Row("crawl:forecast", f"forecast of a held-back crawl at size (CPU-s, bytes out; stages ≥ {JUDGED_CPU_S:.0f} "
-                              "CPU-s)",
-            f"total CPU {pct(fc['total']['errors']['cpu_s'])}, bytes {pct(fc['total']['errors']['bytes_out'])}; "
-            + (", ".join(f"{x['asset']} {pct(x['cpu_s_error'])}/{pct(x['bytes_out_error'])}"
-                         for x in fc["comparison"] if x["asset"] in fc["judged"]) or "no stage judged"),
-            command, "crawl.md", "stages ±25 %, total ±15 %",
-            "yes" if fc["stages_within"] and all(e is not None and abs(e) <= FORECAST_TOTAL_GOAL
-                                                 for e in fc["total"]["errors"].values()) else "no"),
+        forecast_row("crawl:forecast", "forecast of a held-back crawl at size", fc, command, "crawl.md"),
         Row("crawl:accounting", "records read = documents + set aside + quarantined + skipped, per file",
             f"{sum(a['balanced'] for a in r['accounting'])} of {len(r['accounting'])} files balance; records read "
             f"as the corpus wrote them: {_as_written(r['accounting'])}", command, "crawl.md", "every file",

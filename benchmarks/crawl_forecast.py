@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import polars as pl
+
+from benchmarks.crawl import pct
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,8 +74,6 @@ def replay(lake, settings, saved: dict, ledger: pl.DataFrame) -> tuple[pl.DataFr
 
 
 def render(now: pl.DataFrame, then: pl.DataFrame) -> str:
-    from benchmarks.crawl import pct
-
     lines = ["| stage | CPU-s actual | forecast then | error | forecast now | error | bytes out actual | then | "
              "error | now | error |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     by = {r["asset"]: r for r in then.iter_rows(named=True)}
@@ -94,6 +95,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.crawl_forecast", description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=ROOT / ".bench" / "crawl")
     parser.add_argument("--json", type=Path, help="both comparisons, as JSON ({'then': rows, 'now': rows})")
+    parser.add_argument("--output", type=Path, help="publish the replay (benchmarks/results/crawl-forecast.md and a "
+                                                    "summary row) beside this BENCHMARKS.md")
     args = parser.parse_args()
     saved = json.loads((args.work / "forecast.json").read_text())
     settings = load_settings()
@@ -101,7 +104,32 @@ def main() -> None:
     then, now = replay(lake, settings, saved, read_ledger(lake))
     if args.json:
         args.json.write_text(json.dumps({"then": then.to_dicts(), "now": now.to_dicts()}, indent=1))
-    print(render(now, then))
+    body = render(now, then)
+    print(body)
+    if args.output:
+        publish_replay(args.output, saved, now, body, " ".join(["LLM_ASSETS_HOME=<the run's home>",
+                                                                 ".venv/bin/python -m benchmarks.crawl_forecast",
+                                                                 *sys.argv[1:]]))
+
+
+def publish_replay(output: Path, saved: dict, now: pl.DataFrame, table: str, command: str) -> None:
+    from benchmarks.crawl import forecast_row, forecast_verdicts
+    from benchmarks.report import cpu_model, git_commit
+    from benchmarks.summary import Row, publish
+
+    judged, within, total = forecast_verdicts(now)
+    fc = {"comparison": now.to_dicts(), "judged": judged, "stages_within": within, "total": total}
+    body = "\n".join([
+        "## The held-back crawl's forecast, replayed by the current code", "",
+        f"Replayed at commit {git_commit()} ({cpu_model()}) on the lake of the bench-crawl run that saved "
+        f"`forecast.json` ({len(saved['partitions'])} planned partitions), as of its drop: `then` is the forecast "
+        "that run made with its own code, `now` the current code's on the same lake and history. Actual: what "
+        "building the crawl cost (the ledger).", "", table, "",
+        f"Total now: CPU-s {pct(total['errors']['cpu_s'])}, bytes out {pct(total['errors']['bytes_out'])}; judged "
+        f"stages (≥ 60 CPU-s): {', '.join(judged) or 'none'}."])
+    row: Row = forecast_row("crawl-forecast:replay", "forecast of the held-back crawl, replayed by the current "
+                            "code on the bench-crawl lake", fc, command, "crawl-forecast.md")
+    publish(output, "crawl-forecast", "<!-- crawl-forecast:begin -->", "<!-- crawl-forecast:end -->", body, [row])
 
 
 if __name__ == "__main__":
