@@ -55,7 +55,7 @@ def replay(lake, settings, saved: dict, ledger: pl.DataFrame) -> tuple[pl.DataFr
     from benchmarks.crawl import forecast_comparison
     from llm_assets.core.forecast import forecast, with_actuals
     from llm_assets.core.keys import split_partition
-    from llm_assets.registry import SPECS
+    from llm_assets.stages import SPECS
 
     since = saved["dropped_at"]
     planned = [SimpleNamespace(asset=p["asset"], partition=p["partition"] or "", cause=p["cause"])
