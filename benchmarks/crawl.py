@@ -282,6 +282,8 @@ class Phase:
     failed: list[str] = field(default_factory=list)
     cpu_s: dict[str, float] = field(default_factory=dict)  # by process role (`ROLES`), during the phase
     peak_rss_bytes: dict[str, int] = field(default_factory=dict)  # by role, the largest of any process so far
+    commit: str = ""  # the checkout that ran it ("" in a state saved before it was recorded)
+    load: list[float] = field(default_factory=list)  # the 1-minute load average, sampled every 30 s during it
 
     @property
     def wall_s(self) -> float:
@@ -302,6 +304,7 @@ class Bench:
                 shutil.rmtree(self.home)
             self.home.mkdir(parents=True)
         self.phases: dict[str, Phase] = {n: Phase(**p) for n, p in state.get("phases", {}).items()}
+        self.loads: list[float] = []  # the 1-minute load average every 30 s, from `_sample_load`
         self.forecast: dict = state.get("forecast", {})
         self._last_end: float | None = None
         self.env = {**os.environ, "LLM_ASSETS_HOME": str(self.home)}
@@ -341,10 +344,12 @@ class Bench:
     def phase(self, name: str, meter: ProcessMeter) -> Iterator[Phase]:
         import dagster as dg
 
+        from benchmarks.report import git_commit
         from llm_assets.instance import get_instance
 
-        phase = Phase(name, time.time())
+        phase = Phase(name, time.time(), commit=git_commit())
         phase.counted_from = self._last_end or phase.started
+        first_sample = len(self.loads)
         before = meter.totals()
         log(f"{name}: begins")
         yield phase
@@ -353,6 +358,7 @@ class Bench:
         after = meter.totals()
         phase.cpu_s = {r: round(after.get(r, 0.0) - before.get(r, 0.0), 3) for r in after}
         phase.peak_rss_bytes = meter.peaks()
+        phase.load = self.loads[first_sample:] or [os.getloadavg()[0]]
         phase.runs = len(get_instance().get_run_records(dg.RunsFilter(created_after=datetime.fromtimestamp(
             phase.counted_from, timezone.utc), created_before=datetime.fromtimestamp(phase.ended, timezone.utc))))
         self._last_end = phase.ended
@@ -781,13 +787,21 @@ def mib(n: float) -> str:
     return f"{n / 2**20:,.0f}"
 
 
-def conditions(started: float) -> dict:
+def conditions(phases: list[Phase]) -> dict:
+    """When and where the phases ran: their first start, the checkouts that ran them, the load averages sampled while
+    they ran (None where a resumed run's saved phases did not record them), this machine."""
     from benchmarks.compare import loadavg
     from benchmarks.report import cpu_model, git_commit
 
-    return {"started": datetime.fromtimestamp(started, timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "loadavg_end": loadavg(), "cpu_model": cpu_model(), "cores": os.cpu_count(), "commit": git_commit(),
-            "python": platform.python_version()}
+    loads = [x for p in phases for x in p.load]
+    recorded = bool(phases) and all(p.load for p in phases)
+    commits = sorted({p.commit for p in phases if p.commit}) or [git_commit()]
+    return {"started": datetime.fromtimestamp(min((p.started for p in phases), default=time.time()),
+                                              timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "loadavg_end": loadavg(), "cpu_model": cpu_model(), "cores": os.cpu_count(),
+            "commit": ", ".join(commits) + ("" if all(p.commit for p in phases) else " (phases before: not recorded)"),
+            "loadavg_max": max(loads) if recorded else None,
+            "loadavg_mean": sum(loads) / len(loads) if recorded else None, "python": platform.python_version()}
 
 
 def main() -> None:
@@ -817,15 +831,14 @@ def main() -> None:
     bench = Bench(args.work.resolve(), corpus, args.runner, args.resume)
     first, second = list(corpus.crawls)
     log(f"corpus {corpus.root}: {corpus.sizes()}; home {bench.home}; runner {args.runner}")
-    loads: list[float] = []
-    threading.Thread(target=_sample_load, args=(loads,), daemon=True).start()
+    threading.Thread(target=_sample_load, args=(bench.loads,), daemon=True).start()
     with ProcessMeter() as meter:
         bench.cli("store", "start")
         try:
             meter.adopt(int((bench.home / "store" / "weed.pid").read_text()), "store")
             with dask_cluster(bench, meter):
                 run(bench, meter, first, second)
-            results = collect(bench, meter, args, started, loads)
+            results = collect(bench, meter, args)
         finally:
             bench.cli("store", "stop")
     results |= {"command": " ".join([".venv/bin/python -m benchmarks.crawl", *sys.argv[1:]]), "section": args.section}
@@ -857,7 +870,7 @@ def _sample_load(loads: list[float]) -> None:
         time.sleep(30)
 
 
-def collect(bench: Bench, meter: ProcessMeter, args, started: float, loads: list[float]) -> dict:
+def collect(bench: Bench, meter: ProcessMeter, args) -> dict:
     from llm_assets.core.lake import Lake
     from llm_assets.core.ledger import read_ledger
     from llm_assets.environment import store_config
@@ -891,8 +904,7 @@ def collect(bench: Bench, meter: ProcessMeter, args, started: float, loads: list
     all_cpu = sum(cpu.values())
     wall = sum(p.wall_s for p in build)
     return {
-        "conditions": conditions(started) | {"loadavg_max": max(loads, default=0.0),
-                                             "loadavg_mean": sum(loads) / len(loads) if loads else 0.0},
+        "conditions": conditions(list(bench.phases.values())),
         "corpus": {"root": str(bench.corpus.root), "crawls": {c: [str(p.relative_to(bench.corpus.root)) for p in f]
                                                               for c, f in bench.corpus.crawls.items()}},
         "runner": args.runner, "pages": pages, "page_sizes": bench.corpus.page_sizes,
@@ -939,8 +951,10 @@ def render(r: dict) -> str:
     lines = [
         "## The whole path at size (`make bench-crawl`)", "",
         f"Measured {c['started']} on {c['cores']} cores ({c['cpu_model']}), commit {c['commit']}; load average "
-        f"during the run: mean {c['loadavg_mean']:.1f}, max {c['loadavg_max']:.1f}, {c['loadavg_end']} at the end "
-        "(other work on the machine inflates wall time more than CPU time). Corpus "
+        + (f"during the run: mean {c['loadavg_mean']:.1f}, max {c['loadavg_max']:.1f}"
+           if c.get("loadavg_mean") is not None else "during the run: not recorded (phases saved before it was)")
+        + f", {c['loadavg_end']} when the report was made (other work on the machine inflates wall time more than "
+        "CPU time). Corpus "
         f"`{r['corpus']['root']}`: " + ", ".join(f"{k} ({len(v)} files)" for k, v in r["corpus"]["crawls"].items())
         + f"; {r['pages']:,} pages (response records). Runner: {r['runner']}. Each crawl: `llm-assets drop`, the "
         "raw-drop sensor's `lake_job` runs, one stale backfill (`crawl_job`, `curated_job`, the release), run by "
