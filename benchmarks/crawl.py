@@ -821,9 +821,7 @@ def main() -> None:
                         help="the details file (benchmarks/results/SECTION.md) and the summary rows' key prefix")
     args = parser.parse_args()
     if args.from_json:
-        results = json.loads(args.from_json.read_text())
-        c = results["conditions"]
-        publish_results(args.output, results, measured=f"{c['started'][:10]}, {c['commit']}")
+        publish_results(args.output, json.loads(args.from_json.read_text()))
         log(f"{args.output}, benchmarks/results/crawl.md from {args.from_json}")
         return
     started = time.time()
@@ -849,12 +847,14 @@ def main() -> None:
     log(f"done in {time.time() - started:,.0f} s: {args.output}, benchmarks/results/crawl.md")
 
 
-def publish_results(output: Path, results: dict, measured: str | None = None) -> str:
-    """The report into benchmarks/results/<section>.md and the rows into the summary of `output`; -> the report."""
-    section = results.get("section", SECTION)
+def publish_results(output: Path, results: dict) -> str:
+    """The report into benchmarks/results/<section>.md and the rows into the summary of `output`, stamped with the
+    date and commit of the run's phases (not the checkout that writes them); -> the report."""
+    section, c = results.get("section", SECTION), results["conditions"]
     body = render(results)
     publish(output, section, f"<!-- {section}:begin -->", f"<!-- {section}:end -->", body,
-            summary_rows(results, results.get("command", "make bench-crawl"), section), measured)
+            summary_rows(results, results.get("command", "make bench-crawl"), section),
+            f"{c['started'][:10]}, {c['commit']}")
     return body
 
 
