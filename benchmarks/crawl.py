@@ -67,6 +67,8 @@ QUARANTINED = frozenset({"truncated_file", "corrupt_record", "oversized", "non_h
 # Our stages that do what datatrove's FineWeb pipeline does (extraction and filters, MinHash dedup, tokenization): the
 # others (image-text pairs, enrichment, statistics, the cost roll-up, raw inventory) are work it does not do.
 SAME_WORK = ("documents", "filtered", "signatures", "duplicate_clusters", "deduplicated", "tokenized")
+# One Common Crawl dump, in Common Crawl's figures (not measured here), and the compass goal for it
+DUMP_PAGES, DUMP_CORE_HOURS_GOAL = 3.6e9, 25_000
 WARC_TYPES = frozenset({"warcinfo", "request", "response", "metadata", "revisit", "resource", "conversion",
                         "continuation"})
 ANCHOR_LANGUAGES = frozenset({"en"})  # what datatrove's FineWeb pipeline keeps: English
@@ -1132,8 +1134,13 @@ def summary_rows(r: dict, command: str, section: str = SECTION) -> list[Row]:
                     measure=f"{row.measure} [{corpus}]") for row in rows]
 
 
+def dump_core_hours(cpu_s_per_page: float) -> float:
+    return cpu_s_per_page * DUMP_PAGES / 3600
+
+
 def _rows(r: dict, command: str) -> list[Row]:
     whole, fc = r["whole"], r["forecast"]
+    same_work_per_page = sum(s["cpu_s_per_page"] for s in r["stages"] if s["asset"] in SAME_WORK)
     rows = [
         Row("crawl:cpu-per-page", "whole path through Dagster, CPU-ms per page (bench-crawl corpus)",
             f"{whole['cpu_s_per_page'] * 1000:,.1f} CPU-ms/page, {whole['wall_s']:,.0f} s wall, {r['pages']:,} pages; "
@@ -1145,6 +1152,11 @@ def _rows(r: dict, command: str) -> list[Row]:
             f"{whole['dagster_share'] * 100:.1f} %", command, "crawl.md", f"≤ {DAGSTER_SHARE_GOAL:.0%}",
             "yes" if whole["dagster_share"] <= DAGSTER_SHARE_GOAL else "no"),
         forecast_row("crawl:forecast", "forecast of a held-back crawl at size", fc, command, "crawl.md"),
+        Row("crawl:dump", f"one Common Crawl dump ({DUMP_PAGES / 1e9:.1f} billion pages) at this run's CPU per page",
+            f"{dump_core_hours(whole['cpu_s_per_page']):,.0f} core-hours, the whole deployment; the training path's "
+            f"units ({', '.join(SAME_WORK)}) {dump_core_hours(same_work_per_page):,.0f}", command, "crawl.md",
+            f"≤ {DUMP_CORE_HOURS_GOAL:,} core-hours (compass)",
+            "yes" if dump_core_hours(whole["cpu_s_per_page"]) <= DUMP_CORE_HOURS_GOAL else "no"),
         Row("crawl:accounting", "records read = documents + set aside + quarantined + skipped, per file",
             f"{sum(a['balanced'] for a in r['accounting'])} of {len(r['accounting'])} files balance; records read "
             f"as the corpus wrote them: {_as_written(r['accounting'])}", command, "crawl.md", "every file",

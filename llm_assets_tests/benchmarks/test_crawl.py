@@ -106,7 +106,7 @@ def test_the_report_and_the_summary_rows_are_written(run):
     assert "whole path through Dagster, CPU-ms per page" in summary and "records read = documents" in summary
     rows = json.loads((output.parent / "benchmarks" / "results" / "summary.json").read_text())
     assert {r["key"] for r in rows} == {"crawl:cpu-per-page", "crawl:unit-rss", "crawl:dagster-share",
-                                        "crawl:forecast", "crawl:accounting"}  # the anchor's rows: not run
+                                        "crawl:forecast", "crawl:dump", "crawl:accounting"}  # the anchor's rows: not run
     assert "bench-crawl:" in done.stderr  # progress lines, timestamped
 
 
@@ -121,7 +121,7 @@ def test_a_run_published_again_from_its_json_under_another_section(run, tmp_path
     assert "<!-- crawl-slice:begin -->" in details and "### Per stage" in details
     rows = json.loads((tmp_path / "benchmarks" / "results" / "summary.json").read_text())
     assert {r["key"] for r in rows} == {f"crawl-slice:{k}" for k in (
-        "cpu-per-page", "unit-rss", "dagster-share", "forecast", "accounting")}
+        "cpu-per-page", "unit-rss", "dagster-share", "forecast", "dump", "accounting")}
     c = results["conditions"]
     assert all(r["measured"] == f"{c['started'][:10]}, {c['commit']}" and r["details"] == "crawl-slice.md"
                and r["measure"].endswith("[corpus]") for r in rows)
