@@ -819,11 +819,12 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--json", type=Path, help="everything measured, as JSON")
     parser.add_argument("--from-json", type=Path, help="no run: the report and rows again from a run's --json file")
-    parser.add_argument("--section", default=SECTION,
-                        help="the details file (benchmarks/results/SECTION.md) and the summary rows' key prefix")
+    parser.add_argument("--section", help="the details file (benchmarks/results/SECTION.md) and the summary rows' "
+                                          f"key prefix (default: the run's own, else {SECTION})")
     args = parser.parse_args()
     if args.from_json:
-        publish_results(args.output, json.loads(args.from_json.read_text()))
+        results = json.loads(args.from_json.read_text())
+        publish_results(args.output, results | ({"section": args.section or SECTION} if args.section else {}))
         log(f"{args.output}, benchmarks/results/crawl.md from {args.from_json}")
         return
     started = time.time()
@@ -841,7 +842,8 @@ def main() -> None:
             results = collect(bench, meter, args)
         finally:
             bench.cli("store", "stop")
-    results |= {"command": " ".join([".venv/bin/python -m benchmarks.crawl", *sys.argv[1:]]), "section": args.section}
+    results |= {"command": " ".join([".venv/bin/python -m benchmarks.crawl", *sys.argv[1:]]),
+                "section": args.section or SECTION}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1, default=str))
