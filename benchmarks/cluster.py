@@ -290,19 +290,14 @@ def render(out: dict) -> list[str]:
 
 
 def summary(out: dict) -> list[Row]:
-    """The rows of BENCHMARKS.md's summary table: the cluster against the pool, and a dump's bill."""
+    """The row of BENCHMARKS.md's summary table: the cluster against the pool (a dump's bill is bench-crawl's, from
+    the whole path's measured CPU per page: `crawl:dump`)."""
     extra = sorted((p["dask"]["wall"] - p["pool"]["wall"]) / p["pool"]["wall"] for p in out["pairs"])
     extra_med = extra[len(extra) // 2]
-    r = out["rates"]
-    per_page = sum(r[s]["seconds"] for s in r) / r["documents"]["pages"]
-    core_hours = PAGES_PER_FILE * FILES * per_page / 3600
     return [
         Row("cluster:overhead", f"Dask cluster runner vs process pool, {out['pairs'][0]['pool']['units']} extraction "
             "units (wall)", f"{100 * extra_med:+.1f} %; {1000 * runner_cost(out):.1f} ms per unit", COMMAND,
             "cluster.md", "≤ +5 %", verdict(extra_med <= 0.05)),
-        Row("cluster:dump", f"one Common Crawl dump ({PAGES_PER_FILE * FILES / 1e9:.1f} billion pages), from the "
-            "measured rates", f"{1000 * per_page:.0f} ms CPU per page: {core_hours:,.0f} core-hours, "
-            f"{core_hours / CORES:,.0f} h on {CORES:,} cores", COMMAND, "cluster.md"),
     ]
 
 
