@@ -11,7 +11,7 @@ one `LocalPipelineExecutor(tasks=<its input files>, workers=--workers)` each (Fi
 MinHash deduplication per dump; the product dedups within a crawl too), the crawls one after the other:
 
   filter      WarcReader -> URLFilter -> Trafilatura(favour_precision=True, deduplicate=False, datatrove's default
-              timeout as FineWeb left it, 1 s of wall time, unless --extract-timeout) -> LanguageFilter ->
+              timeout as FineWeb left it, 1 s of wall time, unless --extract-timeout) -> LanguageFilter(en) ->
               GopherRepetitionFilter -> GopherQualityFilter -> C4QualityFilter(filter_no_terminal_punct=False) ->
               FineWebQualityFilter -> JsonlWriter, each filter with FineWeb's exclusion writer
               (removed/<n>_<block>/<crawl>); one task per WARC file
@@ -173,7 +173,9 @@ def pipeline_for(stage: str, crawl: str, files: list[str], args) -> tuple[list, 
                        default_metadata={"dump": crawl}),
             URLFilter(exclusion_writer=removed("1_url")),
             Trafilatura(favour_precision=True, deduplicate=False, **extract_timeout(args)),
-            LanguageFilter(exclusion_writer=removed("2_non_english", output_filename="${language}/${rank}.jsonl.gz")),
+            # English, as FineWeb ran it: datatrove 0.10.1's default is every language (languages=None)
+            LanguageFilter(languages=["en"],
+                           exclusion_writer=removed("2_non_english", output_filename="${language}/${rank}.jsonl.gz")),
             GopherRepetitionFilter(exclusion_writer=removed("3_gopher_rep")),
             GopherQualityFilter(exclusion_writer=removed("4_gopher_qual")),
             C4QualityFilter(filter_no_terminal_punct=False, exclusion_writer=removed("5_c4")),
@@ -396,7 +398,7 @@ def identity(crawl: str, doc: dict) -> dict:
     """A document's identity in its input: WarcReader's id is the WARC-Record-ID, its metadata the URL and file."""
     meta = doc.get("metadata", {})
     return {"crawl": crawl, "warc_file": os.path.basename(meta.get("file_path", "")), "record_id": doc["id"],
-            "url": meta.get("url")}
+            "url": meta.get("url"), "language": meta.get("language")}
 
 
 def write_rows(rows, out: Path) -> int:

@@ -77,6 +77,8 @@ def test_the_anchor_runs_finewebs_pipeline_over_two_crawls(tmp_path):
         assert s[name].bytes_out > 0, name
 
     after_filter, after_dedup = kept(r.kept_filtered), kept(r.kept_dedup)
+    # English only, as FineWeb ran its LanguageFilter (datatrove 0.10.1's own default keeps every language)
+    assert {json.loads(line)["language"] for line in r.kept_filtered.read_text().splitlines()} == {"en"}
     assert len(after_filter) == len(set(after_filter)) == s["filter"].docs_out
     assert len(after_dedup) == s["dedup"].docs_out
     assert set(after_filter) <= responses and set(after_dedup) <= set(after_filter)
