@@ -28,7 +28,6 @@ from pathlib import Path
 from benchmarks.summary import Row, publish
 
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN, END = "<!-- crawl-scaling:begin -->", "<!-- crawl-scaling:end -->"
 GOAL = 1.8
 STAGES = ("documents", "tokenized")
 
@@ -67,10 +66,12 @@ def inputs(corpus: Path, files: int, scratch: Path) -> tuple[Path, Path, dict]:
 def start_cost(side: dict) -> float:
     """CPU seconds the pool spent outside its units: the fork server's and its workers' beyond their units'."""
     by = side.get("cpu_by_process", {})
+    if not by.get("workers"):  # one worker: the units ran in the driver's process, no pool was started
+        return 0.0
     return by.get("fork_server", 0.0) + by.get("workers", 0.0) - side.get("unit_cpu_seconds", 0.0)
 
 
-def measure(corpus: Path, files: int, pairs: int) -> dict:
+def measure(corpus: Path, files: int, pairs: int, stages: tuple[str, ...] = STAGES) -> dict:
     from benchmarks.compare import normalise_scaling, run_side
 
     with tempfile.TemporaryDirectory(prefix="crawl-scaling-") as tmp:
@@ -78,7 +79,7 @@ def measure(corpus: Path, files: int, pairs: int) -> dict:
         log(f"{about['files']}: {about['bytes'] / 1e6:,.0f} MB; {about['texts']:,} texts")
         extra = {"documents": ["--warc-dir", str(warc_dir)], "tokenized": ["--input", str(texts), "--files", "8"]}
         out: dict = {"input": about, "stages": {}}
-        for stage in STAGES:
+        for stage in stages:
             rounds = []
             for k in range(pairs):
                 got = {}
@@ -94,33 +95,31 @@ def measure(corpus: Path, files: int, pairs: int) -> dict:
     return out
 
 
-def render(r: dict, command: str) -> str:
+def render(r: dict, stage: str, command: str) -> str:
+    """One stage's section of the details file (each stage has its own, so that one can be measured again alone)."""
     from benchmarks.report import cpu_model, git_commit
 
-    about = r["input"]
-    lines = ["## Two workers at size (`benchmarks.crawl_scaling`)", "",
-             f"Command: `{command}`, at commit {git_commit()} on {cpu_model()}, load average at the end "
-             f"{r['loadavg_end']}. Input: the first {len(about['files'])} files of {about['crawl']} "
+    about, s = r["input"], r["stages"][stage]
+    lines = [f"## Two workers at size: {stage} (`benchmarks.crawl_scaling`)", "",
+             f"Command: `{command}`, at commit {r.get('commit') or git_commit()} on {cpu_model()}, load average at "
+             f"the end {r['loadavg_end']}. Input: the first {len(about['files'])} files of {about['crawl']} "
              f"({about['bytes'] / 1e6:,.0f} MB of WARC) and their {about['texts']:,} pages' gold texts "
              f"({about['languages']} languages). 1 worker pinned to one core, 2 on both, alternating; each side a "
              "fresh process. `others` is how many CPUs other processes kept busy meanwhile: a ratio means something "
              "only where it is near 0.", "",
-             "| stage | round | workers | units | items | wall s | CPU s | unit CPU s | pool start CPU s | "
-             "balance bound | others |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for stage, s in r["stages"].items():
-        for k, rnd in enumerate(s["rounds"], 1):
-            for w in ("1", "2"):
-                x = rnd[w]
-                lines.append(f"| {stage} | {k} | {w} | {x['units']} | {x['items']:,} | {x['timed_wall_s']:.1f} | "
-                             f"{x['timed_cpu_s']:.1f} | {x['unit_cpu_seconds']:.1f} | {start_cost(x):.2f} | "
-                             f"{x['two_worker_bound']} | {x['others_cpus']} |")
-    lines.append("")
-    for stage, s in r["stages"].items():
-        lines.append(f"- **{stage}**: 2 workers vs 1 " + ", ".join(f"{x:.2f}×" for x in s["ratios"])
-                     + f" (median {statistics.median(s['ratios']):.2f}×, goal ≥ {GOAL}×); the pool's start, 2 "
-                     f"workers: {statistics.median(start_cost(x['2']) for x in s['rounds']):.2f} CPU-s against "
-                     f"{statistics.median(x['2']['unit_cpu_seconds'] for x in s['rounds']):.1f} CPU-s of units.")
+             "| round | workers | units | items | wall s | CPU s | unit CPU s | pool start CPU s | balance bound | "
+             "others |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for k, rnd in enumerate(s["rounds"], 1):
+        for w in ("1", "2"):
+            x = rnd[w]
+            lines.append(f"| {k} | {w} | {x['units']} | {x['items']:,} | {x['timed_wall_s']:.1f} | "
+                         f"{x['timed_cpu_s']:.1f} | {x['unit_cpu_seconds']:.1f} | {start_cost(x):.2f} | "
+                         f"{x['two_worker_bound']} | {x['others_cpus']} |")
+    lines += ["", "2 workers vs 1: " + ", ".join(f"{x:.2f}×" for x in s["ratios"])
+              + f" (median {statistics.median(s['ratios']):.2f}×, goal ≥ {GOAL}×); the pool's start, 2 workers: "
+              f"{statistics.median(start_cost(x['2']) for x in s['rounds']):.2f} CPU-s against "
+              f"{statistics.median(x['2']['unit_cpu_seconds'] for x in s['rounds']):.1f} CPU-s of units."]
     return "\n".join(lines)
 
 
@@ -139,22 +138,33 @@ def rows(r: dict, command: str) -> list[Row]:
 
 def main() -> None:
     from benchmarks.compare import loadavg
+    from benchmarks.report import git_commit
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.crawl_scaling", description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=ROOT / ".bench" / "corpus")
     parser.add_argument("--files", type=int, default=6, help="WARC files of the first crawl (default 6)")
     parser.add_argument("--pairs", type=int, default=2, help="rounds of (1 worker, 2 workers) per stage")
+    parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--json", type=Path, help="everything measured, as JSON")
+    parser.add_argument("--from-json", type=Path, help="no run: publish a run's --json file again")
     args = parser.parse_args()
-    result = measure(args.corpus.resolve(), args.files, args.pairs) | {"loadavg_end": loadavg()}
+    if args.from_json:
+        result = json.loads(args.from_json.read_text())
+    else:
+        command = " ".join([".venv/bin/python -m benchmarks.crawl_scaling", *sys.argv[1:]])
+        result = measure(args.corpus.resolve(), args.files, args.pairs, tuple(args.stages)) | {
+            "loadavg_end": loadavg(), "commit": git_commit(), "command": command}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1))
-    command = " ".join([".venv/bin/python -m benchmarks.crawl_scaling", *sys.argv[1:]])
-    body = render(result, command)
-    print(body)
-    publish(args.output, "crawl-scaling", BEGIN, END, body, rows(result, command))
+    command = result.get("command", "make bench-crawl-scaling")
+    for stage in result["stages"]:
+        body = render(result, stage, command)
+        print(body)
+        mine = [r for r in rows(result, command) if r.key.endswith(f":{stage}")]
+        publish(args.output, "crawl-scaling", f"<!-- crawl-scaling:{stage}:begin -->",
+                f"<!-- crawl-scaling:{stage}:end -->", body, mine)
 
 
 if __name__ == "__main__":
