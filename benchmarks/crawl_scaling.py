@@ -154,7 +154,8 @@ def main() -> None:
     else:
         command = " ".join([".venv/bin/python -m benchmarks.crawl_scaling", *sys.argv[1:]])
         result = measure(args.corpus.resolve(), args.files, args.pairs, tuple(args.stages)) | {
-            "loadavg_end": loadavg(), "commit": git_commit(), "command": command}
+            "loadavg_end": loadavg(), "commit": git_commit(), "command": command,
+            "date": time.strftime("%Y-%m-%d", time.gmtime())}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1))
@@ -164,7 +165,8 @@ def main() -> None:
         print(body)
         mine = [r for r in rows(result, command) if r.key.endswith(f":{stage}")]
         publish(args.output, "crawl-scaling", f"<!-- crawl-scaling:{stage}:begin -->",
-                f"<!-- crawl-scaling:{stage}:end -->", body, mine)
+                f"<!-- crawl-scaling:{stage}:end -->", body, mine,
+                f"{result['date']}, {result['commit']}" if result.get("commit") and result.get("date") else None)
 
 
 if __name__ == "__main__":
