@@ -105,8 +105,9 @@ def test_the_report_and_the_summary_rows_are_written(run):
     summary = output.read_text()
     assert "whole path through Dagster, CPU-ms per page" in summary and "records read = documents" in summary
     rows = json.loads((output.parent / "benchmarks" / "results" / "summary.json").read_text())
+    # the anchor's rows: not run
     assert {r["key"] for r in rows} == {"crawl:cpu-per-page", "crawl:unit-rss", "crawl:dagster-share",
-                                        "crawl:forecast", "crawl:dump", "crawl:accounting"}  # the anchor's rows: not run
+                                        "crawl:forecast", "crawl:dump", "crawl:accounting"}
     assert "bench-crawl:" in done.stderr  # progress lines, timestamped
 
 
