@@ -27,11 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class LakeAsOf:
-    """A lake without one crawl's lake objects (everything under `lake/*/crawl=<crawl>/` and the ledger's rows
-    committed from `since` on); its raw files stay. Reads only: anything else goes to the lake itself."""
+    """A lake without one crawl's lake objects (everything under `lake/*/crawl=<crawl>/`); its raw files stay (the
+    ledger's later rows are left out by `replay`, which passes the forecast the rows from before). Reads only:
+    anything else goes to the lake itself."""
 
-    def __init__(self, lake, crawl: str, since: float):
-        self._lake, self._hidden, self.since = lake, f"/crawl={crawl}/", since
+    def __init__(self, lake, crawl: str):
+        self._lake, self._hidden = lake, f"/crawl={crawl}/"
 
     def _visible(self, key: str) -> bool:
         return not (key.startswith("lake/") and self._hidden in key)
@@ -65,7 +66,7 @@ def replay(lake, settings, saved: dict, ledger: pl.DataFrame) -> tuple[pl.DataFr
     if len(held_back) != 1:
         raise SystemExit(f"the saved plan covers {sorted(held_back)}: one held-back crawl expected")
     fc = saved["forecast"]
-    made = forecast(LakeAsOf(lake, held_back.pop(), since), settings, planned, stages=SPECS,
+    made = forecast(LakeAsOf(lake, held_back.pop()), settings, planned, stages=SPECS,
                     ledger=ledger.filter(pl.col("committed_at") < since), slots=fc["slots"], runner=fc["runner"])
     actual = ledger.filter(pl.col("committed_at") >= since).filter(
         pl.struct("asset", "crawl", "shard").map_elements(
