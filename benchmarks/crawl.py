@@ -69,6 +69,7 @@ QUARANTINED = frozenset({"truncated_file", "corrupt_record", "oversized", "non_h
 SAME_WORK = ("documents", "filtered", "signatures", "duplicate_clusters", "deduplicated", "tokenized")
 # One Common Crawl dump, in Common Crawl's figures (not measured here), and the compass goal for it
 DUMP_PAGES, DUMP_CORE_HOURS_GOAL = 3.6e9, 25_000
+SLICE_ROWS = ("vs-datatrove", "agreement")  # the summary rows a slice of the corpus publishes (`--section`)
 WARC_TYPES = frozenset({"warcinfo", "request", "response", "metadata", "revisit", "resource", "conversion",
                         "continuation"})
 ANCHOR_LANGUAGES = frozenset({"en"})  # what datatrove's FineWeb pipeline keeps: English
@@ -1132,8 +1133,10 @@ def summary_rows(r: dict, command: str, section: str = SECTION) -> list[Row]:
     if section == SECTION:
         return rows
     corpus = Path(r["corpus"]["root"]).name
+    # the summary stays short: a slice keeps the rows its corpus's own run does not have (datatrove's side)
     return [replace(row, key=section + row.key.removeprefix(SECTION), details=f"{section}.md",
-                    measure=f"{row.measure} [{corpus}]") for row in rows]
+                    measure=f"{row.measure} [{corpus}]") for row in rows
+            if row.key.removeprefix(f"{SECTION}:") in SLICE_ROWS]
 
 
 def dump_core_hours(cpu_s_per_page: float) -> float:

@@ -121,11 +121,7 @@ def test_a_run_published_again_from_its_json_under_another_section(run, tmp_path
     details = (tmp_path / "benchmarks" / "results" / "crawl-slice.md").read_text()
     assert "<!-- crawl-slice:begin -->" in details and "### Per stage" in details
     rows = json.loads((tmp_path / "benchmarks" / "results" / "summary.json").read_text())
-    assert {r["key"] for r in rows} == {f"crawl-slice:{k}" for k in (
-        "cpu-per-page", "unit-rss", "dagster-share", "forecast", "dump", "accounting")}
-    c = results["conditions"]
-    assert all(r["measured"] == f"{c['started'][:10]}, {c['commit']}" and r["details"] == "crawl-slice.md"
-               and r["measure"].endswith("[corpus]") for r in rows)
+    assert rows == []  # a slice publishes datatrove's rows only, and this run had no datatrove
 
 
 def test_the_replay_reproduces_the_forecast_the_run_made(run, tmp_path):
