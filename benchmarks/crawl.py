@@ -755,18 +755,22 @@ def classify(ours: set[tuple[str, str]], theirs: set[tuple[str, str]], dropped: 
 def forecast_comparison(lake, forecast: dict, since: float) -> pl.DataFrame:
     """The saved forecast against the ledger rows its planned partitions appended after `since`."""
     from llm_assets.core.forecast import Forecast, StageForecast, with_actuals
-    from llm_assets.core.keys import split_partition
     from llm_assets.core.ledger import read_ledger
 
     fc = forecast["forecast"]
     figures = Forecast([StageForecast(**s) for s in fc["stages"]], fc["runner"], fc["slots"], fc["currency"],
                        fc["priced"])
+    return with_actuals(figures, planned_rows(read_ledger(lake), forecast, since))
+
+
+def planned_rows(ledger: pl.DataFrame, forecast: dict, since: float) -> pl.DataFrame:
+    """The ledger rows the saved forecast's planned partitions appended from `since` on: what the plan cost."""
+    from llm_assets.core.keys import split_partition
+
     targets = {(p["asset"], *split_partition(p["partition"] or "")) for p in forecast["partitions"]}
-    ledger = read_ledger(lake, assets={a for a, _, _ in targets})
-    actual = ledger.filter(pl.col("committed_at") >= since).filter(
+    return ledger.filter(pl.col("committed_at") >= since).filter(
         pl.struct("asset", "crawl", "shard").map_elements(
             lambda r: (r["asset"], r["crawl"], r["shard"]) in targets, return_dtype=pl.Boolean))
-    return with_actuals(figures, actual)
 
 
 def forecast_verdicts(cmp: pl.DataFrame) -> tuple[list[str], bool, dict]:

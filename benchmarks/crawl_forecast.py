@@ -53,7 +53,7 @@ class LakeAsOf:
 def replay(lake, settings, saved: dict, ledger: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The saved plan's forecast against what its partitions cost: as the run made it (`then`), and as the current
     code makes it again from the lake and the ledger as of the saved drop (`now`)."""
-    from benchmarks.crawl import forecast_comparison
+    from benchmarks.crawl import forecast_comparison, planned_rows
     from llm_assets.core.forecast import forecast, with_actuals
     from llm_assets.core.keys import split_partition
     from llm_assets.stages import SPECS
@@ -68,10 +68,7 @@ def replay(lake, settings, saved: dict, ledger: pl.DataFrame) -> tuple[pl.DataFr
     fc = saved["forecast"]
     made = forecast(LakeAsOf(lake, held_back.pop()), settings, planned, stages=SPECS,
                     ledger=ledger.filter(pl.col("committed_at") < since), slots=fc["slots"], runner=fc["runner"])
-    actual = ledger.filter(pl.col("committed_at") >= since).filter(
-        pl.struct("asset", "crawl", "shard").map_elements(
-            lambda r: (r["asset"], r["crawl"], r["shard"]) in targets, return_dtype=pl.Boolean))
-    return forecast_comparison(lake, saved, since), with_actuals(made, actual)
+    return forecast_comparison(lake, saved, since), with_actuals(made, planned_rows(ledger, saved, since))
 
 
 def render(now: pl.DataFrame, then: pl.DataFrame) -> str:
