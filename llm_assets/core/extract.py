@@ -158,15 +158,17 @@ def warm_up(extractor: str) -> None:
     pays for imports and lazily compiled patterns (0.1 CPU-s and more), which would otherwise count against the
     first page's limit, and make whether that page times out (or, routed, goes over its budget) depend on how
     loaded the machine is. For trafilatura this includes justext's stop words of every language, which it builds
-    the first time a page falls back on justext (~0.4 CPU-s, once per process)."""
+    the first time a page falls back on justext (~0.4 CPU-s, once per process), and justext's lower-cased set of
+    them, which it builds (and caches) on the first page it classifies (~0.1 CPU-s: iana's `/dnssec`, 6 KB, took
+    0.17 CPU-s where it takes 0.015 afterwards, and crossed a 0.05 CPU-s limit in one run and not in another)."""
     page = ("<html><head><title>t</title></head><body><article><p>" + "Warm words here. " * 40
             + "</p></article></body></html>")
     _EXTRACT[extractor](page, "https://example.org/warm-up")
     if _PACKAGE[extractor] == "trafilatura":
+        from justext.core import define_stoplist
         from trafilatura import external
 
-        if external.JT_STOPLIST is None:
-            external.jt_stoplist_init()
+        define_stoplist(external.JT_STOPLIST or external.jt_stoplist_init())
 
 
 # --- routed extraction ---------------------------------------------------------------------------------------
