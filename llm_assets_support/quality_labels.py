@@ -7,8 +7,8 @@ import random
 from llm_assets_support.shared_data import shared
 
 
-def wikitext_paragraphs(min_words: int = 40) -> list[str]:
-    lines = shared("text", "pytorch-examples__wikitext-2-v1.valid.txt").read_text(encoding="utf-8").splitlines()
+def wikitext_paragraphs(min_words: int = 40, split: str = "valid") -> list[str]:
+    lines = shared("text", f"pytorch-examples__wikitext-2-v1.{split}.txt").read_text(encoding="utf-8").splitlines()
     return [" ".join(w for w in line.split() if w != "<unk>") for line in lines
             if len(line.split()) >= min_words and not line.strip().startswith("=")]
 

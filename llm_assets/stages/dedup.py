@@ -147,15 +147,15 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     def duplicate_clusters(context: dg.AssetExecutionContext, store: ObjectStore, signatures: LakeInput):
         """Per crawl, over every shard's stored signatures (a shard with raw files and no committed signatures
         fails it: no clusters of part of a crawl): documents joined by the same normalized text, the same URL
-        (optional) or a shared LSH band whose signatures estimate a Jaccard similarity of at least
-        `jaccard_threshold`, grouped into connected components. Each cluster keeps one document (setting `keep`:
-        earliest fetch, longest text or first doc_id); the rest are listed here with their reason (`exact`, `url`,
-        `near`) and the document they duplicate. With `cross_crawl`, the crawl is also compared with the signatures
-        of every earlier crawl (in `crawl_order`), whose documents always win (`cross_crawl`). Runs as work units
-        on the runner from the band index the signatures stage writes beside each part (edges per range of keys,
-        components in rounds of units per range of documents, members per part, the keep rule per range of a hash
-        of the cluster); an earlier crawl's index is read only where this crawl's keys fall. The removed documents
-        are the keep units' parts.
+        (optional) or a shared LSH band whose signatures do not put their Jaccard similarity confidently below
+        `jaccard_threshold` (`jaccard_confidence`), grouped into connected components. Each cluster keeps one document
+        (setting `keep`: earliest fetch, longest text or first doc_id); the rest are listed here with their reason
+        (`exact`, `url`, `near`) and the document they duplicate. With `cross_crawl`, the crawl is also compared with
+        the signatures of every earlier crawl (in `crawl_order`), whose documents always win (`cross_crawl`). Runs as
+        work units on the runner from the band index the signatures stage writes beside each part (edges per range of
+        keys, components in rounds of units per range of documents, members per part, the keep rule per range of a hash
+        of the cluster); an earlier crawl's index is read only where this crawl's keys fall. The removed documents are
+        the keep units' parts.
 
         Metadata: duplicates removed by reason, the cluster-size histogram (chart) and the largest clusters with
         example URLs, the crawls compared against and the rows and bytes of their index read, LSH candidates
