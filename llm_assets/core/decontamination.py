@@ -2,11 +2,15 @@
 
 As GPT-3 did (Brown et al. 2020, appendix C): text is normalized to lowercase words (what whitespace, punctuation
 and symbols separate, as the dedup shingles are), every 13-gram of every eval item is hashed into an index, and a
-document is contaminated when at least `min_matches` of its 13-grams are in the index. The index is a sorted array
+document is contaminated when at least `min_matches` of its n-grams are in the index. The index is a sorted array
 of 64-bit n-gram hashes and, beside each, the eval set it came from: 10 bytes per n-gram, whatever the text, and
-one binary search per document n-gram. An eval item shorter than n words is indexed whole, as one k-gram of its k
-words, and documents are also hashed in k-grams for each such k: a short question counts when a document quotes it
-in full.
+one binary search per document n-gram.
+
+The n-gram adapts to the item: an item of at least three times `ngram` words (39) is indexed in `ngram`-grams, a
+shorter one in `min_ngram`-grams (8), which survive in a copy with one word in ten changed (a 20-word item with one
+word in 15 changed keeps no 13 words in a row). Two sizes, so documents are hashed twice, not once per length. An
+item shorter than `min_ngram` words is indexed whole, as one k-gram of its k words: it counts when a document
+quotes it in full. Documents are hashed in every n-gram size the index holds.
 
 Scoring is apart from deciding: `contamination` measures (matches, benchmark, span); the filter block decides.
 """
@@ -59,17 +63,24 @@ class EvalSet(Section):
 
 
 class EvalSetSettings(Section):
-    """Evaluation sets dropped under `evals/` in the bucket (JSON Lines or a JSON array, plain, gzip or zstd): which
-    fields hold their test text, for every set (`text_fields`) or for one (`sets`)."""
+    """Evaluation sets dropped under `evals/` in the bucket (JSON Lines or a JSON array, plain, gzip or zstd): every
+    text field of an item is its test text, unless `text_fields` (for every set) or `sets` (for one) narrow it."""
 
     prefix: str = Field(default="evals/", description=(
         "Where eval sets are dropped in the bucket (JSON Lines or a JSON array, plain, gzip or zstd)."))
-    text_fields: tuple[str, ...] = Field(default=("question", "answer", "text", "prompt", "completion"), description=(
-        "The fields holding an eval item's test text, for every set."))
+    # Every string field by default: a code set's solution and tests are test text as much as its prompt, and a
+    # list of field names guessed for every set indexed HumanEval's prompt alone.
+    text_fields: tuple[str, ...] = Field(default=(), description=(
+        "The fields holding an eval item's test text, for every set; empty: every string field of an item."))
     sets: tuple[EvalSet, ...] = Field(default=(), description=(
         "One set's own text fields, by its name, e.g. `[{name: humaneval, text_fields: [prompt, "
         "canonical_solution]}]`."))
-    ngram: int = Field(default=13, ge=1, le=50, description="Words per n-gram of the eval index (GPT-3's 13).")
+    ngram: int = Field(default=13, ge=1, le=50, description=(
+        "Words per n-gram of the eval index for items of three times as many words and more (GPT-3's 13)."))
+    # 8: a copy with one word in ten changed keeps runs of nine; no shared web document or software manual is
+    # flagged down to 6 (bench-decontamination).
+    min_ngram: int = Field(default=8, ge=1, le=50, description=(
+        "Words per n-gram for shorter items; an item shorter than this is indexed whole."))
 
     def fields_of(self, benchmark: str) -> tuple[str, ...]:
         return next((s.text_fields for s in self.sets if s.name == benchmark), self.text_fields)
@@ -83,7 +94,8 @@ class EvalIndex:
     benchmarks: tuple[str, ...]
     hashes: np.ndarray  # uint64, sorted, unique per (hash, benchmark)
     owners: np.ndarray  # uint16, the benchmark of each hash
-    lengths: tuple[int, ...]  # the n-gram sizes in the index: `ngram`, and the word counts of shorter items
+    lengths: tuple[int, ...]  # the n-gram sizes in the index, longest first (see `item_ngram`)
+    fields: tuple[tuple[str, ...], ...] = ()  # per benchmark, the item fields its text came from
 
     @property
     def nbytes(self) -> int:
@@ -93,19 +105,20 @@ class EvalIndex:
         buf = io.BytesIO()
         np.savez(buf, hashes=self.hashes, owners=self.owners,
                  meta=np.frombuffer(json.dumps({"ngram": self.ngram, "benchmarks": self.benchmarks,
-                                                "lengths": self.lengths}).encode(), np.uint8))
+                                                "lengths": self.lengths, "fields": self.fields}).encode(), np.uint8))
         return buf.getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> EvalIndex:
         with np.load(io.BytesIO(data)) as z:
             meta = json.loads(z["meta"].tobytes())
-            return cls(meta["ngram"], tuple(meta["benchmarks"]), z["hashes"], z["owners"], tuple(meta["lengths"]))
+            return cls(meta["ngram"], tuple(meta["benchmarks"]), z["hashes"], z["owners"], tuple(meta["lengths"]),
+                       tuple(tuple(f) for f in meta.get("fields", ())))
 
 
-def eval_texts(lines: Iterable[bytes], fields: tuple[str, ...], name: str) -> Iterator[str]:
-    """The test text of each JSON line (its `fields` that are present, joined): a line that is not a JSON object
-    is an error naming the set and the line, never skipped silently."""
+def eval_items(lines: Iterable[bytes], name: str) -> Iterator[dict]:
+    """The JSON object of each line: a line that is not one is an error naming the set and the line, never skipped
+    silently."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -113,55 +126,91 @@ def eval_texts(lines: Iterable[bytes], fields: tuple[str, ...], name: str) -> It
             item = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"eval set {name}, line {number}: not JSON ({e})") from e
-        if text := _item_text(item, fields, f"eval set {name}, line {number}"):
+        yield _item(item, f"eval set {name}, line {number}")
+
+
+def eval_texts(lines: Iterable[bytes], fields: tuple[str, ...], name: str) -> Iterator[str]:
+    """The test text of each JSON line (its `fields` that are present, joined; empty: every string field)."""
+    for item in eval_items(lines, name):
+        if text := "\n".join(item[f] for f in text_fields(item, fields)):
             yield text
 
 
-def _item_text(item: object, fields: tuple[str, ...], where: str) -> str:
+def _item(item: object, where: str) -> dict:
     if not isinstance(item, dict):
         raise ValueError(f"{where}: not a JSON object")
-    return "\n".join(str(item[f]) for f in fields if isinstance(item.get(f), str))
+    return item
 
 
-def set_texts(raw: ByteStream, fields: tuple[str, ...], name: str) -> list[str]:
+def text_fields(item: dict, fields: tuple[str, ...]) -> list[str]:
+    """The fields of `item` whose text is test text: those of `fields` it has as strings, or every string field."""
+    return [f for f in (fields or item) if isinstance(item.get(f), str)]
+
+
+@dataclass(frozen=True)
+class SetText:
+    """One eval set's test texts (an item's fields joined) and the fields they came from, in first-seen order."""
+
+    texts: list[str]
+    fields: tuple[str, ...]
+
+
+def set_texts(raw: ByteStream, fields: tuple[str, ...], name: str) -> SetText:
     """The test texts of one eval set file: JSON Lines or a JSON array of objects, plain, gzip or zstd. A file that
     does not decompress or parse, or none of whose items has one of `fields`, is an error naming it."""
     try:
         stream = decompressed(raw)
         if stream.peek(4096)[:4096].lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
             try:
-                items = json.load(stream)
+                loaded = json.load(stream)
             except json.JSONDecodeError as e:
                 raise ValueError(f"eval set {name}: not JSON ({e})") from e
-            texts = [t for i, item in enumerate(items, 1)
-                     if (t := _item_text(item, fields, f"eval set {name}, item {i}"))]
+            items = [_item(item, f"eval set {name}, item {i}") for i, item in enumerate(loaded, 1)]
         else:
-            texts = list(eval_texts(stream, fields, name))
+            items = list(eval_items(stream, name))
     except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
         if is_store_error(e):
             raise
         raise ValueError(f"eval set {name}: cannot decompress ({type(e).__name__}: {e})") from e
+    used: dict[str, None] = {}
+    texts = []
+    for item in items:
+        present = text_fields(item, fields)
+        used.update(dict.fromkeys(present))
+        if text := "\n".join(item[f] for f in present):
+            texts.append(text)
     if not texts:
-        raise ValueError(f"eval set {name}: no item has a text field ({', '.join(fields)}); `evals.sets` names a "
-                         "set's own fields")
-    return texts
+        raise ValueError(f"eval set {name}: no item has a text field ({', '.join(fields) or 'any string field'}); "
+                         "`evals.sets` names a set's own fields")
+    return SetText(texts, tuple(used))
 
 
-def build_index(sets: dict[str, list[str]], ngram: int = 13) -> EvalIndex:
-    """An index of every n-gram of every text of each named eval set."""
+def item_ngram(words: int, ngram: int, min_ngram: int) -> int:
+    """The n-gram an item of `words` words is indexed in (an item shorter than it: one hash of its words)."""
+    return ngram if words >= 3 * ngram else min(min_ngram, ngram)
+
+
+def build_index(sets: dict[str, list[str]], ngram: int = 13, min_ngram: int = 8,
+                fields: dict[str, tuple[str, ...]] | None = None) -> EvalIndex:
+    """An index of every n-gram of every text of each named eval set, each item in its own n-gram (`item_ngram`);
+    `fields` records, per set, where its texts came from."""
     names = tuple(sorted(sets))
-    hashes, owners, lengths = [], [], {ngram}
+    hashes, owners, lengths = [], [], set()
     for owner, name in enumerate(names):
         texts = pl.Series(sets[name], dtype=pl.String)
-        h, _ = shingle_hashes(texts, ngram, SEED)  # an item shorter than n words: one hash of its words
-        lengths |= {k for k in words(texts).list.len().to_list() if 0 < k < ngram}
-        h = np.unique(h)
+        counts = words(texts).list.len().to_numpy()
+        sizes = np.array([item_ngram(int(k), ngram, min_ngram) for k in counts], np.int64)
+        lengths |= {int(k) if k < n else int(n) for k, n in zip(counts, sizes, strict=True) if k > 0}
+        h = np.unique(np.concatenate([np.zeros(0, np.uint64)] + [
+            shingle_hashes(texts.filter(pl.Series(sizes == size)), int(size), SEED)[0]
+            for size in np.unique(sizes)]))  # an item shorter than its n-gram: one hash of its words
         hashes.append(h)
         owners.append(np.full(len(h), owner, np.uint16))
     all_hashes = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
     all_owners = np.concatenate(owners) if owners else np.zeros(0, np.uint16)
     order = np.argsort(all_hashes, kind="stable")
-    return EvalIndex(ngram, names, all_hashes[order], all_owners[order], tuple(sorted(lengths, reverse=True)))
+    return EvalIndex(ngram, names, all_hashes[order], all_owners[order], tuple(sorted(lengths, reverse=True)),
+                     tuple((fields or {}).get(name, ()) for name in names))
 
 
 CONTAMINATION_SCHEMA = {"contaminated_ngrams": pl.UInt32, "benchmark": pl.String, "match_start": pl.Int32,
@@ -273,6 +322,8 @@ class StoredIndex:
     ngrams: int = 0
     nbytes: int = 0
     built: bool = False  # by this call
+    fields: tuple[tuple[str, ...], ...] = ()  # per benchmark, the item fields indexed
+    lengths: tuple[int, ...] = ()  # the n-gram sizes
 
 
 def eval_index(lake: Lake, settings: EvalSetSettings) -> StoredIndex:
@@ -285,12 +336,15 @@ def eval_index(lake: Lake, settings: EvalSetSettings) -> StoredIndex:
     if not lake.exists(key := f"{INDEX_PREFIX}{version}.npz"):
         names = {k: cast(str, benchmark_name(k, settings.prefix)) for k, _ in sources}  # named as eval sets
         sets = {name: set_texts(lake.open(k), settings.fields_of(name), k) for k, name in names.items()}
-        lake.put_bytes(key, build_index(sets, settings.ngram).to_bytes())
+        index = build_index({name: s.texts for name, s in sets.items()}, settings.ngram, settings.min_ngram,
+                            {name: s.fields for name, s in sets.items()})
+        lake.put_bytes(key, index.to_bytes())
         built = True
     path = _local_copy(lake, version)
     assert path is not None
     index = load_index(str(path))
-    return StoredIndex(version, path, index.benchmarks, len(index.hashes), index.nbytes, built)
+    return StoredIndex(version, path, index.benchmarks, len(index.hashes), index.nbytes, built, index.fields,
+                       index.lengths)
 
 
 def _local_copy(lake: Lake, version: str) -> Path | None:

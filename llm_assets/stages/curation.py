@@ -107,10 +107,14 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
             raise dg.Failure(str(e)) from e
         if index.path is None:
             context.log.warning(f"no eval set under {lake.url(settings.evals.prefix)}: decontamination checks nothing")
+        for benchmark, fields in zip(index.benchmarks, index.fields, strict=False):
+            context.log.info(f"eval set {benchmark}: indexed fields {', '.join(fields) or '(not recorded)'}")
         return dg.MaterializeResult(
             metadata={"eval_sets": dg.MetadataValue.json([k for k, _ in keys.sources]),
                       "unused_keys": dg.MetadataValue.json([u.to_dict() for u in keys.unused]),
                       "benchmarks": dg.MetadataValue.json(list(index.benchmarks)),
+                      "fields": dg.MetadataValue.json(dict(zip(index.benchmarks, index.fields, strict=False))),
+                      "ngram_sizes": dg.MetadataValue.json(list(index.lengths)),
                       "ngram": settings.evals.ngram, "ngrams": index.ngrams, "index_bytes": index.nbytes,
                       "bytes_per_million_ngrams": round(index.nbytes / index.ngrams * 1e6) if index.ngrams else 0,
                       "built_now": index.built, "seconds": round(time.perf_counter() - start, 3)},

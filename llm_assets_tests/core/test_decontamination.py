@@ -12,10 +12,12 @@ from llm_assets.core.decontamination import (
     EvalIndex,
     EvalSet,
     EvalSetSettings,
+    SetText,
     benchmark_name,
     build_index,
     contamination,
     eval_texts,
+    item_ngram,
     set_texts,
 )
 from llm_assets_support.corpus import lightly_edited, planted, shared_documents
@@ -64,6 +66,27 @@ def test_a_short_item_is_one_ngram_and_counts_when_quoted_whole():
     index = build_index({"tiny": ["What is two plus two?"], "other": ["a b c d e f g h i j k l m n o"]})
     found = contamination(index, pl.Series(["Q: what is two plus two? A: four", "what is two plus three"]))
     assert found["benchmark"].to_list() == ["tiny", None]
+
+
+def test_an_item_under_three_times_thirteen_words_is_indexed_in_eight_grams():
+    assert [item_ngram(w, 13, 8) for w in (3, 8, 20, 38, 39, 200)] == [8, 8, 8, 8, 13, 13]
+    index = build_index({"tiny": ["What is two plus two?"], "short": [SHORT_ITEM], "long": ["word " * 40]})
+    assert index.lengths == (13, 8, 5)  # long, SHORT_ITEM's 20 words, and the tiny item whole
+
+
+# a 20-word item, as short as the code benchmark's shortest: with one word in 15 changed no 13 words stay in a row
+SHORT_ITEM = ("Write a function that returns the largest prime factor of a positive integer n greater than one and "
+              "not prime")
+
+
+def test_a_short_item_edited_one_word_in_ten_is_still_found():
+    words = SHORT_ITEM.split()
+    assert len(words) == 20
+    edited = " ".join(["for" if i in (4, 13) else w for i, w in enumerate(words)])  # runs of 4, 8 and 6 words
+    document = pl.Series([f"Exercise 4. {edited}. Hint: trial division is enough."])
+    assert contamination(build_index({"code": [SHORT_ITEM]}), document)["benchmark"].to_list() == ["code"]
+    thirteen = build_index({"code": [SHORT_ITEM]}, ngram=13, min_ngram=13)  # GPT-3's fixed 13-grams
+    assert contamination(thirteen, document)["benchmark"].to_list() == [None]
 
 
 def test_the_index_round_trips_and_costs_ten_bytes_per_ngram(index):
@@ -149,7 +172,9 @@ def test_a_code_benchmark_is_found_in_the_text_as_extracted_after_c4_deleted_its
     from llm_assets.core.filtered import FilteredSettings, filter_batch
 
     lines = [json.dumps(item).encode() for item in CODE_SET]
-    index = build_index({"code": list(eval_texts(lines, ("prompt", "canonical_solution"), "code.jsonl"))})
+    # 13-grams for these short items too (8 by default): C4 must break every match for the check to matter
+    index = build_index({"code": list(eval_texts(lines, ("prompt", "canonical_solution"), "code.jsonl"))},
+                        min_ngram=13)
     (path := tmp_path / "index.npz").write_bytes(index.to_bytes())
     docs = documents_frame(code_planted_documents())
     assert (contamination(index, docs["text"])["contaminated_ngrams"] >= 13).all()
@@ -192,8 +217,11 @@ def test_an_eval_set_is_read_plain_gzip_or_zstd_as_json_lines_or_a_json_array():
     fields = ("prompt", "canonical_solution")
     for data in (lines, gzip.compress(lines), gzip.compress(lines[:100]) + gzip.compress(lines[100:]),
                  zstandard.ZstdCompressor().compress(lines), array, gzip.compress(array)):
-        assert set_texts(io.BytesIO(data), fields, "evals/code") == expected
-    assert set_texts(io.BytesIO(lines), ("prompt",), "evals/code") == [item["prompt"] for item in CODE_SET]
+        assert set_texts(io.BytesIO(data), fields, "evals/code") == SetText(expected, fields)
+    assert set_texts(io.BytesIO(lines), ("prompt",), "evals/code").texts == [item["prompt"] for item in CODE_SET]
+    every = set_texts(io.BytesIO(lines), (), "evals/code")  # no fields named: every string field, in item order
+    assert every.fields == ("task_id", "prompt", "canonical_solution")
+    assert every.texts == [item["task_id"] + "\n" + text for item, text in zip(CODE_SET, expected, strict=True)]
 
 
 def test_an_eval_set_that_cannot_be_read_is_an_error_naming_it():
@@ -222,8 +250,7 @@ def test_a_benchmark_is_named_by_its_key_without_suffixes_and_may_have_its_own_f
         {"sets": yaml.safe_load("[{name: humaneval, text_fields: [prompt, canonical_solution]}]")})
     assert settings.sets == (EvalSet(name="humaneval", text_fields=("prompt", "canonical_solution")),)
     assert settings.fields_of("humaneval") == ("prompt", "canonical_solution")
-    assert settings.fields_of("gsm8k_test") == EvalSetSettings().text_fields == (
-        "question", "answer", "text", "prompt", "completion")  # today's defaults
+    assert settings.fields_of("gsm8k_test") == EvalSetSettings().text_fields == ()  # every string field
 
 
 # --- on a real store -------------------------------------------------------------------------------------------
@@ -278,7 +305,7 @@ def test_compressed_eval_sets_are_read_every_other_key_is_listed_and_a_code_set_
               "evals/empty.jsonl": "empty file"}
     base = load_settings()
     settings = base.model_copy(update={"evals": base.evals.model_copy(update={"sets": (
-        EvalSet(name="humaneval", text_fields=("prompt", "canonical_solution")),)})})
+        EvalSet(name="humaneval", text_fields=("prompt", "canonical_solution")),), "min_ngram": 13})})  # as above
     resources = {"store": store, "lake_io_manager": LakeIOManager(store=store)}
 
     result = dg.materialize(built("eval_index", settings=settings), instance=instance, resources=resources)
@@ -288,6 +315,11 @@ def test_compressed_eval_sets_are_read_every_other_key_is_listed_and_a_code_set_
     assert set(listed) == set(unused) and all(listed[k].startswith(r) for k, r in unused.items())
     logged = " ".join(e.user_message for e in instance.all_logs(result.run_id))
     assert all(f"{k} is not used as an eval set" in logged for k in unused)
+    # the fields each set was indexed from: its own as `evals.sets` names them, else every string field
+    assert "eval set humaneval: indexed fields prompt, canonical_solution" in logged
+    assert "eval set gsm8k_head: indexed fields question, answer" in logged
+    assert m.metadata["fields"].value == {"gsm8k_head": ["question", "answer"],
+                                          "humaneval": ["prompt", "canonical_solution"]}
 
     monkeypatch.setenv("LLM_ASSETS_BUCKET", lake.bucket)
     assert cli.main(["status", "--json"]) == 0
