@@ -44,6 +44,19 @@ def test_a_changed_threshold_plans_the_filtered_stage_and_what_follows_not_the_d
     assert planned[("filtered", f"{crawl}|0000")] == CODE
 
 
+def test_a_new_clustering_rule_plans_the_clusters_and_what_follows_not_the_signatures(
+        curated, instance, crawl):  # noqa: F811
+    """A lake built before the near-duplicate confirmation changed (duplicate_clusters' code version alone moved,
+    as the definitions snapshot shows): the clusters, the deduplicated shards and what follows are rebuilt; the
+    documents, filtered documents and signatures are kept."""
+    from llm_assets.stages import code_versions
+
+    planned = plan(instance, curated, crawl, code_versions(load_settings()) | {"duplicate_clusters": "3-before"})
+    assert set(planned) == ({("duplicate_clusters", crawl)}
+                            | {(a, f"{crawl}|{s}") for a in ("deduplicated", "tokenized") for s in ("0000", "0001")})
+    assert planned[("duplicate_clusters", crawl)] == CODE
+
+
 def test_a_new_file_plans_its_shard_chain_and_the_crawl_level_assets_then_a_rebuild_clears_it(
         curated, instance, crawl, dedup_defs):  # noqa: F811
     lake = curated
