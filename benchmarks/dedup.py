@@ -27,9 +27,9 @@ trafilatura, as the tests do) into a temporary folder, which the others read.
    it); precision over predicted pairs (every removed document against the kept document of its cluster), with the
    true Jaccard of each, planted or not: the shared corpus has real near-duplicates of its own.
 
-`synthesize` (synthetic signatures with planted copies) serves `make bench-dump-scale`, which measures the
-clustering's memory as a crawl runs it: in work units. The single-process `find_clusters` (tests, small crawls) is
-no longer measured at a million signatures (it was 2,579 MiB there; nothing runs it at that size).
+The clustering's memory is measured as a crawl runs it, in work units, by `make bench-dump-scale`. The
+single-process `find_clusters` (tests, small crawls) is no longer measured at a million signatures (it was 2,579 MiB
+there; nothing runs it at that size).
 """
 
 from __future__ import annotations

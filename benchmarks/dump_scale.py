@@ -10,7 +10,7 @@ The section between `<!-- dump-scale:begin -->` and `<!-- dump-scale:end -->` of
 (beside the output) is replaced, and the row of the summary table in the output (BENCHMARKS.md). Per size, in
 fresh subprocesses whose environment sets POLARS_MAX_THREADS, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS to 1:
 
-1. synthesize: `benchmarks.dedup.synthesize` (random hashes and MinHash values; 5% exact copies, 5% near copies
+1. synthesize: `synthesize` (random hashes and MinHash values; 5% exact copies, 5% near copies
    of random originals, so planted clusters of 2 or more documents whose sizes are known) in groups of 4 parts of
    `--part-rows` documents, so that a copy and its source are in different parts three times in four; a group is
    made, written and dropped before the next, so no process holds a size's signatures. Each part's band index and
@@ -113,6 +113,59 @@ def write_datatrove_sigs(folder: Path, rank: int, bands) -> None:
         records.tofile(path)
 
 
+def synthesize(n_docs: int, seed: int, first: int = 0):
+    """N rows of CLUSTER_COLUMNS + crawl + shard, documents `first` .. `first + n_docs - 1`: random hashes, then 5%
+    exact copies (text hash, bands and MinHash values of a source row) and 5% near copies (1 band, plus each other
+    band with probability 0.2, of a source row; 10 of its 112 MinHash values changed). Sources are never copies, so
+    exactly the copies should be removed. -> (frame, stats, source: each row's source row, -1 for an original)."""
+    import numpy as np
+    import polars as pl
+
+    from llm_assets.core.dedup import CLUSTER_COLUMNS
+    from llm_assets.settings import DedupSettings
+
+    bands = DedupSettings().bands
+    rng = np.random.default_rng(seed)
+    text_hash = rng.integers(1, 2**64 - 1, n_docs, dtype=np.uint64)
+    url_hash = rng.integers(1, 2**64 - 1, n_docs, dtype=np.uint64)
+    band = rng.integers(1, 2**64 - 1, (n_docs, bands), dtype=np.uint64)
+    n_chars = rng.integers(200, 20_000, n_docs)
+    order = rng.permutation(n_docs)
+    n_copy = n_docs // 20
+    exact, near, originals = order[:n_copy], order[n_copy:2 * n_copy], order[2 * n_copy:]
+    exact_src = rng.choice(originals, n_copy)
+    text_hash[exact], band[exact], n_chars[exact] = text_hash[exact_src], band[exact_src], n_chars[exact_src]
+    src = rng.choice(originals, n_copy)
+    shared = rng.random((n_copy, bands)) < 0.2
+    shared[np.arange(n_copy), rng.integers(0, bands, n_copy)] = True
+    band[near] = np.where(shared, band[src], band[near])
+    # MinHash values, for the Jaccard confirmation: an exact copy has its source's, a near copy 10 of 112 changed
+    k = bands * DedupSettings().rows
+    sig = rng.integers(0, 2**32, (n_docs, k), dtype=np.uint64).astype(np.uint32)
+    sig[exact] = sig[exact_src]
+    changed = rng.random((n_copy, k)) < 10 / k
+    sig[near] = np.where(changed, sig[near], sig[src])
+    i = pl.int_range(first, first + n_docs, eager=True)
+    df = pl.DataFrame({
+        "doc_id": "doc-" + i.cast(pl.String).str.zfill(9),
+        "source_key": "raw/BENCH/file-" + (i % 64).cast(pl.String).str.zfill(3) + ".warc.gz",
+        "url": "https://site" + (i % 50_000).cast(pl.String) + ".example/page/" + i.cast(pl.String),
+        "fetch_time": "2024-05-" + (i % 28 + 1).cast(pl.String).str.zfill(2) + "T"
+                      + (i % 24).cast(pl.String).str.zfill(2) + ":00:00Z",
+        "n_chars": pl.Series(n_chars, dtype=pl.Int64),
+        "text_hash": text_hash, "url_hash": url_hash,
+        "bands": pl.Series(band).cast(pl.Array(pl.UInt64, bands)),
+        "signature": pl.Series(sig).cast(pl.Array(pl.UInt32, k)),
+        "crawl": pl.repeat(CRAWL, n_docs, eager=True),
+        "shard": (i % 4).cast(pl.String).str.zfill(4),
+    }).select(*CLUSTER_COLUMNS, "crawl", "shard")
+    source = np.full(n_docs, -1, np.int64)
+    source[exact], source[near] = exact_src, src
+    stats = {"documents": n_docs, "bands": bands, "columns": df.columns, "exact_copies": n_copy,
+             "near_copies": n_copy, "mean_shared_bands": float(shared.sum(axis=1).mean())}
+    return df, stats, np.where(source >= 0, source + first, -1)
+
+
 def child_synthesize(args) -> dict:
     import numpy as np
     import polars as pl
@@ -175,7 +228,6 @@ def child_synthesize(args) -> dict:
 def crawl_groups(size: int, part_rows: int, seed: int, first: int):
     """A synthetic crawl of `size` documents numbered from `first`, group by group (GROUP_PARTS parts each), the
     same every time: (frame, stats, source)."""
-    from benchmarks.dedup import synthesize
 
     for at in range(0, size, GROUP_PARTS * part_rows):
         rows = min(GROUP_PARTS * part_rows, size - at)
