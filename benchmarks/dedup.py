@@ -630,7 +630,8 @@ def summary(r: dict) -> list[Row]:
     """The rows of BENCHMARKS.md's summary table."""
     ours, ds, q = r["signatures-ours"], r["signatures-datasketch"], r["quality"]
     high, near, cmd = high_pairs(q), near_pairs(q), r["run"]["command"]
-    speed = docs_per_second(ours) / docs_per_second(ds)
+    # per CPU-second: the wall-clock rate of one core moves with what else the machine runs
+    per_cpu = docs_per_second(ours, "cpu_seconds") / docs_per_second(ds, "cpu_seconds")
     right = sum(p["planted"] or p["jaccard"] >= 0.7 for p in q["predicted"]) / max(1, len(q["predicted"]))
 
     def row(key: str, measure: str, current: str, target: str, met: bool) -> Row:
@@ -640,8 +641,9 @@ def summary(r: dict) -> list[Row]:
         return sum(p["found"] for p in pairs) / max(1, len(pairs))
 
     return [
-        row("signatures", "MinHash signatures vs datasketch (docs/s/core)",
-            f"{speed:.1f}× ({docs_per_second(ours):,.0f} vs {docs_per_second(ds):,.0f})", "≥ 10×", speed >= 10),
+        row("signatures", "MinHash signatures vs datasketch (documents per CPU-second, one core)",
+            f"{per_cpu:.1f}× ({docs_per_second(ours, 'cpu_seconds'):,.0f} vs "
+            f"{docs_per_second(ds, 'cpu_seconds'):,.0f})", "≥ 10×", per_cpu >= 10),
         row("recall", "dedup recall, planted pairs of true Jaccard ≥ 0.8", found_of(high), "≥ 0.99",
             found(high) >= 0.99),
         row("recall-near", "dedup recall, planted pairs of true Jaccard 0.80–0.85", found_of(near), "≥ 0.95",
