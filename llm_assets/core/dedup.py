@@ -53,8 +53,7 @@ class DedupSettings(Section):
     cross_crawl: bool = Field(default=False, description="Also drop documents already in an earlier crawl.")
     crawl_order: tuple[str, ...] = Field(default=(), description=(
         "Crawls earliest first; empty: crawl names sorted (Common Crawl's sort by date)."))
-    # An LSH candidate pair becomes an edge only when its signatures estimate a Jaccard similarity at least this
-    # (FineWeb's 0.8); 0: every candidate. Short pages sharing a long banner collide in a band without being alike.
+    # Short pages sharing a long banner collide in a band without being alike: the signatures confirm a candidate.
     jaccard_threshold: float = Field(default=0.8, ge=0, le=1, description=(
         "An LSH candidate pair joins a cluster unless its Jaccard similarity is estimated below this (FineWeb's "
         "0.8) with `jaccard_confidence`; 0: every candidate."))
