@@ -50,7 +50,7 @@ from llm_assets.core.decontamination import (  # noqa: E402
     EvalSetSettings,
     build_index,
     contamination,
-    eval_texts,
+    eval_items,
 )
 from llm_assets_support.corpus import SHARED_DATA, lightly_edited, planted, shared_documents  # noqa: E402
 
@@ -111,9 +111,9 @@ def block_speed(index: EvalIndex, texts: pl.Series) -> float:
 def main() -> tuple[str, list[Row]]:
     settings = EvalSetSettings()
     with open(GSM8K, "rb") as fh:
-        gsm8k = list(eval_texts(fh, ("question", "answer"), GSM8K.name))
-    with open(GSM8K, "rb") as fh:
-        questions = list(eval_texts(fh, ("question",), GSM8K.name))
+        items = list(eval_items(fh, GSM8K.name))
+    gsm8k = [item["question"] + "\n" + item["answer"] for item in items]
+    questions = [item["question"] for item in items]
     code = humaneval()
     code_all = ["\n".join(v for v in item.values() if isinstance(v, str)) for item in code]  # the default: every field
     code_quoted = [item["prompt"] + item["canonical_solution"] for item in code]

@@ -660,15 +660,6 @@ def removed_counts(removed: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         .sort("shard", "reason").collect(engine="streaming")
 
 
-def removed_counts_of(lake: Lake, parts: Sequence[str]) -> pl.DataFrame:
-    """`removed_counts` of the keep units' parts, streamed one part at a time: the driver then holds one part's
-    row groups whatever the number of keep units (all 6 of 30M documents at once cost it 37 MiB more than one)."""
-    if not parts:
-        return removed_counts(lake.scan([]))
-    return pl.concat([removed_counts(lake.scan([part])) for part in parts]).group_by("shard", "reason") \
-        .agg(pl.col("documents").sum()).sort("shard", "reason")
-
-
 # --- the units -------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -964,7 +955,7 @@ def cluster_lake(store, parts: Sequence[SignaturePart], settings: ClusterSetting
     done.steps["keep"] = run(write_kept, keep_units)
     sizes, top = merge_summaries([lake.scan([u.sizes_part]).collect() for u in keep_units],
                                  [lake.scan([u.largest_part]).collect() for u in keep_units], largest)
-    return ClusterSummary(removed_by=removed_counts_of(lake, [u.part for u in keep_units]), sizes=sizes,
+    return ClusterSummary(removed_by=removed_counts(lake.scan([u.part for u in keep_units])), sizes=sizes,
                           largest=top, documents=own, index_documents=sum(p.rows for p in parts) - own,
                           candidates=done.count("candidates"), rejected=done.count("rejected")), done
 
