@@ -93,7 +93,9 @@ class DedupSettings(Section):
 
 
 STAGE_VERSION = "1"
-SIGNATURES_VERSION = "3"  # 3: shingles of the language's words (core/segment) where it is written without spaces
+# 3: shingles of the language's words (core/segment) where it is written without spaces
+# 4: every language datatrove splits with IndicNLP's rules is segmented (Western Punjabi, Maithili, ... too)
+SIGNATURES_VERSION = "4"
 # 2: a removal's reason names only a rule that is on (no `url` between URL-less documents)
 # 3: LSH candidates are confirmed by their Jaccard estimate (`jaccard_threshold`)
 # 4: rejected only when the estimate is confidently below it (`jaccard_confidence`)

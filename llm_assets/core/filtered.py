@@ -44,7 +44,8 @@ from llm_assets.core.versions import digest
 # 6: each language through its own thresholds (the language table), `und` for unknown scripts; words split per
 # language (core/segment): word counts, densities and n_words change
 # 7: every block measures every document that entered the chain; each unit writes its scores beside its part
-STAGE_VERSION = "7"
+# 8: words split by each language's spaCy tokenizer itself, as datatrove's (the pattern differed on real prose)
+STAGE_VERSION = "8"
 BATCH_ROWS = 1024
 
 ADDED = [

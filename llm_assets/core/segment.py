@@ -1,54 +1,44 @@
-"""Word segmentation per language: the one split every block that counts words goes through.
+"""Word segmentation per language: the one split every block that counts words goes through, FineWeb-2's.
 
-Languages written with spaces use the pattern of `filters.text` (spaCy's rules, which datatrove's blank pipelines
-apply to them), with the language's own rules where they matter: English contractions only in English, elided
-articles split off in French, Italian and Catalan ("l'|homme"). Chinese, Japanese, Korean and Thai have
-segmenters of their own, the ones FineWeb-2's tokenizers run (measured against them in
-`llm_assets_tests/core/test_segment.py`, costs in `benchmarks/segmenters.py`): jieba, Sudachi (core dictionary, split
-mode A), Kiwi (skip-bigram model) and PyThaiNLP's newmm; the languages of India and Pakistan (Hindi, Bengali,
-Tamil, Urdu, ...) IndicNLP's punctuation rules, reproduced here. Any other language whose text is mostly in a script
-written without spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan: Cantonese, Wu, Lao labelled pages, a page the
-identifier labels `und`) is split by its script: Han by jieba, kana by Sudachi, Thai by newmm, the others into
-grapheme clusters. Text without a language (None) keeps the English rules.
+Each language is split by the word tokenizer datatrove assigns it (the language table's `word_tokenizer`): spaCy's
+tokenizer for that language (its prefix, suffix and infix rules, exceptions, URLs), run on a batch's distinct
+whitespace-free chunks at once (`_spacy_words`), which gives each text exactly the words spaCy gives it alone;
+jieba, Sudachi (core dictionary, split mode A), Kiwi (skip-bigram model) and PyThaiNLP's newmm for Chinese,
+Japanese, Korean and Thai; IndicNLP's punctuation rules, reproduced here, for the languages of India and Pakistan
+(measured against datatrove in `llm_assets_tests/core/test_segment.py`, costs in `benchmarks/segmenters.py`). Text
+the identifier labels `und` is split by its dominant script: Han by jieba, kana by Sudachi, Thai by newmm, Lao,
+Khmer, Myanmar and Tibetan into grapheme clusters, the rest by spaCy's multi-language tokenizer. Text without a
+language (None) is split as English, as FineWeb (v1) does.
 
 Segmenters load on first use, once per process (a pool's fork server loads them before forking: `warm`), and every
-package ships its dictionary: nothing is downloaded at run time.
+package ships its dictionary or rules: nothing is downloaded at run time.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import re
 import threading
 from typing import Callable, Iterable
 
+import numpy as np
 import polars as pl
+
+from llm_assets.core.languages import language_table
 
 # Imported by `minhash`, whose workers load NumPy, Polars and PyArrow only: the pattern's module (`filters.text`,
 # and with it the filters package) loads when a text needs it.
 _SYMBOL_WORD = r"^[\p{P}\p{S}\p{Cc}]+$"  # filters.text.SYMBOL_WORD: a word of punctuation or symbols only
 
-# The segmenter of each language written without spaces (lid.176 labels), and of the languages FineWeb-2 splits with
-# IndicNLP's punctuation rules (Brahmic scripts; Urdu, Pashto and Sindhi with Urdu's marks).
-DEDICATED = {"zh": "jieba", "ja": "sudachi", "ko": "kiwi", "th": "newmm"} | {
-    code: "indic" for code in ("as", "bn", "gu", "hi", "kn", "ml", "mr", "ne", "or", "pa", "sa", "si", "ta", "te")
-} | {code: "urdu" for code in ("ur", "ps", "sd")}
-# Languages whose spaCy tokenizer splits elided articles and prepositions off the next word.
-_ELISION = {
-    "fr": r"(?i)^((?:qu|jusqu|lorsqu|puisqu|quoiqu|presqu|[cdjlmnst])['’])(\w.*)$",
-    "it": r"(?i)^(\w+['’])(\w.*)$",
-    "ca": r"(?i)^((?:[dlmnst])['’])(\w.*)$",
-}
-# Languages whose spaCy tokenizer takes a word's final periods off one at a time ("tak..." -> "tak", ".", ".", "."),
-# where the others keep an ellipsis whole.
-_FINAL_PERIODS = {"pl"}
-_PERIODS_AFTER_WORD = re.compile(r"(?<=[^\s.])\.{2,}(?=[)\]\"'»”]*(?:\s|$))")
-# Languages whose spaCy tokenizer keeps a hyphen between letters inside the word ("Kategorie-Übersicht",
-# "niet-zelfbesturend"), where the others split it off as English does. The pattern splits there, so such a hyphen
-# is hidden behind a private-use character while the text is split, and put back in the words.
-_JOINED_HYPHENS = {"de", "nl", "sv", "es", "pt", "el"}
-_HIDDEN_HYPHEN = "\ue000"
+# datatrove's word tokenizers (the language table's `word_tokenizer`) that a segmenter of this module stands in for;
+# any other "spacy:<code>" is spaCy's tokenizer for <code>, as datatrove's. Stanza's models and pyvi are not
+# installed (Stanza downloads its models at run time): those languages get spaCy's multi-language tokenizer, the one
+# datatrove falls back on ("whitespace"), and the parity test leaves them out.
+_STAND_INS = {"spacy:zh": "jieba", "spacy:ja": "sudachi", "kiwi": "kiwi", "thai": "newmm", "indicnlp:ur": "urdu",
+              "khmer": "graphemes", "lao": "graphemes", "tibetan": "graphemes", "burmese": "graphemes",
+              "whitespace": "spacy:xx", "spacy:vi": "spacy:xx"}
+_BY_KIND = {"indicnlp": "indic", "stanza": "spacy:xx"}
+ENGLISH = "spacy:en"  # a text without a language: FineWeb's (v1) English tokenizer
 _UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
 # A dominant script without spaces and what splits it; the first that holds more than half a text's letters wins
 # (kana with Han: Japanese writes both, so any kana sends a Han text to Sudachi).
@@ -62,11 +52,19 @@ _SUDACHI_BYTES = 40_000  # Sudachi refuses inputs above 49,149 bytes; datatrove 
 
 
 def segmenter_of(language: str | None) -> str:
-    """The segmenter family of a language: "spaced" (the pattern), "script" (by each text's dominant script) or
-    a dedicated one."""
+    """What splits a language's words: "spacy:<code>" (spaCy's tokenizer for that language), a dedicated segmenter
+    (jieba, sudachi, kiwi, newmm, indic, urdu, graphemes) or "script" (each text by its dominant script: `und`)."""
     if language is None:
-        return "spaced"
-    return DEDICATED.get(language, "script")
+        return ENGLISH
+    row = language_table().get(language)
+    if row is None:
+        return "script"
+    tokenizer = row.word_tokenizer
+    return _STAND_INS.get(tokenizer) or _BY_KIND.get(tokenizer.partition(":")[0], tokenizer)
+
+
+def _dedicated_segmenter(name: str) -> bool:
+    return not name.startswith("spacy:") and name != "script"
 
 
 @functools.cache
@@ -152,16 +150,37 @@ _LOADERS = {"jieba": _jieba, "sudachi": _sudachi, "kiwi": _kiwi, "newmm": _newmm
             "urdu": functools.cache(lambda: _punctuation_split(_URDU_MARKS))}
 
 
+@functools.cache
+def _spacy(code: str):
+    """A blank spaCy pipeline for the language: datatrove's `SpaCyTokenizer(code)` (its sentencizer moves no word)."""
+    import spacy
+
+    nlp = spacy.blank(code)
+    # A new word's lexical attributes (shape, like_num, ...) are computed in Python when it enters the vocabulary,
+    # 70% of the tokenizer's time; no split depends on them.
+    nlp.vocab.lex_attr_getters = {}  # type: ignore[attr-defined]  # (a public attribute the stubs omit)
+    return nlp
+
+
 def segmenters_for(languages: Iterable[str] | str) -> str:
-    """The dedicated segmenters a chain that keeps `languages` (or "all") may run, as `warm` takes them."""
-    names = set(DEDICATED.values()) if languages == "all" else {DEDICATED[x] for x in languages if x in DEDICATED}
-    return ",".join(sorted(names - {"indic", "urdu"}))  # (these two load nothing)
+    """The segmenters a chain that keeps `languages` (or "all") may run, as `warm` takes them: the dedicated ones,
+    and spaCy's tokenizers of the listed languages (of English and the multi-language one for "all": loading the
+    ~60 languages' rules costs ~0.3 CPU-s each, paid by the first page of a language instead)."""
+    if languages == "all":
+        names = {segmenter_of(x) for x in language_table()}
+        names = {n for n in names if _dedicated_segmenter(n)} | {ENGLISH, "spacy:xx"}
+    else:
+        names = {segmenter_of(x) for x in languages} | {ENGLISH}
+    return ",".join(sorted(names - {"indic", "urdu", "script"}))  # (these load nothing)
 
 
 def warm(segmenters: str) -> None:
-    """Loads the named segmenters ("jieba,sudachi,kiwi,newmm"): a pool's warm-up (`units.Warmup`)."""
+    """Loads the named segmenters ("jieba,sudachi,spacy:fr"): a pool's warm-up (`units.Warmup`)."""
     for name in filter(None, segmenters.split(",")):
-        _LOADERS[name]()("")
+        if name.startswith("spacy:"):
+            _spacy(name.removeprefix("spacy:")).tokenizer("")
+        else:
+            _LOADERS[name]()("")
 
 
 def segment(texts: list[str], segmenter: str) -> list[list[str]]:
@@ -251,20 +270,6 @@ def _dedicated(texts: pl.Series, segmenter: str) -> pl.Series:
     return pl.Series(segment(texts.fill_null("").to_list(), segmenter), dtype=pl.List(pl.String))
 
 
-def _elide(words: pl.Series, pattern: str) -> pl.Series:
-    """Elided words split in two ("l'homme" -> "l'", "homme"), as spaCy's French and Italian tokenizers do."""
-    if not words.explode().str.contains(pattern).any():
-        return words
-    w = pl.col("w")
-    split = (words.to_frame("w").with_row_index("doc").explode("w", empty_as_null=True)
-             .with_columns(parts=pl.when(w.str.contains(pattern))
-                           .then(pl.concat_list(w.str.extract(pattern, 1), w.str.extract(pattern, 2)))
-                           .otherwise(pl.concat_list("w")))
-             .explode("parts")
-             .group_by("doc", maintain_order=True).agg(pl.col("parts").drop_nulls()))
-    return split["parts"].alias(words.name)
-
-
 def _script_segmenters(texts: pl.Series) -> pl.Series:
     """Per text, the segmenter of its dominant script when that script is written without spaces, else null."""
     out = pl.Series([None] * len(texts), dtype=pl.String)
@@ -285,10 +290,88 @@ def _script_segmenters(texts: pl.Series) -> pl.Series:
     return out
 
 
-def _spaced(texts: pl.Series, language: str | None) -> pl.Series:
-    from llm_assets.core.filters.text import spaced_words_column
+# Python's whitespace (str.isspace, where spaCy's tokenizer splits) as a Rust class: Unicode White_Space plus the
+# separators \x1c-\x1f.
+CHUNK = r"[^\s\x1c-\x1f]+"
+_LETTERS = r"^\p{L}[\p{L}\p{M}]*$"
+# spaCy languages with a prefix or suffix rule that matches letters (currency codes), and the languages datatrove
+# splits with them; found by tokenizing the 566,000 letter-only words of the UDHR and the handbook in every language
+# (`test_segment.py` keeps it true)
+_LETTER_AFFIXES = {"id", "ms"}
+_BATCH = 200_000  # distinct chunks tokenized in one call: ~60 MB of spaCy tokens at most
 
-    return spaced_words_column(texts, clitics=language in (None, "en"))  # English contractions only in English
+
+def _spacy_words(texts: pl.Series, code: str) -> pl.Series:
+    """The words spaCy's tokenizer for `code` gives each text, whitespace dropped, as datatrove takes them.
+
+    spaCy splits a text at whitespace first and each whitespace-free chunk by itself (prefixes, suffixes, infixes,
+    exceptions, URLs), so a chunk's words do not depend on its neighbours. A batch of pages repeats its chunks ~8
+    times: only the distinct ones are tokenized, in one call. The exceptions that hold a space ("EE. UU." in
+    Spanish, "в н.в." in Russian) do join two chunks: a text holding one is tokenized whole."""
+    nlp = _spacy(code)
+    chunks = (texts.to_frame("t").with_row_index("doc")
+              .select("doc", chunk=pl.col("t").str.extract_all(CHUNK)).explode("chunk").drop_nulls("chunk"))
+    distinct = chunks["chunk"].unique(maintain_order=True)
+    # Chunks of letters only that are no exception stay whole (no prefix, suffix or infix rule matches letters),
+    # except in the languages whose rules split currency codes off ("IDR", "RM"): only the others are tokenized.
+    if code not in _LETTER_AFFIXES:
+        whole = distinct.str.contains(_LETTERS) & ~distinct.is_in(_exceptions(code).implode())
+        plain, distinct = distinct.filter(whole), distinct.filter(~whole)
+    else:
+        plain = pl.Series([], dtype=pl.String)
+    owners, found = [np.arange(len(plain)) + len(distinct)], [plain]
+    for start in range(0, len(distinct), _BATCH):
+        owner, words = _tokenize_chunks(nlp, distinct.slice(start, _BATCH))
+        owners.append(owner + start)
+        found.append(words)
+    table = pl.DataFrame({"chunk": pl.concat([distinct, plain]).gather(np.concatenate(owners)), "w": pl.concat(found)})
+    per_doc = (chunks.join(table, on="chunk", how="inner", maintain_order="left_right")
+               .group_by("doc", maintain_order=True).agg("w"))
+    every = pl.DataFrame({"doc": pl.int_range(len(texts), eager=True, dtype=pl.UInt32)})
+    words = (every.join(per_doc, on="doc", how="left", maintain_order="left")["w"]
+             .fill_null(pl.lit([], dtype=pl.List(pl.String))))
+    spanning = _spaced_exceptions(code)
+    if spanning:
+        rows = texts.str.contains_any(spanning).fill_null(False).arg_true()
+        if len(rows):
+            alone = [_whole(nlp, t) for t in texts.gather(rows).to_list()]
+            words = _put(words, rows, pl.Series(alone, dtype=pl.List(pl.String)))
+    return words
+
+
+def _tokenize_chunks(nlp, chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """The words of whitespace-free chunks, with the index of the chunk each comes from. The chunks are joined by
+    newlines, which no exception holds, and the newline tokens dropped."""
+    from spacy.attrs import IDX, LENGTH
+
+    lengths = chunks.str.len_chars().to_numpy().astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths[:-1] + 1)])
+    with nlp.memory_zone():  # the strings of these tokens are not kept in the vocabulary
+        spans = nlp.tokenizer(chunks.str.join("\n").item()).to_array([IDX, LENGTH]).astype(np.int64)
+    owner = np.searchsorted(starts, spans[:, 0], side="right") - 1
+    offset = spans[:, 0] - starts[owner]
+    inside = offset < lengths[owner]  # not a separator
+    owner, offset, length = owner[inside], offset[inside], spans[inside, 1]
+    words = (pl.DataFrame({"c": chunks.gather(owner), "o": offset, "n": length})
+             .select(pl.col("c").str.slice(pl.col("o"), pl.col("n")))["c"])
+    return owner, words
+
+
+def _whole(nlp, text: str) -> list[str]:
+    with nlp.memory_zone():
+        return [w for w in (t.text.strip() for t in nlp.tokenizer(text)) if w]
+
+
+@functools.cache
+def _exceptions(code: str) -> pl.Series:
+    """spaCy's exceptions for the language (its special cases)."""
+    return pl.Series(sorted(_spacy(code).tokenizer.rules or {}), dtype=pl.String)
+
+
+@functools.cache
+def _spaced_exceptions(code: str) -> list[str]:
+    """The exceptions that hold whitespace between other characters."""
+    return [k for k in _exceptions(code).to_list() if k.strip() and any(c.isspace() for c in k.strip())]
 
 
 def _put(words: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
@@ -301,29 +384,16 @@ def _put(words: pl.Series, rows: pl.Series, values: pl.Series) -> pl.Series:
 def words_column(texts: pl.Series, language: str | None = None) -> pl.Series:
     """The words of each text in `language` (a language identifier's label), as a List[String] series."""
     family = segmenter_of(language)
-    if family != "spaced" and family != "script":
+    if family.startswith("spacy:"):
+        return _spacy_words(texts, family.removeprefix("spacy:")).alias(texts.name)
+    if family != "script":
         return _dedicated(texts, family).alias(texts.name)
-    if language in _FINAL_PERIODS and texts.str.contains("..", literal=True).any():
-        periods = [t if t is None else _PERIODS_AFTER_WORD.sub(lambda m: f" {' '.join(m.group(0))} ", t)
-                   for t in texts.to_list()]
-        texts = pl.Series(texts.name, periods, pl.String)
-    hidden = language in _JOINED_HYPHENS and texts.str.contains(r"\p{L}-\p{L}").any()
-    if hidden:  # twice: "a-b-c" overlaps
-        for _ in range(2):
-            texts = texts.str.replace_all(r"(\p{L})-(\p{L})", f"${{1}}{_HIDDEN_HYPHEN}${{2}}")
-    by_script = _script_segmenters(texts) if family == "script" else pl.Series([None] * len(texts), dtype=pl.String)
-    if by_script.is_null().all():
-        words = _spaced(texts, language)
-    else:
-        words = pl.Series([[]] * len(texts), dtype=pl.List(pl.String))
-        for name in by_script.unique().to_list():
-            rows = (by_script.is_null() if name is None else by_script == name).fill_null(False).arg_true()
-            words = _put(words, rows, _dedicated(texts.gather(rows), name) if name is not None
-                         else _spaced(texts.gather(rows), language))
-    if language in _ELISION:
-        words = _elide(words, _ELISION[language])
-    if hidden:
-        words = words.list.eval(pl.element().str.replace_all(_HIDDEN_HYPHEN, "-", literal=True))
+    by_script = _script_segmenters(texts)
+    words = pl.Series([[]] * len(texts), dtype=pl.List(pl.String))
+    for name in by_script.unique().to_list():
+        rows = (by_script.is_null() if name is None else by_script == name).fill_null(False).arg_true()
+        words = _put(words, rows, _dedicated(texts.gather(rows), name) if name is not None
+                     else _spacy_words(texts.gather(rows), "xx"))
     return words.alias(texts.name)
 
 
@@ -362,8 +432,11 @@ def segmented(texts: pl.Series, languages: pl.Series | None) -> pl.Series:
         return out
     languages = languages.cast(pl.String)
     for language in languages.drop_nulls().unique().to_list():
+        family = segmenter_of(language)
+        if family.startswith("spacy:"):
+            continue
         rows = (languages == language).fill_null(False)
-        if segmenter_of(language) == "script":
+        if family == "script":
             rows &= texts.str.contains(f"[{_UNSPACED}]").fill_null(False)
             if rows.any():
                 where = rows.arg_true()

@@ -10,8 +10,8 @@ from pydantic import Field
 
 from llm_assets.core.filters.base import WORDS, Block, Rule, drop_if, number
 from llm_assets.core.filters.gopher import duplicates
-from llm_assets.core.filters.text import CHUNK, TERMINAL_PUNCTUATION
-from llm_assets.core.segment import segmented, words_by_language
+from llm_assets.core.filters.text import TERMINAL_PUNCTUATION
+from llm_assets.core.segment import CHUNK, segmented, words_by_language
 
 
 class FineWebQuality(Block):

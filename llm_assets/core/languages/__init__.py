@@ -28,6 +28,7 @@ class Language:
     name: str
     fineweb2: str | None  # FineWeb-2's config, "deu_Latn"; None: the chain's own values (English: FineWeb's)
     script: str  # ISO 15924: Latn, Cyrl, Hani, Jpan, Hang, ...
+    word_tokenizer: str  # datatrove's for the language: "spacy:fr", "indicnlp:hi", "kiwi", ... (`segment`)
     overrides: Mapping[str, Mapping[str, Any]]  # block name -> {field: value}; shared: not to be changed
 
     def __hash__(self) -> int:
@@ -45,7 +46,7 @@ def language_table() -> Mapping[str, Language]:
     """Every label of the language identifier, by label."""
     rows = _raw()[1]["languages"]
     return MappingProxyType({
-        code: Language(code, r["name"], r["fineweb2"], r["script"], r["overrides"])
+        code: Language(code, r["name"], r["fineweb2"], r["script"], r["word_tokenizer"], r["overrides"])
         for code, r in rows.items()
     })
 

@@ -112,6 +112,14 @@ def _row_for(label: str, rows: list[dict[str, str]]) -> dict[str, str]:
     return candidates[0]
 
 
+def word_tokenizer(row: dict[str, str]) -> str:
+    """datatrove's word tokenizer of a language, as `segment` names it: "spacy:<spaCy language>" (a blank spaCy
+    pipeline's tokenizer), "indicnlp:<language>", "stanza:<language>", "kiwi", "thai", "khmer", "lao", "tibetan",
+    "burmese", or "whitespace" (spaCy's multi-language tokenizer)."""
+    kind = row["type"].removesuffix("Tokenizer").lower()
+    return f"{kind}:{row['tok_code']}" if row["tok_code"] else kind
+
+
 def overrides(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for block, fields in FROM_CONFIG.items():
@@ -131,7 +139,8 @@ def table(source: Source, labels: list[str]) -> dict[str, Any]:
         if not has and label not in WITHOUT_CONFIG:
             raise SystemExit(f"{label}: no FineWeb-2 config {config}; say why in WITHOUT_CONFIG")
         languages[label] = {"name": row["name"] or NAMES[label], "fineweb2": config if has else None,
-                            "script": row["script"], "overrides": overrides(source.config(config)) if has else {}}
+                            "script": row["script"], "word_tokenizer": word_tokenizer(row),
+                            "overrides": overrides(source.config(config)) if has else {}}
     return {
         "source": {
             "repository": REPOSITORY, "commit": source.commit, "license": "Apache-2.0",
