@@ -12,9 +12,9 @@
     crawls/<crawl>/<crawl>-<n>.warc.gz   two crawls, BENCH-2026-A and BENCH-2026-B
 
 Where the bytes come from:
-- **Text**: Debian 12's documentation packages (`sources.py`), fetched with `apt-get download` into
-  `.bench/corpus/debs/` and unpacked there: LibreOffice's help in 34 languages (MPL-2.0), the Debian
-  Administrator's Handbook in 26 (GPL-2.0+ or CC-BY-SA-3.0), Python's documentation in English (PSF-2.0).
+- **Text**: Debian 12's documentation packages (`llm_assets_support/debian_docs.py`), fetched with
+  `apt-get download` into `.bench/corpus/debs/` and unpacked there: LibreOffice's help in 34 languages (MPL-2.0),
+  the Debian Administrator's Handbook in 26 (GPL-2.0+ or CC-BY-SA-3.0), Python's documentation in English (PSF-2.0).
   Latin, Cyrillic, Greek, Arabic, Devanagari, Han (simplified and traditional), Japanese, Hangul, Khmer and Tibetan.
 - **Pages**: every 200 HTML response of `../shared/data/warc` cut into a template around its main content
   (`templates.py`: its navigation, sidebars, footers, scripts and styles kept), retitled and relabelled with the

@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from benchmarks.corpus import sources, templates, warc
-from benchmarks.corpus.sources import SourceText
+from benchmarks.corpus import templates, warc
 from benchmarks.corpus.templates import SizeModel, Template
+from llm_assets_support import debian_docs as sources
+from llm_assets_support.debian_docs import DEBS, SourceText
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,6 @@ TAIWAN_CHARSETS = ("big5",)
 
 
 NEAR_SOURCE_WORDS = 50
-DEBS = Path(__file__).resolve().parents[2] / ".bench" / "corpus" / "debs"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Real text in many languages from Debian's documentation packages: fetched with `apt-get download` (never
-installed), unpacked with `dpkg-deb -x`, and read into documents of text blocks (headings, paragraphs, list items).
+installed) into `DEBS`, unpacked with `dpkg-deb -x`, and read into documents of text blocks (headings, paragraphs,
+list items). The benchmark crawl (`make corpus`) and the real-prose parity corpus (`corpus_prose`) read them.
 
 Three layouts are read:
 - `lo_help`: LibreOffice's help, one package per language (`libreoffice-help-<lang>`, 35 languages): one document
@@ -55,6 +56,8 @@ _SCRIPT_PATTERNS = {script: regex.compile(pattern) for script, pattern in {
     "Deva": r"[\p{Devanagari}]", "Hans": r"\p{Han}", "Hant": r"\p{Han}", "Jpan": r"[\p{Han}\p{Hiragana}\p{Katakana}]",
     "Kore": r"[\p{Hangul}\p{Han}]", "Khmr": r"\p{Khmer}", "Tibt": r"\p{Tibetan}"}.items()}
 _LETTER = regex.compile(r"\p{L}")
+# where packages are downloaded and unpacked, kept between runs (never committed)
+DEBS = Path(__file__).resolve().parents[1] / ".bench" / "corpus" / "debs"
 MIN_SECTION_WORDS = 150  # a handbook or pydoc section shorter than this joins the next one
 _BLOCK_TAGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "dt", "dd", "pre", "blockquote"})
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
