@@ -44,6 +44,25 @@ def test_a_changed_threshold_plans_the_filtered_stage_and_what_follows_not_the_d
     assert planned[("filtered", f"{crawl}|0000")] == CODE
 
 
+def test_a_new_word_split_plans_the_filtered_documents_and_what_follows_not_the_documents(
+        curated, instance, crawl):  # noqa: F811
+    """A lake built before the words were split by spaCy's tokenizers (filtered's and signatures' code versions as
+    they were, per the definitions snapshot): the filtered documents, the signatures and what follows are rebuilt;
+    the documents are kept."""
+    from llm_assets.stages import code_versions
+
+    before = {"filtered": "7-b57d1f8889623d5ad5d2", "signatures": "1-3bd939952a65d4b688a1"}
+    planned = plan(instance, curated, crawl, code_versions(load_settings()) | before)
+    shards = ("0000", "0001")
+    assert {(a, p) for a, p in planned} == (
+        {(a, f"{crawl}|{s}") for a in ("filtered", "signatures", "deduplicated", "tokenized") for s in shards}
+        | {("crawl_stats", crawl), ("duplicate_clusters", crawl)})
+    assert planned[("filtered", f"{crawl}|0000")] == CODE
+    # the signatures' own version moved too (languages newly split by IndicNLP's rules): alone, it plans them
+    planned = plan(instance, curated, crawl, code_versions(load_settings()) | {"signatures": before["signatures"]})
+    assert planned[("signatures", f"{crawl}|0000")] == CODE and ("filtered", f"{crawl}|0000") not in planned
+
+
 def test_a_new_clustering_rule_plans_the_clusters_and_what_follows_not_the_signatures(
         curated, instance, crawl):  # noqa: F811
     """A lake built before the near-duplicate confirmation changed (duplicate_clusters' code version alone moved,
