@@ -35,11 +35,11 @@ LANGUAGES = {
     "ja": ("jpn", "jpn_Jpan", "Japanese (Sudachi A)"),
     "ko": ("kor", "kor_Hang", "Korean (Kiwi)"),
     "th": ("tha", "tha_Thai", "Thai (newmm)"),
-    "en": ("eng", "eng_Latn", "spaced: pattern"),
-    "de": ("deu", "deu_Latn", "spaced: pattern"),
-    "fr": ("fra", "fra_Latn", "spaced: pattern"),
-    "ru": ("rus", "rus_Cyrl", "spaced: pattern"),
-    "ar": ("arb", "arb_Arab", "spaced: pattern"),
+    "en": ("eng", "eng_Latn", "spaced: spaCy"),
+    "de": ("deu", "deu_Latn", "spaced: spaCy"),
+    "fr": ("fra", "fra_Latn", "spaced: spaCy"),
+    "ru": ("rus", "rus_Cyrl", "spaced: spaCy"),
+    "ar": ("arb", "arb_Arab", "spaced: spaCy"),
     "hi": ("hin", "hin_Deva", "Hindi (IndicNLP rules)"),
 }
 

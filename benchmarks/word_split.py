@@ -8,7 +8,7 @@ Made for the change of the spaced languages' split from a regex imitating spaCy 
 
 Documents per language (the same bytes for both commits): the Universal Declaration of Human Rights of
 `../shared/data/text/nltk-data__udhr2.zip`, its lines recombined into `--pages` pages (`benchmarks.languages`'
-`udhr_pages`), plus real prose: the Debian Administrator's Handbook in the language (`benchmarks.corpus.sources`,
+`udhr_pages`), plus real prose: the Debian Administrator's Handbook in the language (`llm_assets_support.debian_docs`,
 its sections of at least 150 words; Hindi, which the handbook lacks, LibreOffice's Hindi help instead), each
 document its blocks joined by newlines, up to `--handbook-mb` MB of text per language (the packages as `make corpus`
 leaves them in `.bench/corpus/debs`, or `--debs`; fetched with `apt-get download` when absent).
@@ -105,8 +105,8 @@ def worker(docs_path: str, languages: list[str], out_path: str) -> None:
 
 def documents(pages: int, handbook_mb: float, debs: Path) -> list[dict]:
     """id, language, text of every document, in a stable order."""
-    from benchmarks.corpus import sources
     from benchmarks.languages import udhr_lines, udhr_pages
+    from llm_assets_support import debian_docs as sources
     from llm_assets_support.shared_data import SHARED_DATA
 
     udhr = SHARED_DATA / "text" / "nltk-data__udhr2.zip"
