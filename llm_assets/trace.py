@@ -215,7 +215,8 @@ def _language_text(facts: dict) -> str:
 def applied_thresholds(settings: Settings, block: str, language: str | None) -> tuple[dict, dict[str, str]]:
     """The thresholds of `block` that applied to a document of `language`, and where each one comes from: the
     chain's value (`chain`: the settings' chain, the published defaults where it sets none), the FineWeb-2 table's
-    row of the language (`fineweb2`), or `filtered.overrides` (`override`). A document without a language (dropped
+    row of the language (`fineweb2`; its language score re-derived for lid.176: `lid176`), or `filtered.overrides`
+    (`override`). A document without a language (dropped
     before the language block) had the chain's."""
     config = settings.filtered.block(block)
     chain = config.model_dump(mode="json", exclude=set(EXCLUDE)) if config is not None else {}

@@ -31,11 +31,11 @@ from llm_assets.core.filters import (
     score_filters,
 )
 from llm_assets.core.filters.base import Measure
-from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter
+from llm_assets.core.filters.language import DEFAULT_THRESHOLD, LanguageFilter, table_threshold
 from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.gates import FAILS, LANGUAGE_COUNT, REACHED
 from llm_assets.core.lake import InvalidKey, Lake, ReadCount
-from llm_assets.core.languages import language_table, table_version
+from llm_assets.core.languages import language_table, lid176_thresholds, table_version
 from llm_assets.core.segment import segmenters_for, word_counts
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
 from llm_assets.core.units import DropCounter, UnitResult, Warmup, WorkUnit, timed_unit, unit_id
@@ -190,6 +190,8 @@ class FilteredSettings(Section):
         language_block = self.block("language")
         if isinstance(language_block, LanguageFilter) and language_block.threshold is not None:
             table.get("language", {}).pop("threshold", None)  # the chain's threshold is every language's
+        elif isinstance(language_block, LanguageFilter) and "threshold" in table.get("language", {}):
+            table["language"]["threshold"] = table_threshold(language, language_block.thresholds)
         return table, mine
 
     def _resolved(self, language: str) -> list[Block]:
@@ -217,13 +219,18 @@ class FilteredSettings(Section):
         return {b.name: b.model_dump(mode="json", exclude={"block", "enabled"}) for b in self.chain_for(language)}
 
     def threshold_sources(self, language: str) -> dict[str, dict[str, str]]:
-        """Per block, the fields whose value for that language is not the chain's: "fineweb2" (the table's row) or
-        "override" (the settings')."""
+        """Per block, the fields whose value for that language is not the chain's: "fineweb2" (the table's row),
+        "lid176" (the row's language score re-derived for lid.176: `LanguageFilter.thresholds`) or "override" (the
+        settings')."""
         table, mine = self._updates(language)
         out: dict[str, dict[str, str]] = {}
         for source, updates in (("fineweb2", table), ("override", mine)):
             for block, fields in updates.items():
                 out.setdefault(block, {}).update(dict.fromkeys(fields, source))
+        language_block = self.block("language")
+        if (out.get("language", {}).get("threshold") == "fineweb2" and isinstance(language_block, LanguageFilter)
+                and language_block.thresholds == "lid176" and language in lid176_thresholds()):
+            out["language"]["threshold"] = "lid176"
         return out
 
     def fingerprint(self) -> str:

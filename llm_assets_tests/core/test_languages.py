@@ -108,7 +108,12 @@ def test_a_languages_blocks_are_the_chains_then_the_tables_then_the_overrides():
     fr = _block(s, "fr", "gopher_quality")
     assert fr.stop_words[:3] == ("de", "la", "le") and fr.min_alpha_words_ratio == 0.812
     assert fr.min_doc_words == GopherQuality().min_doc_words
-    assert _block(s, "fr", "language").threshold == 0.824
+    # its language score FineWeb-2's 0.824 re-derived for lid.176's scores (languages/lid176.json), or as published
+    assert _block(s, "fr", "language").threshold == 0.608 and s.threshold_sources("fr")["language"]["threshold"] == (
+        "lid176")
+    published = FilteredSettings.default_with(language={"thresholds": "fineweb2"})
+    assert _block(published, "fr", "language").threshold == 0.824
+    assert published.threshold_sources("fr")["language"]["threshold"] == "fineweb2"
     assert "c4_quality" not in [b.name for b in s.chain_for("fr")]  # FineWeb-2 runs no C4 rules
     # German: the overrides over the row
     de = _block(s, "de", "gopher_quality")

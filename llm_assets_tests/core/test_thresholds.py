@@ -17,7 +17,9 @@ def test_the_record_holds_each_blocks_values_and_sources_and_not_the_keep_list()
     values, sources = german.block("gopher_quality")
     assert (values["min_stop_words"], sources["min_stop_words"]) == (3, "override")
     assert sources["stop_words"] == "fineweb2" and sources["min_doc_words"] == "chain"
-    assert "languages" not in german.values["language"] and german.block("language")[1]["threshold"] == "fineweb2"
+    # German's language score is FineWeb-2's re-derived for lid.176 (`LanguageFilter.thresholds`)
+    assert "languages" not in german.values["language"] and german.block("language")[1]["threshold"] == "lid176"
+    assert german.values["language"]["threshold"] == 0.523
     assert "c4_quality" not in german.values and "c4_quality" not in german.sources  # off for FineWeb-2's languages
     assert AppliedThresholds.from_json(german.to_json()) == german
     assert list(AppliedThresholds.from_json(german.to_json()).values["gopher_quality"]) == list(values)  # in order

@@ -12,7 +12,7 @@ import polars as pl
 from pydantic import Field, field_validator, model_validator
 
 from llm_assets.core.filters.base import Block, Rule, number, report_stats, verdict
-from llm_assets.core.languages import UNKNOWN, language_table
+from llm_assets.core.languages import UNKNOWN, language_table, lid176_thresholds
 from llm_assets.core.languages.scripts import unknown_scripts
 
 DEFAULT_THRESHOLD = 0.65  # FineWeb's, for English; and for a language FineWeb-2 has no config for
@@ -29,10 +29,20 @@ def language_model():
     return fasttext.load_model(str(path))
 
 
-def table_threshold(language: str) -> float | None:
-    """FineWeb-2's minimum score for the language (its `language_score`), None where it has no config."""
+Thresholds = Literal["lid176", "fineweb2"]
+# how `why` names a threshold re-derived for lid.176
+RECALIBRATED = "re-derived for lid.176 from FineWeb-2's: languages/lid176.json"
+
+
+def table_threshold(language: str, thresholds: Thresholds = "lid176") -> float | None:
+    """The language's minimum score: FineWeb-2's (its `language_score`, set on GlotLID's scores), or with `lid176`
+    that value re-derived for lid.176's scores where the calibration has the language; None where FineWeb-2 has
+    no config."""
     row = language_table().get(language)
-    return row.overrides.get("language", {}).get("threshold") if row else None
+    published = row.overrides.get("language", {}).get("threshold") if row else None
+    if thresholds == "lid176" and published is not None:
+        return lid176_thresholds().get(language, published)
+    return published
 
 
 class LanguageFilter(Block):
@@ -48,8 +58,14 @@ class LanguageFilter(Block):
     languages: tuple[str, ...] | Literal["all"] = Field(default=("en",), description=(
         "fastText lid.176 labels kept (a document's top label must be one of them), or `all`."))
     threshold: float | None = Field(default=None, ge=0.0, le=1.0, description=(
-        "Minimum `language_score` (0..1) for every language; null: each language's own (FineWeb-2's; 0.65, FineWeb's,"
-        " where it has none)."))
+        "Minimum `language_score` (0..1) for every language; null: each language's own (see `thresholds`; 0.65, "
+        "FineWeb's, where FineWeb-2 has none)."))
+    thresholds: Thresholds = Field(default="lid176", description=(
+        "Each language's own minimum: `lid176`, FineWeb-2's re-derived for the scores of lid.176, the identifier "
+        "this block runs (FineWeb-2 set its values on GlotLID's, and lid.176 scores the same text lower: at "
+        "FineWeb-2's values it keeps 22-100% of real prose in a language, 95% at these), for the 23 languages of "
+        "the calibration sample (`llm_assets/core/languages/lid176.json`: its method, sample and figures), "
+        "FineWeb-2's elsewhere; `fineweb2`: FineWeb-2's values as published."))
 
     @model_validator(mode="before")
     @classmethod
@@ -77,7 +93,7 @@ class LanguageFilter(Block):
         """The minimum score of a document in that language, with no settings' overrides."""
         if self.threshold is not None:
             return self.threshold
-        table = table_threshold(language)
+        table = table_threshold(language, self.thresholds)
         return DEFAULT_THRESHOLD if table is None else table
 
     context = ("language", "score", "limit")  # the scores hold the label and its score; the limit is a setting
@@ -119,8 +135,17 @@ class LanguageFilter(Block):
             rules.append(Rule(~pl.col("language").is_in(list(self.languages)), "language", pl.col("language"),
                               f"language not {'/'.join(self.languages)}"))
         rules += [Rule((pl.col("limit") == limit) & ~(pl.col("score") >= limit), "language", score,
-                       f"language_score < {number(limit)}") for limit in sorted(set(limits))]
+                       f"language_score < {number(limit)}{self._source(limit)}") for limit in sorted(set(limits))]
         return rules
+
+    def _source(self, limit: float) -> str:
+        """Where a limit comes from, when it is a value re-derived for lid.176 (for `why`)."""
+        if self.threshold is not None or self.thresholds != "lid176":
+            return ""
+        table = language_table()
+        recalibrated = {value for code, value in lid176_thresholds().items()
+                        if value != table[code].overrides.get("language", {}).get("threshold")}
+        return f" ({RECALIBRATED})" if limit in recalibrated else ""
 
     def restore(self, stored: pl.DataFrame) -> pl.DataFrame:
         limits = {lang: self.threshold_for(lang) for lang in stored["language"].drop_nulls().unique().to_list()}

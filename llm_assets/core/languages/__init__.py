@@ -19,6 +19,9 @@ from typing import Any
 from llm_assets.core.versions import digest
 
 TABLE = Path(__file__).with_name("fineweb2.json")
+# FineWeb-2's minimum language scores re-derived for lid.176 (method, sample and figures inside; written by
+# `python -m benchmarks.lid_calibration`)
+CALIBRATION = Path(__file__).with_name("lid176.json")
 UNKNOWN = "und"  # the language of a document in a script the identifier does not know (BCP 47's "undetermined")
 
 
@@ -51,6 +54,16 @@ def language_table() -> Mapping[str, Language]:
     })
 
 
+@cache
+def lid176_thresholds() -> Mapping[str, float]:
+    """Language -> its minimum lid.176 score, re-derived from FineWeb-2's (`CALIBRATION`); only the languages of
+    the calibration sample."""
+    if not CALIBRATION.exists():
+        return MappingProxyType({})
+    rows = json.loads(CALIBRATION.read_text())["languages"]
+    return MappingProxyType({code: r["threshold"] for code, r in rows.items()})
+
+
 def table_version() -> str:
     """A hash of the table's bytes."""
     return digest(_raw()[0].decode())
@@ -61,4 +74,5 @@ def known_scripts() -> frozenset[str]:
     return frozenset(lang.script for lang in language_table().values())
 
 
-__all__ = ["Language", "UNKNOWN", "known_scripts", "language_table", "table_version"]
+__all__ = ["CALIBRATION", "Language", "UNKNOWN", "known_scripts", "language_table", "lid176_thresholds",
+           "table_version"]
