@@ -299,6 +299,8 @@ _LETTERS = r"^\p{L}[\p{L}\p{M}]*$"
 # (`test_segment.py` keeps it true)
 _LETTER_AFFIXES = {"id", "ms"}
 _BATCH = 200_000  # distinct chunks tokenized in one call: ~60 MB of spaCy tokens at most
+# a memory zone is the vocabulary's state: one at a time among the threads of a worker (the tokenizer holds the GIL)
+_SPACY_LOCK = threading.Lock()
 
 
 def _spacy_words(texts: pl.Series, code: str) -> pl.Series:
@@ -346,8 +348,9 @@ def _tokenize_chunks(nlp, chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
 
     lengths = chunks.str.len_chars().to_numpy().astype(np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths[:-1] + 1)])
-    with nlp.memory_zone():  # the strings of these tokens are not kept in the vocabulary
-        spans = nlp.tokenizer(chunks.str.join("\n").item()).to_array([IDX, LENGTH]).astype(np.int64)
+    joined = chunks.str.join("\n").item()
+    with _SPACY_LOCK, nlp.memory_zone():  # the strings of these tokens are not kept in the vocabulary
+        spans = nlp.tokenizer(joined).to_array([IDX, LENGTH]).astype(np.int64)
     owner = np.searchsorted(starts, spans[:, 0], side="right") - 1
     offset = spans[:, 0] - starts[owner]
     inside = offset < lengths[owner]  # not a separator
@@ -358,7 +361,7 @@ def _tokenize_chunks(nlp, chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:
 
 
 def _whole(nlp, text: str) -> list[str]:
-    with nlp.memory_zone():
+    with _SPACY_LOCK, nlp.memory_zone():
         return [w for w in (t.text.strip() for t in nlp.tokenizer(text)) if w]
 
 
