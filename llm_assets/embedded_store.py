@@ -68,6 +68,23 @@ def _signal_group(pgid: int, sig: int) -> bool:
         return False
 
 
+def running(pid: int) -> bool:
+    """Whether a process runs: it exists and is no zombie. A zombie child of this process is reaped."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our child, exited: reaped now
+            return False
+    except ChildProcessError:  # not our child
+        pass
+    try:  # the state field of /proc/<pid>/stat, after the command's closing parenthesis
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True  # no /proc: signal 0 is all there is
+
+
 def _in_use(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -145,12 +162,13 @@ class EmbeddedStore:
         return self.state_dir / "weed.log"
 
     def pid(self) -> int | None:
+        """weed's process, while it runs: not once it has exited, even unreaped (a killed child of the process
+        that started it stays a zombie, which answers signal 0)."""
         try:
             pid = int(self.pid_file.read_text())
-            os.kill(pid, 0)
-            return pid
         except (OSError, ValueError):
             return None
+        return pid if running(pid) else None
 
     def _client(self):
         return boto3.client(

@@ -266,6 +266,26 @@ def test_a_code_server_killed_with_a_run_worker_is_started_again_and_the_queue_g
     topology.wait_run(after.run_id, dg.DagsterRunStatus.SUCCESS)
 
 
+def test_a_killed_store_comes_back_under_the_supervisor_alone(topology):
+    """`weed` SIGKILLed under `deploy up`: it was a zombie of its wrapper, whose liveness called it alive, so nothing
+    restarted it. Now the wrapper ends, the supervisor starts the store again, one `weed` serves, and a drop after
+    it is run by the sensor."""
+    def weeds() -> list[psutil.Process]:
+        return [p for p in topology.processes() if p.name() == "weed" and _alive(p)]
+
+    known = {r.run_id for r in topology.sensor_runs()}
+    store = topology.service("store")
+    (first,) = weeds()
+    first.kill()
+    wait_for(lambda: topology.service("store")["restarts"] > store["restarts"]
+             and topology.service("store")["state"] == "ready", "the supervisor to start the store again")
+    (again,) = wait_for(lambda: weeds() or None, "the store's new weed")
+    assert again.pid != first.pid and topology.cli("deploy", "status").returncode == 0
+    topology.drop(shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz"), "whirlwind-after-kill.warc.gz")
+    topology.wait_run(topology.new_sensor_run(known).run_id, dg.DagsterRunStatus.SUCCESS)
+    assert [p.pid for p in weeds()] == [again.pid]  # no second store
+
+
 def test_deploy_down_leaves_no_process(topology):
     processes = topology.processes()
     assert len(processes) > 6

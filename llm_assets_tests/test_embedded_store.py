@@ -165,3 +165,41 @@ def test_refused_credentials_fail_at_once_naming_the_endpoint_and_their_source(s
         assert seaweed.endpoint in said and source in said and "not retried" in said, said
         assert secret not in said
     assert not [r for r in caplog.records if "retrying" in r.getMessage()]
+
+
+def test_a_killed_store_process_is_not_running_even_unreaped():
+    """weed killed under the process that started it stays a zombie until reaped, and a zombie answers signal 0:
+    the liveness the supervisor's wrapper polls must not call it alive. Our killed child is reaped; another
+    process's zombie child is seen in its state."""
+    import os
+    import signal
+    import sys
+    import time
+
+    from llm_assets.embedded_store import running
+
+    def ends(pid: int) -> bool:  # a signal is delivered in its own time: asked until it has been, or for 10 s
+        for _ in range(200):
+            if not running(pid):
+                return True
+            time.sleep(0.05)
+        return False
+
+    child = subprocess.Popen(["sleep", "600"])
+    assert running(child.pid)
+    os.kill(child.pid, signal.SIGKILL)
+    assert ends(child.pid)
+    with pytest.raises(ProcessLookupError):  # reaped
+        os.kill(child.pid, 0)
+    # a zombie that is not ours: the child of a process that never reaps it
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, time; p = subprocess.Popen(['sleep', '600']); "
+                               "print(p.pid, flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(parent.stdout.readline())
+        assert running(grandchild)
+        os.kill(grandchild, signal.SIGKILL)
+        assert ends(grandchild)
+        os.kill(grandchild, 0)  # unreaped: signal 0 still answers
+    finally:
+        parent.kill()
+        parent.wait()
