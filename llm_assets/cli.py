@@ -212,6 +212,22 @@ def cmd_stale(args) -> int:
     return 0
 
 
+def existing_crawl(lake: Lake, crawl: str) -> str:
+    """`crawl`, valid and known to the lake (dropped under raw/ or built): a misspelt crawl is an error naming it and
+    the crawls there are, not an empty answer."""
+    from llm_assets.stale import known_crawls
+
+    import difflib
+
+    known = known_crawls(lake)
+    if validate_crawl(crawl) not in known:
+        close = difflib.get_close_matches(crawl, known, n=3)
+        raise LookupError(f"unknown crawl {crawl!r}: the lake holds {len(known)} crawl(s)"
+                          + (f"; did you mean {', '.join(close)}?" if close else "")
+                          + " (`llm-assets status` lists them)")
+    return crawl
+
+
 def cmd_preview(args) -> int:
 
     from llm_assets.core.preview import parse_sample
@@ -221,8 +237,9 @@ def cmd_preview(args) -> int:
     fraction = parse_sample(args.sample)
     _ensure_store()
     store = environment.store_config(args.settings.store)
-    report = preview_change(Lake(store), store, args.settings, new,
-                            [validate_crawl(args.crawl)] if args.crawl else None, fraction, examples=args.examples)
+    lake = Lake(store)
+    crawls = [existing_crawl(lake, args.crawl)] if args.crawl else None
+    report = preview_change(lake, store, args.settings, new, crawls, fraction, examples=args.examples)
     print(json.dumps(report.to_json(), default=str) if args.json else report.render())
     return 0
 
@@ -367,7 +384,7 @@ def _show_rejected(args) -> int:
         return 2
     shards = [validate_shard(args.shard)] if args.shard else args.settings.shard_keys()
     lake = Lake(environment.store_config(args.settings.store))
-    frame = trace.rejected(lake, args.stage, validate_crawl(args.crawl), shards, args.reason)
+    frame = trace.rejected(lake, args.stage, existing_crawl(lake, args.crawl), shards, args.reason)
     if frame is None:
         print(f"{args.stage} set nothing aside in crawl {args.crawl}", file=sys.stderr)
         return 1
@@ -403,7 +420,7 @@ def cmd_trace(args) -> int:
 
     _ensure_store()
     lake = Lake(environment.store_config(args.settings.store))
-    crawls = [validate_crawl(args.crawl)] if args.crawl else known_crawls(lake)
+    crawls = [existing_crawl(lake, args.crawl)] if args.crawl else known_crawls(lake)
     found = trace.trace(lake, args.settings, crawls, args.key)
     if args.command == "why":
         print(json.dumps(trace.why_record(found, args.settings), default=str) if args.json
@@ -435,6 +452,7 @@ def cmd_show(args) -> int:
     else:
         shards = [validate_shard(args.shard)] if args.shard else args.settings.shard_keys()
     lake = Lake(environment.store_config(args.settings.store))
+    existing_crawl(lake, args.crawl)
     manifests = list(committed(lake, args.asset, args.crawl, shards).values())
     if not manifests:
         print(f"{args.asset} has no committed partition for crawl {args.crawl}"
@@ -461,8 +479,8 @@ def cmd_export(args) -> int:
     shards = [validate_shard(args.shard)] if args.shard else args.settings.shard_keys()
     _ensure_store()
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-    result = export(Lake(environment.store_config(args.settings.store)), args.asset, args.crawl, shards, args.out,
-                    args.format, columns)
+    lake = Lake(environment.store_config(args.settings.store))
+    result = export(lake, args.asset, existing_crawl(lake, args.crawl), shards, args.out, args.format, columns)
     if result.missing_shards:
         print(f"{args.asset} crawl={args.crawl}: shard(s) {', '.join(result.missing_shards)} not committed, "
               "not exported", file=sys.stderr)
@@ -492,6 +510,7 @@ def cmd_record(args) -> int:
     if not all(c in "0123456789abcdef" for c in args.doc_id) or not args.doc_id:
         raise ValueError(f"invalid doc_id {args.doc_id!r}: expected hex digits")
     lake = Lake(environment.store_config(args.settings.store))
+    existing_crawl(lake, args.crawl)
     from llm_assets.stages.documents import SPEC as DOCUMENTS
 
     manifests = list(committed(lake, DOCUMENTS.name, args.crawl, args.settings.shard_keys()).values())

@@ -85,3 +85,20 @@ def test_settings_flag_overrides_the_environment_for_every_command(store_env, la
 
     assert cli.main(["settings", "--settings", str(tmp_path / "absent.yaml")]) == 1
     assert f"cannot read settings file {tmp_path / 'absent.yaml'}" in capsys.readouterr().err
+
+
+def test_an_unknown_crawl_is_an_error_naming_it_in_every_command_that_reads_one(store_env, lake, crawl, tmp_path,
+                                                                                 capsys):
+    """A misspelt `--crawl` used to give empty tables and exit 0 (`preview`), or say nothing found (`trace`): every
+    command that reads a crawl names it as unknown, and suggests the near one."""
+    assert cli.main(["drop", str(shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz")), "--crawl", crawl]) == 0
+    capsys.readouterr()
+    settings = tmp_path / "new.yaml"
+    settings.write_text("filtered:\n  overrides: {}\n")
+    typo = crawl[:-1] + ("x" if crawl[-1] != "x" else "y")
+    for command in (["preview", str(settings)], ["trace", "https://example.com/"], ["why", "https://example.com/"],
+                    ["show", "documents"], ["show", "rejected", "--stage", "filtered"], ["export", "documents"],
+                    ["record", "0" * 32]):
+        assert cli.main([*command, "--crawl", typo]) == 1, command
+        err = capsys.readouterr().err
+        assert f"unknown crawl {typo!r}" in err and f"did you mean {crawl}" in err, (command, err)

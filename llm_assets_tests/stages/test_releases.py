@@ -253,7 +253,7 @@ def test_export_streams_a_stage_to_json_lines_and_parquet_locally_and_to_s3(cura
     capsys.readouterr()
     missing = tmp_path / "missing.jsonl"
     assert cli.main(["export", "tokenized", "--crawl", "NO-SUCH-CRAWL", "--shard", "0000", "--out", str(missing)]) == 1
-    assert "tokenized has no committed partition crawl=NO-SUCH-CRAWL shard=0000" in capsys.readouterr().err
+    assert "unknown crawl 'NO-SUCH-CRAWL'" in capsys.readouterr().err
     assert not missing.exists() and not list(tmp_path.glob(".missing*"))
     assert cli.main(["export", "tokenized", "--crawl", crawl,
                      "--out", f"s3://{store_config.bucket}/raw/{crawl}/tokens.jsonl"]) == 1
