@@ -215,9 +215,9 @@ def cmd_stale(args) -> int:
 def existing_crawl(lake: Lake, crawl: str) -> str:
     """`crawl`, valid and known to the lake (dropped under raw/ or built): a misspelt crawl is an error naming it and
     the crawls there are, not an empty answer."""
-    from llm_assets.stale import known_crawls
-
     import difflib
+
+    from llm_assets.stale import known_crawls
 
     known = known_crawls(lake)
     if validate_crawl(crawl) not in known:

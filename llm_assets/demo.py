@@ -383,8 +383,9 @@ def crawl_summaries(instance, crawls: list[str]) -> str:
                 label = step if step in ("in", "out") else f"- {block} {reason}"
                 out.append(f"  {label:<52} {n:>8,}")
         if dedup:
+            reasons = ", ".join(f"{n:,} {reason}" for reason, n in sorted(dedup["removed_by_reason"].items()))
             out.append(f"duplicate_clusters {crawl}: {dedup['duplicates_removed']:,} of {dedup['documents']:,} "
-                       f"filtered documents removed {dedup['removed_by_reason']}")
+                       f"filtered documents removed" + (f" ({reasons})" if reasons else ""))
         if cost := latest_metadata(instance, COST.name, crawl):
             out.append(f"cost {crawl}: {cost['cpu_hours'] * 3600:,.1f} CPU-s over {cost['units']:,} work units, "
                        f"{cost['requests']:,} S3 requests (the cost asset charts them per stage)")
