@@ -366,8 +366,8 @@ def cmd_status(args) -> int:
     _ensure_store()
     status = lake_status(Lake(environment.store_config(args.settings.store)), args.settings)
     if args.json:
-        print(json.dumps({k: status[k] for k in ("crawls", "assets", "held_back", "rejected_raw_keys",
-                                                 "unused_eval_keys")}))
+        print(json.dumps({k: status[k] for k in ("crawls", "assets", "held_back", "quarantined_files",
+                                                 "rejected_raw_keys", "unused_eval_keys")}))
     else:
         print(format_summary(status))
         if status["rejected_raw_keys"]["count"]:
@@ -627,7 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="materialized partitions and rows per asset; raw keys that will not be ingested")
     p.add_argument("--json", action="store_true",
                    help='{"crawls", "assets": {asset: {"materialized", "total", "rows", ...}}, "held_back", '
-                        '"rejected_raw_keys", "unused_eval_keys"}')
+                        '"quarantined_files": {crawl: raw files not read}, "rejected_raw_keys", "unused_eval_keys"}')
     p.set_defaults(fn=cmd_status)
 
     p = sub.add_parser("stale", help="every stale, missing or failed partition per asset, with its cause")

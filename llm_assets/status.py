@@ -22,6 +22,8 @@ STAGES = by_level(SPECS, "shard")
 CRAWL_LEVEL = by_level(SPECS, "crawl")  # one partition per crawl, stored as its shard "all"
 UNPARTITIONED = by_level(SPECS, "model", "release")
 REJECTED_SHOWN = 100  # raw keys listed by name; all are counted
+# the documents stage's reasons for a raw file it could not read (whole or from some point on)
+FILE_FAULTS = ("unreadable_file", "truncated_file")
 READERS = 16  # manifests read at once: a large lake has thousands
 
 # What an unpartitioned asset's line shows besides "materialized": fact -> label.
@@ -44,6 +46,7 @@ def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
     assets: dict[str, dict] = {}
     by_crawl: dict[str, dict[str, dict[str, int]]] = {}
     status_held: list[dict[str, str]] = []
+    quarantined: dict[str, set[str]] = {}
     for (asset, crawl, _), m in manifests.items():
         totals = assets.setdefault(asset, {"materialized": 0, "total": 0, "rows": 0})
         totals["total"] += 1
@@ -56,12 +59,16 @@ def lake_status(lake: Lake, settings: Settings, rejected: bool = True) -> dict:
         cell["partitions"] += 1
         if m.held_back:
             status_held.append({"asset": asset, "crawl": crawl, "shard": m.shard, "why": m.held_back})
+        if asset == "documents":
+            quarantined.setdefault(crawl, set()).update(
+                u.source for u in m.units if any(u.dropped.get(reason) for reason in FILE_FAULTS))
     specs = {s.name: s for s in SPECS}
     for asset in UNPARTITIONED:
         spec = specs[asset]
         facts = spec.facts(lake, settings) if spec.facts else None
         assets[asset] = {"materialized": int(facts is not None), "total": 1, "rows": 0, **(facts or {})}
-    status = {"crawls": crawls, "assets": assets, "by_crawl": by_crawl, "held_back": status_held}
+    status = {"crawls": crawls, "assets": assets, "by_crawl": by_crawl, "held_back": status_held,
+              "quarantined_files": {crawl: len(files) for crawl, files in sorted(quarantined.items()) if files}}
     if rejected:
         count, shown = rejected_raw_keys(lake, REJECTED_SHOWN)
         status["rejected_raw_keys"] = {"count": count, "keys": [r.to_dict() for r in shown]}
@@ -94,6 +101,9 @@ def format_summary(status: dict) -> str:
     for held in status.get("held_back", []):
         lines += ["", f"{held['asset']} crawl={held['crawl']} shard={held['shard']} is held back by its quality gate: "
                       f"{held['why']}"]
+    for crawl, n in status.get("quarantined_files", {}).items():
+        lines += ["", f"{n:,} raw file{'s' * (n != 1)} of crawl {crawl} could not be read, whole or in part "
+                      f"(quarantined: `llm-assets show rejected --stage documents --crawl {crawl}` lists them)"]
     if rejected := status.get("rejected_raw_keys", {}).get("count"):
         lines += ["", f"{rejected:,} raw key{'s' * (rejected != 1)} will not be ingested "
                       "(`llm-assets status` lists them with the reason)"]
