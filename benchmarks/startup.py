@@ -152,7 +152,7 @@ class Deployment:
         self.store.start()
         self.home = root / "dagster"
         self.home.mkdir()
-        (self.home / "dagster.yaml").write_text((ROOT / "deploy" / "local" / "dagster.yaml").read_text())
+        (self.home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
         self.port = free_port()
         self.workspace = self.home / "workspace.yaml"
         self.workspace.write_text(yaml.safe_dump({"load_from": [

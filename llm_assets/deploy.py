@@ -53,6 +53,7 @@ from llm_assets.store_security import write_private
 
 HOST = "127.0.0.1"
 WORKSPACE = PROJECT_ROOT / "workspace.yaml"
+POSTGRES_YAML = PROJECT_ROOT / "deploy" / "dagster.postgres.yaml"  # the deployment's storage, over dagster.yaml
 LOCATION = "llm_assets"
 # workspace.yaml reads the code server's address from these.
 CODE_SERVER_HOST_VAR, CODE_SERVER_PORT_VAR = "LLM_ASSETS_CODE_SERVER_HOST", "LLM_ASSETS_CODE_SERVER_PORT"
@@ -464,10 +465,12 @@ def reserve_ports(layout: Layout, webserver_port: int | None) -> dict[str, int]:
 
 
 def instance_config() -> dict:
-    """The deployment's dagster.yaml: the project's (deploy/local/dagster.yaml) with dagster.postgres.yaml's storage."""
-    local = PROJECT_ROOT / "deploy" / "local"
-    config = yaml.safe_load((local / "dagster.yaml").read_text())
-    config.update(yaml.safe_load((local / "dagster.postgres.yaml").read_text()))
+    """The deployment's dagster.yaml: the project's (the repository's dagster.yaml) with the storage of
+    deploy/dagster.postgres.yaml."""
+    from llm_assets.instance import INSTANCE_YAML
+
+    config = yaml.safe_load(INSTANCE_YAML.read_text())
+    config.update(yaml.safe_load(POSTGRES_YAML.read_text()))
     return config
 
 
@@ -478,7 +481,7 @@ def topology(layout: Layout, nodes: int, webserver_port: int | None) -> tuple[li
     ports = reserve_ports(layout, webserver_port)
     layout.dagster_home.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_private(layout.dagster_home / "dagster.yaml", (
-        "# Written by `llm-assets deploy up` from deploy/local/dagster.yaml and deploy/local/dagster.postgres.yaml\n"
+        "# Written by `llm-assets deploy up` from dagster.yaml and deploy/dagster.postgres.yaml\n"
         + yaml.safe_dump(instance_config(), sort_keys=False)).encode())
     postgres = Postgres(data_dir=layout.home / "postgres" / "data", env_file=layout.postgres_env,
                         port=ports["postgres"])

@@ -1,5 +1,4 @@
-"""The local Dagster instance: DAGSTER_HOME under the state folder, configured by the repository's
-deploy/local/dagster.yaml.
+"""The local Dagster instance: DAGSTER_HOME under the state folder, configured by the repository's dagster.yaml.
 
 Every Dagster process (daemon, webserver, code servers, run workers) imports this module to build the run launcher
 that dagster.yaml names, so its top level imports nothing of the project but `dagster_private` (Dagster only).
@@ -22,6 +21,8 @@ from llm_assets.dagster_private import GRPC_INFO_TAG, USER_TAG, CheckRunHealthRe
 
 # A worker's pid is trusted only for a process created before the worker reported that pid (plus this much clock
 # slack), so a pid the OS handed out again after the worker died does not look like the worker.
+# the local instance's configuration, at the repository's top (the project root, without importing the project)
+INSTANCE_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
 PID_REUSE_SLACK_S = 10.0
 # A run whose worker died with its code server is failed once its code server answers again (or after this long), so
 # that Dagster's retry of it, launched at once through that code server, finds it: a supervised code server is back
@@ -190,7 +191,7 @@ def _alive(pid: int, reported_at: float) -> bool:
 
 def dagster_home() -> Path:
     """Point DAGSTER_HOME (unless already set) at the instance of this state home: while `llm-assets deploy up`
-    runs, the deployment's (PostgreSQL); else the embedded SQLite one, with deploy/local/dagster.yaml linked in it.
+    runs, the deployment's (PostgreSQL); else the embedded SQLite one, with the repository's dagster.yaml linked in it.
     The deployment's database connection is loaded from its file (DAGSTER_HOME/postgres.env) when present. The
     project's concurrency pools get their limits there."""
     home = _home()
@@ -201,7 +202,6 @@ def dagster_home() -> Path:
 
 def _home() -> Path:
     from llm_assets import environment
-    from llm_assets.settings import PROJECT_ROOT
 
     deployment = Layout(environment.home())
     if os.environ.get("DAGSTER_HOME"):
@@ -213,7 +213,7 @@ def _home() -> Path:
     # private, and private what Dagster writes into it (run storage, event logs, compute logs): see private_dir
     environment.private_dir(home)
     config = home / "dagster.yaml"
-    source = PROJECT_ROOT / "deploy" / "local" / "dagster.yaml"
+    source = INSTANCE_YAML
     if config.is_symlink() and not config.exists():  # a link to where the file used to be
         config.unlink()
     if not config.exists() and source.exists():

@@ -51,11 +51,12 @@ def _is_workspace(path: Path) -> bool:
 
 
 def local_instances() -> dict[str, dict[str, Any]]:
-    """The local instances, by name: the embedded SQLite one (deploy/local/dagster.yaml) and the one `llm-assets
-    deploy up` writes from it and deploy/local/dagster.postgres.yaml's storage."""
+    """The local instances, by name: the embedded SQLite one (the top-level dagster.yaml) and the one `llm-assets
+    deploy up` writes from it and deploy/dagster.postgres.yaml's storage."""
     from llm_assets.deploy import instance_config
+    from llm_assets.instance import INSTANCE_YAML
 
-    return {"deploy/local/dagster.yaml": yaml.safe_load((DEPLOY / "local" / "dagster.yaml").read_text()),
+    return {"dagster.yaml": yaml.safe_load(INSTANCE_YAML.read_text()),
             "llm-assets deploy": instance_config()}
 
 
@@ -227,8 +228,7 @@ def test_the_workspaces_load(tmp_path, monkeypatch):
     chart.write_text(yaml.safe_dump(_chart_workspace(_values())))
     (origin,) = private.location_origins_from_yaml_paths([str(chart)])
     assert (origin.location_name, origin.port) == ("llm-assets", 3030)
-    repo_files = [p for p in [*ROOT.glob("workspace*.yaml"), *sorted((DEPLOY / "local").glob("*.yaml"))]
-                  if _is_workspace(p)]
+    repo_files = [p for p in [*ROOT.glob("*.yaml"), *sorted(DEPLOY.glob("*.yaml"))] if _is_workspace(p)]
     for path in repo_files:
         origins = private.location_origins_from_yaml_paths([str(path)])
         assert origins, path
@@ -442,13 +442,14 @@ def test_the_user_deployments_kubernetes_fields_are_kubernetes_objects():
 
 
 def test_no_secret_value_is_in_the_deployment_files():
-    """Secrets are referenced by name: no password, key or token value in deploy/."""
+    """Secrets are referenced by name: no password, key or token value in deploy/ (an `{env: NAME}` reference, as
+    dagster.postgres.yaml's password, names the variable that holds it)."""
     values = _values()
     assert "postgresqlPassword" not in values["postgresql"] and values["generatePostgresqlPasswordSecret"] is False
-    for path in DEPLOY.rglob("*"):
-        if path.is_file() and "local" not in path.parts:
+    for path in [*DEPLOY.rglob("*"), ROOT / "dagster.yaml"]:
+        if path.is_file():
             text = path.read_text()
-            assert not re.search(r"(?i)(AWS_SECRET_ACCESS_KEY|password|token)\s*[:=]\s*\S", text), path
+            assert not re.search(r"(?i)(AWS_SECRET_ACCESS_KEY|password|token)\s*[:=]\s*(?!\{\s*env:)\S", text), path
 
 
 def test_the_other_manifests_are_kubernetes_objects():

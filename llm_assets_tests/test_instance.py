@@ -24,7 +24,7 @@ def test_the_stages_that_read_a_whole_crawl_share_one_pool():
 
 
 def test_the_instance_enforces_pools_per_run(tmp_path):
-    (tmp_path / "dagster.yaml").write_text((PROJECT_ROOT / "deploy" / "local" / "dagster.yaml").read_text())
+    (tmp_path / "dagster.yaml").write_text((PROJECT_ROOT / "dagster.yaml").read_text())
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         config = instance.get_concurrency_config()
         assert config.pool_config.pool_granularity.value == "run"  # a blocked run waits in the queue, holding no slot
@@ -41,7 +41,7 @@ def test_the_instance_enforces_pools_per_run(tmp_path):
         instance.event_log_storage.set_concurrency_slots(FAN_IN_POOL, 3)  # `dagster instance concurrency set`
         configure_pools(instance)
         assert limits() == {FAN_IN_POOL: 3}  # a limit set by hand is kept
-    instance = yaml.safe_load((PROJECT_ROOT / "deploy" / "local" / "dagster.yaml").read_text())
+    instance = yaml.safe_load((PROJECT_ROOT / "dagster.yaml").read_text())
     assert "tag_concurrency_limits" in instance["concurrency"]["runs"]
 
 

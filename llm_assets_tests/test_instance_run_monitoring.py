@@ -86,7 +86,7 @@ class Deployment:
         self.env = dict(os.environ, **(env or {}), DAGSTER_HOME=str(self.home), RUN_MONITORING_DIR=str(self.files),
                         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
 
-        config = yaml.safe_load((REPO / "deploy" / "local" / "dagster.yaml").read_text())
+        config = yaml.safe_load((REPO / "dagster.yaml").read_text())
         # The project's settings, polled faster so the test is short. Dagster waits in 0.5 s steps between
         # monitoring iterations and the setting is an int: 1 s is the shortest poll that is not a busy loop.
         config["run_monitoring"]["poll_interval_seconds"] = 1
