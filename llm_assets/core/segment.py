@@ -240,7 +240,6 @@ _MEMO = _Memo(4_000_000)
 def forget() -> None:
     """Forgets the texts segmented so far (a benchmark's next pass over the same documents starts cold)."""
     _MEMO.clear()
-    _CHUNKS.clear()
 
 
 def _byte_chunks(text: str, limit: int) -> list[str]:
@@ -322,7 +321,12 @@ def _spacy_words(texts: pl.Series, code: str) -> pl.Series:
         plain, distinct = distinct.filter(whole), distinct.filter(~whole)
     else:
         plain = pl.Series([], dtype=pl.String)
-    table = pl.concat([pl.DataFrame({"chunk": plain, "w": plain}), _CHUNKS.words(code, distinct)])
+    owners, found = [np.arange(len(plain)) + len(distinct)], [plain]
+    for start in range(0, len(distinct), _BATCH):
+        owner, words = _tokenize_chunks(nlp, distinct.slice(start, _BATCH))
+        owners.append(owner + start)
+        found.append(words)
+    table = pl.DataFrame({"chunk": pl.concat([distinct, plain]).gather(np.concatenate(owners)), "w": pl.concat(found)})
     per_doc = (chunks.join(table, on="chunk", how="inner", maintain_order="left_right")
                .group_by("doc", maintain_order=True).agg("w"))
     every = pl.DataFrame({"doc": pl.int_range(len(texts), eager=True, dtype=pl.UInt32)})
@@ -335,45 +339,6 @@ def _spacy_words(texts: pl.Series, code: str) -> pl.Series:
             alone = [_whole(nlp, t) for t in texts.gather(rows).to_list()]
             words = _put(words, rows, pl.Series(alone, dtype=pl.List(pl.String)))
     return words
-
-
-class _ChunkWords:
-    """The words of the chunks spaCy tokenized last, per language, up to `limit` chunks (the older half forgotten
-    when it is reached): a worker's batches share most of their punctuated words ("it.", "don't", "(see"), and
-    tokenizing one costs ~15 µs, a look-up a fraction of one."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.held: dict[str, pl.DataFrame] = {}  # code -> chunk, w (one row per word, a chunk's words in order)
-        self.lock = threading.Lock()
-
-    def clear(self) -> None:
-        with self.lock:
-            self.held.clear()
-
-    def words(self, code: str, chunks: pl.Series) -> pl.DataFrame:
-        """chunk, w: the words of each of these distinct chunks by the language's spaCy tokenizer."""
-        with self.lock:
-            known = self.held.get(code)
-        hits = [known.filter(pl.col("chunk").is_in(chunks.implode()))] if known is not None else []
-        new = chunks.filter(~chunks.is_in(hits[0]["chunk"].implode())) if hits else chunks
-        fresh = []
-        for start in range(0, len(new), _BATCH):
-            part = new.slice(start, _BATCH)
-            owner, words = _tokenize_chunks(_spacy(code), part)
-            fresh.append(pl.DataFrame({"chunk": part.gather(owner), "w": words}))
-        if fresh:
-            with self.lock:
-                held = pl.concat([*([self.held[code]] if code in self.held else []), *fresh])
-                if held["chunk"].n_unique() > self.limit:  # the older half forgotten
-                    newest = held["chunk"].unique(maintain_order=True).tail(self.limit // 2)
-                    held = held.filter(pl.col("chunk").is_in(newest.implode()))
-                self.held[code] = held
-        parts = hits + fresh
-        return pl.concat(parts) if parts else pl.DataFrame(schema={"chunk": pl.String, "w": pl.String})
-
-
-_CHUNKS = _ChunkWords(300_000)  # ~25 MB at most, in a language of long punctuated words
 
 
 def _tokenize_chunks(nlp, chunks: pl.Series) -> tuple[np.ndarray, pl.Series]:

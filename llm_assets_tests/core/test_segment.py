@@ -326,24 +326,3 @@ def test_a_kept_korean_page_is_segmented_once(monkeypatch):
     segment.forget()
     assert filter_batch(batch, FilteredSettings.default_with(language={"languages": ("ko",)}))[0].equals(kept)
     assert calls == [page, page]  # forgotten: segmented again, to the same words
-
-
-@pytest.mark.parametrize("limit", [0, 3, 1000])
-def test_chunks_tokenized_before_are_taken_from_memory_which_stays_bounded(limit, monkeypatch):
-    """The words of punctuated chunks a worker's earlier batches tokenized are looked up, not tokenized again: the
-    same words batch after batch, whatever the memory's size, and never more chunks held than its limit."""
-    monkeypatch.setattr(segment._CHUNKS, "limit", limit)
-    tokenized: list[int] = []
-    tokenize = segment._tokenize_chunks
-    monkeypatch.setattr(segment, "_tokenize_chunks", lambda nlp, chunks: tokenized.append(len(chunks))
-                        or tokenize(nlp, chunks))
-    segment.forget()
-    texts = HARD["fr"][:1] + ["Aujourd'hui, l’homme (né en 1990) dit : « ça » ! https://x.fr/a?b=1", "", None]
-    expected = [_spacy_words("fr", t) for t in texts[:3]] + [[]]
-    for _ in range(3):
-        assert segment.words_column(pl.Series(texts), "fr").to_list() == expected
-        assert segment._CHUNKS.held["fr"]["chunk"].n_unique() <= limit
-    # held: tokenized once; forgotten at once or in part: tokenized again
-    assert (len(tokenized) == 1) == (limit == 1000)
-    segment.forget()
-    assert segment._CHUNKS.held == {}
