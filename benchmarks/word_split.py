@@ -277,11 +277,15 @@ def main() -> None:
     shutil.copyfile(__file__, script)
     (old_dir, old), (new_dir, new) = worktree(args.old, args.scratch), worktree(args.new, args.scratch)
     rounds: dict[str, list[dict]] = {old: [], new: []}
-    for r in range(args.rounds):
-        for label, checkout in ((old, old_dir), (new, new_dir)):
-            print(f"round {r + 1}/{args.rounds}: {label}", file=sys.stderr, flush=True)
-            rounds[label].append(run_side(checkout, script, docs_path, list(LANGUAGES),
-                                          args.scratch / f"{label}-{r}.json"))
+    try:
+        for r in range(args.rounds):
+            for label, checkout in ((old, old_dir), (new, new_dir)):
+                print(f"round {r + 1}/{args.rounds}: {label}", file=sys.stderr, flush=True)
+                rounds[label].append(run_side(checkout, script, docs_path, list(LANGUAGES),
+                                              args.scratch / f"{label}-{r}.json"))
+    finally:  # the repository keeps no worktree of ours
+        for checkout in (old_dir, new_dir):
+            subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=ROOT, capture_output=True)
     summary = summarise(docs, rounds, old, new)
 
     def subject(sha: str) -> str:
