@@ -30,8 +30,6 @@ def language_model():
 
 
 Thresholds = Literal["lid176", "fineweb2"]
-# how `why` names a threshold re-derived for lid.176
-RECALIBRATED = "re-derived for lid.176 from FineWeb-2's: languages/lid176.json"
 
 
 def table_threshold(language: str, thresholds: Thresholds = "lid176") -> float | None:
@@ -135,17 +133,8 @@ class LanguageFilter(Block):
             rules.append(Rule(~pl.col("language").is_in(list(self.languages)), "language", pl.col("language"),
                               f"language not {'/'.join(self.languages)}"))
         rules += [Rule((pl.col("limit") == limit) & ~(pl.col("score") >= limit), "language", score,
-                       f"language_score < {number(limit)}{self._source(limit)}") for limit in sorted(set(limits))]
+                       f"language_score < {number(limit)}") for limit in sorted(set(limits))]
         return rules
-
-    def _source(self, limit: float) -> str:
-        """Where a limit comes from, when it is a value re-derived for lid.176 (for `why`)."""
-        if self.threshold is not None or self.thresholds != "lid176":
-            return ""
-        table = language_table()
-        recalibrated = {value for code, value in lid176_thresholds().items()
-                        if value != table[code].overrides.get("language", {}).get("threshold")}
-        return f" ({RECALIBRATED})" if limit in recalibrated else ""
 
     def restore(self, stored: pl.DataFrame) -> pl.DataFrame:
         limits = {lang: self.threshold_for(lang) for lang in stored["language"].drop_nulls().unique().to_list()}

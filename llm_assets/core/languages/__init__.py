@@ -58,8 +58,6 @@ def language_table() -> Mapping[str, Language]:
 def lid176_thresholds() -> Mapping[str, float]:
     """Language -> its minimum lid.176 score, re-derived from FineWeb-2's (`CALIBRATION`); only the languages of
     the calibration sample."""
-    if not CALIBRATION.exists():
-        return MappingProxyType({})
     rows = json.loads(CALIBRATION.read_text())["languages"]
     return MappingProxyType({code: r["threshold"] for code, r in rows.items()})
 
