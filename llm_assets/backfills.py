@@ -10,12 +10,17 @@ import dagster as dg
 
 from llm_assets.core.keys import PartitionRef
 from llm_assets.dagster_private import DATA_VERSION_TAG, BulkActionStatus, PartitionBackfill, backfill_targets
-from llm_assets.partitions import CRAWL_PARTITIONS, crawl_partitions, crawl_shard_partitions
+from llm_assets.partitions import (
+    CRAWL_PARTITIONS,
+    PARTITION_TAG,
+    covers,
+    crawl_partitions,
+    crawl_shard_partitions,
+)
 from llm_assets.registry import SourceVersion, StageSpec
 from llm_assets.settings import Settings
 
 STALE_TAG = "llm_assets/stale_backfill"
-PARTITION_TAG = "dagster/partition"  # what Dagster tags a partition's run with: "<crawl>|<shard>" or "<crawl>"
 
 
 def stale_backfills_in_progress(instance: dg.DagsterInstance) -> list[PartitionBackfill]:
@@ -57,9 +62,17 @@ def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: 
 
 
 def _latest_failed_run(instance: dg.DagsterInstance, partition: str) -> str:
-    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
-                                                     tags={PARTITION_TAG: partition}), limit=1)
-    return records[0].dagster_run.run_id if records else "unknown"
+    """The latest failed run of the partition: of it alone, or of a range of partitions that holds it."""
+    failure = dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE])
+    alone = instance.get_run_records(dg.RunsFilter(statuses=failure.statuses, tags={PARTITION_TAG: partition}),
+                                     limit=1)
+    ranges = [r for r in instance.get_run_records(failure, limit=FAILED_RUNS_SCANNED)
+              if covers(r.dagster_run.tags, partition)]
+    latest = max([*alone, *ranges], key=lambda r: r.create_timestamp, default=None)
+    return latest.dagster_run.run_id if latest else "unknown"
+
+
+FAILED_RUNS_SCANNED = 200  # the latest failed runs searched for a range that holds a failed partition
 
 
 def last_observed(instance: dg.DagsterInstance, source: str, partition: str) -> str | None:

@@ -3,22 +3,30 @@
 Dagster has no public way yet to create a partition backfill from a set of asset partitions outside the webserver
 (GraphQL's `launchPartitionBackfill` needs a running webserver), to report a run worker's health from a custom run
 launcher, to tag a run as a sensor's run the way the daemon does, to read the data version an event carries, to
-launch a run of a code location's job (or of a subset of its assets) through the run coordinator from outside the
-webserver, to say who launched a run (the `user` tag the UI's "Launched by" shows), or (tests) to read how a sensor's
-tick ended. These names may move in any Dagster release:
-`llm_assets_tests/test_dagster_private.py` uses each of them as this project does and fails on an upgrade that
-changes one, naming it. Import them from here, never from `dagster._*` directly.
+request a run of a range of partitions from a sensor (its tags), to launch a run of a code location's job (or of a
+subset of its assets) through the run coordinator from outside the webserver, to say who launched a run (the `user`
+tag the UI's "Launched by" shows), or (tests) to read how a sensor's tick ended. These names may move in any Dagster
+release: `llm_assets_tests/test_dagster_private.py` uses each of them as this project does and fails on an upgrade
+that changes one, naming it. Import them from here, never from `dagster._*` directly.
 """
 
 from typing import TYPE_CHECKING
 
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
+from dagster._core.definitions.data_version import CODE_VERSION_TAG, DATA_VERSION_TAG
 from dagster._core.definitions.events import AssetKeyPartitionKey
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
 from dagster._core.scheduler.instigation import TickStatus
-from dagster._core.storage.tags import GRPC_INFO_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG, TICK_ID_TAG, USER_TAG
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    GRPC_INFO_TAG,
+    RUN_KEY_TAG,
+    SENSOR_NAME_TAG,
+    TICK_ID_TAG,
+    USER_TAG,
+)
 from dagster._core.utils import make_new_backfill_id
 
 if TYPE_CHECKING:
@@ -80,7 +88,7 @@ def run_daemon(argv: list[str], backfill_interval_s: int | None = None) -> None:
 CHECKED_WITH = "1.13.27"
 
 __all__ = [
-    "DATA_VERSION_TAG",
+    "ASSET_PARTITION_RANGE_END_TAG", "ASSET_PARTITION_RANGE_START_TAG", "CODE_VERSION_TAG", "DATA_VERSION_TAG",
     "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "backfill_targets", "CHECKED_WITH",
     "CheckRunHealthResult",
     "ConfigurableClassData", "DagsterGrpcClient", "GRPC_INFO_TAG", "JobSubsetSelector", "PartitionBackfill",

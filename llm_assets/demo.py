@@ -26,6 +26,7 @@ from llm_assets.core.partition import LakeInput, committed
 from llm_assets.core.tokenize import train_bytelevel_bpe
 from llm_assets.failures import FailedRun, first_error, report
 from llm_assets.instance import launched_by
+from llm_assets.partitions import partitions_label
 from llm_assets.settings import PROJECT_ROOT, Settings, settings_path
 from llm_assets.stages import SPECS
 from llm_assets.stages.cost import SPEC as COST
@@ -143,9 +144,23 @@ def _poll(condition, what: str, check, deadline_s: float | None, logs: Path):
     return value
 
 
-# -- the runs ----------------------------------------------------------------------------------------------------
+# The demo's own services tick the raw-drop sensor every 5 s, not every `sensor.interval_seconds` (30 s by default,
+# sized for listing a bucket of millions of raw files): the demo's drop is six files, and waiting on the tick was a
+# sixth of its time.
+DEMO_SENSOR_INTERVAL_S = 5
 
-PARTITION_TAG = "dagster/partition"
+
+def with_quick_sensor(workdir: Path) -> Path:
+    """The settings file in force, its raw-drop sensor ticking every `DEMO_SENSOR_INTERVAL_S` (part of no code
+    version: what the demo builds is what the settings build), for the services the demo starts."""
+    data = yaml.safe_load(settings_path().read_text()) or {}
+    data.setdefault("sensor", {})["interval_seconds"] = DEMO_SENSOR_INTERVAL_S
+    workdir.mkdir(parents=True, exist_ok=True)
+    (path := workdir / "services-settings.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+# -- the runs ----------------------------------------------------------------------------------------------------
 
 
 class Runs:
@@ -255,7 +270,7 @@ class Runs:
 
     def _said(self, run: dg.DagsterRun, n: int, total: int | None) -> list[FailedRun]:
         job = run_name(run)
-        partition = run.tags.get(PARTITION_TAG)
+        partition = partitions_label(run.tags)
         what = f"{job} {partition}" if partition else job
         print(f"[{n}/{total}] {what}" if total else f"[{n}] {what}", flush=True)
         if run.status == dg.DagsterRunStatus.SUCCESS:
@@ -300,8 +315,9 @@ def deployment(instance: dg.DagsterInstance) -> Iterator[Runs]:
     try:
         if layout.supervisor_pid() is None:
             started = time.time()
+            env = {**os.environ, "LLM_ASSETS_SETTINGS": str(with_quick_sensor(environment.home() / "demo"))}
             supervisor = deploy.start_services(environment.home() / "demo", deploy.dagster_services(
-                port, backfill_interval_s=DEMO_BACKFILL_INTERVAL_S), timeout_s=READY_S)
+                port, backfill_interval_s=DEMO_BACKFILL_INTERVAL_S), env=env, timeout_s=READY_S)
             _poll(lambda: {"SENSOR", "QUEUED_RUN_COORDINATOR", "BACKFILL"} <= {  # this daemon's, not an earlier one's
                 name for name, beat in instance.get_daemon_heartbeats().items() if beat.timestamp >= started},
                   "the dagster-daemon", lambda: None, READY_S, logs)
@@ -338,7 +354,7 @@ def stale_plan(instance, lake, settings: Settings, failed: list[FailedRun]) -> l
     """What the stale planner lists, but the crawls whose runs failed earlier in this demo, and the release when a
     run failed: the planner lists a failed partition to retry it, and a demo neither retries its own failures
     (each is said once, when it happens) nor builds what depends on them."""
-    gave_up = {split_partition(f.partition)[0] for f in failed if f.partition}
+    gave_up = {f.partition.split("|")[0] for f in failed if f.partition}
     return [p for p in stale_partitions(instance, lake, settings)
             if split_partition(p.partition)[0] not in gave_up and not (failed and p.asset == RELEASE.name)]
 

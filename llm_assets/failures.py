@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from llm_assets.partitions import partitions_label
+
 WHERE = "its steps' errors and logs in the UI (`make ui`, then Runs)"
 _DAGSTER_WRAPPERS = {"DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError",
                      "DagsterResourceFunctionError", "DagsterExecutionInterruptedError"}
@@ -70,5 +72,5 @@ def failed_runs_of_backfill(instance: dg.DagsterInstance, backfill_id: str) -> l
         run = record.dagster_run
         job = "assets" if run.job_name.startswith("__") else run.job_name  # the failed step names its asset
         events = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
-        out.append(FailedRun(job, run.tags.get("dagster/partition"), run.run_id, first_error(events)))
+        out.append(FailedRun(job, partitions_label(run.tags), run.run_id, first_error(events)))
     return out

@@ -53,6 +53,11 @@ class SensorSettings(Section):
 class Settings(Section):
     shards: int = Field(default=4, ge=1, le=9999, description=(
         "Hash buckets per crawl: a raw file's shard is a stable hash of its key. Changing it re-partitions the lake."))
+    partitions_per_run: int = Field(default=32, ge=1, le=1024, description=(
+        "Crawl × shard partitions one run builds at most (Dagster's `BackfillPolicy.multi_run`): backfills and the "
+        "raw-drop sensor build up to this many contiguous shards of a crawl per run, one after the other, so a "
+        "256-shard crawl takes 8 runs per job rather than 256 (each run costs seconds of Dagster start-up). 1: a run "
+        "per partition. Part of no code version."))
     runner: RunnerSettings = Field(default=PoolRunnerSettings(), description=(
         "Where a partition's work units run (`kind`: in this process, a process pool, a Dask cluster); part of no "
         "code version."))

@@ -7,6 +7,7 @@ stage's quality gate holds a partition back from downstream when it departs from
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 import warnings
@@ -18,15 +19,18 @@ from llm_assets.core.gates import GateResult
 from llm_assets.core.inventory import shards_with_files
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import (
+    HeldBack,
     LakeInput,
     MissingPartition,
     PartitionOutput,
+    RangeOutput,
     data_version,
     read_manifest,
     reusable_units,
 )
 from llm_assets.core.units import Progress, RunnerSettings, UnitFailed, UnitResult, WorkUnit, run_units
-from llm_assets.dagster_private import DATA_VERSION_TAG
+from llm_assets.core.versions import digest
+from llm_assets.dagster_private import CODE_VERSION_TAG, DATA_VERSION_TAG
 from llm_assets.instance import FAN_IN_POOL
 from llm_assets.metadata import partition_funnel, partition_funnel_chart, units_table
 from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
@@ -37,6 +41,7 @@ from resources.io_manager import ALLOW_MISSING_PARTITIONS, crawl_shard
 # Partition data versions are what the stale planner compares; the parameter is stable in practice.
 warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*data_version.*")
 warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*MultiToSingleDimensionPartitionMapping.*")
+warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*backfill_policy.*")
 BY_CRAWL = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="crawl")
 
 
@@ -103,6 +108,7 @@ def stage_asset(spec: StageSpec, settings: Settings, specs: Sequence[StageSpec],
         return dg.asset(
             name=spec.name,
             partitions_def=crawl_shard_partitions(settings),
+            backfill_policy=runs_of_many_partitions(settings),
             code_version=spec.version(settings),
             io_manager_key="lake_io_manager",
             check_specs=stage_check_specs(spec.name, row_accounting, gated),
@@ -111,9 +117,137 @@ def stage_asset(spec: StageSpec, settings: Settings, specs: Sequence[StageSpec],
             ins=ins,
             deps=deps or None,
             **kwargs,
-        )(fn)
+        )(each_partition(fn))
 
     return decorate
+
+
+def runs_of_many_partitions(settings: Settings) -> dg.BackfillPolicy:
+    """Backfills build up to `partitions_per_run` partitions of an asset per run (`build_partitions`)."""
+    return dg.BackfillPolicy.multi_run(settings.partitions_per_run)
+
+
+def each_partition(fn: Callable) -> Callable:
+    """The asset function of a stage whose function builds one partition: a run of many partitions calls it for each
+    (`build_partitions`). Dagster reads the inputs, config and resources from fn's signature."""
+
+    @functools.wraps(fn)
+    def build(context: dg.AssetExecutionContext, **inputs):
+        yield from build_partitions(context, fn, inputs)
+
+    return build
+
+
+class PartitionContext:
+    """What a stage's function reads of Dagster's context while it builds one partition of its run: the partition's
+    key, the log, the asset, the instance, the run. A run may build many partitions (`settings.partitions_per_run`),
+    one after the other, each exactly as a run of that partition alone would."""
+
+    def __init__(self, context: dg.AssetExecutionContext, partition_key: str):
+        self.partition_key = partition_key
+        self.log, self.asset_key, self.instance = context.log, context.asset_key, context.instance
+        self.run = context.run
+
+
+class PartitionsFailed(RuntimeError):
+    """Partitions of a multi-partition run failed; the others were committed."""
+
+
+def build_partitions(context: dg.AssetExecutionContext, fn: Callable, inputs: dict
+                     ) -> Iterator[dg.Output | dg.AssetCheckResult | dg.AssetMaterialization]:
+    """Build each partition of the run with the stage's function, as a run of that partition alone would: its own
+    units, manifest, ledger rows, metadata (Dagster's per-partition metadata), checks and gate.
+
+    A partition whose input is held back by a quality gate keeps what it was built from. One that fails does not
+    stop the others: they are committed (and recorded as materialized), then the step fails naming the ones that
+    failed, which alone the planner plans again. Dagster gives a run of many partitions one data version, one
+    result per check and one retry: the data version is the digest of the partitions' own (each is in its
+    metadata as `partition_data_version`), a check passes when it passes for every partition (its metadata names
+    those it failed for), and a store failure retries the whole step, whose committed partitions reuse their
+    units."""
+    keys = list(context.partition_keys)
+    built: dict[str, list] = {}
+    kept: dict[str, str] = {}
+    failed: dict[str, Exception] = {}
+    for key in keys:
+        crawl, shard = crawl_shard(key)
+        try:
+            mine = {n: v.of_partition(crawl, shard) if isinstance(v, LakeInput) else v for n, v in inputs.items()}
+        except HeldBack as e:
+            kept[key] = str(e)
+            continue
+        except MissingPartition as e:
+            failed[key] = e
+            continue
+        try:
+            result = fn(context if context.has_partition_key else PartitionContext(context, key), **mine)
+            built[key] = [result] if isinstance(result, dg.Output) else list(result)
+        except Exception as e:  # noqa: BLE001 - named below, and the step fails with it
+            failed[key] = e
+            if len(keys) > 1:
+                context.log.error(f"partition {key} failed: {type(e).__name__}: {e}")
+    if len(keys) == 1 and not kept:  # one partition: its events as they are
+        if failed:
+            raise failed[keys[0]]
+        yield from built[keys[0]]
+        return
+    outputs = {key: next(e for e in events if isinstance(e, dg.Output)) for key, events in built.items()}
+    if failed:
+        yield from _commit_and_record(context, outputs)
+        if all(isinstance(e, dg.RetryRequested) for e in failed.values()):
+            raise next(iter(failed.values()))
+        first = next(iter(failed.values()))
+        raise PartitionsFailed(
+            f"{len(failed)} of {len(keys)} partitions failed: " + "; ".join(
+                f"{key}: {type(e).__name__}: {e}" for key, e in failed.items())
+            + (f". The other {len(outputs)} are committed" if outputs else "")) from first
+    io = context.resources.lake_io_manager
+    for key, output in outputs.items():
+        context.add_asset_metadata({**output.metadata, "lake_manifest": dg.MetadataValue.text(
+            io.manifest_url(context.asset_key.path[-1], *crawl_shard(key))),
+            "partition_data_version": output.data_version.value if output.data_version else ""}, partition_key=key)
+    for key, reason in kept.items():
+        context.add_asset_metadata({"kept": reason}, partition_key=key)
+    versions = sorted(o.data_version.value for o in outputs.values() if o.data_version)
+    yield dg.Output(RangeOutput({crawl_shard(k): o.value for k, o in outputs.items()} | {crawl_shard(k): None
+                                                                                         for k in kept}),
+                    metadata={"partitions_in_run": len(keys)},
+                    data_version=dg.DataVersion(versions[0] if len(versions) == 1 else digest(*versions)))
+    yield from _combined_checks({key: [e for e in events if isinstance(e, dg.AssetCheckResult)]
+                                 for key, events in built.items()})
+
+
+def _combined_checks(results: dict[str, list[dg.AssetCheckResult]]) -> Iterator[dg.AssetCheckResult]:
+    """One result per check for a run of many partitions: passed when it passed for every partition. A failed
+    quality gate is a warning there, not a block: downstream steps keep the held-back partitions and build the
+    others."""
+    by_check: dict[str, dict[str, dg.AssetCheckResult]] = {}
+    for key, checks in results.items():
+        for check in checks:
+            by_check.setdefault(check.check_name or "", {})[key] = check
+    for name, of_check in by_check.items():
+        failing = sorted(key for key, c in of_check.items() if not c.passed)
+        yield dg.AssetCheckResult(
+            check_name=name, passed=not failing,
+            severity=dg.AssetCheckSeverity.WARN if name == QUALITY_GATE else dg.AssetCheckSeverity.ERROR,
+            metadata={"partitions": len(of_check), "failed_partitions": dg.MetadataValue.json(failing),
+                      **({"first_failure": dg.MetadataValue.json({k: str(v.value) for k, v in
+                                                                  (of_check[failing[0]].metadata or {}).items()})}
+                         if failing else {})})
+
+
+def _commit_and_record(context: dg.AssetExecutionContext, outputs: dict[str, dg.Output]
+                       ) -> Iterator[dg.AssetMaterialization]:
+    """Commit the partitions that were built and record each as materialized, with its own metadata and data
+    version: the step is about to fail for the others, and Dagster commits nothing of a failed step."""
+    io = context.resources.lake_io_manager
+    code_version = context.assets_def.code_versions_by_key[context.asset_key] or ""
+    for key, output in outputs.items():
+        io.commit(context.asset_key.path[-1], *crawl_shard(key), output.value)
+        version = output.data_version.value if output.data_version else ""
+        yield dg.AssetMaterialization(
+            asset_key=context.asset_key, partition=key, metadata={**output.metadata, "partition_data_version": version},
+            tags={DATA_VERSION_TAG: version, CODE_VERSION_TAG: code_version})
 
 
 def crawl_asset(spec: StageSpec, settings: Settings, kinds: set[str]):
@@ -124,11 +258,12 @@ def crawl_asset(spec: StageSpec, settings: Settings, kinds: set[str]):
     # In the `fan_in` concurrency pool: these stages hold the most memory per unit and move the most lake bytes, and
     # two at once would compete for both.
     asset = dg.asset(name=spec.name, partitions_def=crawl_partitions, ins=ins, io_manager_key="lake_io_manager",
-                     group_name=spec.group, kinds=kinds, code_version=spec.version(settings), pool=FAN_IN_POOL)
+                     group_name=spec.group, kinds=kinds, code_version=spec.version(settings), pool=FAN_IN_POOL,
+                     backfill_policy=runs_of_many_partitions(settings))
 
     def decorate(fn):
         _check_inputs(spec, fn)
-        return asset(fn)
+        return asset(each_partition(fn))
 
     return decorate
 

@@ -39,8 +39,11 @@ def test_run_health_results_and_tags_are_what_the_daemon_reads():
     assert (result.status, result.msg) == (private.WorkerStatus.FAILED, "gone")
     assert {private.WorkerStatus.RUNNING, private.WorkerStatus.FAILED} <= set(private.WorkerStatus)
     assert (private.RUN_KEY_TAG, private.SENSOR_NAME_TAG, private.GRPC_INFO_TAG, private.DATA_VERSION_TAG,
-            private.TICK_ID_TAG) == (
-        "dagster/run_key", "dagster/sensor_name", ".dagster/grpc_info", "dagster/data_version", "dagster/tick")
+            private.TICK_ID_TAG, private.CODE_VERSION_TAG) == (
+        "dagster/run_key", "dagster/sensor_name", ".dagster/grpc_info", "dagster/data_version", "dagster/tick",
+        "dagster/code_version")
+    assert (private.ASSET_PARTITION_RANGE_START_TAG, private.ASSET_PARTITION_RANGE_END_TAG) == (
+        "dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
     assert private.USER_TAG == "user"  # what the UI's "Launched by" shows for a run launched from the CLI
     assert {private.TickStatus.FAILURE, private.TickStatus.SUCCESS, private.TickStatus.SKIPPED} <= set(
         private.TickStatus)

@@ -17,8 +17,9 @@ from llm_assets.core.crawl_stats import NOT_IDENTIFIED
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.core.partition import LakeInput
 from llm_assets.jobs import jobs_of
+from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
-from llm_assets.stages.raw import RAW_FINGERPRINT_TAG, build_raw_drop_sensor
+from llm_assets.stages.raw import build_raw_drop_sensor, requested_fingerprints
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.conftest import built, english_only_settings, object_store_on, png_size, point_at
 from resources import LakeIOManager, ObjectStore
@@ -78,8 +79,9 @@ def _build(object_store, instance, crawl):
         tick = build_raw_drop_sensor(load_settings())(ctx)
     for request in tick.dynamic_partitions_requests:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    (request,) = [r for r in tick.run_requests if r.partition_key.keys_by_dimension["crawl"] == crawl
-                  and r.tags[RAW_FINGERPRINT_TAG] != EMPTY_FINGERPRINT]  # its other shards are requested empty
+    ((partition, _),) = [(p, fp) for r in tick.run_requests for p, fp in requested_fingerprints(r).items()
+                         if p.startswith(f"{crawl}|") and fp != EMPTY_FINGERPRINT]  # its other shards are empty
+    request = dg.RunRequest(partition_key=crawl_shard_key(*partition.split("|")))
     # The sensor's run, then the crawl-level run (dedup clusters over every shard, stats), then the curated stages.
     results = Runs([
         test_defs.resolve_job_def("lake_job").execute_in_process(

@@ -204,6 +204,7 @@ def test_a_late_drop_has_one_owner(curated, instance, crawl, object_store):  # n
 
     from llm_assets.dagster_private import SENSOR_NAME_TAG, BulkActionStatus
     from llm_assets.freshness import launch_stale_backfill
+    from llm_assets.stages.raw import requested_fingerprints
 
     defs = build_defs(load_settings())
     lake = curated
@@ -214,8 +215,8 @@ def test_a_late_drop_has_one_owner(curated, instance, crawl, object_store):  # n
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
         result = defs.resolve_sensor_def("raw_drop_sensor")(ctx)
     # a sensor without a cursor sees every partition as new: it requests shard 0000, leaves 0001 to the backfill
-    shards = {r.partition_key.keys_by_dimension["shard"] for r in result.run_requests
-              if r.partition_key.keys_by_dimension["crawl"] == crawl}
+    shards = {p.split("|")[1] for r in result.run_requests for p in requested_fingerprints(r)
+              if p.startswith(f"{crawl}|")}
     assert shards == {"0000"}
 
     for backfill in instance.get_backfills():  # done: the stale sensor would wait for it otherwise

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from llm_assets.core.keys import PartitionRef
 from llm_assets.core.lake import manifest_key, part_key
-from llm_assets.core.partition import FrameOutput, LakeInput, PartitionOutput, commit
+from llm_assets.core.partition import FrameOutput, LakeInput, PartitionOutput, RangeOutput, commit
 from llm_assets.core.units import UnitResult, peak_rss_bytes, s3_requests
 from resources.object_store import ObjectStore
 
@@ -40,9 +40,26 @@ class LakeIOManager(dg.ConfigurableIOManager):
 
     store: ObjectStore
 
-    def handle_output(self, context: dg.OutputContext, obj: PartitionOutput | pl.DataFrame | pa.Table) -> None:
+    def handle_output(self, context: dg.OutputContext,
+                      obj: PartitionOutput | RangeOutput | pl.DataFrame | pa.Table) -> None:
         asset = context.asset_key.path[-1]
-        crawl, shard = crawl_shard(context.partition_key)
+        if isinstance(obj, RangeOutput):  # a run of many partitions: each committed on its own
+            for (crawl, shard), out in obj.partitions.items():
+                if out is not None:
+                    self.commit(asset, crawl, shard, out)
+                    context.log.debug(f"committed {asset} crawl={crawl} shard={shard}")
+            context.add_output_metadata({"partitions_committed": sum(o is not None for o in obj.partitions.values())})
+            return
+        (key,) = context.asset_partition_keys  # one partition: of its run, or the one of a range of one
+        crawl, shard = crawl_shard(key)
+        out = self.commit(asset, crawl, shard, obj)
+        context.add_output_metadata({"lake_manifest": dg.MetadataValue.text(self.manifest_url(asset, crawl, shard)),
+                                     "parts": len(out.units)})
+        context.log.debug(f"committed {asset} crawl={crawl} shard={shard}: {out.rows_out} rows")
+
+    def commit(self, asset: str, crawl: str, shard: str, obj: PartitionOutput | FrameOutput | pl.DataFrame | pa.Table
+               ) -> PartitionOutput:
+        """Write a frame as the partition's one part, then commit the partition's output: its manifest."""
         lake = self.store.lake()
         if isinstance(obj, FrameOutput):
             frame = obj
@@ -53,10 +70,8 @@ class LakeIOManager(dg.ConfigurableIOManager):
             obj = self._write_frame(lake, asset, crawl, shard, obj)
         if not isinstance(obj, PartitionOutput):
             raise TypeError(f"{asset}: the lake IO manager stores PartitionOutput or a frame, not {type(obj).__name__}")
-        manifest = commit(lake, asset, crawl, shard, obj)
-        context.add_output_metadata({"lake_manifest": dg.MetadataValue.text(lake.url(
-            manifest_key(asset, crawl, shard))), "parts": len(obj.units)})
-        context.log.debug(f"committed {asset} crawl={crawl} shard={shard}: {manifest.rows} rows")
+        commit(lake, asset, crawl, shard, obj)
+        return obj
 
     @staticmethod
     def _write_frame(lake, asset: str, crawl: str, shard: str, frame: pl.DataFrame | pa.Table,
@@ -84,4 +99,9 @@ class LakeIOManager(dg.ConfigurableIOManager):
         asset = context.asset_key.path[-1]
         keys = context.asset_partition_keys if context.has_asset_partitions else []
         allow_missing = bool((context.definition_metadata or {}).get(ALLOW_MISSING_PARTITIONS))
-        return LakeInput.load(self.store.lake(), asset, [crawl_shard(k) for k in keys], allow_missing=allow_missing)
+        # In a run of many partitions, one that cannot be read fails (or is kept) alone, when the stage takes it.
+        return LakeInput.load(self.store.lake(), asset, [crawl_shard(k) for k in keys], allow_missing=allow_missing,
+                              per_partition=len(keys) > 1)
+
+    def manifest_url(self, asset: str, crawl: str, shard: str) -> str:
+        return self.store.lake().url(manifest_key(asset, crawl, shard))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from llm_assets.core.keys import CRAWL_LEVEL_SHARD
 from llm_assets.core.lake import (
     SCRATCH_PREFIX,
     CommitConflict,
@@ -279,6 +280,14 @@ class FrameOutput:
     runner: str = ""
 
 
+@dataclass
+class RangeOutput:
+    """What a run of many partitions of an asset commits: each (crawl, shard)'s output, or None for a partition it
+    keeps as it is (its input is held back by a quality gate)."""
+
+    partitions: dict[tuple[str, str], PartitionOutput | None]
+
+
 def total_work(units: Sequence[UnitResult], source: str, seconds: float = 0.0) -> UnitResult:
     """One result summing what `units` cost (their CPU, bytes, rows read and requests, their highest peak memory),
     over `seconds` of wall time (default: theirs, summed)."""
@@ -295,25 +304,43 @@ class LakeInput:
     lake: Lake
     asset: str
     manifests: list[Manifest] = field(default_factory=list)
+    # (crawl, shard) -> why it cannot be read: for a multi-partition run, the error of each partition that is not,
+    # raised when that partition is taken (`of_partition`), so the others are still built
+    unreadable: dict[tuple[str, str], LookupError] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, lake: Lake, asset: str, partitions: list[tuple[str, str]], allow_missing: bool = False
-             ) -> LakeInput:
+    def load(cls, lake: Lake, asset: str, partitions: list[tuple[str, str]], allow_missing: bool = False,
+             per_partition: bool = False) -> LakeInput:
         """The committed manifests of these (crawl, shard) partitions; one never committed, or held back by its
-        quality gate, is an error, or skipped with `allow_missing`."""
-        manifests = []
+        quality gate, is an error, or skipped with `allow_missing`, or kept as that partition's error with
+        `per_partition` (a run of many partitions: `of_partition` raises it)."""
+        manifests: list[Manifest] = []
+        unreadable: dict[tuple[str, str], LookupError] = {}
         for crawl, shard in partitions:
             m = read_manifest(lake, asset, crawl, shard)
             if (m is None or m.held_back) and allow_missing:
                 continue
-            if m is None:
-                raise MissingPartition(f"{asset} has no committed partition crawl={crawl} shard={shard}")
-            if m.held_back:
-                raise HeldBack(f"{asset} crawl={crawl} shard={shard} is held back by its quality gate: {m.held_back}. "
-                               f"Downstream keeps what it was built from; rebuild {asset} for this partition once its "
-                               f"input is fixed, or widen the bounds under `gates:` in the settings")
-            manifests.append(m)
-        return cls(lake, asset, manifests)
+            if m is not None and not m.held_back:
+                manifests.append(m)
+                continue
+            error: LookupError = MissingPartition(
+                f"{asset} has no committed partition crawl={crawl} shard={shard}") if m is None else HeldBack(
+                f"{asset} crawl={crawl} shard={shard} is held back by its quality gate: {m.held_back}. Downstream "
+                f"keeps what it was built from; rebuild {asset} for this partition once its input is fixed, or widen "
+                "the bounds under `gates:` in the settings")
+            if not per_partition:
+                raise error
+            unreadable[(crawl, shard)] = error
+        return cls(lake, asset, manifests, unreadable)
+
+    def of_partition(self, crawl: str, shard: str) -> LakeInput:
+        """What one partition of a multi-partition run reads of this input: the manifests of its shard (every shard
+        of its crawl for a crawl-level partition), or of its crawl for a crawl-level input; the error of a partition
+        that cannot be read."""
+        if (crawl, shard) in self.unreadable:
+            raise self.unreadable[(crawl, shard)]
+        return LakeInput(self.lake, self.asset, [m for m in self.manifests if m.crawl == crawl and (
+            shard == CRAWL_LEVEL_SHARD or m.shard in (shard, CRAWL_LEVEL_SHARD))])
 
     @property
     def parts(self) -> list[str]:

@@ -87,7 +87,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.core.units import InProcessRunner, UnitResult, peak_rss_bytes, s3_requests
     from llm_assets.metadata import rounded, significant, table
     from llm_assets.partitions import crawl_partitions
-    from llm_assets.stage import BY_CRAWL
+    from llm_assets.stage import BY_CRAWL, each_partition, runs_of_many_partitions
     from resources import ObjectStore
 
     levels = {s.name: s.level for s in specs if s.name in charged(specs)}
@@ -96,7 +96,9 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     prices = settings.cost
 
     @dg.asset(name=SPEC.name, partitions_def=crawl_partitions, deps=deps, io_manager_key="lake_io_manager",
-              group_name=SPEC.group, kinds={"parquet"}, code_version=SPEC.version(settings))
+              group_name=SPEC.group, kinds={"parquet"}, code_version=SPEC.version(settings),
+              backfill_policy=runs_of_many_partitions(settings))
+    @each_partition
     def cost(context: dg.AssetExecutionContext, store: ObjectStore):
         """What building the crawl cost, from the cost ledger (`ledger/costs/`: one row per work unit that ran, appended
         at each commit; units reused from an earlier commit are not charged again). Per stage: units, CPU-hours,

@@ -60,7 +60,8 @@ SPEC = StageSpec("raw_files", "shard", version=lambda s: code_version(STAGE_VERS
 SPECS = [SPEC]
 
 REJECTED_SHOWN = 100  # rows of the rejected-keys table; `raw_keys_rejected` counts them all
-RAW_FINGERPRINT_TAG = "llm_assets/raw_fingerprint"
+# Hidden in the UI (a leading "."): what a curator reads of a run is its partitions, not their fingerprints.
+RAW_FINGERPRINTS_TAG = ".llm_assets/raw_fingerprints"
 LOGGED_INVALID = 20  # per tick; `llm-assets status` lists every raw key that will not be ingested
 
 
@@ -111,6 +112,50 @@ def rejected_keys_metadata(lake: "Lake", out: "PartitionOutput") -> dict:
     }
 
 
+def contiguous_groups(fingerprints: dict[str, str], settings: "Settings") -> list[dict[str, str]]:
+    """The partitions to build (key -> raw fingerprint) grouped into runs: contiguous shards of one crawl, at most
+    `partitions_per_run` each (a run builds a range of partitions: every shard between its first and its last)."""
+    order = {shard: i for i, shard in enumerate(settings.shard_keys())}
+    groups: list[dict[str, str]] = []
+    last: PartitionRef | None = None
+    for p in sorted(fingerprints, key=lambda k: (PartitionRef.parse(k).crawl, order[PartitionRef.parse(k).shard])):
+        ref = PartitionRef.parse(p)
+        if (last is None or ref.crawl != last.crawl or order[ref.shard] != order[last.shard] + 1
+                or len(groups[-1]) >= settings.partitions_per_run):
+            groups.append({})
+        groups[-1][p] = fingerprints[p]
+        last = ref
+    return groups
+
+
+def run_request(group: dict[str, str]) -> "dg.RunRequest":
+    """The run of a group of partitions: its run key names the partitions and digests their fingerprints, so a
+    repeated tick never launches it twice; the fingerprints ride along in a hidden tag (`requested_fingerprints`)."""
+    import json
+
+    import dagster as dg
+
+    from llm_assets.core.versions import digest
+    from llm_assets.partitions import crawl_shard_key, range_tags
+
+    refs = [PartitionRef.parse(p) for p in group]
+    first, last = refs[0], refs[-1]
+    tags = {RAW_FINGERPRINTS_TAG: json.dumps(group, separators=(",", ":"))}
+    if len(refs) == 1:
+        return dg.RunRequest(run_key=f"{first.key}|{group[first.key]}", tags=tags,
+                             partition_key=crawl_shard_key(first.crawl, first.shard))
+    return dg.RunRequest(run_key=f"{first.key}..{last.shard}|{digest(*group.values())}",
+                         tags={**tags, **range_tags(str(crawl_shard_key(first.crawl, first.shard)),
+                                                    str(crawl_shard_key(last.crawl, last.shard)))})
+
+
+def requested_fingerprints(request: "dg.RunRequest") -> dict[str, str]:
+    """Partition key -> the raw fingerprint a run request of the raw-drop sensor builds."""
+    import json
+
+    return json.loads(request.tags[RAW_FINGERPRINTS_TAG])
+
+
 def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
     import json
 
@@ -118,7 +163,7 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
 
     from llm_assets.backfills import observation, stale_backfill_targets
     from llm_assets.core.inventory import EMPTY_FINGERPRINT, RawScan, changed_partitions
-    from llm_assets.partitions import CRAWL_PARTITIONS, crawl_partitions, crawl_shard_key
+    from llm_assets.partitions import CRAWL_PARTITIONS, crawl_partitions
     from llm_assets.registry import UNOBSERVED, SourceVersion
     from llm_assets.stages.filtered import CURATION_SCOPE
     from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
@@ -162,18 +207,16 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
             for shard in settings.shard_keys():
                 changed.setdefault(PartitionRef(crawl, shard).key, EMPTY_FINGERPRINT)
         owned = {p for asset, p in stale_backfill_targets(context.instance) if asset == SPEC.name}
-        runs, observed = [], []
-        for p, fp in sorted(changed.items()):
-            if p in owned:
-                context.log.info(f"{p}: a stale backfill in progress rebuilds it")
-                continue
-            ref = PartitionRef.parse(p)
-            runs.append(dg.RunRequest(run_key=f"{ref.key}|{fp}", partition_key=crawl_shard_key(ref.crawl, ref.shard),
-                                      tags={RAW_FINGERPRINT_TAG: fp}))
+        for p in sorted(owned & set(changed)):
+            context.log.info(f"{p}: a stale backfill in progress rebuilds it")
+        wanted = {p: fp for p, fp in changed.items() if p not in owned}
+        runs = [run_request(group) for group in contiguous_groups(wanted, settings)]
+        observed = []
+        for p, fp in sorted(wanted.items()):
             # on record before the run reads them: the UI marks raw_files stale until the run ends, and a new
             # crawl's filtered partitions have their curation source on record before their first build
             observed.append(observation(SourceVersion(RAW_DROP.name, p, fp)))
-            if ref.crawl in new_crawls:
+            if PartitionRef.parse(p).crawl in new_crawls:
                 observed.append(observation(SourceVersion(CURATION_SCOPE.name, p, UNOBSERVED)))
         return dg.SensorResult(
             run_requests=runs,

@@ -10,7 +10,7 @@ from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.definitions import build_defs
 from llm_assets.settings import Settings, load_settings
-from llm_assets.stages.raw import RAW_FINGERPRINT_TAG
+from llm_assets.stages.raw import requested_fingerprints
 from resources import ObjectStore, S3Endpoint
 
 SHARDS = load_settings().shards
@@ -48,12 +48,16 @@ class Sensor:
 
     def requested(self) -> set[tuple[str, str]]:
         """The partitions with files a tick requests (a new crawl's empty shards are requested too)."""
-        return {(r.partition_key.keys_by_dimension["crawl"], r.partition_key.keys_by_dimension["shard"])
-                for r in with_files(self.tick().run_requests)}
+        return set(with_files(self.tick().run_requests))
 
 
-def with_files(requests: list) -> list:
-    return [r for r in requests if r.tags[RAW_FINGERPRINT_TAG] != EMPTY_FINGERPRINT]
+def partitions(requests: list) -> dict[tuple[str, str], str]:
+    """(crawl, shard) -> its raw fingerprint, for every partition the run requests build."""
+    return {tuple(p.split("|")): fp for r in requests for p, fp in requested_fingerprints(r).items()}
+
+
+def with_files(requests: list) -> dict[tuple[str, str], str]:
+    return {p: fp for p, fp in partitions(requests).items() if fp != EMPTY_FINGERPRINT}
 
 
 def keys_per_tick(n: int) -> Settings:
@@ -72,15 +76,17 @@ def test_new_file_requests_exactly_its_partition_and_registers_the_crawl(instanc
     lake.put_bytes("raw/CC-A/one.warc.gz", b"first")
     result = sensor.tick()
     shard = _shard("raw/CC-A/one.warc.gz")
-    (request,) = with_files(result.run_requests)
-    assert request.partition_key.keys_by_dimension == {"crawl": "CC-A", "shard": shard}
-    assert request.run_key.startswith(f"CC-A|{shard}|") and not request.run_key.endswith(EMPTY_FINGERPRINT)
-    empty = {r.partition_key.keys_by_dimension["shard"]: r.run_key for r in result.run_requests if r is not request}
-    assert empty == {s: f"CC-A|{s}|{EMPTY_FINGERPRINT}" for s in load_settings().shard_keys() if s != shard}
+    assert list(with_files(result.run_requests)) == [("CC-A", shard)]
+    # the new crawl's shards are contiguous: one run builds them all
+    (request,) = result.run_requests
+    assert set(partitions([request])) == {("CC-A", s) for s in load_settings().shard_keys()}
+    assert {p: fp for p, fp in partitions([request]).items() if p != ("CC-A", shard)} == {
+        ("CC-A", s): EMPTY_FINGERPRINT for s in load_settings().shard_keys() if s != shard}
     assert instance.get_dynamic_partitions("crawl") == ["CC-A"]
     lake.put_bytes("raw/CC-A/two.warc.gz", b"second")  # a known crawl: only the partitions whose files changed
-    assert {r.partition_key.keys_by_dimension["shard"] for r in sensor.tick().run_requests} == {
-        _shard("raw/CC-A/two.warc.gz")}
+    (request,) = sensor.tick().run_requests
+    assert request.partition_key.keys_by_dimension == {"crawl": "CC-A", "shard": _shard("raw/CC-A/two.warc.gz")}
+    assert request.run_key.startswith(f"CC-A|{_shard('raw/CC-A/two.warc.gz')}|")
 
 
 def test_same_tick_again_and_identical_reupload_request_nothing(instance, bucket_store):
@@ -97,9 +103,12 @@ def test_a_fresh_cursor_reproduces_the_same_run_keys(instance, bucket_store):
     """Run keys carry the partition's fingerprint: a restarted sensor cannot launch a second run."""
     lake, store = bucket_store
     lake.put_bytes("raw/CC-A/one.warc.gz", b"first")
-    first = [r.run_key for r in with_files(Sensor(instance, store).tick().run_requests)]
-    again = [r.run_key for r in Sensor(instance, store).tick().run_requests]  # the crawl is known now: no empties
-    assert first == again
+    lake.put_bytes("raw/CC-A/two.warc.gz", b"second")
+    Sensor(instance, store).tick()  # registers the crawl
+    first = Sensor(instance, store).tick().run_requests
+    again = Sensor(instance, store).tick().run_requests
+    assert [r.run_key for r in first] == [r.run_key for r in again]
+    assert partitions(first) == partitions(again)
 
 
 def test_changed_and_removed_files_request_their_partition(instance, bucket_store):
@@ -122,7 +131,7 @@ def test_new_crawl_is_added_and_only_its_partitions_requested(instance, bucket_s
     sensor.tick()
     lake.put_bytes("raw/CC-B/two.warc.gz", b"b")
     result = sensor.tick()
-    assert {r.partition_key.keys_by_dimension["crawl"] for r in result.run_requests} == {"CC-B"}
+    assert {crawl for crawl, _ in partitions(result.run_requests)} == {"CC-B"}
     assert sorted(instance.get_dynamic_partitions("crawl")) == ["CC-A", "CC-B"]
 
 
@@ -159,8 +168,7 @@ def test_listing_resumes_across_ticks(instance, bucket_store, monkeypatch):
     ticks = [sensor.tick() for _ in range(3)]
     assert [len(t.run_requests) for t in ticks[:2]] == [0, 0]
     assert json.loads(ticks[1].cursor)["scan"]["after"] == keys[7]
-    assert {r.partition_key.keys_by_dimension["shard"] for r in with_files(ticks[2].run_requests)} == {
-        _shard(k) for k in keys}
+    assert {shard for _, shard in with_files(ticks[2].run_requests)} == {_shard(k) for k in keys}
 
 
 def test_a_thousand_files_in_bursts_across_three_crawls_are_each_requested_once_across_a_restart(
@@ -187,20 +195,18 @@ def test_a_thousand_files_in_bursts_across_three_crawls_are_each_requested_once_
         requested = {}
         for _ in range(10):  # a pass over raw/ takes ceil(keys / 300) ticks
             result = sensor.tick()
-            for r in result.run_requests:
-                requested[(r.partition_key.keys_by_dimension["crawl"], r.partition_key.keys_by_dimension["shard"])] = \
-                    r.run_key
+            requested.update(partitions(result.run_requests))
+            run_keys += [r.run_key for r in result.run_requests]
             skip = result.skip_reason.skip_message if result.skip_reason else ""
             if result.run_requests or (skip or "").startswith("no new"):
                 break
-        run_keys += requested.values()
         touched = {(k.split("/")[1], _shard(k)) for k in batch}
         assert set(requested) == touched
         landed = keys[:(burst + 1) * 250]
-        for (crawl, shard), run_key in requested.items():  # the fingerprint covers every file landed so far
+        for (crawl, shard), fp in requested.items():  # the fingerprint covers every file landed so far
             files = sorted((o for o in lake.list(f"raw/{crawl}/") if _shard(o.key) == shard), key=lambda o: o.key)
             assert {o.key for o in files} == {k for k in landed if k.split("/")[1] == crawl and _shard(k) == shard}
-            assert run_key == f"{crawl}|{shard}|{fingerprint(files)}"
+            assert fp == fingerprint(files)
     assert len(run_keys) == len(set(run_keys))
     for _ in range(5):
         assert sensor.tick().run_requests == []
