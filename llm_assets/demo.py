@@ -20,7 +20,7 @@ import yaml
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from llm_assets.core.keys import split_partition
+from llm_assets.core.keys import crawls_named, split_partition
 from llm_assets.core.lake import parse_raw_key
 from llm_assets.core.partition import LakeInput, committed
 from llm_assets.core.tokenize import train_bytelevel_bpe
@@ -346,7 +346,7 @@ def run_models(runs: Runs) -> list[FailedRun]:
 def run_sensor_requests(runs: Runs, dropped_at: float) -> list[FailedRun]:
     """The raw-drop sensor's next tick after the drop requests the lake runs; the daemon runs them."""
     requested = runs.sensor_runs("raw_drop_sensor", dropped_at)
-    print(f"raw_drop_sensor requested {len(requested)} partition runs", flush=True)
+    print(f"raw_drop_sensor requested {len(requested)} run{'s' * (len(requested) != 1)} of lake_job", flush=True)
     return runs.wait(requested) if requested else []  # files dropped again as they were: nothing to run
 
 
@@ -354,7 +354,7 @@ def stale_plan(instance, lake, settings: Settings, failed: list[FailedRun]) -> l
     """What the stale planner lists, but the crawls whose runs failed earlier in this demo, and the release when a
     run failed: the planner lists a failed partition to retry it, and a demo neither retries its own failures
     (each is said once, when it happens) nor builds what depends on them."""
-    gave_up = {f.partition.split("|")[0] for f in failed if f.partition}
+    gave_up = {crawl for f in failed if f.partition for crawl in crawls_named(f.partition)}
     return [p for p in stale_partitions(instance, lake, settings)
             if split_partition(p.partition)[0] not in gave_up and not (failed and p.asset == RELEASE.name)]
 

@@ -11,7 +11,9 @@ import functools
 import inspect
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
@@ -28,7 +30,7 @@ from llm_assets.core.partition import (
     read_manifest,
     reusable_units,
 )
-from llm_assets.core.units import Progress, RunnerSettings, UnitFailed, UnitResult, WorkUnit, run_units
+from llm_assets.core.units import Progress, Runner, RunnerSettings, UnitFailed, UnitResult, WorkUnit, run_units
 from llm_assets.core.versions import digest
 from llm_assets.dagster_private import CODE_VERSION_TAG, DATA_VERSION_TAG
 from llm_assets.instance import FAN_IN_POOL
@@ -153,6 +155,41 @@ class PartitionsFailed(RuntimeError):
     """Partitions of a multi-partition run failed; the others were committed."""
 
 
+@dataclass
+class UnitsToRun:
+    """What a partition's stage function asks its step to run (`run_stage` yields it and is sent the results, in
+    order): the units it does not reuse, the function that runs each, and the runner."""
+
+    fn: Callable
+    units: Sequence[WorkUnit]
+    runner: Runner
+
+
+class _Partition:
+    """One partition's stage function as its step drives it: the events it yielded so far, and the units it waits
+    for."""
+
+    def __init__(self, key: str, events: Generator[Any, Any, None] | dg.Output):
+        self.key, self.events = key, [] if not isinstance(events, dg.Output) else [events]
+        self.gen = events if not isinstance(events, dg.Output) else None
+        self.waiting: UnitsToRun | None = None
+
+    def advance(self, sent: list[UnitResult] | None = None, error: BaseException | None = None) -> None:
+        """Run the function on to its next request for units, or to its end."""
+        self.waiting = None
+        while self.gen is not None:
+            try:
+                item = self.gen.throw(error) if error is not None else self.gen.send(sent)
+            except StopIteration:
+                self.gen = None
+                return
+            sent = error = None
+            if isinstance(item, UnitsToRun):
+                self.waiting = item
+                return
+            self.events.append(item)
+
+
 def build_partitions(context: dg.AssetExecutionContext, fn: Callable, inputs: dict
                      ) -> Iterator[dg.Output | dg.AssetCheckResult | dg.AssetMaterialization]:
     """Build each partition of the run with the stage's function, as a run of that partition alone would: its own
@@ -166,7 +203,7 @@ def build_partitions(context: dg.AssetExecutionContext, fn: Callable, inputs: di
     those it failed for), and a store failure retries the whole step, whose committed partitions reuse their
     units."""
     keys = list(context.partition_keys)
-    built: dict[str, list] = {}
+    started: list[_Partition] = []
     kept: dict[str, str] = {}
     failed: dict[str, Exception] = {}
     for key in keys:
@@ -179,13 +216,17 @@ def build_partitions(context: dg.AssetExecutionContext, fn: Callable, inputs: di
         except MissingPartition as e:
             failed[key] = e
             continue
-        try:
-            result = fn(context if context.has_partition_key else PartitionContext(context, key), **mine)
-            built[key] = [result] if isinstance(result, dg.Output) else list(result)
+        try:  # a function that returns its output (no units to run together) builds it here
+            started.append(_Partition(key, fn(context if context.has_partition_key else
+                                              PartitionContext(context, key), **mine)))
         except Exception as e:  # noqa: BLE001 - named below, and the step fails with it
             failed[key] = e
-            if len(keys) > 1:
-                context.log.error(f"partition {key} failed: {type(e).__name__}: {e}")
+    built: dict[str, list] = {}
+    for partition in _run_together(context, started, failed):
+        built[partition.key] = partition.events
+    if len(keys) > 1:
+        for key, error in failed.items():
+            context.log.error(f"partition {key} failed: {type(error).__name__}: {error}")
     if len(keys) == 1 and not kept:  # one partition: its events as they are
         if failed:
             raise failed[keys[0]]
@@ -194,9 +235,10 @@ def build_partitions(context: dg.AssetExecutionContext, fn: Callable, inputs: di
     outputs = {key: next(e for e in events if isinstance(e, dg.Output)) for key, events in built.items()}
     if failed:
         yield from _commit_and_record(context, outputs)
-        if all(isinstance(e, dg.RetryRequested) for e in failed.values()):
-            raise next(iter(failed.values()))
         first = next(iter(failed.values()))
+        if all(isinstance(e, dg.RetryRequested) for e in failed.values()) or (
+                len(failed) == len(keys) and len({f"{type(e).__name__}: {e}" for e in failed.values()}) == 1):
+            raise first  # the store's retry, or one error for every partition: that error is the step's
         raise PartitionsFailed(
             f"{len(failed)} of {len(keys)} partitions failed: " + "; ".join(
                 f"{key}: {type(e).__name__}: {e}" for key, e in failed.items())
@@ -215,6 +257,48 @@ def build_partitions(context: dg.AssetExecutionContext, fn: Callable, inputs: di
                     data_version=dg.DataVersion(versions[0] if len(versions) == 1 else digest(*versions)))
     yield from _combined_checks({key: [e for e in events if isinstance(e, dg.AssetCheckResult)]
                                  for key, events in built.items()})
+
+
+def _run_together(context: dg.AssetExecutionContext, partitions: list[_Partition], failed: dict[str, Exception]
+                  ) -> list[_Partition]:
+    """Drive each partition's stage function, running the units they all wait for at once (a run of many
+    partitions keeps the runner as busy as their separate runs would), until each has ended; -> those that ended
+    well, the errors of the others in `failed`. When a unit fails among many partitions' units, each partition's
+    units run again on their own, so that only the partition whose unit fails is failed."""
+
+    def step(partition: _Partition, sent: list[UnitResult] | None = None, error: BaseException | None = None):
+        try:
+            partition.advance(sent, error)
+        except Exception as e:  # noqa: BLE001 - the partition fails with it, named by the caller
+            failed[partition.key] = e
+
+    for partition in partitions:
+        step(partition)
+    while waiting := [p for p in partitions if p.waiting is not None and p.key not in failed]:
+        first = waiting[0].waiting
+        assert first is not None
+        together = [u for p in waiting for u in p.waiting.units]  # type: ignore[union-attr]
+        try:
+            results = run_units(first.fn, together, first.runner, Progress(len(together), context.log.info))
+        except UnitFailed as e:
+            if len(waiting) == 1:
+                step(waiting[0], error=e)
+                continue
+            context.log.warning(f"{e}: running each partition's units on their own, to fail only its partition")
+            for p in waiting:
+                try:
+                    mine = run_units(first.fn, p.waiting.units, first.runner)  # type: ignore[union-attr]
+                except UnitFailed as own:
+                    step(p, error=own)
+                else:
+                    step(p, sent=mine)
+            continue
+        offset = 0
+        for p in waiting:
+            n = len(p.waiting.units)  # type: ignore[union-attr]
+            step(p, sent=results[offset:offset + n])
+            offset += n
+    return [p for p in partitions if p.key not in failed]
 
 
 def _combined_checks(results: dict[str, list[dg.AssetCheckResult]]) -> Iterator[dg.AssetCheckResult]:
@@ -326,7 +410,7 @@ def run_stage(
     inputs: dict[str, str] | None = None,
     gate: Callable[[PartitionOutput], GateResult] | None = None,
     outcome_inputs: Callable[[PartitionOutput], dict[str, str]] | None = None,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
+) -> Generator[dg.Output | dg.AssetCheckResult | UnitsToRun, list[UnitResult], None]:
     """Run the partition's work units, then emit the output (committed by the lake IO manager), its
     metadata and its checks. `report(output)` adds a stage's own metadata to the common one; `inputs` records
     what else the partition was built from (for the stale planner), and `outcome_inputs(output)` what only its
@@ -343,8 +427,8 @@ def run_stage(
     # when the partition runs: a cluster need not be up for the definitions to load
     runner = runner_for(runner_settings)
     context.log.info(f"{len(todo)} work units on {runner} ({len(reused)} reused from the last commit)")
-    try:
-        fresh = iter(run_units(fn, todo, runner, Progress(len(todo), context.log.info)))
+    try:  # the step runs them, with those of the other partitions of its run (`build_partitions`)
+        fresh = iter((yield UnitsToRun(fn, todo, runner)))
     except UnitFailed as e:
         if e.transient:  # the store kept failing for its whole retry budget: once more, after a pause
             raise dg.RetryRequested(max_retries=STORE_STEP_RETRIES, seconds_to_wait=STORE_STEP_RETRY_WAIT_S) from e

@@ -103,3 +103,14 @@ def test_a_partition_that_fails_in_a_run_is_named_and_the_only_one_not_committed
                                               defs.resolve_asset_graph().get(dg.AssetKey("documents")).partitions_def)
     assert status[key(crawl, shards[2])] == dg.AssetPartitionStatus.FAILED
     assert {status[key(crawl, s)] for s in committed} == {dg.AssetPartitionStatus.MATERIALIZED}
+
+
+def test_a_runs_partitions_are_named_and_a_range_covers_its_shards_of_its_crawl():
+    from llm_assets.partitions import PARTITION_TAG, covers, partitions_label
+
+    shards = range_tags("CC-A|0004", "CC-A|0007")
+    assert partitions_label(shards) == "CC-A|0004..0007"
+    assert partitions_label(range_tags("CC-A", "CC-B")) == "CC-A..CC-B"
+    assert partitions_label({PARTITION_TAG: "CC-A|0001"}) == "CC-A|0001" and partitions_label({}) is None
+    assert [covers(shards, f"CC-A|{s:04d}") for s in (3, 4, 7, 8)] == [False, True, True, False]
+    assert not covers(shards, "CC-B|0005") and covers({PARTITION_TAG: "CC-A|0001"}, "CC-A|0001")

@@ -186,6 +186,16 @@ class PartitionRef:
         return self.key
 
 
+def crawls_named(label: str) -> list[str]:
+    """The crawls a run's partitions are named by, from its label (`crawl|shard`, `crawl`, a range of shards
+    `crawl|first..last`, or a range of crawls `first..last`: its first and last crawl)."""
+    first, _, last = label.partition("..")
+    crawls = [PartitionRef.parse(first).crawl]
+    if last and PartitionRef.parse(first).shard == CRAWL_LEVEL_SHARD:
+        crawls.append(PartitionRef.parse(last).crawl)
+    return crawls
+
+
 def split_partition(key: str) -> tuple[str, str]:
     """(crawl, shard) of a planned or Dagster partition key: `crawl|shard`, a crawl alone (a crawl-level partition:
     its `CRAWL_LEVEL_SHARD`) or "" (an unpartitioned asset: ("", ""))."""

@@ -84,3 +84,10 @@ def test_a_thresholds_key_holds_a_language_label_and_a_fingerprint_only():
     for fingerprint in ("", "../x", "EA017CB2", "abc"):
         with pytest.raises(InvalidKey, match="invalid thresholds fingerprint"):
             keys.thresholds_key("de", fingerprint)
+
+
+def test_a_runs_label_names_its_crawls():
+    from llm_assets.core.keys import crawls_named
+
+    assert crawls_named("CC-A|0001") == crawls_named("CC-A") == crawls_named("CC-A|0000..0031") == ["CC-A"]
+    assert crawls_named("CC-A..CC-B") == ["CC-A", "CC-B"]
