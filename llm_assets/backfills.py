@@ -4,6 +4,7 @@ sources' versions as Dagster's observations of them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import dagster as dg
@@ -13,6 +14,7 @@ from llm_assets.dagster_private import DATA_VERSION_TAG, BulkActionStatus, Parti
 from llm_assets.partitions import (
     CRAWL_PARTITIONS,
     PARTITION_TAG,
+    RANGE_START,
     covers,
     crawl_partitions,
     crawl_shard_partitions,
@@ -99,3 +101,56 @@ def report_sources(instance: dg.DagsterInstance, versions: list[SourceVersion]) 
     for event in events:
         instance.report_runless_asset_event(event)
     return len(events)
+
+
+# The check each planned asset carries: what `llm-assets stale` plans of it, so the catalog's asset list marks the
+# assets that have stale or missing partitions (the partition list alone shows only what Dagster itself knows).
+NOT_STALE = "not_stale"
+STALE_SHOWN = 50  # partitions listed with their cause in the check's metadata; `partitions_stale` counts them all
+
+
+def checked_assets(specs: Sequence[StageSpec]) -> list[str]:
+    """The assets the planner plans and that carry the `not_stale` check (an observed source is not built)."""
+    return [s.name for s in specs]
+
+
+def stale_check(asset: str, planned: Sequence[tuple[str, str, str]]) -> dg.AssetCheckEvaluation:
+    """The `not_stale` check of an asset, from a plan's (asset, partition, cause): failed (a warning: nothing is
+    wrong with what is committed) with the asset's planned partitions and their causes, or passed."""
+    mine = [(partition, cause) for a, partition, cause in planned if a == asset]
+    causes = Counter(cause.split(" (")[0] for _, cause in mine)
+    rows = "\n".join(f"| {partition or '(unpartitioned)'} | {cause} |" for partition, cause in mine[:STALE_SHOWN])
+    summary = ", ".join(f"{cause} ×{n}" for cause, n in causes.most_common())
+    return dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey(asset), check_name=NOT_STALE, passed=not mine, severity=dg.AssetCheckSeverity.WARN,
+        description=f"{len(mine)} partitions stale or missing: {summary}" if mine else "nothing stale or missing",
+        metadata={"partitions_stale": len(mine), "causes": dg.MetadataValue.json(dict(causes.most_common())),
+                  "stale_partitions": dg.MetadataValue.md(
+                      "| partition | why it is planned |\n|---|---|\n" + rows if rows else "none"),
+                  "rebuild": "llm-assets backfill --stale (or turn on stale_sensor)",
+                  # what a build run carries forward (`carried_forward`)
+                  PLANNED_KEY: dg.MetadataValue.json([[p, c] for p, c in mine[:PLANNED_KEPT]])})
+
+
+PLANNED_KEY = "planned"
+PLANNED_KEPT = 5000
+
+
+def carried_forward(instance: dg.DagsterInstance, asset: str, run: dg.DagsterRun) -> dg.AssetCheckEvaluation:
+    """The `not_stale` check in a run that builds the asset (a backfill runs every check of the assets it builds):
+    the last plan's partitions of the asset but those this run built, not a new plan of the whole lake per run."""
+    record = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(dg.AssetKey(asset), NOT_STALE))
+    event = record.event.dagster_event if record and record.event else None
+    evaluation = event.event_specific_data if event else None
+    last = evaluation.metadata.get(PLANNED_KEY) if isinstance(evaluation, dg.AssetCheckEvaluation) else None
+    planned: list = last.value if last is not None and isinstance(last.value, list) else []
+    partitioned = bool(run.tags.get(PARTITION_TAG) or RANGE_START in run.tags)
+    return stale_check(asset, [(asset, p, c) for p, c in planned
+                               if not (covers(run.tags, p) if partitioned else not p)])
+
+
+def report_stale_checks(instance: dg.DagsterInstance, planned: Sequence[tuple[str, str, str]],
+                        specs: Sequence[StageSpec]) -> None:
+    """Report every planned asset's `not_stale` check from a plan's (asset, partition, cause) to the instance."""
+    for asset in checked_assets(specs):
+        instance.report_runless_asset_event(stale_check(asset, planned))

@@ -6,7 +6,7 @@ from types import ModuleType
 
 import dagster as dg
 
-from llm_assets.freshness import build_stale_sensor
+from llm_assets.freshness import build_stale_checks, build_stale_sensor
 from llm_assets.jobs import build_jobs
 from llm_assets.preview import build_preview_job
 from llm_assets.settings import Settings, load_settings
@@ -33,6 +33,7 @@ def build_defs(settings: Settings, stages: Sequence[ModuleType] = STAGES) -> dg.
         jobs=[vacuum_job, build_preview_job(settings)],
         schedules=[vacuum_schedule],
         sensors=[build_stale_sensor(settings)],
+        asset_checks=build_stale_checks(settings),
         resources={"store": store, "lake_io_manager": LakeIOManager(store=store)},
         # Jobs that name no executor (vacuum_job) run in the run's process too, like every asset job: Dagster's
         # default, a process per step, would start another interpreter and import the code location again

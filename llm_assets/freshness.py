@@ -9,7 +9,17 @@ from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
-from llm_assets.backfills import STALE_TAG, failed_partitions, new_observations, stale_backfills_in_progress
+from llm_assets.backfills import (
+    NOT_STALE,
+    STALE_TAG,
+    carried_forward,
+    checked_assets,
+    failed_partitions,
+    new_observations,
+    report_stale_checks,
+    stale_backfills_in_progress,
+    stale_check,
+)
 from llm_assets.core.forecast import Forecast, forecast
 from llm_assets.core.keys import split_partition
 from llm_assets.core.lake import Lake
@@ -24,7 +34,7 @@ from llm_assets.dagster_private import (
 from llm_assets.partitions import CRAWL_PARTITIONS
 from llm_assets.settings import Settings
 from llm_assets.stages import SPECS, code_versions
-from llm_assets.stale import Planned, known_crawls, planned_of, planning, source_versions
+from llm_assets.stale import Planned, known_crawls, planned_of, planning, source_versions, stale_partitions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
 
@@ -114,6 +124,32 @@ def _launched_by_the_sensor(instance: dg.DagsterInstance, run_id: str) -> bool:
     return run is not None and run.tags.get(STALE_TAG) == "sensor"
 
 
+def build_stale_checks(settings: Settings) -> list[dg.AssetChecksDefinition]:
+    """Each planned asset's `not_stale` check: reported whenever a plan is made (`llm-assets stale`, `backfill
+    --stale`, the stale sensor, the demo), or run from the asset's page to plan now. A run that builds the asset runs
+    it too (Dagster runs an asset's checks with it): there it carries the last plan forward but the partitions the
+    run built, one query rather than a plan of the whole lake per run."""
+
+    def stale_check_of(asset: str) -> dg.AssetChecksDefinition:
+        @dg.asset_check(asset=asset, name=NOT_STALE, blocking=False, description=(
+            "No partition of this asset is stale or missing by the stale planner (`llm-assets stale`): failed (a "
+            "warning) with each planned partition and why, when a plan found some. Reported whenever a plan is "
+            "made; run it to plan now. `llm-assets backfill --stale` rebuilds them."))
+        def not_stale(context, store: ObjectStore) -> dg.AssetCheckResult:  # (a string annotation: Dagster refuses it)
+            run = context.run
+            if run.asset_selection or not run.job_name.startswith("__"):  # a build: no plan of the lake per run
+                found = carried_forward(context.instance, asset, run)
+            else:
+                planned = stale_partitions(context.instance, store.lake(), settings)
+                found = stale_check(asset, [(p.asset, p.partition, p.cause) for p in planned])
+            return dg.AssetCheckResult(passed=found.passed, severity=found.severity, description=found.description,
+                                       metadata=found.metadata)
+
+        return not_stale
+
+    return [stale_check_of(asset) for asset in checked_assets(SPECS)]
+
+
 def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
     # `asset_selection`: a sensor may only request a backfill (a RunRequest of an asset graph subset) of assets it
     # targets; the plan can hold any asset of the code location.
@@ -148,6 +184,7 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
                                 f"own (first: {' '.join(min(own))}): `llm-assets backfill --stale` retries them")
         planner = planning(lake, settings, crawls, code_versions(settings), SPECS, failed=failed, hold=own)
         planned, observed = planned_of(planner), new_observations(context.instance, source_versions(planner))
+        report_stale_checks(context.instance, [(p.asset, p.partition, p.cause) for p in planned], SPECS)
         if not planned:
             return dg.SensorResult(asset_events=observed, skip_reason="nothing is stale" + (
                 f" but the {len(own)} partitions that failed in this sensor's backfill" if own else ""))

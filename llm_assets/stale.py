@@ -236,16 +236,20 @@ def known_crawls(lake: Lake, instance=None) -> list[str]:
 def stale_partitions(instance, lake: Lake, settings: Settings, code: dict[str, str] | None = None) -> list[Planned]:
     """The plan for a deployment's settings: its stages and code versions (or `code`), every crawl it knows or
     finds under raw/, and, given a Dagster instance, the partitions whose latest run failed; the observed sources'
-    versions it read are reported to that instance, so the UI's stale marks are this plan's."""
+    versions it read are reported to that instance, so the UI's stale marks are this plan's, and so is each asset's
+    `not_stale` check (the catalog marks the assets with stale partitions)."""
     crawls = known_crawls(lake, instance)
     if instance is None:
         return plan_stale(lake, settings, crawls, code or code_versions(settings), SPECS)
-    from llm_assets.backfills import failed_partitions, report_sources  # Dagster's side: only given an instance
+    # Dagster's side: only given an instance
+    from llm_assets.backfills import failed_partitions, report_sources, report_stale_checks
 
     planner = planning(lake, settings, crawls, code or code_versions(settings), SPECS,
                        failed_partitions(instance, settings, crawls, SPECS))
     report_sources(instance, source_versions(planner))
-    return planned_of(planner)
+    planned = planned_of(planner)
+    report_stale_checks(instance, [(p.asset, p.partition, p.cause) for p in planned], SPECS)
+    return planned
 
 
 __all__ = ["CODE", "FAILED", "LANGUAGES", "MISSING", "RAW", "UPSTREAM", "Planned", "Planner", "SourceVersion",

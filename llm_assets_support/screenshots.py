@@ -1,6 +1,7 @@
 """Screenshots of the Dagster UI over this checkout's lake, as a curator sees it after `make demo`: the asset graph,
 a shard partition's filter funnel and its funnel per language, a crawl's stats and its funnel per language, the
-release's charts and language mix, and what a crawl cost.
+release's charts and language mix, what a crawl cost, and (after a plan under the demo's changed settings) the
+catalog marking the assets with stale partitions.
 
     make screenshots [SCREENSHOTS=folder]    (default: .llm-assets/screenshots)
 """
@@ -17,8 +18,9 @@ from llm_assets import environment
 from llm_assets.core.lake import Lake, manifest_key
 from llm_assets.core.partition import read_manifest
 from llm_assets.embedded_store import free_ports
-from llm_assets.settings import load_settings
-from llm_assets.stale import known_crawls
+from llm_assets.instance import get_instance
+from llm_assets.settings import Settings, load_settings
+from llm_assets.stale import known_crawls, stale_partitions
 from llm_assets_support.browser import _poll, chromium
 
 # (file, page, the chart to open or the text to wait for): `duplicate_clusters`' chart is `cluster_sizes`
@@ -43,6 +45,12 @@ PAGES = [
     ("cost.png", "/assets/cost?view=partitions&partition={crawl}", "cost_chart"),
     ("cost-metadata.png", "/assets/cost?view=partitions&partition={crawl}", "by_stage"),
     ("preview-launchpad.png", "/locations/llm_assets/jobs/preview_job/playground", "core_hour"),
+]
+# After a plan under the demo's changed settings (`llm-assets demo --change` would build it): each asset's
+# `not_stale` check, failed with the partitions the plan holds and why.
+STALE_PAGES = [
+    ("catalog-stale.png", "/assets", "filtered"),
+    ("filtered-not-stale.png", "/assets/filtered/checks/not_stale", "stale_partitions"),
 ]
 
 
@@ -79,25 +87,41 @@ def main(out: Path) -> None:
         with chromium() as page:
             for name, path, chart in PAGES:
                 path = path.format(crawl=crawl, shard=shard, dup_crawl=dup_crawl, languages_shard=languages_shard)
-                page.goto(f"http://127.0.0.1:{port}{path}")
-                if chart.endswith("_chart") or chart in CHARTS:
-                    width, _ = page.show_chart(chart)
-                    print(f"{name}: {chart} shown, {width} px wide")
-                else:
-                    page.wait_for(f"document.body.innerText.includes('{chart}')")
-                    for _ in range(2):  # the modal may open once the page has loaded
-                        page.skip_modal()
-                        page.settle()
-                    # a metadata row named so (e.g. `lsh_rejected`, `shards`) is scrolled into view
-                    page.js(f"""[...document.querySelectorAll('tr')]
-                               .find(r => r.innerText.trim().split(/\\s/)[0] == '{chart}')
-                               ?.scrollIntoView({{block: 'center'}})""")
-                    page.settle()
-                page.screenshot(out / name)
-                print(f"wrote {out / name}")
+                shoot(page, f"http://127.0.0.1:{port}{path}", chart, out / name)
+            # A curator changes the settings and asks what is stale: the catalog marks the assets it plans
+            changed = environment.home() / "demo" / "changed-settings.yaml"
+            if changed.exists():
+                instance = get_instance()
+                stale_partitions(instance, lake, Settings.from_file(changed))
+                try:
+                    for name, path, text in STALE_PAGES:
+                        shoot(page, f"http://127.0.0.1:{port}{path}", text, out / name)
+                finally:  # the deployment's own plan again
+                    stale_partitions(instance, lake, settings)
     finally:
         os.killpg(ui.pid, 15)
         ui.wait(timeout=60)
+
+
+def shoot(page, url: str, chart: str, path: Path) -> None:
+    """A screenshot of the page at `url` once `chart` is shown (a chart) or its text is on the page (scrolled to
+    the metadata row so named)."""
+    page.goto(url)
+    if chart.endswith("_chart") or chart in CHARTS:
+        width, _ = page.show_chart(chart)
+        print(f"{path.name}: {chart} shown, {width} px wide")
+    else:
+        page.wait_for(f"document.body.innerText.includes('{chart}')")
+        for _ in range(2):  # the modal may open once the page has loaded
+            page.skip_modal()
+            page.settle()
+        # a metadata row named so (e.g. `lsh_rejected`, `shards`) is scrolled into view
+        page.js(f"""[...document.querySelectorAll('tr')]
+                   .find(r => r.innerText.trim().split(/\\s/)[0] == '{chart}')
+                   ?.scrollIntoView({{block: 'center'}})""")
+        page.settle()
+    page.screenshot(path)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

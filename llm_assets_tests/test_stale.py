@@ -407,3 +407,32 @@ def test_the_measuring_mode_is_the_chains_code_version_not_a_languages():
     assert SPEC.version(settings) != SPEC.version(cascade)
     assert languages_version(settings.filtered.language_fingerprint, ["de", "en", "zh"]) == \
         languages_version(cascade.filtered.language_fingerprint, ["de", "en", "zh"])
+
+
+def test_each_assets_not_stale_check_says_what_the_plan_holds_of_it_and_why(curated, instance, crawl):  # noqa: F811
+    """The catalog's asset list marks the assets with stale partitions: every plan reports each asset's `not_stale`
+    check, failed with the asset's planned partitions and their causes; a build run carries the last plan forward
+    but the partitions it built."""
+    import dagster as dg
+
+    from llm_assets.backfills import NOT_STALE, PLANNED_KEY, carried_forward
+    from llm_assets.stages import code_versions
+
+    def latest(asset: str) -> dg.AssetCheckEvaluation:
+        record = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(dg.AssetKey(asset), NOT_STALE))
+        return record.event.dagster_event.event_specific_data
+
+    plan(instance, curated, crawl, code_versions(load_settings()) | {"filtered": "2-changed"})
+    filtered, documents = latest("filtered"), latest("documents")
+    assert not filtered.passed and filtered.severity == dg.AssetCheckSeverity.WARN
+    mine = {p: c for p, c in filtered.metadata[PLANNED_KEY].value if p.startswith(f"{crawl}|")}
+    assert mine == {f"{crawl}|0000": CODE, f"{crawl}|0001": CODE}
+    assert CODE in filtered.metadata["causes"].value and f"| {crawl}|0000 | {CODE} |" in filtered.metadata[
+        "stale_partitions"].value
+    assert not any(p.startswith(f"{crawl}|") for p, _ in documents.metadata[PLANNED_KEY].value)
+
+    run = dg.DagsterRun(job_name="lake_job", tags={"dagster/partition": f"{crawl}|0000"})
+    left = carried_forward(instance, "filtered", run)
+    assert {p for p, _ in left.metadata[PLANNED_KEY].value if p.startswith(f"{crawl}|")} == {f"{crawl}|0001"}
+    assert plan(instance, curated, crawl) == {} and latest("filtered").metadata["partitions_stale"].value == len(
+        [p for p, _ in latest("filtered").metadata[PLANNED_KEY].value if not p.startswith(f"{crawl}|")])
