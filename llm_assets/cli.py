@@ -6,6 +6,7 @@ import argparse
 import errno
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -71,8 +72,24 @@ def cmd_cluster(args) -> int:
 
 
 def _ensure_store() -> None:
-    if environment.uses_embedded_store():
-        _store().start()
+    """The embedded store, started if need be; in a deployed home (`deploy up` runs), never started here: its
+    supervisor owns it, and a second store beside it would move its ports and fight over its data folder."""
+    if not environment.uses_embedded_store():
+        return
+    from llm_assets.deploy import Layout
+
+    store = _store()
+    if Layout(environment.home()).supervisor_pid() is None:
+        store.start()
+    elif not store.ready():
+        raise StoreNotAnswering(
+            f"the deployment's object store does not answer: {store.why_not_answering()}. `llm-assets deploy up` "
+            "supervises it and restarts it when it exits (`llm-assets deploy status` shows it); this command starts "
+            "no store of its own in a deployed home")
+
+
+class StoreNotAnswering(RuntimeError):
+    pass
 
 
 def cmd_demo_change(args) -> int:
@@ -776,8 +793,16 @@ class _Commands:
         return self._sub.add_parser(name, parents=[self._common], **kwargs)
 
 
+def _exit_on(signum: int, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # A command stopped by SIGTERM or SIGHUP (`timeout`, a closed terminal) unwinds as Ctrl-C does: the services it
+    # started (the demo's code server and daemon, `ui`'s) are stopped by its `finally`, not left running.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _exit_on)
     try:
         if args.settings_file:
             # through the variable every process reads: the code server, the daemon's runs and the workers a

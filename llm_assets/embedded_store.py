@@ -79,10 +79,15 @@ def running(pid: int) -> bool:
             return False
     except ChildProcessError:  # not our child
         pass
-    try:  # the state field of /proc/<pid>/stat, after the command's closing parenthesis
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    return process_state(pid) not in ("Z", "X")  # without /proc, signal 0 is all there is
+
+
+def process_state(pid: int) -> str:
+    """The state letter of a process (R, S, T for stopped, Z, ...), or "" where /proc does not say."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return True  # no /proc: signal 0 is all there is
+        return ""
 
 
 def _in_use(port: int) -> bool:
@@ -187,6 +192,23 @@ class EmbeddedStore:
             return True
         except Exception:  # noqa: BLE001 - not up yet, or not ours
             return False
+
+    def why_not_answering(self) -> str:
+        """Why the store does not answer, in words: its process is paused or hangs, a server that is not this store
+        holds its port, or it is down."""
+        port = self.ports["s3.port"]
+        try:
+            pid = int(self.pid_file.read_text())
+        except (OSError, ValueError):
+            pid = None
+        if pid is not None and running(pid):
+            if process_state(pid) == "T":
+                return f"its process {pid} is paused (stopped by a signal): it answers nothing until resumed"
+            return f"its process {pid} runs but does not answer on 127.0.0.1:{port}"
+        if _in_use(port):
+            return (f"127.0.0.1:{port} is held by {_holder(port)}, which is not this store (it does not answer with "
+                    "its credentials)")
+        return "it is down (no process, nothing on its port)"
 
     def start(self, timeout: float = 60.0) -> None:
         """Start weed locked down (see the module's docstring) unless a server already answers with our credentials.

@@ -287,6 +287,25 @@ def test_a_killed_store_comes_back_under_the_supervisor_alone(topology):
     assert [p.pid for p in weeds()] == [again.pid]  # no second store
 
 
+def test_a_paused_store_is_named_and_no_command_starts_a_second_one(topology):
+    """`weed` SIGSTOPped under `deploy up`: a `drop` fails saying the deployment's store is paused, and starts no
+    store of its own (which would move the store's ports and fight over its data); resumed, the same drop goes
+    through, its run succeeds, and one `weed` serves."""
+    (weed,) = [p for p in topology.processes() if p.name() == "weed" and _alive(p)]
+    known = {r.run_id for r in topology.sensor_runs()}
+    file = shared("warc", "pywb__iana.warc.gz")
+    weed.suspend()
+    try:
+        paused = topology.cli("drop", str(file), "--crawl", CRAWL, "--as", "iana-while-paused.warc.gz", timeout=120)
+    finally:
+        weed.resume()
+    assert paused.returncode != 0
+    assert f"its process {weed.pid} is paused" in paused.stderr and "starts no store of its own" in paused.stderr
+    assert [p.pid for p in topology.processes() if p.name() == "weed" and _alive(p)] == [weed.pid]
+    topology.drop(file, "iana-after-pause.warc.gz")
+    topology.wait_run(topology.new_sensor_run(known).run_id, dg.DagsterRunStatus.SUCCESS)
+
+
 def test_deploy_down_leaves_no_process(topology):
     processes = topology.processes()
     assert len(processes) > 6
