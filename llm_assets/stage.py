@@ -143,7 +143,7 @@ def each_partition(fn: Callable) -> Callable:
 class PartitionContext:
     """What a stage's function reads of Dagster's context while it builds one partition of its run: the partition's
     key, the log, the asset, the instance, the run. A run may build many partitions (`settings.partitions_per_run`),
-    one after the other, each exactly as a run of that partition alone would."""
+    each as a run of that partition alone would, their units run together (`build_partitions`)."""
 
     def __init__(self, context: dg.AssetExecutionContext, partition_key: str):
         self.partition_key = partition_key
