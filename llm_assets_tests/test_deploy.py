@@ -105,6 +105,17 @@ class Topology:
         return sorted(found, key=lambda p: p.pid)
 
 
+def _weeds(topology) -> list[psutil.Process]:
+    """The deployment's running `weed` processes (a process that ends while they are listed is none of them)."""
+    def weed(p: psutil.Process) -> bool:
+        try:
+            return p.name() == "weed" and _alive(p)
+        except psutil.NoSuchProcess:
+            return False
+
+    return [p for p in topology.processes() if weed(p)]
+
+
 def _alive(process: psutil.Process) -> bool:
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
@@ -271,27 +282,24 @@ def test_a_killed_store_comes_back_under_the_supervisor_alone(topology):
     """`weed` SIGKILLed under `deploy up`: it was a zombie of its wrapper, whose liveness called it alive, so nothing
     restarted it. Now the wrapper ends, the supervisor starts the store again, one `weed` serves, and a drop after
     it is run by the sensor."""
-    def weeds() -> list[psutil.Process]:
-        return [p for p in topology.processes() if p.name() == "weed" and _alive(p)]
-
     known = {r.run_id for r in topology.sensor_runs()}
     store = topology.service("store")
-    (first,) = weeds()
+    (first,) = _weeds(topology)
     first.kill()
     wait_for(lambda: topology.service("store")["restarts"] > store["restarts"]
              and topology.service("store")["state"] == "ready", "the supervisor to start the store again")
-    (again,) = wait_for(lambda: weeds() or None, "the store's new weed")
+    (again,) = wait_for(lambda: _weeds(topology) or None, "the store's new weed")
     assert again.pid != first.pid and topology.cli("deploy", "status").returncode == 0
     topology.drop(shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz"), "whirlwind-after-kill.warc.gz")
     topology.wait_run(topology.new_sensor_run(known).run_id, dg.DagsterRunStatus.SUCCESS)
-    assert [p.pid for p in weeds()] == [again.pid]  # no second store
+    assert [p.pid for p in _weeds(topology)] == [again.pid]  # no second store
 
 
 def test_a_paused_store_is_named_and_no_command_starts_a_second_one(topology):
     """`weed` SIGSTOPped under `deploy up`: a `drop` fails saying the deployment's store is paused, and starts no
     store of its own (which would move the store's ports and fight over its data); resumed, the same drop goes
     through, its run succeeds, and one `weed` serves."""
-    (weed,) = [p for p in topology.processes() if p.name() == "weed" and _alive(p)]
+    (weed,) = _weeds(topology)
     known = {r.run_id for r in topology.sensor_runs()}
     file = shared("warc", "pywb__iana.warc.gz")
     weed.suspend()
@@ -301,7 +309,7 @@ def test_a_paused_store_is_named_and_no_command_starts_a_second_one(topology):
         weed.resume()
     assert paused.returncode != 0
     assert f"its process {weed.pid} is paused" in paused.stderr and "starts no store of its own" in paused.stderr
-    assert [p.pid for p in topology.processes() if p.name() == "weed" and _alive(p)] == [weed.pid]
+    assert [p.pid for p in _weeds(topology)] == [weed.pid]
     topology.drop(file, "iana-after-pause.warc.gz")
     topology.wait_run(topology.new_sensor_run(known).run_id, dg.DagsterRunStatus.SUCCESS)
 
