@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: corpus demo demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors bench-crawl bench-crawl-scaling store-start store-stop clean
+.PHONY: corpus demo demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-demo bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors bench-crawl bench-crawl-scaling store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -140,6 +140,11 @@ bench-forecast: $(VENV)/.synced
 # Dagster's cost per run and per step, from the runs `make demo` made.
 bench-run-overhead: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.run_overhead
+
+# `make demo` from a clean state, timed, with the runs it made (each round in a state home of its own).
+bench-demo: $(VENV)/.synced
+	@$(COMPILE)
+	$(BIN)/python -m benchmarks.demo_time
 
 bench-lake-io: $(VENV)/.synced
 	$(BIN)/python -m benchmarks.lake_io
