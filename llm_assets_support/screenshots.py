@@ -1,7 +1,7 @@
 """Screenshots of the Dagster UI over this checkout's lake, as a curator sees it after `make demo`: the asset graph,
 a shard partition's filter funnel and its funnel per language, a crawl's stats and its funnel per language, the
 release's charts and language mix, what a crawl cost, and (after a plan under the demo's changed settings) the
-catalog marking the assets with stale partitions.
+asset graph marking the assets with stale partitions, and why on an asset's Checks tab.
 
     make screenshots [SCREENSHOTS=folder]    (default: .llm-assets/screenshots)
 """
@@ -49,8 +49,8 @@ PAGES = [
 # After a plan under the demo's changed settings (`llm-assets demo --change` would build it): each asset's
 # `not_stale` check, failed with the partitions the plan holds and why.
 STALE_PAGES = [
-    ("catalog-stale.png", "/assets", "filtered"),
-    ("filtered-not-stale.png", "/assets/filtered/checks/not_stale", "stale_partitions"),
+    ("lake-group-stale.png", "/locations/llm_assets/asset-groups/lake", "signatures"),
+    ("filtered-not-stale.png", "/assets/filtered?view=checks", "stale_partitions"),
 ]
 
 
@@ -88,7 +88,7 @@ def main(out: Path) -> None:
             for name, path, chart in PAGES:
                 path = path.format(crawl=crawl, shard=shard, dup_crawl=dup_crawl, languages_shard=languages_shard)
                 shoot(page, f"http://127.0.0.1:{port}{path}", chart, out / name)
-            # A curator changes the settings and asks what is stale: the catalog marks the assets it plans
+            # A curator changes the settings and asks what is stale: the asset graph marks the assets it plans
             changed = environment.home() / "demo" / "changed-settings.yaml"
             if changed.exists():
                 instance = get_instance()
