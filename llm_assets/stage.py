@@ -259,6 +259,16 @@ def build_partitions(context: dg.AssetExecutionContext, fn: Callable, inputs: di
                                  for key, events in built.items()})
 
 
+def run_alone(context: dg.AssetExecutionContext, events: Generator[Any, Any, None]) -> Iterator:
+    """The events of one partition's stage function (`run_stage`) driven outside a stage asset (an asset of its own,
+    unpartitioned or not): its units run, its errors raised."""
+    partition, failed = _Partition("", events), dict[str, Exception]()
+    _run_together(context, [partition], failed)
+    if failed:
+        raise failed[""]
+    yield from partition.events
+
+
 def _run_together(context: dg.AssetExecutionContext, partitions: list[_Partition], failed: dict[str, Exception]
                   ) -> list[_Partition]:
     """Drive each partition's stage function, running the units they all wait for at once (a run of many

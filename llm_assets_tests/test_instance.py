@@ -68,8 +68,8 @@ def flaky(unit: FlakyUnit) -> UnitResult:
 def _asset(fail: str):
     @dg.asset(name=f"flaky_{fail}", check_specs=stage.stage_check_specs(f"flaky_{fail}"))
     def flaky_asset(context: dg.AssetExecutionContext):
-        yield from stage.run_stage(context, flaky, [FlakyUnit(source="raw/a.warc.gz", fail=fail)], "v1", [],
-                                   InProcessRunnerSettings())
+        yield from stage.run_alone(context, stage.run_stage(
+            context, flaky, [FlakyUnit(source="raw/a.warc.gz", fail=fail)], "v1", [], InProcessRunnerSettings()))
 
     return flaky_asset
 

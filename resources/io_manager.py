@@ -99,9 +99,10 @@ class LakeIOManager(dg.ConfigurableIOManager):
         asset = context.asset_key.path[-1]
         keys = context.asset_partition_keys if context.has_asset_partitions else []
         allow_missing = bool((context.definition_metadata or {}).get(ALLOW_MISSING_PARTITIONS))
-        # In a run of many partitions, one that cannot be read fails (or is kept) alone, when the stage takes it.
+        # In a run of a range of partitions, one that cannot be read fails (or is kept) alone, when the stage takes
+        # it; a run of one partition that fans many in fails here, naming the one missing.
         return LakeInput.load(self.store.lake(), asset, [crawl_shard(k) for k in keys], allow_missing=allow_missing,
-                              per_partition=len(keys) > 1)
+                              per_partition=len(keys) > 1 and not context.has_partition_key)
 
     def manifest_url(self, asset: str, crawl: str, shard: str) -> str:
         return self.store.lake().url(manifest_key(asset, crawl, shard))
