@@ -48,6 +48,7 @@ def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: 
     if not crawls:
         return {}
     failed: dict[tuple[str, str], str] = {}
+    recent: Sequence[dg.RunRecord] | None = None
     for spec in specs:
         if spec.level == "shard":
             partitions_def: dg.PartitionsDefinition = crawl_shard_partitions(settings)
@@ -59,17 +60,19 @@ def failed_partitions(instance: dg.DagsterInstance, settings: Settings, crawls: 
         status = instance.get_status_by_partition(dg.AssetKey(spec.name), keys, partitions_def) or {}
         for key, state in status.items():
             if state == dg.AssetPartitionStatus.FAILED:
-                failed[(spec.name, key)] = _latest_failed_run(instance, key)
+                if recent is None:  # the latest failed runs, read once for every failed partition
+                    recent = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]),
+                                                      limit=FAILED_RUNS_SCANNED)
+                failed[(spec.name, key)] = _latest_failed_run(instance, key, recent)
     return failed
 
 
-def _latest_failed_run(instance: dg.DagsterInstance, partition: str) -> str:
-    """The latest failed run of the partition: of it alone, or of a range of partitions that holds it."""
-    failure = dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE])
-    alone = instance.get_run_records(dg.RunsFilter(statuses=failure.statuses, tags={PARTITION_TAG: partition}),
-                                     limit=1)
-    ranges = [r for r in instance.get_run_records(failure, limit=FAILED_RUNS_SCANNED)
-              if covers(r.dagster_run.tags, partition)]
+def _latest_failed_run(instance: dg.DagsterInstance, partition: str, recent: Sequence[dg.RunRecord]) -> str:
+    """The latest failed run of the partition: of it alone, or (among the `recent` failed runs) of a range of
+    partitions that holds it."""
+    alone = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
+                                                   tags={PARTITION_TAG: partition}), limit=1)
+    ranges = [r for r in recent if covers(r.dagster_run.tags, partition)]
     latest = max([*alone, *ranges], key=lambda r: r.create_timestamp, default=None)
     return latest.dagster_run.run_id if latest else "unknown"
 
