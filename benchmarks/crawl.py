@@ -403,10 +403,12 @@ def build_crawl(bench: Bench, meter: ProcessMeter, crawl: str, first: bool) -> N
             with bench.phase(f"lake {crawl}", meter) as phase:
                 # after the upload, as the demo: a tick begun during it may not list the files yet. The second crawl
                 # was dropped before the daemon started, whose first tick may come before this phase.
+                began = time.time()
                 if first:
                     bench.drop(crawl)
-                since = time.time() if first else bench.forecast["dropped_at"]
-                phase.failed = [f.run_id for f in demo.run_sensor_requests(runs, since)]
+                dropped_at = time.time() if first else bench.forecast["dropped_at"]
+                phase.failed = [f.run_id for f in demo.run_sensor_requests(runs, dropped_at,
+                                                                            began if first else dropped_at)]
         if not bench.done(f"backfill {crawl}"):
             with bench.phase(f"backfill {crawl}", meter) as phase:
                 planned = demo.stale_plan(instance, lake, settings, [])

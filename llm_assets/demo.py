@@ -209,9 +209,10 @@ class Runs:
             asset_graph=repo.asset_graph)
         return self.instance.submit_run(run.run_id, self.context.create_request_context()).run_id
 
-    def sensor_runs(self, sensor_name: str, after: float) -> list[str]:
-        """The runs the sensor requested on its first whole pass over the lake begun after `after` (a timestamp):
-        the daemon ticks it every `sensor.interval_seconds`."""
+    def sensor_runs(self, sensor_name: str, after: float, since: float | None = None) -> list[str]:
+        """The runs the sensor requested from `since` through its first whole pass over the lake begun after `after`
+        (timestamps; the daemon ticks it every `sensor.interval_seconds`). A tick begun during a drop may list some
+        or all of its files: its runs are the drop's too, and waited for with the others."""
         from llm_assets.dagster_private import TickStatus
 
         sensor = self._repository()[1].get_sensor(sensor_name)
@@ -229,7 +230,10 @@ class Runs:
         tick = _poll(passed, f"{sensor_name}'s next tick", self.problem, READY_S, self.logs)
         if tick.status == TickStatus.FAILURE:
             raise RuntimeError(f"{sensor_name}'s tick failed: {tick.error.message.strip() if tick.error else '?'}")
-        return list(tick.run_ids)
+        earlier = self.instance.get_ticks(origin, selector, after=since, before=tick.timestamp,
+                                          statuses=[TickStatus.SUCCESS]) if since is not None else []
+        return list(dict.fromkeys([r for t in sorted(earlier, key=lambda t: t.timestamp) for r in t.run_ids]
+                                  + list(tick.run_ids)))
 
     def wait(self, run_ids: Sequence[str]) -> list[FailedRun]:
         """Follow the runs to their end, saying each as it ends, a failure with its first error."""
@@ -343,9 +347,10 @@ def run_models(runs: Runs) -> list[FailedRun]:
     return runs.wait([runs.launch("curation_job"), runs.launch("release_job", assets=["tokenizer"])])
 
 
-def run_sensor_requests(runs: Runs, dropped_at: float) -> list[FailedRun]:
-    """The raw-drop sensor's next tick after the drop requests the lake runs; the daemon runs them."""
-    requested = runs.sensor_runs("raw_drop_sensor", dropped_at)
+def run_sensor_requests(runs: Runs, dropped_at: float, drop_began: float) -> list[FailedRun]:
+    """The raw-drop sensor's ticks from the drop's start through its next whole pass after it request the lake
+    runs; the daemon runs them."""
+    requested = runs.sensor_runs("raw_drop_sensor", dropped_at, since=drop_began)
     print(f"raw_drop_sensor requested {len(requested)} run{'s' * (len(requested) != 1)} of lake_job", flush=True)
     return runs.wait(requested) if requested else []  # files dropped again as they were: nothing to run
 
@@ -424,10 +429,11 @@ def run_demo(instance, lake, settings: Settings, files: dict[str, list[Path]]) -
     sensor's tick, the rest by ONE stale backfill; a code server and the daemon run them. -> the runs that failed."""
     with deployment(instance) as runs:
         failed = run_models(runs)
+        drop_began = time.time()
         keys = drop_files(lake, files)
         dropped_at = time.time()
         print(f"dropped {len(keys)} raw files into {len(files)} crawls: {', '.join(files)}", flush=True)
-        failed += run_sensor_requests(runs, dropped_at)
+        failed += run_sensor_requests(runs, dropped_at, drop_began)
         failed += run_stale_backfill(runs, lake, settings, stale_plan(instance, lake, settings, failed), bool(failed))
     if summaries := crawl_summaries(instance, list(files)):
         print(summaries)
