@@ -302,7 +302,7 @@ def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
 
     ctx = get_context("forkserver")
     running = getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
-    environ = frozenset((k, v) for k, v in os.environ.items() if k != WARMUP_ENV)
+    environ = frozenset(unit_environ().items())
     if running and (not set(warmups) <= set(_served) or environ != _served_environ):
         stop_pool_server()
         running = False
@@ -314,16 +314,17 @@ def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
         modules = [*POOL_PRELOAD, fn.__module__,
                    *([main.name] if main is not None and not main.name.endswith("__main__") else [])]
         ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *modules])
-        previous = os.environ.get(WARMUP_ENV)
+        # the server's process image is made from this environment: the units' own, and what it is to warm
+        previous = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(environ)
         os.environ[WARMUP_ENV] = json.dumps({"modules": modules,
                                              "warmups": [[w.function, w.argument] for w in warmups]})
         try:
             forkserver.ensure_running()
         finally:
-            if previous is None:
-                os.environ.pop(WARMUP_ENV, None)
-            else:
-                os.environ[WARMUP_ENV] = previous
+            os.environ.clear()
+            os.environ.update(previous)
         _served, _served_environ = warmups, environ
     return ctx
 
@@ -371,6 +372,15 @@ def die_with_parent() -> None:
 # tokenizer's encoder) runs on one, unless the caller's environment says otherwise. Two workers with two encoder
 # threads each would contend for two cores.
 POOL_WORKER_ENVIRON = {"TOKENIZERS_PARALLELISM": "false"}
+
+# What only the Dagster instance's processes (daemon, code server, run workers) need: a unit never talks to
+# Dagster's database, so its password stays out of the pool's processes.
+INSTANCE_ONLY_PREFIX = "DAGSTER_PG_"
+
+
+def unit_environ() -> dict[str, str]:
+    """The caller's environment as its units get it: without the instance's database settings."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(INSTANCE_ONLY_PREFIX) and k != WARMUP_ENV}
 
 
 def _init_worker(environ: dict[str, str]) -> None:
@@ -427,7 +437,7 @@ class PoolRunner:
         warmups = tuple(sorted({*POOL_WARMUPS,
                                 *(w for u in units if isinstance(w := getattr(u, "warmup", None), Warmup))}))
         with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=_pool_context(fn, warmups),
-                                 initializer=_init_worker, initargs=(dict(os.environ),)) as pool:
+                                 initializer=_init_worker, initargs=(unit_environ(),)) as pool:
             futures = [pool.submit(fn, u) for u in units]
             pending = set(futures)
             while pending:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import random
 import uuid
 from dataclasses import dataclass, replace
@@ -499,14 +500,24 @@ def read_environment(u: EnvProbe) -> UnitResult:
 
     return UnitResult(unit="", source=u.source, counts={
         "caller's value": int(os.environ.get(ENV_PROBE) == u.source),
-        "one encoder thread": int(os.environ.get("TOKENIZERS_PARALLELISM") == "false")})
+        "one encoder thread": int(os.environ.get("TOKENIZERS_PARALLELISM") == "false"),
+        # neither in its environment nor in the process image it was forked from (the fork server's)
+        "no database password": int(DB_PASSWORD not in os.environ
+                                    and DB_PASSWORD.encode() not in open("/proc/self/environ", "rb").read())})
+
+
+DB_PASSWORD = "DAGSTER_PG_PASSWORD"
 
 
 def test_pool_workers_see_the_callers_environment_of_when_the_pool_starts(monkeypatch):
     """Workers fork from a long-lived server, yet see the environment the caller has when each pool starts, as
-    spawned workers did; the tokenizer's encoder runs on one thread in each (the workers are the parallelism)."""
+    spawned workers did; the tokenizer's encoder runs on one thread in each (the workers are the parallelism). The
+    Dagster instance's database password, which a run worker holds, reaches neither the workers nor their server."""
     monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    monkeypatch.setenv(DB_PASSWORD, "not-for-units")
     for value in ("first", "second"):  # the second pool's workers come from the server the first started
         monkeypatch.setenv(ENV_PROBE, value)
         results = run_units(read_environment, [EnvProbe(value), EnvProbe(value)], PoolRunner(2))
-        assert [r.counts for r in results] == [{"caller's value": 1, "one encoder thread": 1}] * 2
+        assert [r.counts for r in results] == [
+            {"caller's value": 1, "one encoder thread": 1, "no database password": 1}] * 2
+    assert os.environ[DB_PASSWORD] == "not-for-units"  # the caller's own is left as it was
