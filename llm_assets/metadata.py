@@ -44,6 +44,16 @@ def rounded(df: pl.DataFrame, digits: int = SIGNIFICANT) -> pl.DataFrame:
     return df.with_columns(pl.col(pl.Float32, pl.Float64).round_sig_figs(digits))
 
 
+MIB = 2 ** 20
+
+
+def in_mib(df: pl.DataFrame, columns: dict[str, str]) -> pl.DataFrame:
+    """The byte columns (`columns`: name → shown name) in MiB, three significant digits: a panel shows `1.23` MiB
+    where 1288490 bytes would widen it and be read digit by digit."""
+    return df.with_columns(**{shown: (pl.col(name) / MIB).round_sig_figs(SIGNIFICANT) for name, shown in
+                              columns.items()}).select([columns.get(c, c) for c in df.columns])
+
+
 def partition_funnel(out: PartitionOutput) -> str:
     """In → dropped by reason → out: the exact numbers (the chart is `funnel_chart`)."""
     lines = ["| step | records | share |", "|---|---:|---:|", f"| in | {out.rows_in:,} | 100% |"]

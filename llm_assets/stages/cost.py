@@ -85,7 +85,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.core.ledger import ledger_keys, runner_costs, scan_ledger, stage_costs
     from llm_assets.core.partition import FrameOutput
     from llm_assets.core.units import InProcessRunner, UnitResult, peak_rss_bytes, s3_requests
-    from llm_assets.metadata import rounded, significant, table
+    from llm_assets.metadata import in_mib, rounded, significant, table
     from llm_assets.partitions import crawl_partitions
     from llm_assets.stage import BY_CRAWL, each_partition, runs_of_many_partitions
     from resources import ObjectStore
@@ -94,6 +94,14 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     deps = [dg.AssetDep(name, partition_mapping=BY_CRAWL if level == "shard" else None)
             for name, level in levels.items()]
     prices = settings.cost
+
+    def shown(stages: "pl.DataFrame") -> "pl.DataFrame":
+        """The per-stage table as the panel shows it: bytes in MiB, money as its total only (its parts are the
+        stored part's columns), floats to three digits."""
+        return in_mib(rounded(stages), {"peak_rss_bytes": "peak_mib", "bytes_in": "read_mib", "bytes_out":
+                                        "written_mib", "stored_bytes": "stored_mib"}).drop(
+            "rows_in", "cost_cpu", "cost_storage", "cost_requests", strict=False).rename(
+            {"cpu_hours_per_million_docs": "cpu_h_per_m_docs"})
 
     @dg.asset(name=SPEC.name, partitions_def=crawl_partitions, deps=deps, io_manager_key="lake_io_manager",
               group_name=SPEC.group, kinds={"parquet"}, code_version=SPEC.version(settings),
@@ -131,7 +139,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
             "stored_bytes": dg.MetadataValue.int(total["stored_bytes"]),
             **({"cost_total": round(total["cost_total"], 6), "currency": prices.currency} if priced else {}),
             # shown rounded: the exact sums are the stored part's (and the ledger's)
-            "by_stage": table(rounded(stages)),
+            "by_stage": table(shown(stages)),
             "by_runner": table(rounded(runners)),
             "cost_chart": dg.MetadataValue.md(charts.hbars(
                 f"{crawl}: {'cost' if priced else 'CPU-hours'} per stage" + (
