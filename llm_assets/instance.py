@@ -56,8 +56,13 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
 
     Which of those runs is retried (dagster.yaml's `run_retries` retries none unless a run says so): a worker lost
     with its code server was lost to the platform, and its run is tagged for one retry, unless the kernel's OOM
-    killer killed a process of this cgroup while it ran. A worker killed while its code server lived (that server
-    reports it) was killed by the OOM killer or by a person, and is not retried: from the outside both are a SIGKILL.
+    killer killed a process of this cgroup while it ran. So is a worker that ended while the instance's PostgreSQL
+    server restarted under it (the server started after the run did): a worker that cannot write its events ends.
+    Another worker killed while its code server lived was killed by the OOM killer or by a person, and is not
+    retried: from the outside both are a SIGKILL. On PostgreSQL (`deploy up`) every run is launched tagged for one
+    retry, because the code server may be first to report the worker's end (`exited with code 1`, its events
+    unwritable while the database restarted), and the retry is decided as the failure is recorded; the checks above
+    take it back where they apply. A step that failed is never retried (`retry_on_asset_or_op_failure: false`).
     """
 
     def __init__(self, inst_data=None):
@@ -71,6 +76,8 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
             tags[CODE_SERVER_ID_TAG] = server
         if (kills := oom_kills()) is not None:
             tags[OOM_KILLS_TAG] = str(kills)
+        if _on_postgres(self._instance) and MAX_RETRIES_TAG not in context.dagster_run.tags:
+            tags[MAX_RETRIES_TAG] = "1"  # what ends a worker the code server then reports may be the database
         if tags:
             self._instance.add_run_tags(context.dagster_run.run_id, tags)
 
@@ -92,8 +99,12 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
             return CheckRunHealthResult(WorkerStatus.FAILED, f"{gone} (killed, or it crashed)")
         server = _code_server_id(run.run_id, self._instance)
         if server is not None and server == run.tags.get(CODE_SERVER_ID_TAG):
+            if self._database_restarted_under(run):
+                return CheckRunHealthResult(WorkerStatus.FAILED, f"{gone}: the instance's database restarted while "
+                                            f"it ran, and a worker that cannot write its events ends: "
+                                            f"{self._retry(run)}")
             return CheckRunHealthResult(WorkerStatus.FAILED, f"{gone}, killed while its code server lived: "
-                                        "out of memory or stopped on purpose, not retried")
+                                        f"out of memory or stopped on purpose, {self._no_retry(run)}")
         if server is None:
             if run.run_id not in self._gone_since:
                 self._gone_since[run.run_id] = time.monotonic()
@@ -110,10 +121,23 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
         at_launch, now = run.tags.get(OOM_KILLS_TAG), oom_kills()
         if at_launch is not None and now is not None and now > int(at_launch):
             return (f"the kernel's OOM killer killed {now - int(at_launch)} process(es) of this cgroup while it ran: "
-                    "not retried")
+                    f"{self._no_retry(run)}")
         if MAX_RETRIES_TAG not in run.tags:  # a retry keeps its parent's tag, and Dagster counts the run's group
             self._instance.add_run_tags(run.run_id, {MAX_RETRIES_TAG: "1"})
         return "lost to the platform, retried once"
+
+    def _no_retry(self, run: dg.DagsterRun) -> str:
+        """Tag the run for no retry (on PostgreSQL, its launch tagged it for one); say so."""
+        if run.tags.get(MAX_RETRIES_TAG, "0") != "0":
+            self._instance.add_run_tags(run.run_id, {MAX_RETRIES_TAG: "0"})
+        return "not retried"
+
+    def _database_restarted_under(self, run: dg.DagsterRun) -> bool:
+        """Whether the instance's PostgreSQL server started after the run did (never, on other storage)."""
+        record = self._instance.get_run_record_by_id(run.run_id)
+        started = _database_started_at(self._instance)
+        return record is not None and record.start_time is not None and started is not None \
+            and started > record.start_time
 
     def _worker_pid(self, run_id: str) -> tuple[int, float] | None:
         """The pid of the first engine event that names one: the run worker ("Started process for run (pid: N)"),
@@ -125,6 +149,24 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
             if pid is not None:
                 return int(str(pid.value)), entry.timestamp  # Dagster records it as text
         return None
+
+
+def _on_postgres(instance: dg.DagsterInstance) -> bool:
+    try:
+        from dagster_postgres import PostgresRunStorage
+    except ImportError:
+        return False
+    return isinstance(instance.run_storage, PostgresRunStorage)
+
+
+def _database_started_at(instance: dg.DagsterInstance) -> float | None:
+    """When the instance's PostgreSQL server last started, in epoch seconds; None on other storage."""
+    if not _on_postgres(instance):
+        return None
+    import sqlalchemy as db
+
+    with instance.run_storage.connect() as connection:  # type: ignore[attr-defined]
+        return float(connection.execute(db.text("SELECT EXTRACT(EPOCH FROM pg_postmaster_start_time())")).scalar())
 
 
 def _code_server_id(run_id: str, instance: dg.DagsterInstance, timeout_s: int = 5) -> str | None:

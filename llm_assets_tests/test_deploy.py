@@ -314,6 +314,55 @@ def test_a_paused_store_is_named_and_no_command_starts_a_second_one(topology):
     topology.wait_run(topology.new_sensor_run(known).run_id, dg.DagsterRunStatus.SUCCESS)
 
 
+def test_a_run_that_lost_postgresql_is_retried_and_builds_its_partition(topology):
+    """PostgreSQL SIGKILLed under a live run and kept down (its supervisor paused) until the run's worker, which
+    cannot write its events, has given up; then the supervisor starts PostgreSQL again. The run lost to the database
+    is retried by the daemon, and the retry builds the partition: nothing was lost but time, so nothing is left
+    failed. (A restart within a second or two is ridden out by Dagster's own reconnects: no run fails.)"""
+    known = {r.run_id for r in topology.sensor_runs()}
+    topology.drop(shared("warc", "aut__example.IAH-2008-archive.org.warc.gz"), "archive-org-2008.warc.gz")
+    running = topology.new_sensor_run(known)
+    topology.wait_run(running.run_id, dg.DagsterRunStatus.STARTED)
+    worker = psutil.Process(wait_for(lambda: topology.instance.run_launcher._worker_pid(running.run_id),
+                                     "the worker's pid")[0])
+    supervisor = psutil.Process(Layout(topology.home).supervisor_pid())
+    postgres = topology.service("postgres")
+    worker.suspend()
+    supervisor.suspend()
+    try:
+        os.kill(postgres["pid"], signal.SIGKILL)
+        worker.resume()
+        wait_for(lambda: not _alive(worker), "the run worker to give up without its database", RUN_DEADLINE_S)
+    finally:
+        supervisor.resume()
+        if _alive(worker):
+            worker.resume()
+    wait_for(lambda: topology.service("postgres")["restarts"] > postgres["restarts"]
+             and topology.service("postgres")["state"] == "ready", "the supervisor to start PostgreSQL again")
+
+    def built():
+        group = [*(_quietly(lambda: topology.instance.get_runs(dg.RunsFilter(
+            tags={"dagster/root_run_id": running.run_id}))) or []), _quietly(
+                lambda: topology.instance.get_run_by_id(running.run_id))]
+        return next((r for r in group if r is not None and r.status == dg.DagsterRunStatus.SUCCESS), None)
+
+    retry = wait_for(built, "a retry of the run to succeed", RUN_DEADLINE_S)
+    first = topology.instance.get_run_by_id(running.run_id)
+    messages = [e.message for e in topology.instance.all_logs(running.run_id) if e.message]
+    print(f"\nrun {running.run_id} without its database: {first.status.value} "
+          f"({first.tags.get('dagster/failure_reason')}); {messages[-3:]}; retried as {retry.run_id}")
+    assert first.status == dg.DagsterRunStatus.FAILURE
+    assert retry.tags.get("dagster/parent_run_id") == running.run_id and covers(retry.tags, PARTITION)
+
+
+def _quietly(read):
+    """A read of the instance while its database restarts: None when it refuses."""
+    try:
+        return read()
+    except Exception:  # the database's driver errors, whichever driver
+        return None
+
+
 def test_deploy_down_leaves_no_process(topology):
     processes = topology.processes()
     assert len(processes) > 6
