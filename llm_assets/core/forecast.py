@@ -92,26 +92,27 @@ def line(x: pl.Series, y: pl.Series) -> tuple[float, float]:
     return a, b
 
 
-# Before any history. The CPU figures are per core, from BENCHMARKS.md's stage rows and
-# benchmarks/results/stages.md ("end to end through the work units": 23.3 MB of WARC files, 36 units per stage):
-# documents 64.1 CPU-s with trafilatura, a third of that routed (compare.md: routed 56.3 pages per CPU-s against
-# trafilatura's 19.9), so ~1e-6 CPU-s per raw byte; image_text_pairs 3.5 CPU-s on the same bytes; filtered 12.8
-# CPU-s and tokenized 1.2 CPU-s, per byte of their input parts estimated at ~5 MB (documents) and ~1 MB (kept
-# text). Output ratios and requests per unit are round figures of the demo's manifests (~12 requests a raw file,
-# README's sizing); the dedup path from dedup-path.md (10,200 documents per CPU-s, ~2 KB of signatures each).
+# Before any history: each stage's rates on a crawl of real size, `make bench-crawl` (benchmarks/results/crawl.md,
+# "Per stage", 2026-11-29, commit 8fc5408: 1.04 GB of WARC files in 50 files, 107,455 pages, 400 units a stage):
+# CPU-s and bytes out per byte in, wall-s and requests per unit, from that table's sums. crawl_stats and cost record
+# no bytes in (they read rows and the ledger): theirs are per byte of their inputs' output, and per unit. They were
+# 3-18× higher than the round figures before them (enriched 18×, duplicate_clusters 17×, documents 2.7×), which is
+# why a first forecast fell far short; `make bench-forecast` judges them on the shared WARCs, which they were not
+# taken from ("first crawl, from the default rates").
 DEFAULT_RATE = Rate(cpu_s_per_byte=1e-6, wall_s_per_unit=2.0, out_per_in=0.5, requests_per_unit=6)
 DEFAULT_RATES: dict[str, Rate] = {
-    "raw_files": Rate(1e-9, 0.5, 1e-4, 4),
-    "documents": Rate(1e-6, 8.0, 0.2, 12),
-    "image_text_pairs": Rate(1.5e-7, 1.0, 0.05, 8),
-    "filtered": Rate(2.5e-6, 2.0, 0.5, 8),
-    "signatures": Rate(5e-7, 0.5, 0.3, 6),
-    "crawl_stats": Rate(2e-7, 0.5, 0.05, 4),
-    "duplicate_clusters": Rate(5e-8, 1.0, 0.1, 8),
-    "deduplicated": Rate(2e-7, 0.5, 0.9, 6),
-    "tokenized": Rate(1.2e-6, 1.0, 0.6, 6),
-    "enriched": Rate(1e-6, 1.0, 1.0, 6),
+    "raw_files": Rate(6.2e-9, 1.0, 1.4e-5, 2),
+    "documents": Rate(2.7e-6, 8.2, 0.10, 6),
+    "image_text_pairs": Rate(3.4e-7, 7.3, 0.007, 2),
+    "filtered": Rate(3.3e-6, 1.3, 0.25, 6),
+    "signatures": Rate(1.0e-6, 0.2, 0.48, 6),
+    "crawl_stats": Rate(2.3e-7, 0.5, 0.0, 1, out_per_unit=7_200),
+    "duplicate_clusters": Rate(8.3e-7, 0.1, 0.08, 10),
+    "deduplicated": Rate(6.3e-7, 0.2, 0.41, 5),
+    "tokenized": Rate(7.7e-7, 0.2, 0.40, 4),
+    "enriched": Rate(1.8e-5, 2.4, 0.20, 4),
     "release": Rate(2e-7, 2.0, 1.0, 20),
+    "cost": Rate(0.0, 1.0, 0.0, 55, cpu_s_per_unit=1.9, out_per_unit=6_000),
 }
 
 

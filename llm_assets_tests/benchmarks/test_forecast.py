@@ -37,6 +37,19 @@ def test_the_comparison_with_what_ran_and_its_rendering():
     assert row.key == "forecast:change" and row.met == "yes" and row.current.startswith("worst documents +25 %")
 
 
+def test_a_forecast_with_no_history_is_judged_on_its_total_within_four_times():
+    fc = forecast_of(StageForecast("documents", 1, 2, 1_000, 3 / 3600, 5 / 3600, 400, 20, 0.0, "default"),
+                     StageForecast("filtered", 1, 2, 400, 1 / 3600, 1 / 3600, 100, 10, 0.0, "default"))
+    actual = rows(("documents", "C", "0000", 6.0, 4.0, 500, 150, 10), ("filtered", "C", "0000", 6.0, 2.0, 300, 100, 10))
+    flow = Flow("first crawl", with_actuals(fc, actual))  # 4 CPU-s forecast, 12 ran: a third
+    assert render_flow(flow).rstrip().endswith("total 4.0 / 12.0 CPU-s = 0.33× the cost; goal (within 4× either "
+                                               "way): met")
+    row = summary_row(flow, "first-crawl", "make bench-forecast")
+    assert row.met == "yes" and row.target == "within 4× either way" and "filtered -83 %" in row.current
+    low = with_actuals(fc, rows(("documents", "C", "0000", 30.0, 4.0, 500, 150, 10)))  # 4 CPU-s forecast, 30 ran
+    assert summary_row(Flow("first crawl", low), "first-crawl", "make bench-forecast").met == "no"
+
+
 def test_the_held_back_half_of_a_crawl_is_every_other_record_of_each_file(tmp_path):
     from benchmarks.forecast import split_records
     from llm_assets.core.documents import DocumentsSettings, reader_settings
