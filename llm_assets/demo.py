@@ -211,9 +211,10 @@ class Runs:
 
     def sensor_runs(self, sensor_name: str, after: float, since: float | None = None) -> list[str]:
         """The runs the sensor requested from `since` through its first whole pass over the lake begun after `after`
-        (timestamps; the daemon ticks it every `sensor.interval_seconds`). A tick begun during a drop may list some
-        or all of its files: its runs are the drop's too, and waited for with the others."""
-        from llm_assets.dagster_private import TickStatus
+        (timestamps; the daemon ticks it every `sensor.interval_seconds`). A tick begun before the drop ended, even
+        before it began, may list some or all of its files: the runs it created since are the drop's too, and
+        waited for with the others."""
+        from llm_assets.dagster_private import SENSOR_NAME_TAG, TickStatus
 
         sensor = self._repository()[1].get_sensor(sensor_name)
         origin, selector = sensor.get_remote_origin_id(), sensor.selector_id
@@ -230,10 +231,12 @@ class Runs:
         tick = _poll(passed, f"{sensor_name}'s next tick", self.problem, READY_S, self.logs)
         if tick.status == TickStatus.FAILURE:
             raise RuntimeError(f"{sensor_name}'s tick failed: {tick.error.message.strip() if tick.error else '?'}")
-        earlier = self.instance.get_ticks(origin, selector, after=since, before=tick.timestamp,
-                                          statuses=[TickStatus.SUCCESS]) if since is not None else []
-        return list(dict.fromkeys([r for t in sorted(earlier, key=lambda t: t.timestamp) for r in t.run_ids]
-                                  + list(tick.run_ids)))
+        if since is None:
+            return list(tick.run_ids)
+        # a tick records its runs once they are created: the passing tick's are there, and every earlier tick's
+        records = self.instance.get_run_records(dg.RunsFilter(
+            tags={SENSOR_NAME_TAG: sensor_name}, created_after=dt.datetime.fromtimestamp(since, dt.timezone.utc)))
+        return [r.dagster_run.run_id for r in sorted(records, key=lambda r: r.create_timestamp)]
 
     def wait(self, run_ids: Sequence[str]) -> list[FailedRun]:
         """Follow the runs to their end, saying each as it ends, a failure with its first error."""
