@@ -74,12 +74,14 @@ def running(pid: int) -> bool:
         os.kill(pid, 0)
     except OSError:
         return False
+    # read before the reaping: a child that ends in between is then reaped, not left a zombie said not to run
+    state = process_state(pid)
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our child, exited: reaped now
             return False
     except ChildProcessError:  # not our child
         pass
-    return process_state(pid) not in ("Z", "X")  # without /proc, signal 0 is all there is
+    return state not in ("Z", "X")  # without /proc, signal 0 is all there is
 
 
 def process_state(pid: int) -> str:
