@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+import time
 
 import boto3
 import pytest
@@ -50,11 +51,15 @@ def test_two_homes_run_side_by_side_while_another_process_holds_the_default_port
     for name in ("LLM_ASSETS_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LLM_ASSETS_STORE_DATA"):
         monkeypatch.delenv(name, raising=False)
     squatter = socket.socket()
-    try:
-        squatter.bind(("127.0.0.1", DEFAULT_PORTS["filer.port"]))  # 8888, as a Jupyter server would
-        squatter.listen()
-    except OSError:
-        pass  # something holds it already: the same situation
+    # 8888, as a Jupyter server would. Held by something else, it may be a store of another test that is stopping
+    # and would free it in the middle of this one: bound here once it is free, or left to a holder that keeps it.
+    for _ in range(120):
+        try:
+            squatter.bind(("127.0.0.1", DEFAULT_PORTS["filer.port"]))
+            squatter.listen()
+            break
+        except OSError:
+            time.sleep(0.5)
     homes = [tmp_path / "a", tmp_path / "b"]
     try:
         endpoints = []
