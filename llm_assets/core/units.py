@@ -314,17 +314,20 @@ def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
         modules = [*POOL_PRELOAD, fn.__module__,
                    *([main.name] if main is not None and not main.name.endswith("__main__") else [])]
         ctx.set_forkserver_preload(["llm_assets.core.pool_server", "__main__", *modules])
-        # the server's process image is made from this environment: the units' own, and what it is to warm
-        previous = dict(os.environ)
-        os.environ.clear()
-        os.environ.update(environ)
+        # the server's process image is made from this environment: the units' own (the instance's variables held
+        # back meanwhile, the rest left in place for the caller's other threads), and what it is to warm
+        held = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith(INSTANCE_ONLY_PREFIX)}
+        previous = os.environ.get(WARMUP_ENV)
         os.environ[WARMUP_ENV] = json.dumps({"modules": modules,
                                              "warmups": [[w.function, w.argument] for w in warmups]})
         try:
             forkserver.ensure_running()
         finally:
-            os.environ.clear()
-            os.environ.update(previous)
+            if previous is None:
+                os.environ.pop(WARMUP_ENV, None)
+            else:
+                os.environ[WARMUP_ENV] = previous
+            os.environ.update(held)
         _served, _served_environ = warmups, environ
     return ctx
 
