@@ -343,8 +343,8 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
     assert by_stage["total"]["cpu_hours"] == pytest.approx(then["cpu_s"].sum() / 3600, rel=5e-3)
     stored = sum(u.bytes_out for u in read_manifest(lake, "filtered", crawl, shard).units)
     assert by_stage["filtered"]["stored_mib"] == pytest.approx(stored / 2 ** 20, rel=5e-3) and stored > 0  # in MiB
-    assert set(by_stage["total"]) == {"asset", "units", "cpu_hours", "wall_hours", "peak_mib", "read_mib",
-                                      "written_mib", "requests", "cpu_h_per_m_docs", "stored_mib"}
+    assert list(by_stage["total"]) == ["asset", "units", "cpu_hours", "peak_mib", "read_mib", "written_mib",
+                                       "stored_mib", "requests", "cpu_h_per_m_docs"]  # what the panel's width holds
     for chart in ("cost_chart", "crawls_chart"):
         assert png_size(cost[chart])[0] == 720
 

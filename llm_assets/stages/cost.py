@@ -85,7 +85,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     from llm_assets.core.ledger import ledger_keys, runner_costs, scan_ledger, stage_costs
     from llm_assets.core.partition import FrameOutput
     from llm_assets.core.units import InProcessRunner, UnitResult, peak_rss_bytes, s3_requests
-    from llm_assets.metadata import in_mib, rounded, significant, table
+    from llm_assets.metadata import MIB, in_mib, rounded, significant, table
     from llm_assets.partitions import crawl_partitions
     from llm_assets.stage import BY_CRAWL, each_partition, runs_of_many_partitions
     from resources import ObjectStore
@@ -96,12 +96,13 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
     prices = settings.cost
 
     def shown(stages: "pl.DataFrame") -> "pl.DataFrame":
-        """The per-stage table as the panel shows it: bytes in MiB, money as its total only (its parts are the
-        stored part's columns), floats to three digits."""
+        """The per-stage table as the panel shows it: bytes in MiB, floats to three digits, and only what fits its
+        width (wall-hours are by_runner's; money is its total; the rest is the stored part's)."""
+        columns = ["asset", "units", "cpu_hours", "peak_mib", "read_mib", "written_mib", "stored_mib", "requests",
+                   "cpu_h_per_m_docs", *(["cost_total"] if "cost_total" in stages.columns else [])]
         return in_mib(rounded(stages), {"peak_rss_bytes": "peak_mib", "bytes_in": "read_mib", "bytes_out":
-                                        "written_mib", "stored_bytes": "stored_mib"}).drop(
-            "rows_in", "cost_cpu", "cost_storage", "cost_requests", strict=False).rename(
-            {"cpu_hours_per_million_docs": "cpu_h_per_m_docs"})
+                                        "written_mib", "stored_bytes": "stored_mib"}).rename(
+            {"cpu_hours_per_million_docs": "cpu_h_per_m_docs"}).select(columns)
 
     @dg.asset(name=SPEC.name, partitions_def=crawl_partitions, deps=deps, io_manager_key="lake_io_manager",
               group_name=SPEC.group, kinds={"parquet"}, code_version=SPEC.version(settings),
@@ -136,7 +137,7 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
             "cpu_hours": significant(total["cpu_hours"]),
             "wall_hours": significant(total["wall_hours"]),
             "requests": total["requests"],
-            "stored_bytes": dg.MetadataValue.int(total["stored_bytes"]),
+            "stored_mib": significant(total["stored_bytes"] / MIB),
             **({"cost_total": round(total["cost_total"], 6), "currency": prices.currency} if priced else {}),
             # shown rounded: the exact sums are the stored part's (and the ledger's)
             "by_stage": table(shown(stages)),
