@@ -508,17 +508,14 @@ def runs_per_asset(instance) -> tuple[dict[str, int], dict[str, int]]:
     """(asset -> runs that materialized it, job -> runs): a run of several assets counts for each."""
     import dagster as dg
 
-    from llm_assets.demo import run_name
-
     per_asset: dict[str, int] = {}
     per_job: dict[str, int] = {}
     for record in instance.get_run_records(dg.RunsFilter()):
         run = record.dagster_run
-        per_job[run.job_name if not run.job_name.startswith("__") else "backfill"] = per_job.get(
-            run.job_name if not run.job_name.startswith("__") else "backfill", 0) + 1
+        per_job[run.job_name] = per_job.get(run.job_name, 0) + 1
         assets = {e.event_log_entry.dagster_event.asset_key.path[-1] for e in instance.get_records_for_run(
             run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION, limit=10_000).records}
-        for asset in assets or set(run_name(run).split(", ")):
+        for asset in assets or {key.path[-1] for key in run.asset_selection or ()}:
             per_asset[asset] = per_asset.get(asset, 0) + 1
     return per_asset, per_job
 

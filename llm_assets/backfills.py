@@ -4,13 +4,16 @@ sources' versions as Dagster's observations of them."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 
 import dagster as dg
 
 from llm_assets.core.keys import PartitionRef
-from llm_assets.dagster_private import DATA_VERSION_TAG, BulkActionStatus, PartitionBackfill, backfill_targets
+from llm_assets.dagster_private import DATA_VERSION_TAG, instance_values, set_instance_values
 from llm_assets.partitions import (
     CRAWL_PARTITIONS,
     PARTITION_TAG,
@@ -22,16 +25,85 @@ from llm_assets.partitions import (
 from llm_assets.registry import SourceVersion, StageSpec
 from llm_assets.settings import Settings
 
-STALE_TAG = "llm_assets/stale_backfill"
+STALE_TAG = "llm_assets/stale_backfill"  # a stale backfill's runs carry its id
 
 
-def stale_backfills_in_progress(instance: dg.DagsterInstance) -> list[PartitionBackfill]:
-    return [b for b in instance.get_backfills(status=BulkActionStatus.REQUESTED, limit=50) if STALE_TAG in b.tags]
+class Status:
+    REQUESTED, RUNNING, SUCCEEDED, FAILED = "requested", "running", "succeeded", "failed"
+
+
+@dataclass(frozen=True)
+class StaleBackfill:
+    """A rebuild of the partitions a stale plan listed, one job at a time in the jobs' order (lake_job, crawl_job,
+    curated_job, release_job, enrich_job): `stale_backfill_sensor` requests the runs of the next job once the runs
+    of the last one ended, so every run shows under its job. Kept in the instance's key-value store."""
+
+    backfill_id: str
+    trigger: str  # "cli" or "sensor"
+    planned: tuple[tuple[str, str], ...]  # (asset, partition) of the plan it was launched for
+    tags: Mapping[str, str] = field(default_factory=dict)  # its runs' own: who launched it, the plan's forecast
+    created: float = field(default_factory=time.time)
+    job: str = ""  # the job whose runs it requested last ("" before its first)
+    status: str = Status.REQUESTED
+    ended: float | None = None
+
+    @property
+    def in_progress(self) -> bool:
+        return self.status in (Status.REQUESTED, Status.RUNNING)
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "planned": [list(p) for p in self.planned]}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> StaleBackfill:
+        data = json.loads(text)
+        return cls(**{**data, "planned": tuple(tuple(p) for p in data["planned"])})
+
+
+_KEY = "llm_assets/stale_backfill/"
+_INDEX = "llm_assets/stale_backfills"  # their ids, oldest first
+KEPT = 200  # stale backfills the index remembers
+
+
+def save_stale_backfill(instance: dg.DagsterInstance, backfill: StaleBackfill, new: bool = False) -> None:
+    pairs = {_KEY + backfill.backfill_id: backfill.to_json()}
+    if new:
+        pairs[_INDEX] = json.dumps([*_stale_backfill_ids(instance), backfill.backfill_id][-KEPT:])
+    set_instance_values(instance, pairs)
+
+
+def update_stale_backfill(instance: dg.DagsterInstance, backfill: StaleBackfill, **changes) -> StaleBackfill:
+    save_stale_backfill(instance, changed := replace(backfill, **changes))
+    return changed
+
+
+def _stale_backfill_ids(instance: dg.DagsterInstance) -> list[str]:
+    return json.loads(instance_values(instance, {_INDEX}).get(_INDEX, "[]"))
+
+
+def get_stale_backfill(instance: dg.DagsterInstance, backfill_id: str) -> StaleBackfill | None:
+    text = instance_values(instance, {_KEY + backfill_id}).get(_KEY + backfill_id)
+    return StaleBackfill.from_json(text) if text else None
+
+
+def stale_backfills(instance: dg.DagsterInstance) -> list[StaleBackfill]:
+    """Every stale backfill the instance remembers, oldest first."""
+    ids = _stale_backfill_ids(instance)
+    values = instance_values(instance, {_KEY + i for i in ids})
+    return [StaleBackfill.from_json(values[_KEY + i]) for i in ids if _KEY + i in values]
+
+
+def stale_backfills_in_progress(instance: dg.DagsterInstance) -> list[StaleBackfill]:
+    return [b for b in stale_backfills(instance) if b.in_progress]
 
 
 def stale_backfill_targets(instance: dg.DagsterInstance) -> set[tuple[str, str]]:
     """(asset, partition) of every stale backfill still in progress: the raw-drop sensor leaves those to it."""
-    return {t for b in stale_backfills_in_progress(instance) for t in backfill_targets(b)}
+    return {t for b in stale_backfills_in_progress(instance) for t in b.planned}
+
+
+def runs_of(backfill_id: str, statuses: Sequence[dg.DagsterRunStatus] | None = None) -> dg.RunsFilter:
+    return dg.RunsFilter(tags={STALE_TAG: backfill_id}, statuses=list(statuses) if statuses else [])
 
 
 def observation(version: SourceVersion) -> dg.AssetObservation:

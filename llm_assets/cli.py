@@ -95,7 +95,6 @@ class StoreNotAnswering(RuntimeError):
 def cmd_demo_change(args) -> int:
     """The demo's second step: one new raw file and one changed threshold; the stale plan; ONE backfill."""
     from llm_assets import demo
-    from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill
     from llm_assets.instance import get_instance, launched_by
     from llm_assets.stale import stale_partitions
@@ -111,10 +110,9 @@ def cmd_demo_change(args) -> int:
         print(f"  stale  {p.asset:<18} {p.partition or '(unpartitioned)':<24} {p.cause}")
     figures = _forecast(lake, settings, planned)
     print(f"\n{figures.render()}\n", flush=True)
-    backfill_id = launch_stale_backfill(instance, planned, build_defs(settings).resolve_asset_graph(),
-                                        tags=launched_by("demo --change"), forecast=figures)
+    backfill_id = launch_stale_backfill(instance, planned, tags=launched_by("demo --change"), forecast=figures)
     print(f"backfill {backfill_id}: {len(planned)} partitions. Run it with the changed settings:\n"
-          f"  LLM_ASSETS_SETTINGS={path} make ui     # the daemon runs it; see the Backfills page\n"
+          f"  LLM_ASSETS_SETTINGS={path} make ui     # the daemon's stale_backfill_sensor runs it, job by job\n"
           f"then `.venv/bin/llm-assets backfill --status {backfill_id}` says how it went (each failed run with its "
           f"first error; exit 1 if any failed),\n"
           f"and `LLM_ASSETS_SETTINGS={path} .venv/bin/llm-assets stale` lists nothing.")
@@ -274,7 +272,6 @@ def _print_plan(planned) -> None:
 
 
 def cmd_backfill(args) -> int:
-    from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill, stale_backfill, wait_backfill
     from llm_assets.instance import get_instance, launched_by
     from llm_assets.stale import stale_partitions
@@ -304,11 +301,11 @@ def cmd_backfill(args) -> int:
     figures = _forecast(lake, args.settings, planned)  # the backfill's tags carry it, printed or not
     if args.forecast:
         print(f"{figures.render()}\n", flush=True)
-    backfill_id = launch_stale_backfill(instance, planned, build_defs(args.settings).resolve_asset_graph(),
-                                        tags=launched_by("backfill --stale"), forecast=figures)
+    backfill_id = launch_stale_backfill(instance, planned, tags=launched_by("backfill --stale"), forecast=figures)
     assert backfill_id is not None
     print(f"backfill {backfill_id}: {len(planned)} partitions "
-          f"({', '.join(sorted({p.asset for p in planned}))}); the daemon runs it (`make ui`, Backfills page)"
+          f"({', '.join(sorted({p.asset for p in planned}))}); the daemon's stale_backfill_sensor runs it job by job "
+          f"(`make ui`: its runs are tagged llm_assets/stale_backfill={backfill_id})"
           + ("" if args.wait else f"; `llm-assets backfill --status {backfill_id}` says how it went"), flush=True)
     if not args.wait:
         return 0
@@ -317,25 +314,22 @@ def cmd_backfill(args) -> int:
 
 def _report_backfill(instance, backfill) -> int:
     """Each failed run of the backfill with its first error, then one line: exit 1 when it did not succeed."""
-    import dagster as dg
-
     from llm_assets import failures
-    from llm_assets.freshness import RUNNING
+    from llm_assets.backfills import STALE_TAG, Status, runs_of
 
-    failed = failures.failed_runs_of_backfill(instance, backfill.backfill_id)
+    failed = failures.failed_runs(instance, {STALE_TAG: backfill.backfill_id})
     for f in failed:
         failures.report(f)
-    runs = instance.get_runs_count(dg.RunsFilter.for_backfill(backfill.backfill_id))
-    status = backfill.status.value.lower()
-    if backfill.status in RUNNING:
-        print(f"backfill {backfill.backfill_id}: {status} (still running): {runs} runs so far, {len(failed)} failed")
+    runs = instance.get_runs_count(runs_of(backfill.backfill_id))
+    if backfill.in_progress:
+        print(f"backfill {backfill.backfill_id}: {backfill.status} (still running"
+              + (f" {backfill.job}" if backfill.job else "") + f"): {runs} runs so far, {len(failed)} failed")
         return 0
     if failed:
         print(f"\n{failures.summary(f'backfill {backfill.backfill_id}', failed)}", file=sys.stderr)
         return 1
-    if backfill.status.value != "COMPLETED_SUCCESS":
-        print(f"backfill {backfill.backfill_id} ended {status}"
-              + (f": {backfill.error.message.strip()}" if backfill.error else ""), file=sys.stderr)
+    if backfill.status != Status.SUCCEEDED:
+        print(f"backfill {backfill.backfill_id} ended {backfill.status}", file=sys.stderr)
         return 1
     print(f"backfill {backfill.backfill_id}: completed, {runs} runs succeeded")
     return 0

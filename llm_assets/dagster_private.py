@@ -1,21 +1,18 @@
 """Every use of Dagster's private API (`dagster._core`, `dagster._grpc`), in one place.
 
-Dagster has no public way yet to create a partition backfill from a set of asset partitions outside the webserver
-(GraphQL's `launchPartitionBackfill` needs a running webserver), to report a run worker's health from a custom run
-launcher, to tag a run as a sensor's run the way the daemon does, to read the data version an event carries, to
-request a run of a range of partitions from a sensor (its tags), to launch a run of a code location's job (or of a
-subset of its assets) through the run coordinator from outside the webserver, to say who launched a run (the `user`
-tag the UI's "Launched by" shows), or (tests) to read how a sensor's tick ended. These names may move in any Dagster
+Dagster has no public way yet to keep a value in the instance (a stale backfill's state, in the key-value table its
+daemons keep their cursors in), to run `dagster-daemon` in a prepared process, to report a run worker's health from a
+custom run launcher, to tag a run as a sensor's run the way the daemon does, to read the data version an event carries,
+to request a run of a range of partitions from a sensor (its tags), to launch a run of a code location's job (or of a
+subset of its assets) through the run coordinator from outside the webserver, to say who launched a run (the `user` tag
+the UI's "Launched by" shows), or (tests) to read how a sensor's tick ended. These names may move in any Dagster
 release: `llm_assets_tests/test_dagster_private.py` uses each of them as this project does and fails on an upgrade
 that changes one, naming it. Import them from here, never from `dagster._*` directly.
 """
 
 from typing import TYPE_CHECKING
 
-from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
 from dagster._core.definitions.data_version import CODE_VERSION_TAG, DATA_VERSION_TAG
-from dagster._core.definitions.events import AssetKeyPartitionKey
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
 from dagster._core.scheduler.instigation import TickStatus
 from dagster._core.storage.tags import (
@@ -27,7 +24,6 @@ from dagster._core.storage.tags import (
     TICK_ID_TAG,
     USER_TAG,
 )
-from dagster._core.utils import make_new_backfill_id
 
 if TYPE_CHECKING:
     from dagster._config import validate_config
@@ -62,23 +58,20 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def backfill_targets(backfill: PartitionBackfill) -> set[tuple[str, str]]:
-    """(asset name, partition key) of every asset partition an asset backfill targets ("" when unpartitioned)."""
-    data = backfill.asset_backfill_data
-    if data is None:  # a job backfill targets partitions of a job, not assets
-        return set()
-    return {(k.asset_key.path[-1], str(k.partition_key or "")) for k in data.target_subset.iterate_asset_partitions()}
+def instance_values(instance, keys: set[str]) -> dict[str, str]:
+    """Values the instance's key-value store holds (the table Dagster's daemons keep their cursors in)."""
+    return dict(instance.run_storage.get_cursor_values(keys))
 
 
-def run_daemon(argv: list[str], backfill_interval_s: int | None = None) -> None:
-    """`dagster-daemon <argv>` in this process, its backfill daemon iterating every `backfill_interval_s` when given.
-    Dagster's backfill loop waits a fixed 30 s between iterations (no instance setting) and an asset backfill
-    requests one level of the chain per iteration: the demo's chain of ~8 levels waited minutes on that loop alone.
-    Its daemons run as threads of this process, so the interval set here is the one they read."""
-    if backfill_interval_s is not None:
-        import dagster._daemon.controller as controller
+def set_instance_values(instance, pairs: dict[str, str]) -> None:
+    # One key a call: Dagster's SQL storage inserts them all or, when one exists, updates them all, and so drops
+    # the new keys of a call that also holds an existing one.
+    for key, value in pairs.items():
+        instance.run_storage.set_cursor_values({key: value})
 
-        controller.DEFAULT_DAEMON_INTERVAL_SECONDS = backfill_interval_s  # read by the backfill loop when it starts
+
+def run_daemon(argv: list[str]) -> None:
+    """`dagster-daemon <argv>` in this process (after the caller prepared the instance)."""
     from dagster._daemon.cli import cli
 
     cli.main(args=argv, obj={}, prog_name="dagster-daemon")
@@ -89,10 +82,8 @@ CHECKED_WITH = "1.13.27"
 
 __all__ = [
     "ASSET_PARTITION_RANGE_END_TAG", "ASSET_PARTITION_RANGE_START_TAG", "CODE_VERSION_TAG", "DATA_VERSION_TAG",
-    "AssetGraphSubset", "AssetKeyPartitionKey", "BulkActionStatus", "backfill_targets", "CHECKED_WITH",
-    "CheckRunHealthResult",
-    "ConfigurableClassData", "DagsterGrpcClient", "GRPC_INFO_TAG", "JobSubsetSelector", "PartitionBackfill",
-    "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TICK_ID_TAG", "TickStatus", "USER_TAG", "WorkerStatus", "WorkspaceFileTarget",
-    "WorkspaceProcessContext", "dagster_instance_config", "location_origins_from_yaml_paths", "make_new_backfill_id",
-    "run_daemon", "validate_config",
+    "CHECKED_WITH", "CheckRunHealthResult", "ConfigurableClassData", "DagsterGrpcClient", "GRPC_INFO_TAG",
+    "JobSubsetSelector", "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TICK_ID_TAG", "TickStatus", "USER_TAG", "WorkerStatus",
+    "WorkspaceFileTarget", "WorkspaceProcessContext", "dagster_instance_config", "instance_values",
+    "location_origins_from_yaml_paths", "run_daemon", "set_instance_values", "validate_config",
 ]

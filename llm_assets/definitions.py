@@ -6,7 +6,7 @@ from types import ModuleType
 
 import dagster as dg
 
-from llm_assets.freshness import build_stale_checks, build_stale_sensor
+from llm_assets.freshness import build_stale_backfill_sensor, build_stale_checks, build_stale_sensor
 from llm_assets.jobs import build_jobs
 from llm_assets.preview import build_preview_job
 from llm_assets.settings import Settings, load_settings
@@ -16,10 +16,12 @@ from resources import LakeIOManager, object_store_from_env
 
 
 def build_stages(settings: Settings, stages: Sequence[ModuleType] = STAGES) -> dg.Definitions:
-    """What the stage modules build (their assets and sensors), merged, with the jobs their specs name."""
+    """What the stage modules build (their assets and sensors), merged, with the jobs their specs name and the sensor
+    that runs stale backfills through them."""
     specs = specs_of(list(stages))
+    jobs = build_jobs(specs)
     return dg.Definitions.merge(*(stage.build(settings, specs) for stage in stages),
-                                dg.Definitions(jobs=build_jobs(specs)))
+                                dg.Definitions(jobs=jobs, sensors=[build_stale_backfill_sensor(settings, jobs)]))
 
 
 def build_assets(settings: Settings) -> list[dg.AssetsDefinition | dg.AssetSpec]:

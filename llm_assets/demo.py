@@ -1,5 +1,5 @@
 """The demo: real WARC files dropped as two crawls and built as a deployment builds them (a code server and the
-daemon run the raw-drop sensor's runs, then ONE stale backfill), a summary printed."""
+daemon run the raw-drop sensor's runs, then ONE stale backfill, job by job), a summary printed."""
 
 from __future__ import annotations
 
@@ -126,9 +126,6 @@ def drop_files(lake, files: dict[str, list[Path]]) -> list[str]:
 
 READY_S = 600  # a code server loads the code location in ~12 s on a busy 2-core machine; far more is a failure
 HEARTBEAT_S = 300  # the daemon beats every ~30 s: one silent this long is gone (or restarting without end)
-# The demo's own daemon requests the next level of its backfill's chain 2 s after the last one ended, not Dagster's
-# 30 s: each iteration reads a few SQLite rows of one local instance.
-DEMO_BACKFILL_INTERVAL_S = 2
 
 
 def _poll(condition, what: str, check, deadline_s: float | None, logs: Path):
@@ -177,7 +174,7 @@ class Runs:
     def problem(self) -> str | None:
         """Why the daemon cannot run the demo's runs, if it cannot: no heartbeat for minutes."""
         beats = self.instance.get_daemon_heartbeats()
-        last = max((beats[d].timestamp for d in ("QUEUED_RUN_COORDINATOR", "BACKFILL") if d in beats), default=0.0)
+        last = max((beats[d].timestamp for d in ("QUEUED_RUN_COORDINATOR", "SENSOR") if d in beats), default=0.0)
         return f"no dagster-daemon has run for {HEARTBEAT_S} s" if time.time() - last > HEARTBEAT_S else None
 
     def close(self) -> None:
@@ -255,35 +252,33 @@ class Runs:
         return failed
 
     def wait_backfill(self, backfill_id: str) -> list[FailedRun]:
-        """Follow a backfill the daemon runs until it ends, saying each of its runs as it ends."""
-        from llm_assets.freshness import RUNNING
+        """Follow a stale backfill the daemon's sensor runs until it ends, saying each of its runs as it ends."""
+        from llm_assets.backfills import get_stale_backfill, runs_of
 
         said: set[str] = set()
         failed: list[FailedRun] = []
 
         def done() -> bool:
-            backfill = self.instance.get_backfill(backfill_id)
-            records = self.instance.get_run_records(dg.RunsFilter(
-                tags=dg.RunsFilter.for_backfill(backfill_id).tags, statuses=ENDED), ascending=True)
+            backfill = get_stale_backfill(self.instance, backfill_id)
+            records = self.instance.get_run_records(runs_of(backfill_id, ENDED), ascending=True)
             for record in sorted(records, key=lambda r: r.end_time or 0):
                 if record.dagster_run.run_id not in said:
                     said.add(record.dagster_run.run_id)
                     failed.extend(self._said(record.dagster_run, len(said), None))
-            return backfill is not None and backfill.status not in RUNNING and not self.instance.get_run_records(
-                dg.RunsFilter(tags=dg.RunsFilter.for_backfill(backfill_id).tags, statuses=IN_FLIGHT), limit=1)
+            return backfill is not None and not backfill.in_progress
 
         _poll(done, f"backfill {backfill_id}", self.problem, None, self.logs)
         return failed
 
     def _said(self, run: dg.DagsterRun, n: int, total: int | None) -> list[FailedRun]:
-        job = run_name(run)
+        job = run.job_name
         partition = partitions_label(run.tags)
         what = f"{job} {partition}" if partition else job
         print(f"[{n}/{total}] {what}" if total else f"[{n}] {what}", flush=True)
         if run.status == dg.DagsterRunStatus.SUCCESS:
             return []
         events = [e.dagster_event for e in self.instance.all_logs(run.run_id) if e.dagster_event is not None]
-        failure = FailedRun(job if not run.job_name.startswith("__") else "assets", partition, run.run_id,
+        failure = FailedRun(job, partition, run.run_id,
                             first_error(events) if run.status == dg.DagsterRunStatus.FAILURE
                             else f"the run ended {run.status.value.lower()}")
         report(failure)
@@ -291,15 +286,6 @@ class Runs:
 
 
 ENDED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
-IN_FLIGHT = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING,
-             dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
-
-
-def run_name(run: dg.DagsterRun) -> str:
-    """A run as the demo says it: its job, or for a backfill's run of Dagster's hidden asset job, its assets."""
-    if not run.job_name.startswith("__"):
-        return run.job_name
-    return ", ".join(sorted(key.path[-1] for key in run.asset_selection or ()))
 
 
 @contextmanager
@@ -323,9 +309,9 @@ def deployment(instance: dg.DagsterInstance) -> Iterator[Runs]:
         if layout.supervisor_pid() is None:
             started = time.time()
             env = {**os.environ, "LLM_ASSETS_SETTINGS": str(with_quick_sensor(environment.home() / "demo"))}
-            supervisor = deploy.start_services(environment.home() / "demo", deploy.dagster_services(
-                port, backfill_interval_s=DEMO_BACKFILL_INTERVAL_S), env=env, timeout_s=READY_S)
-            _poll(lambda: {"SENSOR", "QUEUED_RUN_COORDINATOR", "BACKFILL"} <= {  # this daemon's, not an earlier one's
+            supervisor = deploy.start_services(environment.home() / "demo", deploy.dagster_services(port), env=env,
+                                               timeout_s=READY_S)
+            _poll(lambda: {"SENSOR", "QUEUED_RUN_COORDINATOR"} <= {  # this daemon's, not an earlier one's
                 name for name, beat in instance.get_daemon_heartbeats().items() if beat.timestamp >= started},
                   "the dagster-daemon", lambda: None, READY_S, logs)
         runs = Runs(instance, deploy.WORKSPACE, logs)
@@ -371,15 +357,14 @@ def run_stale_backfill(runs: Runs, lake, settings: Settings, planned: list[Plann
                        ) -> list[FailedRun]:
     """ONE backfill of the planned partitions, as `llm-assets backfill --stale` launches it (its forecast in its
     tags); the daemon runs it. `held`: what depends on a failed run was left out of the plan."""
-    from llm_assets.definitions import build_defs
     from llm_assets.freshness import launch_stale_backfill, plan_forecast
 
     if not planned:
         print("no backfill: " + ("what is left to build depends on the runs that failed" if held else
                                  "nothing is stale"), flush=True)
         return []
-    backfill_id = launch_stale_backfill(runs.instance, planned, build_defs(settings).resolve_asset_graph(),
-                                        tags=launched_by("demo"), forecast=plan_forecast(lake, settings, planned))
+    backfill_id = launch_stale_backfill(runs.instance, planned, tags=launched_by("demo"),
+                                        forecast=plan_forecast(lake, settings, planned))
     assets = sorted({p.asset for p in planned}, key=[s.name for s in SPECS].index)
     print(f"backfill {backfill_id}: the {len(planned)} stale partitions ({', '.join(assets)})", flush=True)
     return runs.wait_backfill(str(backfill_id))

@@ -312,18 +312,16 @@ def code_server_ready(port: int) -> Callable[[], bool]:
 
 
 def dagster_services(code_port: int, webserver_port: int | None = None, daemon: bool = True,
-                     webserver_host: str = HOST, backfill_interval_s: int | None = None) -> list[Service]:
+                     webserver_host: str = HOST) -> list[Service]:
     """The code server of the code location, the daemon and (with a port) the webserver, reading workspace.yaml.
-    Their environment needs DAGSTER_HOME (and the instance's own variables); `dagster_env()` gives the rest.
-    `backfill_interval_s`: how often the daemon's backfill loop iterates (Dagster's 30 s when None)."""
+    Their environment needs DAGSTER_HOME (and the instance's own variables); `dagster_env()` gives the rest."""
     bin_dir = Path(sys.executable).parent
     services = [Service("code-server", (
         str(bin_dir / "dagster"), "code-server", "start", "--host", HOST, "--port", str(code_port),
         "--module-name", "llm_assets.definitions", "--working-directory", str(PROJECT_ROOT),
         "--location-name", LOCATION), port=code_port, ready=code_server_ready(code_port), cwd=str(PROJECT_ROOT))]
     if daemon:
-        interval = () if backfill_interval_s is None else ("--backfill-interval-seconds", str(backfill_interval_s))
-        services.append(Service("daemon", (sys.executable, "-m", "llm_assets.deploy", "run-daemon", *interval),
+        services.append(Service("daemon", (sys.executable, "-m", "llm_assets.deploy", "run-daemon"),
                                 cwd=str(PROJECT_ROOT)))
     if webserver_port is not None:
         services.append(Service("webserver", (
@@ -649,10 +647,9 @@ def run_cluster(nodes: int) -> int:
     return _run_until_stopped(lambda: cluster.start(nodes=nodes), lambda: cluster.state() is not None, cluster.stop)
 
 
-def run_daemon(workspace: Path = WORKSPACE, backfill_interval_s: int | None = None) -> int:
+def run_daemon(workspace: Path = WORKSPACE) -> int:
     """`dagster-daemon run -w workspace.yaml`, once the project's concurrency pools have their limits in the instance
-    of DAGSTER_HOME: its run queue would otherwise let every run of a pool it meets for the first time start.
-    `backfill_interval_s`: how often its backfill daemon iterates (Dagster's 30 s when None)."""
+    of DAGSTER_HOME: its run queue would otherwise let every run of a pool it meets for the first time start."""
     import dagster as dg
 
     from llm_assets.dagster_private import run_daemon as dagster_daemon
@@ -660,7 +657,7 @@ def run_daemon(workspace: Path = WORKSPACE, backfill_interval_s: int | None = No
 
     with dg.DagsterInstance.get() as instance:
         configure_pools(instance)
-    dagster_daemon(["run", "-w", str(workspace)], backfill_interval_s)
+    dagster_daemon(["run", "-w", str(workspace)])
     return 0
 
 
@@ -672,14 +669,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=0)
     parser.add_argument("--port", type=int)
     parser.add_argument("--workspace", type=Path, default=WORKSPACE)
-    parser.add_argument("--backfill-interval-seconds", type=int)
     args = parser.parse_args(argv)
     if args.action == "run-store":
         return run_store()
     if args.action == "run-cluster":
         return run_cluster(args.nodes)
     if args.action == "run-daemon":
-        return run_daemon(args.workspace, args.backfill_interval_seconds)
+        return run_daemon(args.workspace)
     return supervise(environment.home(), args.nodes, args.port)
 
 

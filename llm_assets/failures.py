@@ -61,16 +61,14 @@ def summary(what: str, failed: list[FailedRun]) -> str:
             "error and run id")
 
 
-def failed_runs_of_backfill(instance: dg.DagsterInstance, backfill_id: str) -> list[FailedRun]:
-    """Every failed run of a backfill, oldest first, with its first error read from its event log. A backfill of
-    assets runs Dagster's hidden asset job: such a run is called `assets`."""
-    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
-                                                     tags=dg.RunsFilter.for_backfill(backfill_id).tags),
+def failed_runs(instance: dg.DagsterInstance, tags: dict[str, str]) -> list[FailedRun]:
+    """Every failed run with these tags (a stale backfill's), oldest first, with its first error read from its event
+    log."""
+    records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE], tags=tags),
                                        ascending=True)
     out = []
     for record in records:
         run = record.dagster_run
-        job = "assets" if run.job_name.startswith("__") else run.job_name  # the failed step names its asset
         events = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
-        out.append(FailedRun(job, partitions_label(run.tags), run.run_id, first_error(events)))
+        out.append(FailedRun(run.job_name, partitions_label(run.tags), run.run_id, first_error(events)))
     return out

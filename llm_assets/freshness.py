@@ -1,9 +1,12 @@
-"""Rebuilding what is stale: ONE Dagster backfill holding exactly the partitions the stale planner lists, launched
-from the CLI (`llm-assets backfill --stale`) or by `stale_sensor` (start it in the UI to rebuild on demand, or leave
-it running to keep the lake fresh after every new drop without a person)."""
+"""Rebuilding what is stale: a stale backfill holds exactly the partitions the stale planner lists, launched from
+the CLI (`llm-assets backfill --stale`) or by `stale_sensor` (start it in the UI to rebuild on demand, or leave it
+running to keep the lake fresh after every new drop without a person), and run one job at a time by
+`stale_backfill_sensor`, so that its runs show under their jobs."""
 
 from __future__ import annotations
 
+import secrets
+import string
 import time
 from collections.abc import Mapping, Sequence
 
@@ -12,38 +15,33 @@ import dagster as dg
 from llm_assets.backfills import (
     NOT_STALE,
     STALE_TAG,
+    StaleBackfill,
+    Status,
     carried_forward,
     checked_assets,
     failed_partitions,
+    get_stale_backfill,
     new_observations,
     report_stale_checks,
+    runs_of,
+    save_stale_backfill,
+    stale_backfills,
     stale_backfills_in_progress,
     stale_check,
+    update_stale_backfill,
 )
 from llm_assets.core.forecast import Forecast, forecast
 from llm_assets.core.keys import split_partition
 from llm_assets.core.lake import Lake
-from llm_assets.dagster_private import (
-    SENSOR_NAME_TAG,
-    AssetGraphSubset,
-    AssetKeyPartitionKey,
-    BulkActionStatus,
-    PartitionBackfill,
-    make_new_backfill_id,
-)
-from llm_assets.partitions import CRAWL_PARTITIONS
+from llm_assets.dagster_private import SENSOR_NAME_TAG
+from llm_assets.partitions import CRAWL_PARTITIONS, contiguous_ranges, range_request
 from llm_assets.settings import Settings
 from llm_assets.stages import SPECS, code_versions
 from llm_assets.stale import Planned, known_crawls, planned_of, planning, source_versions, stale_partitions
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
 
-def stale_subset(planned: list[Planned], asset_graph) -> AssetGraphSubset:
-    return AssetGraphSubset.from_asset_partition_set(
-        {AssetKeyPartitionKey(dg.AssetKey(p.asset), p.partition or None) for p in planned}, asset_graph)
-
-
-def register_crawls(instance: dg.DagsterInstance, planned: list[Planned]) -> None:
+def register_crawls(instance: dg.DagsterInstance, planned: Sequence[Planned]) -> None:
     """Crawls dropped under raw/ that the sensor has not registered yet become partitions first."""
     crawls = {split_partition(p.partition)[0] for p in planned if p.partition}
     new = sorted(crawls - set(instance.get_dynamic_partitions(CRAWL_PARTITIONS)))
@@ -61,44 +59,42 @@ def plan_forecast(lake: Lake, settings: Settings, planned: Sequence[Planned],
     return forecast(lake, settings, planned, extra_raw_bytes, stages=SPECS, slots=slots, runner=runner)
 
 
-def launch_stale_backfill(instance: dg.DagsterInstance, planned: list[Planned], asset_graph,
-                          tags: dict[str, str] | None = None, forecast: Forecast | None = None) -> str | None:
-    """-> the backfill id, or None when nothing is stale. `tags`: the backfill's own (its runs carry them too);
-    `forecast`: the plan's, whose figures join them (`llm_assets/forecast_*`)."""
+def launch_stale_backfill(instance: dg.DagsterInstance, planned: Sequence[Planned],
+                          tags: dict[str, str] | None = None, forecast: Forecast | None = None,
+                          trigger: str = "cli") -> str | None:
+    """-> the id of a new stale backfill of the planned partitions (`stale_backfill_sensor` requests its runs), or
+    None when nothing is stale. `tags`: its runs' own (who launched it); `forecast`: the plan's, one tag on each."""
     if not planned:
         return None
     register_crawls(instance, planned)
-    tags = {STALE_TAG: "cli", **(forecast.to_tags() if forecast else {}), **(tags or {})}
-    backfill = PartitionBackfill.from_asset_graph_subset(
-        backfill_id=make_new_backfill_id(), backfill_timestamp=time.time(), tags=tags,
-        dynamic_partitions_store=instance, asset_graph_subset=stale_subset(planned, asset_graph),
-        title=f"stale: {len(planned)} partitions", run_config=None,
-        description="; ".join(sorted({f"{p.asset}: {p.cause}" for p in planned}))[:2000])
-    instance.add_backfill(backfill)
+    backfill = StaleBackfill(_new_id(), trigger, tuple((p.asset, p.partition) for p in planned),
+                             {**(forecast.to_tags() if forecast else {}), **(tags or {})})
+    save_stale_backfill(instance, backfill, new=True)
     return backfill.backfill_id
 
 
-RUNNING = {BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING}
+def _new_id() -> str:
+    return "".join(secrets.choice(string.ascii_lowercase) for _ in range(8))  # as Dagster's backfill ids read
 
 
-def stale_backfill(instance: dg.DagsterInstance, backfill_id: str | None = None) -> PartitionBackfill | None:
-    """The backfill of this id, or the latest stale backfill (from the CLI or the sensor)."""
+def stale_backfill(instance: dg.DagsterInstance, backfill_id: str | None = None) -> StaleBackfill | None:
+    """The stale backfill of this id, or the latest one (from the CLI or the sensor)."""
     if backfill_id:
-        return instance.get_backfill(backfill_id)
-    return next((b for b in instance.get_backfills(limit=50) if STALE_TAG in b.tags), None)
+        return get_stale_backfill(instance, backfill_id)
+    return next(reversed(stale_backfills(instance)), None)
 
 
-def wait_backfill(instance: dg.DagsterInstance, backfill_id: str, poll_s: float = 2.0) -> PartitionBackfill:
-    """The backfill once it has ended. The daemon runs it, this only watches: without a daemon running backfills
-    it would never end, so that is an error rather than a wait for ever."""
-    while (backfill := instance.get_backfill(backfill_id)) is not None and backfill.status in RUNNING:
-        if not instance.get_daemon_statuses(["BACKFILL"])["BACKFILL"].healthy:
-            raise RuntimeError(f"backfill {backfill_id} is {backfill.status.value.lower()} and no dagster-daemon "
-                               "runs backfills for this instance: `make ui` starts one; then `llm-assets backfill "
-                               f"--status {backfill_id}` says how it went")
+def wait_backfill(instance: dg.DagsterInstance, backfill_id: str, poll_s: float = 2.0) -> StaleBackfill:
+    """The stale backfill once it has ended. The daemon's sensors run it, this only watches: without a daemon it
+    would never end, so that is an error rather than a wait for ever."""
+    while (backfill := get_stale_backfill(instance, backfill_id)) is not None and backfill.in_progress:
+        if not instance.get_daemon_statuses(["SENSOR"])["SENSOR"].healthy:
+            raise RuntimeError(f"backfill {backfill_id} is {backfill.status} and no dagster-daemon runs sensors for "
+                               "this instance: `make ui` starts one; then `llm-assets backfill --status "
+                               f"{backfill_id}` says how it went")
         time.sleep(poll_s)
     if backfill is None:
-        raise LookupError(f"no backfill {backfill_id} in this Dagster instance")
+        raise LookupError(f"no stale backfill {backfill_id} in this Dagster instance")
     return backfill
 
 
@@ -107,7 +103,7 @@ def stale_backfill_in_progress(instance: dg.DagsterInstance) -> bool:
 
 
 IN_FLIGHT = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING,
-             dg.DagsterRunStatus.STARTED]
+             dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
 def raw_drop_runs_in_flight(instance: dg.DagsterInstance) -> bool:
@@ -116,12 +112,10 @@ def raw_drop_runs_in_flight(instance: dg.DagsterInstance) -> bool:
                                          limit=1))
 
 
-
-
-
 def _launched_by_the_sensor(instance: dg.DagsterInstance, run_id: str) -> bool:
     run = instance.get_run_by_id(run_id) if run_id != "unknown" else None
-    return run is not None and run.tags.get(STALE_TAG) == "sensor"
+    backfill = get_stale_backfill(instance, run.tags[STALE_TAG]) if run and STALE_TAG in run.tags else None
+    return backfill is not None and backfill.trigger == "sensor"
 
 
 def build_stale_checks(settings: Settings) -> list[dg.AssetChecksDefinition]:
@@ -151,16 +145,13 @@ def build_stale_checks(settings: Settings) -> list[dg.AssetChecksDefinition]:
 
 
 def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
-    # `asset_selection`: a sensor may only request a backfill (a RunRequest of an asset graph subset) of assets it
-    # targets; the plan can hold any asset of the code location.
-    @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED,
-               asset_selection=dg.AssetSelection.all())
+    @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED)
     def stale_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
-        """Plans every stale or missing partition (`llm-assets stale`) and requests ONE backfill of exactly those,
-        unless the previous one is still running; reports the observed sources' versions it read (`raw_drop`,
-        `curation_scope`), so what the UI marks stale is what it plans. Stopped by default: run it once from the UI
-        to rebuild what is stale, or leave it running as the automation mode that keeps the lake fresh after new
-        drops.
+        """Plans every stale or missing partition (`llm-assets stale`) and launches ONE stale backfill of exactly
+        those (`stale_backfill_sensor` runs it), unless the previous one is still in progress; reports the observed
+        sources' versions it read (`raw_drop`, `curation_scope`), so what the UI marks stale is what it plans.
+        Stopped by default: run it once from the UI to rebuild what is stale, or leave it running as the automation
+        mode that keeps the lake fresh after new drops.
 
         A partition whose latest run failed is rebuilt, unless that run was one of this sensor's own backfill: a
         failure that repeats is not retried every minute; it is held, with what depends on it, until a person
@@ -169,10 +160,9 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
         A raw drop has one owner: while a run of `raw_drop_sensor` is queued or running, this sensor waits for it
         (and the raw-drop sensor requests nothing for a partition a stale backfill in progress rebuilds).
 
-        Its run request carries the plan's forecast as tags (`llm_assets/forecast_cpu_hours`, `..._wall_hours`,
-        `..._bytes_out`, `..._requests`, and `..._cost` when priced), and its log the forecast's table."""
+        The backfill's runs carry the plan's forecast (`llm_assets/forecast`), and this sensor's log its table."""
         if stale_backfill_in_progress(context.instance):
-            return dg.SkipReason("the previous stale backfill is still running")
+            return dg.SkipReason("the previous stale backfill is still in progress")
         if raw_drop_runs_in_flight(context.instance):
             return dg.SkipReason("raw_drop_sensor's runs are in flight: what they rebuild is theirs")
         lake = store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S)
@@ -188,13 +178,103 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
         if not planned:
             return dg.SensorResult(asset_events=observed, skip_reason="nothing is stale" + (
                 f" but the {len(own)} partitions that failed in this sensor's backfill" if own else ""))
-        register_crawls(context.instance, planned)
         figures = plan_forecast(lake, settings, planned)
-        context.log.info(f"stale backfill of {len(planned)} partitions:\n{figures.render()}")
-        repository = context.repository_def
-        assert repository is not None  # a sensor is always evaluated in its code location
-        return dg.SensorResult(asset_events=observed, run_requests=[dg.RunRequest.for_asset_graph_subset(
-            stale_subset(planned, repository.asset_graph),
-            tags={**figures.to_tags(), STALE_TAG: "sensor"})])
+        backfill_id = launch_stale_backfill(context.instance, planned, forecast=figures, trigger="sensor")
+        context.log.info(f"stale backfill {backfill_id} of {len(planned)} partitions:\n{figures.render()}")
+        return dg.SensorResult(asset_events=observed)
 
     return stale_sensor
+
+
+JOB_OF = {s.name: s.job for s in SPECS}
+
+
+def build_stale_backfill_sensor(settings: Settings, jobs: Sequence) -> dg.SensorDefinition:
+    """`jobs`: the asset jobs, in the order a stale backfill runs them (the stage list's)."""
+    order = [job.name for job in jobs]
+
+    # At most every 10 s: a backfill's next job waits on this tick, and a tick with nothing in progress reads one
+    # key of the instance (`sensor.interval_seconds` is sized for listing a bucket of millions of raw files).
+    @dg.sensor(jobs=list(jobs), minimum_interval_seconds=min(settings.sensor.interval_seconds, 10),
+               default_status=dg.DefaultSensorStatus.RUNNING)
+    def stale_backfill_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
+        """Runs each stale backfill (`llm-assets backfill --stale`, `stale_sensor`) one job at a time, oldest
+        backfill first: the runs of its first job's planned partitions, then, once they all ended, those of the
+        next job that has partitions to build by a new plan, and so on. Each job's runs build ranges of at most
+        `partitions_per_run` partitions, tagged with the backfill's id (`llm_assets/stale_backfill`).
+
+        A partition that failed in the backfill is held with what depends on it, and the backfill goes on with
+        the rest; it ends `failed` if any of its runs failed (`llm-assets backfill --status` lists them, `backfill
+        --stale` retries them). It waits while the raw-drop sensor's runs are in flight: a new plan then would
+        miss what they build."""
+        waiting = stale_backfills_in_progress(context.instance)
+        if not waiting:
+            return dg.SkipReason("no stale backfill in progress")
+        backfill = waiting[0]  # one at a time: a later one's plan was made on what this one rebuilds
+        if context.instance.get_run_records(runs_of(backfill.backfill_id, IN_FLIGHT), limit=1):
+            return dg.SkipReason(f"backfill {backfill.backfill_id}: the runs of {backfill.job} are in flight")
+        if raw_drop_runs_in_flight(context.instance):
+            return dg.SkipReason("raw_drop_sensor's runs are in flight: the next plan waits for what they build")
+        observed: list[dg.AssetObservation] = []
+        if backfill.job:
+            planner = replan(store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S), context.instance, settings,
+                             done=order[:order.index(backfill.job) + 1])
+            plan = planned_of(planner)
+            observed = new_observations(context.instance, source_versions(planner))
+            report_stale_checks(context.instance, [(p.asset, p.partition, p.cause) for p in plan], SPECS)
+            targets = [(p.asset, p.partition) for p in plan]
+        else:
+            targets = list(backfill.planned)
+        job, level = next_level(targets, order, after=backfill.job)
+        if not job:
+            failures = context.instance.get_runs_count(runs_of(backfill.backfill_id, [dg.DagsterRunStatus.FAILURE]))
+            ended = update_stale_backfill(context.instance, backfill, status=Status.FAILED if failures else
+                                          Status.SUCCEEDED, ended=time.time())
+            return dg.SensorResult(asset_events=observed,
+                                   skip_reason=f"backfill {ended.backfill_id} ended: {ended.status}")
+        requests = level_requests(backfill, job, level, settings)
+        update_stale_backfill(context.instance, backfill, job=job, status=Status.RUNNING)
+        context.log.info(f"backfill {backfill.backfill_id}: {len(requests)} runs of {job} for {len(level)} "
+                         "planned partitions")
+        return dg.SensorResult(run_requests=requests, asset_events=observed)
+
+    return stale_backfill_sensor
+
+
+def replan(lake: Lake, instance: dg.DagsterInstance, settings: Settings, done: Sequence[str]):
+    """The plan of a backfill's next job, once the jobs `done` ran: what they left stale (it failed, or it is new
+    since) is not theirs to build any more, so it is held with everything that depends on it."""
+    crawls = known_crawls(lake, instance)
+    failed = failed_partitions(instance, settings, crawls, SPECS)
+    planner = planning(lake, settings, crawls, code_versions(settings), SPECS, failed=failed)
+    left = {(p.asset, p.partition) for p in planned_of(planner) if JOB_OF.get(p.asset) in done}
+    return planning(lake, settings, crawls, code_versions(settings), SPECS, failed=failed, hold=left) if left \
+        else planner
+
+
+def next_level(targets: Sequence[tuple[str, str]], order: Sequence[str], after: str = ""
+               ) -> tuple[str, list[tuple[str, str]]]:
+    """The first job after `after` (in `order`) that builds one of the planned (asset, partition), and those it
+    builds; ("", []) when none does."""
+    start = order.index(after) + 1 if after else 0
+    for job in order[start:]:
+        if mine := [t for t in targets if JOB_OF.get(t[0]) == job]:
+            return job, mine
+    return "", []
+
+
+def level_requests(backfill: StaleBackfill, job: str, level: Sequence[tuple[str, str]], settings: Settings
+                   ) -> list[dg.RunRequest]:
+    """The runs of one job of a backfill: partitions that need the same assets of it, in ranges of at most
+    `partitions_per_run`; the run key names the backfill, the job, the assets and the range, so a repeated tick
+    never launches a run twice."""
+    assets_of: dict[str, set[str]] = {}
+    for asset, partition in level:
+        assets_of.setdefault(partition, set()).add(asset)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for partition, assets in assets_of.items():
+        groups.setdefault(tuple(sorted(assets)), []).append(partition)
+    tags = {STALE_TAG: backfill.backfill_id, **backfill.tags}
+    return [range_request(keys, job_name=job, asset_selection=[dg.AssetKey(a) for a in assets], tags=tags,
+                          run_key=f"{backfill.backfill_id}|{job}|{','.join(assets)}|{keys[0]}..{keys[-1]}")
+            for assets, partitions in sorted(groups.items()) for keys in contiguous_ranges(partitions, settings)]

@@ -13,11 +13,12 @@ DESCRIPTIONS = {
                     "them.",
     "lake_job": "Raw files → documents (and image-text pairs) → filtered → signatures for one crawl × shard.",
     "crawl_job": "The crawl-level assets of one crawl, once its shards went through lake_job: duplicate clusters "
-                 "over every shard, the crawl stats, and what building the crawl cost so far (from the cost ledger).",
+                 "over every shard and the crawl stats.",
     "curated_job": "Deduplicated → tokenized for one crawl × shard, once the crawl's duplicate clusters are built.",
     "release_job": "Publish the tokenizer, then write the configured training release from every committed tokenized "
                    "partition of its crawls.",
     "enrich_job": "Named entities, keywords and summaries of one crawl × shard's deduplicated documents.",
+    "cost_job": "What building one crawl cost so far, from the cost ledger: run after every job that charges it.",
 }
 
 

@@ -4,7 +4,7 @@
 hash buckets (settings: `shards`), the same for every crawl, so the product has no phantom partitions.
 """
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import cache
 
 import dagster as dg
@@ -63,3 +63,40 @@ def covers(tags: Mapping[str, str], partition: str) -> bool:
     (crawl, first), (_, last) = split_partition(tags[RANGE_START]), split_partition(tags[RANGE_END])
     mine, shard = split_partition(partition)
     return mine == crawl and first <= shard <= last
+
+
+def contiguous_ranges(keys: Collection[str], settings) -> list[list[str]]:
+    """Partition keys grouped into the runs that build them: contiguous shards of one crawl in shard order, at most
+    `partitions_per_run` each (a run builds every shard between its first and its last); a crawl, or "" (an
+    unpartitioned asset), alone."""
+    order = {shard: i for i, shard in enumerate(settings.shard_keys())}
+
+    def place(key: str) -> tuple[str, int]:
+        crawl, shard = split_partition(key)
+        return crawl, order[shard]
+
+    ranges = [[key] for key in sorted(k for k in keys if "|" not in k)]
+    run: list[str] = []
+    for key in sorted((k for k in keys if "|" in k), key=place):
+        (crawl, i), last = place(key), place(run[-1]) if run else None
+        if run and (last != (crawl, i - 1) or len(run) >= settings.partitions_per_run):
+            ranges.append(run)
+            run = []
+        run.append(key)
+    return ranges + [run] if run else ranges
+
+
+def range_request(keys: list[str], **request) -> dg.RunRequest:
+    """The run request of one of `contiguous_ranges`: of a partition, of a range (Dagster's range tags), or of an
+    unpartitioned asset; `request`: the rest of the RunRequest (run key, job, assets, tags)."""
+    first, last = keys[0], keys[-1]
+    if not first:
+        return dg.RunRequest(**request)
+    if first == last:
+        return dg.RunRequest(partition_key=_dagster_key(first), **request)
+    tags = {**request.pop("tags", {}), **range_tags(str(_dagster_key(first)), str(_dagster_key(last)))}
+    return dg.RunRequest(tags=tags, **request)
+
+
+def _dagster_key(key: str) -> str | dg.MultiPartitionKey:
+    return crawl_shard_key(*split_partition(key)) if "|" in key else key

@@ -8,7 +8,7 @@ import inspect
 import dagster as dg
 
 from llm_assets import dagster_private as private
-from llm_assets.freshness import launch_stale_backfill, stale_backfill_in_progress
+from llm_assets.freshness import launch_stale_backfill, stale_backfill, stale_backfill_in_progress
 from llm_assets.stale import Planned
 
 
@@ -18,18 +18,18 @@ def test_the_installed_dagster_is_the_one_the_private_names_were_checked_with():
         f"{private.CHECKED_WITH}: run this file's tests, fix what fails, then update CHECKED_WITH")
 
 
-def test_a_backfill_of_exactly_the_planned_partitions_is_created_and_seen_as_requested():
-    from llm_assets.definitions import defs as deployment
-    defs = deployment()
-
+def test_a_stale_backfill_is_kept_in_the_instances_key_value_store_and_seen_in_progress():
     instance = dg.DagsterInstance.ephemeral()
+    assert private.instance_values(instance, {"llm-assets/test"}) == {}
+    private.set_instance_values(instance, {"llm-assets/test": "1"})
+    private.set_instance_values(instance, {"llm-assets/test": "2", "llm-assets/new": "3"})  # replaced, and added
+    assert private.instance_values(instance, {"llm-assets/test", "llm-assets/new", "absent"}) == {
+        "llm-assets/test": "2", "llm-assets/new": "3"}
+
     planned = [Planned("documents", "CC-TEST|0001", "missing"), Planned("duplicate_clusters", "CC-TEST", "missing")]
-    backfill_id = launch_stale_backfill(instance, planned, defs.resolve_asset_graph())
-    backfill = instance.get_backfill(backfill_id)
-    assert backfill.status == private.BulkActionStatus.REQUESTED
-    subset = backfill.asset_backfill_data.target_subset
-    assert {(k.asset_key.path[-1], str(k.partition_key)) for k in subset.iterate_asset_partitions()} == {
-        ("documents", "CC-TEST|0001"), ("duplicate_clusters", "CC-TEST")}
+    backfill_id = launch_stale_backfill(instance, planned)
+    assert stale_backfill(instance, backfill_id).planned == (("documents", "CC-TEST|0001"),
+                                                              ("duplicate_clusters", "CC-TEST"))
     assert stale_backfill_in_progress(instance)
     assert "CC-TEST" in instance.get_dynamic_partitions("crawl")  # registered before the backfill
 
@@ -63,15 +63,7 @@ def test_the_workspace_and_grpc_names_take_the_arguments_the_tests_pass():
     assert selector.asset_selection == {dg.AssetKey("tokenizer")}
 
 
-def test_the_backfill_loop_reads_the_interval_run_daemon_sets_when_it_starts():
-    """run_daemon() shortens the backfill loop by setting the controller's interval before the daemon starts: the
-    loop must still read it from there at its start, and `dagster-daemon`'s click group must still have `run`."""
-    import dagster._daemon.controller as controller
-    from dagster._daemon.backfill import execute_backfill_iteration_loop
+def test_the_daemons_command_line_still_has_run():
     from dagster._daemon.cli import cli
 
-    assert isinstance(controller.DEFAULT_DAEMON_INTERVAL_SECONDS, int | float)
-    source = inspect.getsource(execute_backfill_iteration_loop)
-    assert "from dagster._daemon.controller import DEFAULT_DAEMON_INTERVAL_SECONDS" in source
-    assert "DEFAULT_DAEMON_INTERVAL_SECONDS - loop_duration" in source
     assert "run" in cli.commands and {"workspace"} <= {p.name for p in cli.commands["run"].params}

@@ -319,9 +319,13 @@ def test_the_demo_runs_are_on_the_timeline_with_their_launcher(graphql):
     assert runs and all(r["status"] == "SUCCESS" for r in runs), [(r["pipelineName"], r["status"]) for r in runs]
     assert {(r["repositoryOrigin"] or {}).get("repositoryLocationName") for r in runs} == {LOCATION}
     by_job: dict[str, list[dict]] = {}
+    backfill_runs = []
     for run in runs:
         run["tags"] = {t["key"]: t["value"] for t in run["tags"]}
-        by_job.setdefault(run["pipelineName"], []).append(run)
+        if "llm_assets/stale_backfill" in run["tags"]:
+            backfill_runs.append(run)
+        else:
+            by_job.setdefault(run["pipelineName"], []).append(run)
     # the raw-drop sensor's tick requested the lake runs: one per crawl (its four shards), each with its tick
     lake = by_job.pop("lake_job")
     assert len(lake) == 2 and all(launched_by(r["tags"]) == "sensor raw_drop_sensor" and "dagster/tick" in r["tags"]
@@ -329,22 +333,22 @@ def test_the_demo_runs_are_on_the_timeline_with_their_launcher(graphql):
     # the CLI launched the curation and the tokenizer
     cli = by_job.pop("curation_job") + by_job.pop("release_job")
     assert len(cli) == 2 and all(re.fullmatch(r"user .+ \(llm-assets demo\)", launched_by(r["tags"])) for r in cli)
-    # the stale backfill the rest: Dagster's asset job, each run tagged with its backfill
-    backfill_runs = by_job.pop("__ASSET_JOB")
-    assert len({r["tags"]["dagster/backfill"] for r in backfill_runs}) == 1
-    assert all(re.fullmatch(r"user .+ \(llm-assets demo\)", launched_by(r["tags"])) for r in backfill_runs)
     assert not by_job, by_job
+    # the stale backfill the rest, under their jobs, each run tagged with the backfill and the one forecast
+    assert {"crawl_job", "curated_job", "release_job", "cost_job"} <= {r["pipelineName"] for r in backfill_runs} <= {
+        "crawl_job", "curated_job", "release_job", "enrich_job", "cost_job"}
+    assert len({r["tags"]["llm_assets/stale_backfill"] for r in backfill_runs}) == 1
+    assert all(re.fullmatch(r"user .+ \(llm-assets demo\)", launched_by(r["tags"])) and
+               [k for k in r["tags"] if k.startswith("llm_assets/forecast")] == ["llm_assets/forecast"]
+               for r in backfill_runs)
     assert "Manually launched" not in {launched_by(r["tags"]) for r in runs}
 
-    for job in ("lake_job", "curation_job", "release_job"):  # the Jobs page's latest run of each job
+    for job in ("lake_job", "curation_job", "crawl_job", "curated_job", "release_job"):  # the Jobs page's latest run
         latest = graphql(LATEST_RUN, {"runsFilter": {"pipelineName": job, "tags": [
             {"key": ".dagster/repository", "value": f"__repository__@{LOCATION}"}]}})
         assert latest["pipelineRunsOrError"]["results"][0]["status"] == "SUCCESS", job
-
-    feed = graphql(RUNS_FEED)["runsFeedOrError"]["results"]
-    (backfill,) = [e for e in feed if e["__typename"] == "PartitionBackfill"]
-    assert backfill["id"] == backfill_runs[0]["tags"]["dagster/backfill"]
-    assert re.fullmatch(r"user .+ \(llm-assets demo\)", launched_by({t["key"]: t["value"] for t in backfill["tags"]}))
+    # and the runs feed holds runs alone: no backfill of Dagster's hidden asset job
+    assert {e["__typename"] for e in graphql(RUNS_FEED)["runsFeedOrError"]["results"]} == {"Run"}
 
 
 def test_a_demo_stopped_by_sigterm_stops_the_services_it_started(seaweed, tmp_path):

@@ -1,8 +1,8 @@
 """Rebuilding from the UI, on a real deployment: a code server of the llm-assets code location, a `dagster-daemon
-run` (sensors, backfills, the run queue) and a bucket of its own on the test store. `stale_sensor`, turned on as
-the UI's toggle does, requests a backfill that the daemon runs to the end; a partition whose run failed is planned
-by `llm-assets stale`, rebuilt by `llm-assets backfill --stale`, and, with the sensor on, rebuilt with no other
-action.
+run` (sensors, the run queue) and a bucket of its own on the test store. `stale_sensor`, turned on as the UI's
+toggle does, launches a stale backfill that `stale_backfill_sensor` runs to the end, job by job, its runs under
+their jobs; a partition whose run failed is planned by `llm-assets stale`, rebuilt by `llm-assets backfill --stale`,
+and, with the sensor on, rebuilt with no other action.
 
 Nothing here asserts a duration: every wait polls a condition until a generous deadline.
 """
@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from llm_assets import cli
+from llm_assets.backfills import Status, get_stale_backfill, runs_of, stale_backfills, stale_backfills_in_progress
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.dagster_private import BulkActionStatus, TickStatus
+from llm_assets.dagster_private import TickStatus
 from llm_assets.definitions import build_defs
-from llm_assets.freshness import STALE_TAG
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import DEFAULT_SETTINGS, Settings
 from llm_assets.stale import stale_partitions
@@ -32,7 +32,7 @@ from llm_assets_tests.test_instance_run_monitoring import Deployment, wait_for
 pytestmark = pytest.mark.filterwarnings("ignore:Error loading repository location:UserWarning")
 
 CRAWL = "CC-MAIN-2031-05"
-# The whole chain (lake, crawl-level, curated, enriched, release) of one WARC file, run by the daemon's backfills
+# The whole chain (lake, crawl-level, curated, enriched, release) of one WARC file, run by the daemon's sensors
 # on a loaded 2-core machine: minutes, not seconds.
 BACKFILL_DEADLINE_S = 1200
 
@@ -56,6 +56,7 @@ def setup(tmp_path, seaweed, monkeypatch):
     data = yaml.safe_load(DEFAULT_SETTINGS.read_text())
     data["shards"] = 1
     data["runner"] = {"kind": "inprocess"}
+    data["sensor"] = {**data.get("sensor", {}), "interval_seconds": 5}  # a backfill's next job waits on a tick
     good = tmp_path / "settings.yaml"
     good.write_text(yaml.safe_dump(data, sort_keys=False))
     data["runner"] = {"kind": "dask", "address": f"tcp://127.0.0.1:{closed_port()}", "connect_timeout_s": 1}
@@ -70,36 +71,57 @@ def setup(tmp_path, seaweed, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(deployment.home))  # the CLI's instance is the deployment's
     try:
         deployment.start_code_server()
-        deployment.start_daemon(wanted=("SENSOR", "BACKFILL", "QUEUED_RUN_COORDINATOR"))
         # The raw-drop sensor (on by default) would build the drop itself: here only the stale sensor builds.
-        deployment.stop_sensor("raw_drop_sensor")
+        deployment.start_daemon(wanted=("SENSOR", "QUEUED_RUN_COORDINATOR"), stopped=("raw_drop_sensor",))
         lake.put_file(f"raw/{CRAWL}/dolma-0000.warc.gz", shared("warc", "dolma__sample-0000.warc.gz"))
         yield deployment, lake, Settings.from_file(good), Settings.from_file(broken)
     finally:
         deployment.close()
 
 
-def wait_backfill(deployment: Deployment, known: set[str], source: str):
-    """The stale backfill launched from `source` ("sensor" or "cli") that is not in `known`, once it ended; it
-    must have succeeded."""
-    def launched():
-        if source == "sensor":  # a tick that fails says why at once, rather than at the deadline
-            sensor = deployment.remote_sensor("stale_sensor")
-            ticks = deployment.instance.get_ticks(sensor.get_remote_origin_id(), sensor.selector_id, limit=1)
-            if ticks and ticks[0].status == TickStatus.FAILURE:
-                pytest.fail(f"stale_sensor's tick failed: {ticks[0].error.to_string() if ticks[0].error else ''}")
-        return next((b for b in deployment.instance.get_backfills(limit=20)
-                     if b.backfill_id not in known and b.tags.get(STALE_TAG) == source), None)
+def known_backfills(deployment: Deployment) -> set[str]:
+    return {b.backfill_id for b in stale_backfills(deployment.instance)}
 
-    backfill = wait_for(launched, f"a stale backfill from the {source}", BACKFILL_DEADLINE_S, alive=[deployment.daemon])
+
+def sensor_failed(deployment: Deployment, name: str) -> None:
+    """A tick that fails says why at once, rather than at the deadline."""
+    sensor = deployment.remote_sensor(name)
+    ticks = deployment.instance.get_ticks(sensor.get_remote_origin_id(), sensor.selector_id, limit=1)
+    if ticks and ticks[0].status == TickStatus.FAILURE:
+        pytest.fail(f"{name}'s tick failed: {ticks[0].error.to_string() if ticks[0].error else ''}")
+
+
+def wait_backfill(deployment: Deployment, known: set[str], trigger: str):
+    """The stale backfill launched from `trigger` ("sensor" or "cli") that is not in `known`, once it ended; it
+    must have succeeded, every run under an asset job."""
+    def launched():
+        if trigger == "sensor":
+            sensor_failed(deployment, "stale_sensor")
+        return next((b for b in stale_backfills(deployment.instance)
+                     if b.backfill_id not in known and b.trigger == trigger), None)
+
+    backfill = wait_for(launched, f"a stale backfill from the {trigger}", BACKFILL_DEADLINE_S,
+                        alive=[deployment.daemon])
 
     def ended():
-        current = deployment.instance.get_backfill(backfill.backfill_id)
-        return current if current.status != BulkActionStatus.REQUESTED else None
+        sensor_failed(deployment, "stale_backfill_sensor")
+        current = get_stale_backfill(deployment.instance, backfill.backfill_id)
+        return current if not current.in_progress else None
 
     done = wait_for(ended, f"backfill {backfill.backfill_id} to end", BACKFILL_DEADLINE_S, alive=[deployment.daemon])
-    assert done.status == BulkActionStatus.COMPLETED_SUCCESS, (done.status, done.error)
-    return done
+    assert done.status == Status.SUCCEEDED, done
+    runs = deployment.instance.get_runs(runs_of(done.backfill_id))
+    assert runs and not [r.job_name for r in runs if r.job_name.startswith("__")]  # none is a "jobless" run
+    return done, runs
+
+
+def assert_one_job_at_a_time(deployment: Deployment, backfill_id: str, order: list[str]) -> None:
+    """Every job in `order` ran in the backfill, each of its runs created once every run of the job before ended."""
+    records = deployment.instance.get_run_records(runs_of(backfill_id))
+    assert set(order) <= {r.dagster_run.job_name for r in records}, [r.dagster_run.job_name for r in records]
+    for before, after in zip(order, order[1:], strict=False):
+        assert max(r.end_time for r in records if r.dagster_run.job_name == before) <= min(
+            r.create_timestamp.timestamp() for r in records if r.dagster_run.job_name == after), (before, after)
 
 
 def fail_lake_run(deployment: Deployment, broken: Settings) -> str:
@@ -130,9 +152,10 @@ def test_the_stale_sensor_turned_on_runs_its_backfill_and_failed_partitions_are_
 
     # Turned on as in the UI: its tick requests ONE backfill of everything missing, the daemon runs it to the end.
     deployment.start_sensor("stale_sensor")
-    first = wait_backfill(deployment, set(), "sensor")
-    assert ("tokenized", partition) in {(k.asset_key.path[-1], k.partition_key) for k in
-                                        first.asset_backfill_data.target_subset.iterate_asset_partitions()}
+    first, runs = wait_backfill(deployment, set(), "sensor")
+    assert ("tokenized", partition) in first.planned
+    assert_one_job_at_a_time(deployment, first.backfill_id,
+                             ["lake_job", "crawl_job", "curated_job", "release_job", "cost_job"])
     assert lake.exists(f"lake/tokenized/crawl={CRAWL}/shard=0000/_manifest.json")
     assert stale_partitions(deployment.instance, lake, settings) == []
     deployment.stop_sensor("stale_sensor")
@@ -152,20 +175,25 @@ def test_the_stale_sensor_turned_on_runs_its_backfill_and_failed_partitions_are_
     assert [line.split() for line in out if line.startswith("raw_files")] == [
         ["raw_files", partition, "failed", "(run", f"{run_id[:8]})"]]
     assert out[-1].startswith(f"{len(planned)} stale partitions")
-    assert not deployment.instance.get_backfills(status=BulkActionStatus.REQUESTED)  # nothing launched
+    assert not stale_backfills_in_progress(deployment.instance)  # nothing launched
 
     # `backfill --stale` rebuilds it
-    known = {b.backfill_id for b in deployment.instance.get_backfills(limit=20)}
+    known = known_backfills(deployment)
     assert cli.main(["backfill", "--stale"]) == 0
     capsys.readouterr()
-    wait_backfill(deployment, known, "cli")
+    retried, _ = wait_backfill(deployment, known, "cli")
+    # planned with everything after it, but each next job is planned anew once the one before ended: the rebuilt
+    # partition holds what it held, so nothing after it changes but the cost its rebuild added to the ledger
+    assert_one_job_at_a_time(deployment, retried.backfill_id, ["lake_job", "cost_job"])
+    assert {r.dagster_run.job_name for r in deployment.instance.get_run_records(runs_of(retried.backfill_id))} == {
+        "lake_job", "cost_job"}
     assert stale_partitions(deployment.instance, lake, settings) == []
 
     # With the sensor on, a failed partition is rebuilt with no other action.
     run_id = fail_lake_run(deployment, broken)
     assert (("raw_files", partition), f"failed (run {run_id[:8]})") in {
         ((p.asset, p.partition), p.cause) for p in stale_partitions(deployment.instance, lake, settings)}
-    known = {b.backfill_id for b in deployment.instance.get_backfills(limit=20)}
+    known = known_backfills(deployment)
     deployment.start_sensor("stale_sensor")
     wait_backfill(deployment, known, "sensor")
     assert stale_partitions(deployment.instance, lake, settings) == []
@@ -187,9 +215,39 @@ def test_the_stale_sensor_turned_on_runs_its_backfill_and_failed_partitions_are_
                         r"scheduler at tcp://127\.0\.0\.1:\d+.*\n"
                         r"    run ([0-9a-f-]{36}): its steps' errors and logs in "
                         r"the UI", err, re.MULTILINE)
-    runs = deployment.instance.get_runs(dg.RunsFilter.for_backfill(backfill_id))
+    runs = deployment.instance.get_runs(runs_of(backfill_id))
     assert failed and set(failed) == {r.run_id for r in runs if r.status == dg.DagsterRunStatus.FAILURE}, err
     assert re.fullmatch(rf"backfill {backfill_id} failed: {len(failed)} runs? failed \(.+\); each is marked FAILED "
                         "above with its first error and run id", err.strip().splitlines()[-1]), err
     assert cli.main(["backfill", "--status"]) == 1
     assert capsys.readouterr().err == err
+
+
+def test_a_backfill_builds_one_job_at_a_time_in_the_jobs_order():
+    from llm_assets.freshness import next_level
+
+    order = ["curation_job", "lake_job", "crawl_job", "curated_job", "release_job", "enrich_job"]
+    plan = [("release", ""), ("tokenized", "C|0000"), ("filtered", "C|0000"), ("duplicate_clusters", "C")]
+    assert next_level(plan, order) == ("lake_job", [("filtered", "C|0000")])
+    assert next_level(plan, order, after="lake_job") == ("crawl_job", [("duplicate_clusters", "C")])
+    assert next_level(plan, order, after="curated_job") == ("release_job", [("release", "")])
+    assert next_level(plan, order, after="release_job") == ("", [])
+
+
+def test_a_jobs_runs_group_the_partitions_that_need_the_same_assets():
+    from llm_assets.backfills import STALE_TAG, StaleBackfill
+    from llm_assets.freshness import level_requests
+
+    settings = Settings.from_file(DEFAULT_SETTINGS).model_copy(update={"shards": 4, "partitions_per_run": 2})
+    backfill = StaleBackfill("abcdefgh", "cli", (), {"user": "me"})
+    level = [("documents", "C|0000"), ("filtered", "C|0000"), ("filtered", "C|0001"), ("filtered", "C|0002"),
+             ("documents", "C|0003"), ("filtered", "C|0003")]
+    requests = level_requests(backfill, "lake_job", level, settings)
+    got = [(sorted(k.path[-1] for k in r.asset_selection), str(r.partition_key) if r.partition_key else
+            (r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"]))
+           for r in requests]
+    assert got == [(["documents", "filtered"], "C|0000"), (["documents", "filtered"], "C|0003"),
+                   (["filtered"], ("C|0001", "C|0002"))]
+    assert all(r.job_name == "lake_job" and r.tags[STALE_TAG] == "abcdefgh" and r.tags["user"] == "me"
+               for r in requests)
+    assert len({r.run_key for r in requests}) == 3  # a repeated tick launches none twice

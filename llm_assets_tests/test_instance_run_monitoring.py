@@ -126,15 +126,19 @@ class Deployment:
 
         wait_for(serving, "the code server", alive=[self.code_server])
 
-    def start_daemon(self, wanted=("QUEUED_RUN_COORDINATOR", "MONITORING", "EVENT_LOG_CONSUMER")) -> None:
+    def start_daemon(self, wanted=("QUEUED_RUN_COORDINATOR", "MONITORING", "EVENT_LOG_CONSUMER"),
+                     stopped: tuple[str, ...] = ()) -> None:
+        """The daemon, the sensors named `stopped` turned off before it starts (its first pass over the sensors
+        could otherwise evaluate one turned off while it runs)."""
         from llm_assets.dagster_private import WorkspaceFileTarget, WorkspaceProcessContext
 
-        # As `llm-assets deploy` runs it, its backfill loop iterating every second rather than every 30 s.
+        self.context = WorkspaceProcessContext(self.instance, WorkspaceFileTarget(paths=[str(self.workspace_file)]))
+        for name in stopped:
+            self.stop_sensor(name)
         self.daemon = self._spawn([sys.executable, "-m", "llm_assets.deploy", "run-daemon", "--workspace",
-                                   str(self.workspace_file), "--backfill-interval-seconds", "1"], "daemon.log")
+                                   str(self.workspace_file)], "daemon.log")
         wait_for(lambda: set(wanted) <= set(self.instance.get_daemon_heartbeats()), "the daemon's first heartbeats",
                  alive=[self.daemon])
-        self.context = WorkspaceProcessContext(self.instance, WorkspaceFileTarget(paths=[str(self.workspace_file)]))
 
     def listening_addresses(self) -> set[str]:
         addresses = set()

@@ -91,6 +91,7 @@ def _build(object_store, instance, crawl):
             partition_key=request.partition_key, instance=instance),
         test_defs.resolve_job_def("enrich_job").execute_in_process(
             partition_key=request.partition_key, instance=instance),
+        test_defs.resolve_job_def("cost_job").execute_in_process(partition_key=crawl, instance=instance),
     ])
     return results, request.partition_key
 
@@ -330,7 +331,7 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
     assert ledger.filter(pl.col("asset") == "duplicate_clusters").height > len(
         read_manifest(lake, "duplicate_clusters", crawl, "all").units)  # every step, not only the kept one
 
-    # the cost asset (crawl_job, after the lake stages): its table is the ledger's sums at its build
+    # the cost asset (cost_job, after every other job): its table is the ledger's sums at its build
     cost = _metadata(result, "cost")
     built_at = read_manifest(lake, "cost", crawl, "all").committed_at
     then = ledger.filter((pl.col("committed_at") < built_at) & (pl.col("asset") != "cost"))

@@ -110,57 +110,78 @@ def test_a_crawl_dropped_but_never_built_is_missing(curated, instance, capsys): 
         lake.delete(["raw/NEW-CRAWL-1/a.warc.gz"])
 
 
-def test_backfill_stale_launches_one_backfill_of_exactly_the_stale_partitions(curated, instance, crawl,
-                                                                              object_store):  # noqa: F811
+def test_backfill_stale_launches_one_backfill_of_exactly_the_stale_partitions_run_under_their_jobs(
+        curated, instance, crawl, object_store):  # noqa: F811
+    import uuid
+
     import dagster as dg
 
+    from llm_assets.backfills import STALE_TAG, stale_backfills
     from llm_assets.freshness import launch_stale_backfill
+    from llm_assets.partitions import PARTITION_TAG, covers
 
     defs = build_defs(load_settings())
-    stale_sensor = defs.resolve_sensor_def("stale_sensor")
     lake = curated
-    graph = defs.resolve_asset_graph()
-    assert launch_stale_backfill(instance, [], graph) is None and not instance.get_backfills()
+    assert launch_stale_backfill(instance, []) is None and not stale_backfills(instance)
     lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0000', 'more')}", shared("warc", "pywb__iana.warc.gz"))
     planned = stale_partitions(instance, lake, load_settings())
-    backfill_id = launch_stale_backfill(instance, planned, graph)
-    (backfill,) = instance.get_backfills()
-    assert backfill.backfill_id == backfill_id
-    target = {(k.asset_key.path[-1], k.partition_key or "")
-              for k in backfill.asset_backfill_data.target_subset.iterate_asset_partitions()}
-    assert target == {(p.asset, p.partition) for p in planned}
-    assert ("raw_files", f"{crawl}|0000") in target and ("documents", f"{crawl}|0001") not in target
-    # while that backfill is pending, the sensor requests no second one
+    backfill_id = launch_stale_backfill(instance, planned)
+    (backfill,) = stale_backfills(instance)
+    assert backfill.backfill_id == backfill_id and backfill.in_progress and backfill.trigger == "cli"
+    assert set(backfill.planned) == {(p.asset, p.partition) for p in planned}
+    assert ("raw_files", f"{crawl}|0000") in backfill.planned and ("documents", f"{crawl}|0001") not in backfill.planned
+    # while that backfill is in progress, the stale sensor launches no second one
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
-        assert isinstance(stale_sensor(ctx), dg.SkipReason)
+        assert isinstance(defs.resolve_sensor_def("stale_sensor")(ctx), dg.SkipReason)
+
+    # stale_backfill_sensor requests the runs of the first job alone: lake_job, of exactly the plan's partitions
+    # of its assets, tagged with the backfill
+    runner = defs.resolve_sensor_def("stale_backfill_sensor")
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
+        requests = runner(ctx).run_requests
+    assert {r.job_name for r in requests} == {"lake_job"} and all(r.tags[STALE_TAG] == backfill_id for r in requests)
+    lake_assets = {"raw_files", "documents", "image_text_pairs", "filtered", "signatures"}
+    built = [({k.path[-1] for k in r.asset_selection}, {**r.tags, **(
+        {PARTITION_TAG: str(r.partition_key)} if r.partition_key else {})}) for r in requests]
+    for p in planned:  # each planned partition of lake_job's assets in exactly one run, with its asset
+        assert len([1 for assets, tags in built if p.asset in assets and covers(tags, p.partition)]) == (
+            p.asset in lake_assets), p
+    # while a run of it is in flight, nothing more
+    instance.add_run(dg.DagsterRun(job_name="lake_job", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
+                                   tags={STALE_TAG: backfill_id, PARTITION_TAG: f"{crawl}|0000"}))
+    with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
+        assert isinstance(runner(ctx), dg.SkipReason)
 
 
 def test_the_stale_sensor_requests_a_backfill_only_when_something_is_stale(curated, instance, crawl,
                                                                            object_store):  # noqa: F811
     import dagster as dg
 
-    from llm_assets.freshness import STALE_TAG
+    from llm_assets.backfills import Status, stale_backfills, update_stale_backfill
 
     defs = build_defs(load_settings())
     stale_sensor = defs.resolve_sensor_def("stale_sensor")
     lake = curated
 
-    def mine(result) -> set:
-        """What the sensor requests for this test's crawl (other tests' crawls share the bucket), but the
-        enrichment and the cost report, which this build leaves out."""
-        return {(k.asset_key.path[-1], k.partition_key) for r in result.run_requests or []
-                for k in r.asset_graph_subset.iterate_asset_partitions()
-                if k.partition_key and k.partition_key.split("|")[0] == crawl
-                and k.asset_key.path[-1] not in ("enriched", "cost")}
+    def mine() -> set:
+        """What the sensor's latest backfill holds of this test's crawl (other tests' crawls share the bucket), but
+        the enrichment and the cost report, which this build leaves out; it ends, as the next check needs."""
+        launched = stale_backfills(instance)
+        if not launched:
+            return set()
+        update_stale_backfill(instance, launched[-1], status=Status.SUCCEEDED)
+        assert launched[-1].trigger == "sensor"
+        return {(a, p) for a, p in launched[-1].planned
+                if p and p.split("|")[0] == crawl and a not in ("enriched", "cost")}
 
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
-        assert mine(stale_sensor(ctx)) == set()
+        assert not stale_sensor(ctx).run_requests
+    assert mine() == set()
     lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0001', 'late')}", shared("warc", "pywb__iana.warc.gz"))
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
         result = stale_sensor(ctx)
-    (request,) = result.run_requests
-    assert request.tags[STALE_TAG] == "sensor"
-    target = mine(result)
+    assert not result.run_requests  # stale_backfill_sensor requests the backfill's runs
+    target = mine()
     assert ("raw_files", f"{crawl}|0001") in target and ("raw_files", f"{crawl}|0000") not in target
     # the new files' version goes to Dagster with the request: the UI marks that raw_files partition stale too
     reported = {(e.asset_key.path[-1], e.partition) for e in result.asset_events}
@@ -202,7 +223,8 @@ def test_a_late_drop_has_one_owner(curated, instance, crawl, object_store):  # n
 
     import dagster as dg
 
-    from llm_assets.dagster_private import SENSOR_NAME_TAG, BulkActionStatus
+    from llm_assets.backfills import Status, stale_backfills, update_stale_backfill
+    from llm_assets.dagster_private import SENSOR_NAME_TAG
     from llm_assets.freshness import launch_stale_backfill
     from llm_assets.stages.raw import requested_fingerprints
 
@@ -211,7 +233,7 @@ def test_a_late_drop_has_one_owner(curated, instance, crawl, object_store):  # n
     lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, '0001', 'owned')}", shared("warc", "pywb__iana.warc.gz"))
     planned = stale_partitions(instance, lake, load_settings())
     assert ("raw_files", f"{crawl}|0001") in {(p.asset, p.partition) for p in planned}
-    launch_stale_backfill(instance, planned, defs.resolve_asset_graph())
+    launch_stale_backfill(instance, planned)
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
         result = defs.resolve_sensor_def("raw_drop_sensor")(ctx)
     # a sensor without a cursor sees every partition as new: it requests shard 0000, leaves 0001 to the backfill
@@ -219,8 +241,8 @@ def test_a_late_drop_has_one_owner(curated, instance, crawl, object_store):  # n
               if p.startswith(f"{crawl}|")}
     assert shards == {"0000"}
 
-    for backfill in instance.get_backfills():  # done: the stale sensor would wait for it otherwise
-        instance.update_backfill(backfill.with_status(BulkActionStatus.COMPLETED_SUCCESS))
+    for backfill in stale_backfills(instance):  # done: the stale sensor would wait for it otherwise
+        update_stale_backfill(instance, backfill, status=Status.SUCCEEDED)
     instance.add_run(dg.DagsterRun(job_name="lake_job", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
                                    tags={SENSOR_NAME_TAG: "raw_drop_sensor"}))
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:

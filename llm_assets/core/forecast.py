@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 Basis = Literal["ledger", "default"]
 RAW_STAGES = ("raw_files", "documents", "image_text_pairs")  # their units read the raw files themselves
 SPLIT_STAGES = ("documents",)  # a large WARC/ARC file is several units (`documents.shares_of`)
-TAG_PREFIX = "llm_assets/forecast_"
+FORECAST_TAG = "llm_assets/forecast"  # one tag: a run shows it as one chip
 
 
 @dataclass(frozen=True)
@@ -190,14 +190,11 @@ class Forecast:
                 "stages": [asdict(s) for s in self.stages], "total": asdict(self.total)}
 
     def to_tags(self) -> dict[str, str]:
-        """Short tags for a backfill or a run request (Dagster tag values are strings)."""
+        """The forecast's total as the one tag a backfill's runs carry (Dagster tag values are strings)."""
         t = self.total
-        tags = {f"{TAG_PREFIX}cpu_hours": f"{t.cpu_hours:.4g}", f"{TAG_PREFIX}wall_hours": f"{t.wall_hours:.4g}",
-                f"{TAG_PREFIX}bytes_out": str(t.bytes_out), f"{TAG_PREFIX}requests": str(t.requests),
-                f"{TAG_PREFIX}basis": t.basis, f"{TAG_PREFIX}stages": ",".join(s.asset for s in self.stages)}
-        if self.priced:
-            tags[f"{TAG_PREFIX}cost"] = f"{t.cost:.2f} {self.currency}"
-        return tags
+        cost = f" · {t.cost:.2f} {self.currency}" if self.priced else ""
+        return {FORECAST_TAG: f"{hours(t.cpu_hours)} CPU-h · {hours(t.wall_hours)} h wall · "
+                              f"{human_bytes(t.bytes_out)} out · {t.requests} requests{cost} ({t.basis})"}
 
 
 def hours(h: float) -> str:

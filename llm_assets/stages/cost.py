@@ -71,7 +71,7 @@ def stored_bytes(lake: "Lake", crawl: str, levels: Mapping[str, str], shards: li
 
 
 # Last in the registry: it is planned after every stage whose rebuild it waits for.
-SPEC = StageSpec(NAME, "crawl", version=cost_version, plan=_plan, group="reports", job="crawl_job")
+SPEC = StageSpec(NAME, "crawl", version=cost_version, plan=_plan, group="reports", job="cost_job")
 SPECS = [SPEC]
 
 

@@ -112,41 +112,20 @@ def rejected_keys_metadata(lake: "Lake", out: "PartitionOutput") -> dict:
     }
 
 
-def contiguous_groups(fingerprints: dict[str, str], settings: "Settings") -> list[dict[str, str]]:
-    """The partitions to build (key -> raw fingerprint) grouped into runs: contiguous shards of one crawl, at most
-    `partitions_per_run` each (a run builds a range of partitions: every shard between its first and its last)."""
-    order = {shard: i for i, shard in enumerate(settings.shard_keys())}
-    groups: list[dict[str, str]] = []
-    last: PartitionRef | None = None
-    for p in sorted(fingerprints, key=lambda k: (PartitionRef.parse(k).crawl, order[PartitionRef.parse(k).shard])):
-        ref = PartitionRef.parse(p)
-        if (last is None or ref.crawl != last.crawl or order[ref.shard] != order[last.shard] + 1
-                or len(groups[-1]) >= settings.partitions_per_run):
-            groups.append({})
-        groups[-1][p] = fingerprints[p]
-        last = ref
-    return groups
-
-
 def run_request(group: dict[str, str]) -> "dg.RunRequest":
-    """The run of a group of partitions: its run key names the partitions and digests their fingerprints, so a
-    repeated tick never launches it twice; the fingerprints ride along in a hidden tag (`requested_fingerprints`)."""
+    """The run of a range of partitions (key -> raw fingerprint): its run key names the partitions and digests their
+    fingerprints, so a repeated tick never launches it twice; the fingerprints ride along in a hidden tag
+    (`requested_fingerprints`)."""
     import json
 
-    import dagster as dg
-
     from llm_assets.core.versions import digest
-    from llm_assets.partitions import crawl_shard_key, range_tags
+    from llm_assets.partitions import range_request
 
-    refs = [PartitionRef.parse(p) for p in group]
-    first, last = refs[0], refs[-1]
-    tags = {RAW_FINGERPRINTS_TAG: json.dumps(group, separators=(",", ":"))}
-    if len(refs) == 1:
-        return dg.RunRequest(run_key=f"{first.key}|{group[first.key]}", tags=tags,
-                             partition_key=crawl_shard_key(first.crawl, first.shard))
-    return dg.RunRequest(run_key=f"{first.key}..{last.shard}|{digest(*group.values())}",
-                         tags={**tags, **range_tags(str(crawl_shard_key(first.crawl, first.shard)),
-                                                    str(crawl_shard_key(last.crawl, last.shard)))})
+    keys = list(group)
+    first, last = PartitionRef.parse(keys[0]), PartitionRef.parse(keys[-1])
+    run_key = f"{first.key}|{group[first.key]}" if len(keys) == 1 else \
+        f"{first.key}..{last.shard}|{digest(*group.values())}"
+    return range_request(keys, run_key=run_key, tags={RAW_FINGERPRINTS_TAG: json.dumps(group, separators=(",", ":"))})
 
 
 def requested_fingerprints(request: "dg.RunRequest") -> dict[str, str]:
@@ -163,7 +142,7 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
 
     from llm_assets.backfills import observation, stale_backfill_targets
     from llm_assets.core.inventory import EMPTY_FINGERPRINT, RawScan, changed_partitions
-    from llm_assets.partitions import CRAWL_PARTITIONS, crawl_partitions
+    from llm_assets.partitions import CRAWL_PARTITIONS, contiguous_ranges, crawl_partitions
     from llm_assets.registry import UNOBSERVED, SourceVersion
     from llm_assets.stages.filtered import CURATION_SCOPE
     from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
@@ -210,7 +189,7 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
         for p in sorted(owned & set(changed)):
             context.log.info(f"{p}: a stale backfill in progress rebuilds it")
         wanted = {p: fp for p, fp in changed.items() if p not in owned}
-        runs = [run_request(group) for group in contiguous_groups(wanted, settings)]
+        runs = [run_request({p: wanted[p] for p in keys}) for keys in contiguous_ranges(wanted, settings)]
         observed = []
         for p, fp in sorted(wanted.items()):
             # on record before the run reads them: the UI marks raw_files stale until the run ends, and a new

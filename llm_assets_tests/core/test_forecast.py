@@ -8,7 +8,7 @@ import json
 import polars as pl
 import pytest
 
-from llm_assets.core.forecast import DEFAULT_RATES, TAG_PREFIX, Estimator, Forecast, Rates, StageForecast
+from llm_assets.core.forecast import DEFAULT_RATES, FORECAST_TAG, Estimator, Forecast, Rates, StageForecast
 from llm_assets.core.ledger import LEDGER_COLUMNS, LedgerRow, empty_ledger
 from llm_assets_tests.core.test_dedup import curated, dedup_defs  # noqa: F401 (fixtures)
 
@@ -72,11 +72,10 @@ def test_the_total_table_json_and_tags_agree():
     assert [line.split()[0] for line in lines[3:]] == ["documents", "filtered", "total"]
     assert lines[-1].split()[5:7] == ["0.750000", "0.375000"] and "2.00 EUR" in lines[-1]
     assert json.loads(json.dumps(fc.to_json()))["total"]["cpu_hours"] == 0.75
-    tags = fc.to_tags()
-    assert all(k.startswith(TAG_PREFIX) and isinstance(v, str) and len(v) < 100 for k, v in tags.items())
-    assert tags[f"{TAG_PREFIX}cpu_hours"] == "0.75" and tags[f"{TAG_PREFIX}cost"] == "2.00 EUR"
+    assert fc.to_tags() == {FORECAST_TAG: "0.750000 CPU-h · 0.375000 h wall · 600.0 KB out · 100 requests · "
+                                          "2.00 EUR (default+ledger)"}
     unpriced = forecast_of(*fc.stages)
-    assert f"{TAG_PREFIX}cost" not in unpriced.to_tags() and "unpriced" in unpriced.render().splitlines()[-1]
+    assert "EUR" not in unpriced.to_tags()[FORECAST_TAG] and "unpriced" in unpriced.render().splitlines()[-1]
 
 
 def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance, crawl, object_store, tmp_path,
@@ -87,7 +86,7 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
     from llm_assets.core.forecast import forecast
     from llm_assets.core.partition import read_manifest
     from llm_assets.definitions import build_defs
-    from llm_assets.freshness import launch_stale_backfill
+    from llm_assets.freshness import launch_stale_backfill, stale_backfill
     from llm_assets.settings import DEFAULT_SETTINGS, Settings
     from llm_assets.stages import SPECS
     from llm_assets.stale import CODE, stale_partitions
@@ -112,13 +111,15 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
     assert by["filtered"].partitions == len(rebuilt) and fc.total.cpu_hours == pytest.approx(
         sum(s.cpu_hours for s in fc.stages))
 
-    # the stale sensor's run request carries the forecast of its (whole-bucket) plan; then a launched backfill ours
+    # the stale sensor's backfill carries the forecast of its (whole-bucket) plan; then a launched backfill ours
     defs = build_defs(settings)
     with dg.build_sensor_context(instance=instance, resources={"store": object_store}, definitions=defs) as ctx:
-        (request,) = defs.resolve_sensor_def("stale_sensor")(ctx).run_requests
-    assert float(request.tags[f"{TAG_PREFIX}cpu_hours"]) > 0 and set(fc.to_tags()) <= set(request.tags)
-    backfill_id = launch_stale_backfill(instance, planned, defs.resolve_asset_graph(), forecast=fc)
-    assert instance.get_backfill(backfill_id).tags.items() >= fc.to_tags().items()
+        defs.resolve_sensor_def("stale_sensor")(ctx)
+    by_sensor = stale_backfill(instance)
+    assert by_sensor is not None and by_sensor.trigger == "sensor"
+    assert float(by_sensor.tags[FORECAST_TAG].split()[0]) > 0
+    backfill_id = launch_stale_backfill(instance, planned, forecast=fc)
+    assert stale_backfill(instance, backfill_id).tags == fc.to_tags()
 
     assert cli.main(["stale", "--forecast", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
