@@ -34,16 +34,16 @@ class Status:
 
 @dataclass(frozen=True)
 class StaleBackfill:
-    """A rebuild of the partitions a stale plan listed, one job at a time in the jobs' order (lake_job, crawl_job,
-    curated_job, release_job, enrich_job): `stale_backfill_sensor` requests the runs of the next job once the runs
-    of the last one ended, so every run shows under its job. Kept in the instance's key-value store."""
+    """A rebuild of the partitions a stale plan listed, job by job (lake_job, crawl_job, curated_job, then
+    release_job and enrich_job together, cost_job): `stale_backfill_sensor` requests the runs of the next jobs once
+    the runs of the last ones ended, so every run shows under its job. Kept in the instance's key-value store."""
 
     backfill_id: str
     trigger: str  # "cli" or "sensor"
     planned: tuple[tuple[str, str], ...]  # (asset, partition) of the plan it was launched for
     tags: Mapping[str, str] = field(default_factory=dict)  # its runs' own: who launched it, the plan's forecast
     created: float = field(default_factory=time.time)
-    job: str = ""  # the job whose runs it requested last ("" before its first)
+    jobs: tuple[str, ...] = ()  # the jobs whose runs it requested so far
     status: str = Status.REQUESTED
     ended: float | None = None
 
@@ -57,7 +57,7 @@ class StaleBackfill:
     @classmethod
     def from_json(cls, text: str) -> StaleBackfill:
         data = json.loads(text)
-        return cls(**{**data, "planned": tuple(tuple(p) for p in data["planned"])})
+        return cls(**{**data, "planned": tuple(tuple(p) for p in data["planned"]), "jobs": tuple(data["jobs"])})
 
 
 _KEY = "llm_assets/stale_backfill/"

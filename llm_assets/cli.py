@@ -323,7 +323,7 @@ def _report_backfill(instance, backfill) -> int:
     runs = instance.get_runs_count(runs_of(backfill.backfill_id))
     if backfill.in_progress:
         print(f"backfill {backfill.backfill_id}: {backfill.status} (still running"
-              + (f" {backfill.job}" if backfill.job else "") + f"): {runs} runs so far, {len(failed)} failed")
+              + (f" {backfill.jobs[-1]}" if backfill.jobs else "") + f"): {runs} runs so far, {len(failed)} failed")
         return 0
     if failed:
         print(f"\n{failures.summary(f'backfill {backfill.backfill_id}', failed)}", file=sys.stderr)

@@ -212,30 +212,32 @@ def build_stale_backfill_sensor(settings: Settings, jobs: Sequence) -> dg.Sensor
             return dg.SkipReason("no stale backfill in progress")
         backfill = waiting[0]  # one at a time: a later one's plan was made on what this one rebuilds
         if context.instance.get_run_records(runs_of(backfill.backfill_id, IN_FLIGHT), limit=1):
-            return dg.SkipReason(f"backfill {backfill.backfill_id}: the runs of {backfill.job} are in flight")
+            return dg.SkipReason(f"backfill {backfill.backfill_id}: runs of {', '.join(backfill.jobs)} are in flight")
         if raw_drop_runs_in_flight(context.instance):
             return dg.SkipReason("raw_drop_sensor's runs are in flight: the next plan waits for what they build")
         observed: list[dg.AssetObservation] = []
-        if backfill.job:
+        if backfill.jobs:
             planner = replan(store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S), context.instance, settings,
-                             done=order[:order.index(backfill.job) + 1])
+                             done=backfill.jobs)
             plan = planned_of(planner)
             observed = new_observations(context.instance, source_versions(planner))
             report_stale_checks(context.instance, [(p.asset, p.partition, p.cause) for p in plan], SPECS)
             targets = [(p.asset, p.partition) for p in plan]
         else:
             targets = list(backfill.planned)
-        job, level = next_level(targets, order, after=backfill.job)
-        if not job:
+        repository = context.repository_def
+        assert repository is not None  # a sensor is always evaluated in its code location
+        ready = next_jobs(targets, order, backfill.jobs, parents_of(repository.asset_graph))
+        if not ready:
             failures = context.instance.get_runs_count(runs_of(backfill.backfill_id, [dg.DagsterRunStatus.FAILURE]))
             ended = update_stale_backfill(context.instance, backfill, status=Status.FAILED if failures else
                                           Status.SUCCEEDED, ended=time.time())
             return dg.SensorResult(asset_events=observed,
                                    skip_reason=f"backfill {ended.backfill_id} ended: {ended.status}")
-        requests = level_requests(backfill, job, level, settings)
-        update_stale_backfill(context.instance, backfill, job=job, status=Status.RUNNING)
-        context.log.info(f"backfill {backfill.backfill_id}: {len(requests)} runs of {job} for {len(level)} "
-                         "planned partitions")
+        requests = [r for job, level in ready.items() for r in level_requests(backfill, job, level, settings)]
+        update_stale_backfill(context.instance, backfill, jobs=(*backfill.jobs, *ready), status=Status.RUNNING)
+        context.log.info(f"backfill {backfill.backfill_id}: {len(requests)} runs of {', '.join(ready)} for "
+                         f"{sum(len(level) for level in ready.values())} planned partitions")
         return dg.SensorResult(run_requests=requests, asset_events=observed)
 
     return stale_backfill_sensor
@@ -252,15 +254,36 @@ def replan(lake: Lake, instance: dg.DagsterInstance, settings: Settings, done: S
         else planner
 
 
-def next_level(targets: Sequence[tuple[str, str]], order: Sequence[str], after: str = ""
-               ) -> tuple[str, list[tuple[str, str]]]:
-    """The first job after `after` (in `order`) that builds one of the planned (asset, partition), and those it
-    builds; ("", []) when none does."""
-    start = order.index(after) + 1 if after else 0
-    for job in order[start:]:
-        if mine := [t for t in targets if JOB_OF.get(t[0]) == job]:
-            return job, mine
-    return "", []
+def parents_of(graph) -> dict[str, set[str]]:
+    """asset -> the assets it depends on, by name, from the code location's asset graph."""
+    return {key.path[-1]: {p.path[-1] for p in graph.get(key).parent_keys} for key in graph.get_all_asset_keys()}
+
+
+def next_jobs(targets: Sequence[tuple[str, str]], order: Sequence[str], done: Sequence[str],
+              parents: Mapping[str, set[str]]) -> dict[str, list[tuple[str, str]]]:
+    """job -> the planned (asset, partition) it builds, for the jobs not `done` that wait on no other: no planned
+    asset of theirs depends, however far up, on a planned asset of another job still to run. Empty when nothing is
+    left to build."""
+    pending: dict[str, list[tuple[str, str]]] = {}
+    for target in targets:
+        if (job := JOB_OF.get(target[0])) and job not in done:
+            pending.setdefault(job, []).append(target)
+    planned = {asset for level in pending.values() for asset, _ in level}
+
+    def ancestors(asset: str, seen: set[str]) -> set[str]:
+        for parent in parents.get(asset, set()) - seen:
+            seen.add(parent)
+            ancestors(parent, seen)
+        return seen
+
+    def waits(job: str) -> bool:
+        return any(JOB_OF.get(a) != job for asset, _ in pending[job] for a in ancestors(asset, set()) & planned)
+
+    ready = {job: pending[job] for job in order if job in pending and not waits(job)}
+    if pending and not ready:  # jobs waiting on each other would wait for ever: the first in the jobs' order goes
+        first = next(job for job in order if job in pending)
+        ready = {first: pending[first]}
+    return ready
 
 
 def level_requests(backfill: StaleBackfill, job: str, level: Sequence[tuple[str, str]], settings: Settings

@@ -223,15 +223,27 @@ def test_the_stale_sensor_turned_on_runs_its_backfill_and_failed_partitions_are_
     assert capsys.readouterr().err == err
 
 
-def test_a_backfill_builds_one_job_at_a_time_in_the_jobs_order():
-    from llm_assets.freshness import next_level
+def test_a_backfill_runs_the_jobs_that_wait_on_no_other_job_still_to_run():
+    from llm_assets.definitions import build_defs
+    from llm_assets.freshness import next_jobs, parents_of
 
-    order = ["curation_job", "lake_job", "crawl_job", "curated_job", "release_job", "enrich_job"]
-    plan = [("release", ""), ("tokenized", "C|0000"), ("filtered", "C|0000"), ("duplicate_clusters", "C")]
-    assert next_level(plan, order) == ("lake_job", [("filtered", "C|0000")])
-    assert next_level(plan, order, after="lake_job") == ("crawl_job", [("duplicate_clusters", "C")])
-    assert next_level(plan, order, after="curated_job") == ("release_job", [("release", "")])
-    assert next_level(plan, order, after="release_job") == ("", [])
+    order = ["curation_job", "lake_job", "crawl_job", "curated_job", "release_job", "enrich_job", "cost_job"]
+    parents = parents_of(build_defs(Settings.from_file(DEFAULT_SETTINGS)).resolve_asset_graph())
+    plan = [("release", ""), ("tokenized", "C|0000"), ("enriched", "C|0000"), ("filtered", "C|0000"),
+            ("duplicate_clusters", "C"), ("cost", "C")]
+    assert next_jobs(plan, order, (), parents) == {"lake_job": [("filtered", "C|0000")]}
+    assert next_jobs(plan, order, ("lake_job",), parents) == {"crawl_job": [("duplicate_clusters", "C")]}
+    # the release and the enrichment wait on the curated stages alone: they run together; the cost waits on both
+    assert next_jobs(plan, order, ("lake_job", "crawl_job", "curated_job"), parents) == {
+        "release_job": [("release", "")], "enrich_job": [("enriched", "C|0000")]}
+    assert next_jobs(plan, order, ("lake_job", "crawl_job", "curated_job", "release_job", "enrich_job"),
+                     parents) == {"cost_job": [("cost", "C")]}
+    assert next_jobs(plan, order, order, parents) == {}
+    # a job whose planned assets wait on nothing planned runs at once, beside the first
+    assert next_jobs([("filtered", "C|0000"), ("release", "")], order, (), parents) == {
+        "lake_job": [("filtered", "C|0000")]}
+    assert next_jobs([("tokenized", "C|0000"), ("enriched", "C|0001")], order, (), parents) == {
+        "curated_job": [("tokenized", "C|0000")], "enrich_job": [("enriched", "C|0001")]}
 
 
 def test_a_jobs_runs_group_the_partitions_that_need_the_same_assets():
