@@ -144,7 +144,8 @@ def _latest_failed_run(instance: dg.DagsterInstance, partition: str, recent: Seq
     partitions that holds it."""
     alone = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE],
                                                    tags={PARTITION_TAG: partition}), limit=1)
-    ranges = [r for r in recent if covers(r.dagster_run.tags, partition)]
+    crawls = instance.get_dynamic_partitions(CRAWL_PARTITIONS) if "|" not in partition else ()
+    ranges = [r for r in recent if covers(r.dagster_run.tags, partition, crawls)]
     latest = max([*alone, *ranges], key=lambda r: r.create_timestamp, default=None)
     return latest.dagster_run.run_id if latest else "unknown"
 
@@ -220,8 +221,9 @@ def carried_forward(instance: dg.DagsterInstance, asset: str, run: dg.DagsterRun
     last = evaluation.metadata.get(PLANNED_KEY) if isinstance(evaluation, dg.AssetCheckEvaluation) else None
     planned: list = last.value if last is not None and isinstance(last.value, list) else []
     partitioned = bool(run.tags.get(PARTITION_TAG) or RANGE_START in run.tags)
+    crawls = instance.get_dynamic_partitions(CRAWL_PARTITIONS)
     return stale_check(asset, [(asset, p, c) for p, c in planned
-                               if not (covers(run.tags, p) if partitioned else not p)])
+                               if not (covers(run.tags, p, crawls) if partitioned else not p)])
 
 
 def report_stale_checks(instance: dg.DagsterInstance, planned: Sequence[tuple[str, str, str]],

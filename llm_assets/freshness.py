@@ -187,15 +187,17 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
 
 
 JOB_OF = {s.name: s.job for s in SPECS}
+STALE_BACKFILL_TICK_S = 4
 
 
 def build_stale_backfill_sensor(settings: Settings, jobs: Sequence) -> dg.SensorDefinition:
     """`jobs`: the asset jobs, in the order a stale backfill runs them (the stage list's)."""
     order = [job.name for job in jobs]
 
-    # At most every 10 s: a backfill's next job waits on this tick, and a tick with nothing in progress reads one
-    # key of the instance (`sensor.interval_seconds` is sized for listing a bucket of millions of raw files).
-    @dg.sensor(jobs=list(jobs), minimum_interval_seconds=min(settings.sensor.interval_seconds, 10),
+    # Every pass of the daemon's sensor loop (5 s): a backfill's next jobs wait on this tick, and a tick with nothing
+    # in progress reads one key of the instance (`sensor.interval_seconds` is sized for listing a bucket of millions
+    # of raw files). At 5 s, ticks fell on every other pass.
+    @dg.sensor(jobs=list(jobs), minimum_interval_seconds=STALE_BACKFILL_TICK_S,
                default_status=dg.DefaultSensorStatus.RUNNING)
     def stale_backfill_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
         """Runs each stale backfill (`llm-assets backfill --stale`, `stale_sensor`) one job at a time, oldest
@@ -234,7 +236,8 @@ def build_stale_backfill_sensor(settings: Settings, jobs: Sequence) -> dg.Sensor
                                           Status.SUCCEEDED, ended=time.time())
             return dg.SensorResult(asset_events=observed,
                                    skip_reason=f"backfill {ended.backfill_id} ended: {ended.status}")
-        requests = [r for job, level in ready.items() for r in level_requests(backfill, job, level, settings)]
+        crawls = context.instance.get_dynamic_partitions(CRAWL_PARTITIONS)
+        requests = [r for job, level in ready.items() for r in level_requests(backfill, job, level, settings, crawls)]
         update_stale_backfill(context.instance, backfill, jobs=(*backfill.jobs, *ready), status=Status.RUNNING)
         context.log.info(f"backfill {backfill.backfill_id}: {len(requests)} runs of {', '.join(ready)} for "
                          f"{sum(len(level) for level in ready.values())} planned partitions")
@@ -286,11 +289,11 @@ def next_jobs(targets: Sequence[tuple[str, str]], order: Sequence[str], done: Se
     return ready
 
 
-def level_requests(backfill: StaleBackfill, job: str, level: Sequence[tuple[str, str]], settings: Settings
-                   ) -> list[dg.RunRequest]:
+def level_requests(backfill: StaleBackfill, job: str, level: Sequence[tuple[str, str]], settings: Settings,
+                   crawls: Sequence[str] = ()) -> list[dg.RunRequest]:
     """The runs of one job of a backfill: partitions that need the same assets of it, in ranges of at most
-    `partitions_per_run`; the run key names the backfill, the job, the assets and the range, so a repeated tick
-    never launches a run twice."""
+    `partitions_per_run` (crawls in the order the instance registered them, `crawls`); the run key names the
+    backfill, the job, the assets and the range, so a repeated tick never launches a run twice."""
     assets_of: dict[str, set[str]] = {}
     for asset, partition in level:
         assets_of.setdefault(partition, set()).add(asset)
@@ -300,4 +303,5 @@ def level_requests(backfill: StaleBackfill, job: str, level: Sequence[tuple[str,
     tags = {STALE_TAG: backfill.backfill_id, **backfill.tags}
     return [range_request(keys, job_name=job, asset_selection=[dg.AssetKey(a) for a in assets], tags=tags,
                           run_key=f"{backfill.backfill_id}|{job}|{','.join(assets)}|{keys[0]}..{keys[-1]}")
-            for assets, partitions in sorted(groups.items()) for keys in contiguous_ranges(partitions, settings)]
+            for assets, partitions in sorted(groups.items())
+            for keys in contiguous_ranges(partitions, settings, crawls)]

@@ -4,7 +4,7 @@
 hash buckets (settings: `shards`), the same for every crawl, so the product has no phantom partitions.
 """
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from functools import cache
 
 import dagster as dg
@@ -54,32 +54,43 @@ def partitions_label(tags: Mapping[str, str]) -> str | None:
     return f"{first}..{split_partition(last)[1]}" if "|" in first else f"{first}..{last}"
 
 
-def covers(tags: Mapping[str, str], partition: str) -> bool:
-    """Whether a run with these tags builds the partition (a range holds the shards of one crawl in order)."""
+def covers(tags: Mapping[str, str], partition: str, crawls: Sequence[str] = ()) -> bool:
+    """Whether a run with these tags builds the partition: a range holds the shards of one crawl in order, or crawls
+    in the order the instance registered them (`crawls`; without it, a range of crawls is known by its ends)."""
     if tags.get(PARTITION_TAG) == partition:
         return True
-    if RANGE_START not in tags or "|" not in partition:
+    if RANGE_START not in tags:
         return False
+    if "|" not in partition:  # a crawl, in a range of crawls
+        first, last = tags[RANGE_START], tags[RANGE_END]
+        if partition in (first, last):
+            return "|" not in first
+        return all(c in crawls for c in (first, last, partition)) and (
+            crawls.index(first) < crawls.index(partition) < crawls.index(last))
     (crawl, first), (_, last) = split_partition(tags[RANGE_START]), split_partition(tags[RANGE_END])
     mine, shard = split_partition(partition)
     return mine == crawl and first <= shard <= last
 
 
-def contiguous_ranges(keys: Collection[str], settings) -> list[list[str]]:
-    """Partition keys grouped into the runs that build them: contiguous shards of one crawl in shard order, at most
-    `partitions_per_run` each (a run builds every shard between its first and its last); a crawl, or "" (an
-    unpartitioned asset), alone."""
-    order = {shard: i for i, shard in enumerate(settings.shard_keys())}
+def contiguous_ranges(keys: Collection[str], settings, crawls: Sequence[str] = ()) -> list[list[str]]:
+    """Partition keys grouped into the runs that build them, at most `partitions_per_run` each (a run builds every
+    partition between its first and its last): contiguous shards of one crawl in shard order; crawls contiguous in
+    the order the instance registered them (`crawls`; a crawl it does not hold alone); "" (an unpartitioned asset)
+    alone."""
+    shard_order = {shard: i for i, shard in enumerate(settings.shard_keys())}
+    crawl_order = {crawl: i for i, crawl in enumerate(crawls)}
 
     def place(key: str) -> tuple[str, int]:
+        if "|" not in key:
+            return "", crawl_order[key]
         crawl, shard = split_partition(key)
-        return crawl, order[shard]
+        return crawl, shard_order[shard]
 
-    ranges = [[key] for key in sorted(k for k in keys if "|" not in k)]
+    ranges = [[key] for key in sorted(k for k in keys if "|" not in k and k not in crawl_order)]
     run: list[str] = []
-    for key in sorted((k for k in keys if "|" in k), key=place):
-        (crawl, i), last = place(key), place(run[-1]) if run else None
-        if run and (last != (crawl, i - 1) or len(run) >= settings.partitions_per_run):
+    for key in sorted((k for k in keys if "|" in k or k in crawl_order), key=lambda k: ("|" in k, place(k))):
+        (group, i), last = place(key), place(run[-1]) if run else None
+        if run and (last != (group, i - 1) or len(run) >= settings.partitions_per_run):
             ranges.append(run)
             run = []
         run.append(key)

@@ -26,3 +26,15 @@ def test_a_range_is_requested_with_dagsters_range_tags_and_covers_what_it_holds(
     assert covers(many.tags, "A|0001") and not covers(many.tags, "A|0003") and not covers(many.tags, "B|0001")
     assert range_request(["A"], run_key="k").partition_key == "A"
     assert range_request([""], run_key="k").partition_key is None
+
+
+def test_crawls_the_instance_registered_one_after_the_other_share_a_run():
+    settings = load_settings().model_copy(update={"partitions_per_run": 2})
+    crawls = ["C1", "C2", "C3", "C4"]
+    assert contiguous_ranges(["C4", "C1", "C2", "C3", "C9"], settings, crawls) == [
+        ["C9"], ["C1", "C2"], ["C3", "C4"]]  # one it does not hold alone; at most 2 a run
+    assert contiguous_ranges(["C1", "C3"], settings, crawls) == [["C1"], ["C3"]]  # a gap ends a range
+    assert contiguous_ranges(["C1", "C2"], settings) == [["C1"], ["C2"]]  # no order known: each alone
+    tags = range_request(["C1", "C3"], run_key="k").tags
+    assert covers(tags, "C1") and covers(tags, "C3") and not covers(tags, "C2")  # known by its ends alone
+    assert covers(tags, "C2", crawls) and not covers(tags, "C4", crawls) and not covers(tags, "C1|0000", crawls)
