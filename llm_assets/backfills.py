@@ -14,6 +14,7 @@ import dagster as dg
 
 from llm_assets.core.keys import PartitionRef
 from llm_assets.dagster_private import DATA_VERSION_TAG, instance_values, set_instance_values
+from llm_assets.failures import replaced
 from llm_assets.partitions import (
     CRAWL_PARTITIONS,
     PARTITION_TAG,
@@ -104,6 +105,23 @@ def stale_backfill_targets(instance: dg.DagsterInstance) -> set[tuple[str, str]]
 
 def runs_of(backfill_id: str, statuses: Sequence[dg.DagsterRunStatus] | None = None) -> dg.RunsFilter:
     return dg.RunsFilter(tags={STALE_TAG: backfill_id}, statuses=list(statuses) if statuses else [])
+
+
+IN_FLIGHT = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+
+
+def runs_in_flight(instance: dg.DagsterInstance, backfill_id: str) -> bool:
+    """Whether a run of the backfill is queued or running, or failed with a retry Dagster has yet to launch (a run
+    that lost the instance's database is retried: `LocalRunLauncher`)."""
+    return bool(instance.get_run_records(runs_of(backfill_id, IN_FLIGHT), limit=1)) or any(
+        run.is_complete_and_waiting_to_retry
+        for run in instance.get_runs(runs_of(backfill_id, [dg.DagsterRunStatus.FAILURE])))
+
+
+def runs_failed(instance: dg.DagsterInstance, backfill_id: str) -> int:
+    """Runs of the backfill that failed and that no retry replaced."""
+    return sum(not replaced(run) for run in instance.get_runs(runs_of(backfill_id, [dg.DagsterRunStatus.FAILURE])))
 
 
 def observation(version: SourceVersion) -> dg.AssetObservation:

@@ -1,13 +1,14 @@
 """Every use of Dagster's private API (`dagster._core`, `dagster._grpc`), in one place.
 
 Dagster has no public way yet to keep a value in the instance (a stale backfill's state, in the key-value table its
-daemons keep their cursors in), to run `dagster-daemon` in a prepared process, to report a run worker's health from a
-custom run launcher, to tag a run as a sensor's run the way the daemon does, to read the data version an event carries,
-to request a run of a range of partitions from a sensor (its tags), to launch a run of a code location's job (or of a
-subset of its assets) through the run coordinator from outside the webserver, to say who launched a run (the `user` tag
-the UI's "Launched by" shows), or (tests) to read how a sensor's tick ended. These names may move in any Dagster
-release: `llm_assets_tests/test_dagster_private.py` uses each of them as this project does and fails on an upgrade
-that changes one, naming it. Import them from here, never from `dagster._*` directly.
+daemons keep their cursors in), to run `dagster-daemon` in a prepared process, to report a run worker's health from
+a custom run launcher, to tell a failed run that Dagster's run retries replaced, to tag a run as a sensor's run the
+way the daemon does, to read the data version an event carries, to request a run of a range of partitions from a
+sensor (its tags), to launch a run of a code location's job (or of a subset of its assets) through the run
+coordinator from outside the webserver, to say who launched a run (the `user` tag the UI's "Launched by" shows), or
+(tests) to read how a sensor's tick ended. These names may move in any Dagster release:
+`llm_assets_tests/test_dagster_private.py` uses each of them as this project does and fails on an upgrade that
+changes one, naming it. Import them from here, never from `dagster._*` directly.
 """
 
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from dagster._core.scheduler.instigation import TickStatus
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
+    AUTO_RETRY_RUN_ID_TAG,
     GRPC_INFO_TAG,
     RUN_KEY_TAG,
     SENSOR_NAME_TAG,
@@ -82,8 +84,8 @@ CHECKED_WITH = "1.13.27"
 
 __all__ = [
     "ASSET_PARTITION_RANGE_END_TAG", "ASSET_PARTITION_RANGE_START_TAG", "CODE_VERSION_TAG", "DATA_VERSION_TAG",
-    "CHECKED_WITH", "CheckRunHealthResult", "ConfigurableClassData", "DagsterGrpcClient", "GRPC_INFO_TAG",
-    "JobSubsetSelector", "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TICK_ID_TAG", "TickStatus", "USER_TAG", "WorkerStatus",
-    "WorkspaceFileTarget", "WorkspaceProcessContext", "dagster_instance_config", "instance_values",
+    "AUTO_RETRY_RUN_ID_TAG", "CHECKED_WITH", "CheckRunHealthResult", "ConfigurableClassData", "DagsterGrpcClient",
+    "GRPC_INFO_TAG", "JobSubsetSelector", "RUN_KEY_TAG", "SENSOR_NAME_TAG", "TICK_ID_TAG", "TickStatus", "USER_TAG",
+    "WorkerStatus", "WorkspaceFileTarget", "WorkspaceProcessContext", "dagster_instance_config", "instance_values",
     "location_origins_from_yaml_paths", "run_daemon", "set_instance_values", "validate_config",
 ]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from llm_assets.dagster_private import AUTO_RETRY_RUN_ID_TAG
 from llm_assets.partitions import partitions_label
 
 WHERE = "its steps' errors and logs in the UI (`make ui`, then Runs)"
@@ -53,6 +54,11 @@ def report(failed: FailedRun) -> None:
     print(failed.describe(), file=sys.stderr, flush=True)
 
 
+def replaced(run: dg.DagsterRun) -> bool:
+    """Whether Dagster's run retries launched a run in this failed run's place."""
+    return AUTO_RETRY_RUN_ID_TAG in run.tags
+
+
 def summary(what: str, failed: list[FailedRun]) -> str:
     """One line for the end of a command whose runs failed: how many, of which jobs."""
     jobs = Counter(f.job for f in failed)
@@ -62,13 +68,15 @@ def summary(what: str, failed: list[FailedRun]) -> str:
 
 
 def failed_runs(instance: dg.DagsterInstance, tags: dict[str, str]) -> list[FailedRun]:
-    """Every failed run with these tags (a stale backfill's), oldest first, with its first error read from its event
-    log."""
+    """Every failed run with these tags (a stale backfill's) that no retry replaced (Dagster's run retries), oldest
+    first, with its first error read from its event log."""
     records = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE], tags=tags),
                                        ascending=True)
     out = []
     for record in records:
         run = record.dagster_run
+        if replaced(run):
+            continue
         events = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
         out.append(FailedRun(run.job_name, partitions_label(run.tags), run.run_id, first_error(events)))
     return out

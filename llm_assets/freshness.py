@@ -1,6 +1,6 @@
 """Rebuilding what is stale: a stale backfill holds exactly the partitions the stale planner lists, launched from
 the CLI (`llm-assets backfill --stale`) or by `stale_sensor` (start it in the UI to rebuild on demand, or leave it
-running to keep the lake fresh after every new drop without a person), and run one job at a time by
+running to keep the lake fresh after every new drop without a person), and run job by job by
 `stale_backfill_sensor`, so that its runs show under their jobs."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 import dagster as dg
 
 from llm_assets.backfills import (
+    IN_FLIGHT,
     NOT_STALE,
     STALE_TAG,
     StaleBackfill,
@@ -23,7 +24,8 @@ from llm_assets.backfills import (
     get_stale_backfill,
     new_observations,
     report_stale_checks,
-    runs_of,
+    runs_failed,
+    runs_in_flight,
     save_stale_backfill,
     stale_backfills,
     stale_backfills_in_progress,
@@ -100,10 +102,6 @@ def wait_backfill(instance: dg.DagsterInstance, backfill_id: str, poll_s: float 
 
 def stale_backfill_in_progress(instance: dg.DagsterInstance) -> bool:
     return bool(stale_backfills_in_progress(instance))
-
-
-IN_FLIGHT = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING,
-             dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
 def raw_drop_runs_in_flight(instance: dg.DagsterInstance) -> bool:
@@ -200,10 +198,11 @@ def build_stale_backfill_sensor(settings: Settings, jobs: Sequence) -> dg.Sensor
     @dg.sensor(jobs=list(jobs), minimum_interval_seconds=STALE_BACKFILL_TICK_S,
                default_status=dg.DefaultSensorStatus.RUNNING)
     def stale_backfill_sensor(context: dg.SensorEvaluationContext, store: ObjectStore):
-        """Runs each stale backfill (`llm-assets backfill --stale`, `stale_sensor`) one job at a time, oldest
-        backfill first: the runs of its first job's planned partitions, then, once they all ended, those of the
-        next job that has partitions to build by a new plan, and so on. Each job's runs build ranges of at most
-        `partitions_per_run` partitions, tagged with the backfill's id (`llm_assets/stale_backfill`).
+        """Runs each stale backfill (`llm-assets backfill --stale`, `stale_sensor`) job by job, oldest backfill
+        first: the runs of the jobs whose planned assets wait on no other job's (lake_job first), then, once they
+        all ended, a new plan and the runs of the jobs it makes ready, and so on until nothing is left for a job
+        that has not run. Each job's runs build ranges of at most `partitions_per_run` partitions, tagged with the
+        backfill's id (`llm_assets/stale_backfill`), and show under their jobs.
 
         A partition that failed in the backfill is held with what depends on it, and the backfill goes on with
         the rest; it ends `failed` if any of its runs failed (`llm-assets backfill --status` lists them, `backfill
@@ -213,7 +212,7 @@ def build_stale_backfill_sensor(settings: Settings, jobs: Sequence) -> dg.Sensor
         if not waiting:
             return dg.SkipReason("no stale backfill in progress")
         backfill = waiting[0]  # one at a time: a later one's plan was made on what this one rebuilds
-        if context.instance.get_run_records(runs_of(backfill.backfill_id, IN_FLIGHT), limit=1):
+        if runs_in_flight(context.instance, backfill.backfill_id):
             return dg.SkipReason(f"backfill {backfill.backfill_id}: runs of {', '.join(backfill.jobs)} are in flight")
         if raw_drop_runs_in_flight(context.instance):
             return dg.SkipReason("raw_drop_sensor's runs are in flight: the next plan waits for what they build")
@@ -231,8 +230,8 @@ def build_stale_backfill_sensor(settings: Settings, jobs: Sequence) -> dg.Sensor
         assert repository is not None  # a sensor is always evaluated in its code location
         ready = next_jobs(targets, order, backfill.jobs, parents_of(repository.asset_graph))
         if not ready:
-            failures = context.instance.get_runs_count(runs_of(backfill.backfill_id, [dg.DagsterRunStatus.FAILURE]))
-            ended = update_stale_backfill(context.instance, backfill, status=Status.FAILED if failures else
+            failed = runs_failed(context.instance, backfill.backfill_id)
+            ended = update_stale_backfill(context.instance, backfill, status=Status.FAILED if failed else
                                           Status.SUCCEEDED, ended=time.time())
             return dg.SensorResult(asset_events=observed,
                                    skip_reason=f"backfill {ended.backfill_id} ended: {ended.status}")

@@ -44,6 +44,10 @@ def test_run_health_results_and_tags_are_what_the_daemon_reads():
         "dagster/code_version")
     assert (private.ASSET_PARTITION_RANGE_START_TAG, private.ASSET_PARTITION_RANGE_END_TAG) == (
         "dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
+    assert private.AUTO_RETRY_RUN_ID_TAG == "dagster/auto_retry_run_id"  # on a failed run: its retry
+    failed = dg.DagsterRun(job_name="j", run_id="r", status=dg.DagsterRunStatus.FAILURE,
+                           tags={"dagster/will_retry": "true"})
+    assert failed.is_complete_and_waiting_to_retry  # (public, but reads the two tags above)
     assert private.USER_TAG == "user"  # what the UI's "Launched by" shows for a run launched from the CLI
     assert {private.TickStatus.FAILURE, private.TickStatus.SUCCESS, private.TickStatus.SKIPPED} <= set(
         private.TickStatus)

@@ -204,10 +204,31 @@ def test_a_dropped_warc_is_run_by_the_sensor(topology):
     topology.wait_run(run.run_id, dg.DagsterRunStatus.SUCCESS)
 
 
-def test_a_stale_backfill_completes(topology):
-    done = topology.cli("backfill", "--stale", "--wait", timeout=RUN_DEADLINE_S * 2)
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    assert "completed" in done.stdout.splitlines()[-1]
+def test_a_stale_backfill_completes_though_postgresql_is_lost_under_its_run(topology):
+    """The backfill of what the sensor's run left stale (the crawl-level and curated stages, the release), with
+    PostgreSQL killed under its first run as `lose_postgresql_under` does: the run lost to the database is retried,
+    the backfill waits for the retry before its next job, and it completes with no failure."""
+    import re
+
+    from llm_assets.backfills import Status, get_stale_backfill, runs_of
+
+    launched = topology.cli("backfill", "--stale")
+    assert launched.returncode == 0, f"{launched.stdout}\n{launched.stderr}"
+    backfill_id = re.match(r"backfill (\S+): ", launched.stdout).group(1)
+    first = wait_for(lambda: next(iter(topology.instance.get_runs(
+        runs_of(backfill_id, [dg.DagsterRunStatus.STARTED]), limit=1)), None), "the backfill's first run to start",
+        RUN_DEADLINE_S)
+    lose_postgresql_under(topology, first)
+    ended = wait_for(lambda: (b := _quietly(lambda: get_stale_backfill(topology.instance, backfill_id))) is not None
+                     and not b.in_progress and b, f"backfill {backfill_id} to end", RUN_DEADLINE_S * 2)
+    runs = topology.instance.get_runs(runs_of(backfill_id))
+    print(f"\nbackfill {backfill_id}: {ended.status}; runs {[(r.job_name, r.status.value) for r in runs]}")
+    assert ended.status == Status.SUCCEEDED
+    lost = topology.instance.get_run_by_id(first.run_id)
+    assert lost.status == dg.DagsterRunStatus.FAILURE and any(
+        r.tags.get("dagster/parent_run_id") == first.run_id and r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+    done = topology.cli("backfill", "--status", backfill_id)
+    assert done.returncode == 0 and "completed" in done.stdout.splitlines()[-1], f"{done.stdout}\n{done.stderr}"
     assert topology.cli("stale").stdout.strip() == "nothing is stale"
 
 
@@ -323,7 +344,27 @@ def test_a_run_that_lost_postgresql_is_retried_and_builds_its_partition(topology
     topology.drop(shared("warc", "aut__example.IAH-2008-archive.org.warc.gz"), "archive-org-2008.warc.gz")
     running = topology.new_sensor_run(known)
     topology.wait_run(running.run_id, dg.DagsterRunStatus.STARTED)
-    worker = psutil.Process(wait_for(lambda: topology.instance.run_launcher._worker_pid(running.run_id),
+    lose_postgresql_under(topology, running)
+
+    def built():
+        group = [*(_quietly(lambda: topology.instance.get_runs(dg.RunsFilter(
+            tags={"dagster/root_run_id": running.run_id}))) or []), _quietly(
+                lambda: topology.instance.get_run_by_id(running.run_id))]
+        return next((r for r in group if r is not None and r.status == dg.DagsterRunStatus.SUCCESS), None)
+
+    retry = wait_for(built, "a retry of the run to succeed", RUN_DEADLINE_S)
+    first = topology.instance.get_run_by_id(running.run_id)
+    messages = [e.message for e in topology.instance.all_logs(running.run_id) if e.message]
+    print(f"\nrun {running.run_id} without its database: {first.status.value} "
+          f"({first.tags.get('dagster/failure_reason')}); {messages[-3:]}; retried as {retry.run_id}")
+    assert first.status == dg.DagsterRunStatus.FAILURE
+    assert retry.tags.get("dagster/parent_run_id") == running.run_id and covers(retry.tags, PARTITION)
+
+
+def lose_postgresql_under(topology, run: dg.DagsterRun) -> None:
+    """PostgreSQL SIGKILLed under the started run and kept down (its supervisor paused) until the run's worker, which
+    cannot write its events, has given up; then the supervisor starts it again."""
+    worker = psutil.Process(wait_for(lambda: topology.instance.run_launcher._worker_pid(run.run_id),
                                      "the worker's pid")[0])
     supervisor = psutil.Process(Layout(topology.home).supervisor_pid())
     postgres = topology.service("postgres")
@@ -339,20 +380,6 @@ def test_a_run_that_lost_postgresql_is_retried_and_builds_its_partition(topology
             worker.resume()
     wait_for(lambda: topology.service("postgres")["restarts"] > postgres["restarts"]
              and topology.service("postgres")["state"] == "ready", "the supervisor to start PostgreSQL again")
-
-    def built():
-        group = [*(_quietly(lambda: topology.instance.get_runs(dg.RunsFilter(
-            tags={"dagster/root_run_id": running.run_id}))) or []), _quietly(
-                lambda: topology.instance.get_run_by_id(running.run_id))]
-        return next((r for r in group if r is not None and r.status == dg.DagsterRunStatus.SUCCESS), None)
-
-    retry = wait_for(built, "a retry of the run to succeed", RUN_DEADLINE_S)
-    first = topology.instance.get_run_by_id(running.run_id)
-    messages = [e.message for e in topology.instance.all_logs(running.run_id) if e.message]
-    print(f"\nrun {running.run_id} without its database: {first.status.value} "
-          f"({first.tags.get('dagster/failure_reason')}); {messages[-3:]}; retried as {retry.run_id}")
-    assert first.status == dg.DagsterRunStatus.FAILURE
-    assert retry.tags.get("dagster/parent_run_id") == running.run_id and covers(retry.tags, PARTITION)
 
 
 def _quietly(read):

@@ -263,3 +263,32 @@ def test_a_jobs_runs_group_the_partitions_that_need_the_same_assets():
     assert all(r.job_name == "lake_job" and r.tags[STALE_TAG] == "abcdefgh" and r.tags["user"] == "me"
                for r in requests)
     assert len({r.run_key for r in requests}) == 3  # a repeated tick launches none twice
+
+
+def test_a_run_waiting_for_its_retry_is_in_flight_and_one_a_retry_replaced_did_not_fail():
+    """A run that lost the instance's database fails and is retried (Dagster's run retries): until the retry is
+    launched the backfill waits for it, and once a retry replaced it, it is not one of the backfill's failures."""
+    import uuid
+
+    from llm_assets.backfills import STALE_TAG, runs_failed, runs_in_flight
+    from llm_assets.dagster_private import AUTO_RETRY_RUN_ID_TAG
+
+    instance = dg.DagsterInstance.ephemeral()
+
+    def add(status: dg.DagsterRunStatus, **tags: str) -> str:
+        run_id = str(uuid.uuid4())
+        instance.add_run(dg.DagsterRun(job_name="lake_job", run_id=run_id, status=status,
+                                       tags={STALE_TAG: "b", **tags}))
+        return run_id
+
+    add(dg.DagsterRunStatus.SUCCESS)
+    assert not runs_in_flight(instance, "b") and runs_failed(instance, "b") == 0
+    lost = add(dg.DagsterRunStatus.FAILURE, **{"dagster/will_retry": "true"})
+    assert runs_in_flight(instance, "b") and runs_failed(instance, "b") == 1
+    retry = add(dg.DagsterRunStatus.STARTED)
+    instance.add_run_tags(lost, {AUTO_RETRY_RUN_ID_TAG: retry})
+    assert runs_in_flight(instance, "b")  # the retry runs
+    instance.handle_run_event(retry, dg.DagsterEvent(event_type_value="PIPELINE_SUCCESS", job_name="lake_job"))
+    assert not runs_in_flight(instance, "b") and runs_failed(instance, "b") == 0
+    add(dg.DagsterRunStatus.FAILURE)  # no retry: a failure of the backfill
+    assert not runs_in_flight(instance, "b") and runs_failed(instance, "b") == 1
