@@ -1,7 +1,7 @@
 """Screenshots of the Dagster UI over this checkout's lake, as a curator sees it after `make demo`: the asset graph,
 a shard partition's filter funnel and its funnel per language, a crawl's stats and its funnel per language, the
 release's charts and language mix, what a crawl cost, the demo's runs under their jobs (the Overview's timeline, the
-Jobs page), and (after a plan under the demo's changed settings) the
+Runs page), and (after a plan under the demo's changed settings) the
 asset graph marking the assets with stale partitions, and why on an asset's Checks tab.
 
     make screenshots [SCREENSHOTS=folder]    (default: .llm-assets/screenshots)
@@ -48,7 +48,7 @@ PAGES = [
     ("preview-launchpad.png", "/locations/llm_assets/jobs/preview_job/playground", "core_hour"),
     # the demo's runs under their jobs, its stale backfill's (crawl_job, curated_job, ...) included
     ("overview-timeline.png", "/overview/activity/timeline", "curated_job"),
-    ("jobs.png", "/jobs", "cost_job"),
+    ("runs.png", "/runs", "cost_job"),
 ]
 # After a plan under the demo's changed settings (`llm-assets demo --change` would build it): each asset's
 # `not_stale` check, failed with the partitions the plan holds and why.

@@ -277,11 +277,12 @@ RUNS_FEED = """query RunsFeed { runsFeedOrError(limit: 100, view: ROOTS) {
 
 
 def launched_by(tags: dict[str, str]) -> str:
-    """What the UI's "Launched by" cell says for these tags (ui-core/src/runs/CreatedByTag.tsx)."""
-    if "user" in tags:
-        return f"user {tags['user']}"
+    """What the UI's "Launched by" cell says for these tags (ui-core/src/runs/CreatedByTag.tsx): a sensor's run
+    names the sensor even when it carries a `user` tag too (seen on the Runs page)."""
     if "dagster/sensor_name" in tags:
         return f"sensor {tags['dagster/sensor_name']}"
+    if "user" in tags:
+        return f"user {tags['user']}"
     return "Manually launched"
 
 
@@ -338,7 +339,9 @@ def test_the_demo_runs_are_on_the_timeline_with_their_launcher(graphql):
     assert {"crawl_job", "curated_job", "release_job", "cost_job"} <= {r["pipelineName"] for r in backfill_runs} <= {
         "crawl_job", "curated_job", "release_job", "enrich_job", "cost_job"}
     assert len({r["tags"]["llm_assets/stale_backfill"] for r in backfill_runs}) == 1
-    assert all(re.fullmatch(r"user .+ \(llm-assets demo\)", launched_by(r["tags"])) and
+    # requested by stale_backfill_sensor, with who launched the backfill (the `user` tag, under "View all tags")
+    assert all(launched_by(r["tags"]) == "sensor stale_backfill_sensor" and
+               re.fullmatch(r".+ \(llm-assets demo\)", r["tags"]["user"]) and
                [k for k in r["tags"] if k.startswith("llm_assets/forecast")] == ["llm_assets/forecast"]
                for r in backfill_runs)
     assert "Manually launched" not in {launched_by(r["tags"]) for r in runs}
