@@ -62,12 +62,13 @@ class StaleBackfill:
 
 
 _KEY = "llm_assets/stale_backfill/"
+_STATUS = "llm_assets/stale_backfill_status/"  # its status alone: what the sensors read every tick
 _INDEX = "llm_assets/stale_backfills"  # their ids, oldest first
 KEPT = 200  # stale backfills the index remembers
 
 
 def save_stale_backfill(instance: dg.DagsterInstance, backfill: StaleBackfill, new: bool = False) -> None:
-    pairs = {_KEY + backfill.backfill_id: backfill.to_json()}
+    pairs = {_KEY + backfill.backfill_id: backfill.to_json(), _STATUS + backfill.backfill_id: backfill.status}
     if new:
         pairs[_INDEX] = json.dumps([*_stale_backfill_ids(instance), backfill.backfill_id][-KEPT:])
     set_instance_values(instance, pairs)
@@ -87,15 +88,19 @@ def get_stale_backfill(instance: dg.DagsterInstance, backfill_id: str) -> StaleB
     return StaleBackfill.from_json(text) if text else None
 
 
-def stale_backfills(instance: dg.DagsterInstance) -> list[StaleBackfill]:
-    """Every stale backfill the instance remembers, oldest first."""
+def stale_backfills(instance: dg.DagsterInstance, in_progress: bool = False) -> list[StaleBackfill]:
+    """Every stale backfill the instance remembers (or those in progress), oldest first. Only their statuses are
+    read for all of them: a record holds its whole plan."""
     ids = _stale_backfill_ids(instance)
-    values = instance_values(instance, {_KEY + i for i in ids})
+    if in_progress:
+        statuses = instance_values(instance, {_STATUS + i for i in ids})
+        ids = [i for i in ids if statuses.get(_STATUS + i) in (Status.REQUESTED, Status.RUNNING)]
+    values = instance_values(instance, {_KEY + i for i in ids}) if ids else {}
     return [StaleBackfill.from_json(values[_KEY + i]) for i in ids if _KEY + i in values]
 
 
 def stale_backfills_in_progress(instance: dg.DagsterInstance) -> list[StaleBackfill]:
-    return [b for b in stale_backfills(instance) if b.in_progress]
+    return stale_backfills(instance, in_progress=True)
 
 
 def stale_backfill_targets(instance: dg.DagsterInstance) -> set[tuple[str, str]]:

@@ -166,7 +166,9 @@ def build_stale_sensor(settings: Settings) -> dg.SensorDefinition:
         lake = store.lake(retry_budget_s=SENSOR_RETRY_BUDGET_S)
         crawls = known_crawls(lake, context.instance)
         failed = failed_partitions(context.instance, settings, crawls, SPECS)
-        own = {p for p, run in failed.items() if _launched_by_the_sensor(context.instance, run)}
+        # each failed run read once: a run of a range failed every partition it held
+        ours = {run for run in set(failed.values()) if _launched_by_the_sensor(context.instance, run)}
+        own = {p for p, run in failed.items() if run in ours}
         if own:
             context.log.warning(f"{len(own)} partitions failed in this sensor's backfill and are not retried on their "
                                 f"own (first: {' '.join(min(own))}): `llm-assets backfill --stale` retries them")
@@ -279,7 +281,8 @@ def next_jobs(targets: Sequence[tuple[str, str]], order: Sequence[str], done: Se
         return seen
 
     def waits(job: str) -> bool:
-        return any(JOB_OF.get(a) != job for asset, _ in pending[job] for a in ancestors(asset, set()) & planned)
+        return any(JOB_OF.get(a) != job for asset in {a for a, _ in pending[job]}
+                   for a in ancestors(asset, set()) & planned)
 
     ready = {job: pending[job] for job in order if job in pending and not waits(job)}
     if pending and not ready:  # jobs waiting on each other would wait for ever: the first in the jobs' order goes
