@@ -29,9 +29,12 @@ demo: $(VENV)/.synced
 # Two workers, each given whole modules (a module's deployment is built once), the longest first (conftest.py): most
 # of the suite waits on servers, daemons and run processes, so two at once take about half the time on two cores.
 PYTEST_WORKERS ?= 2
+# pytest rewrites each test module's asserts on import and caches the result only where bytecode may be written:
+# with PYTHONDONTWRITEBYTECODE set, every worker of every run rewrote them all again (~5 s each).
+PYTEST = PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 test: lint browser postgres
 	@$(COMPILE)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Debian's headless Chromium: the UI tests look at the charts in Dagster's webserver as a person would.
 browser:
@@ -48,11 +51,11 @@ postgres:
 
 # The processing core's tests alone: no object store, no Dagster instance.
 test-core: $(VENV)/.synced
-	$(BIN)/python -m pytest -m core -n $(PYTEST_WORKERS) --dist loadfile
+	$(PYTEST) -m core -n $(PYTEST_WORKERS) --dist loadfile
 
 # The generated snapshots (llm_assets_tests/snapshots/), rewritten from the code: review the diff before committing.
 snapshots: $(VENV)/.synced
-	$(BIN)/python -m pytest -m snapshot --update-snapshots -p no:cacheprovider -q
+	$(PYTEST) -m snapshot --update-snapshots -p no:cacheprovider -q
 
 lint: $(VENV)/.synced
 	$(BIN)/ruff check llm_assets resources benchmarks llm_assets_tests llm_assets_support

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import polars as pl
+import pytest
 
 from benchmarks.compare_ours import SHARED_RULES
 from llm_assets_support.shared_data import shared
@@ -20,6 +21,7 @@ def _ours(*args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.corpus  # a benchmark's run
 def test_the_filters_task_keeps_what_the_stage_keeps_and_times_every_block(tmp_path):
     from llm_assets.core.filtered import FilteredSettings, filter_batch
 

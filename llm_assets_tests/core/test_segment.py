@@ -18,8 +18,6 @@ from llm_assets.core import segment
 from llm_assets.core.minhash import MinHasher, words
 from llm_assets_support.shared_data import shared
 
-pytestmark = pytest.mark.core
-
 # lid.176 label -> (UDHR file, datatrove's tokenizer key, agreement floor). datatrove is asked by language_script
 # (FineWeb-2's keys): its bare ISO 639-1 keys are overwritten by other rows of its table ("zh" gets a tokenizer that
 # keeps a sentence whole, "hi" one that needs Stanza).
@@ -134,6 +132,7 @@ HARD = {
 }
 
 
+@pytest.mark.corpus  # spaCy's tokenizers of eight languages, each seconds to load
 @pytest.mark.parametrize("language", list(HARD))
 def test_spaced_languages_split_exactly_as_spacy(language):
     """A spaced language's words are its spaCy tokenizer's, as datatrove runs it: a batch's distinct chunks
@@ -240,6 +239,7 @@ def test_near_duplicate_chinese_pages_are_caught():
         assert (spaced[0] == spaced[1]).mean() < 0.8  # as before: missed
 
 
+@pytest.mark.corpus  # every segmenter's dictionaries loaded in a fresh process
 def test_segmenters_load_offline(tmp_path):
     """Every segmenter ships its dictionary: loading and using them in a fresh process with every socket refused."""
     code = (

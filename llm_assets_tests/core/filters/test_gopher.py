@@ -69,6 +69,7 @@ def rule_of(column: str) -> str:
     return f"top_{n}_gram" if kind == "top" else f"duplicated_{n}_n_grams"
 
 
+@pytest.mark.corpus  # every document of the shared crawl files
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_until_dropped_keeps_and_rejects_the_same_and_measures_up_to_the_first_failing_rule(batch, name):
     block = CONFIGS[name]
@@ -96,6 +97,7 @@ def test_until_dropped_keeps_and_rejects_the_same_and_measures_up_to_the_first_f
         assert name.split()[1] in set(every.dropped["reason"])
 
 
+@pytest.mark.corpus  # every document of the shared crawl files
 def test_interleaved_rules_are_decided_in_the_rules_order_not_by_n(batch):
     """The top 6-gram rule comes before the duplicated 5-gram rule, though its n-grams are counted after: a document
     failing both is dropped by top_6_gram (its 5-gram measure null), one failing only the 5-gram rule keeps its top
@@ -113,6 +115,7 @@ def test_interleaved_rules_are_decided_in_the_rules_order_not_by_n(batch):
     assert both.any()  # some document fails the duplicated 5-gram rule too, yet top_6_gram drops it
 
 
+@pytest.mark.corpus  # every document of the shared crawl files
 def test_a_document_dropped_before_the_n_grams_has_none_measured(batch):
     cascade = score_filters(batch, [DEFAULT], measure="until_dropped").measures
     early = cascade.filter(pl.col("reason").is_in(["empty", "dup_para_frac", "dup_para_char_frac", "dup_line_frac",
