@@ -55,7 +55,8 @@ class Settings(Section):
         "Hash buckets per crawl: a raw file's shard is a stable hash of its key. Changing it re-partitions the lake."))
     partitions_per_run: int = Field(default=32, ge=1, le=1024, description=(
         "Crawl × shard partitions one run builds at most (Dagster's `BackfillPolicy.multi_run`): backfills and the "
-        "raw-drop sensor build up to this many contiguous shards of a crawl per run, one after the other, so a "
+        "raw-drop sensor build up to this many contiguous shards of a crawl per run (the same shards of crawls dropped "
+        "together in one run), one after the other, so a "
         "256-shard crawl takes 8 runs per job rather than 256 (each run costs seconds of Dagster start-up). 1: a run "
         "per partition. Part of no code version."))
     runner: RunnerSettings = Field(default=PoolRunnerSettings(), description=(

@@ -38,3 +38,23 @@ def test_crawls_the_instance_registered_one_after_the_other_share_a_run():
     tags = range_request(["C1", "C3"], run_key="k").tags
     assert covers(tags, "C1") and covers(tags, "C3") and not covers(tags, "C2")  # known by its ends alone
     assert covers(tags, "C2", crawls) and not covers(tags, "C4", crawls) and not covers(tags, "C1|0000", crawls)
+
+
+def test_the_same_shards_of_crawls_registered_one_after_the_other_share_a_run():
+    """Dagster reads a range of crawl × shard keys per dimension: the crawls between its ends' (as the instance
+    registered them) × the shards between its ends'. Crawls dropped together share runs that way."""
+    settings = load_settings().model_copy(update={"shards": 4, "partitions_per_run": 8})
+    crawls = ["A", "B", "C", "D"]
+    keys = [f"{c}|{s:04d}" for c in ("A", "B", "D") for s in range(4)] + ["C|0001", "C|0002", "E|0000"]
+    assert contiguous_ranges(keys, settings, crawls) == [
+        [f"{c}|{s:04d}" for c in ("A", "B") for s in range(4)],  # both crawls' four shards: at most 8 a run
+        ["C|0001", "C|0002"],  # other shards: a run of their own
+        [f"D|{s:04d}" for s in range(4)],  # C's shards are not all planned: D does not join it
+        ["E|0000"]]  # a crawl the instance does not hold: its own runs
+    assert contiguous_ranges(["A|0001", "B|0001", "C|0001"], settings, crawls) == [["A|0001", "B|0001", "C|0001"]]
+    assert contiguous_ranges(["A|0001", "B|0001"], settings) == [["A|0001"], ["B|0001"]]  # no order known
+    tags = range_request(["A|0001", "A|0002", "B|0001", "B|0002", "C|0001", "C|0002"], run_key="k").tags
+    assert [covers(tags, k, crawls) for k in ("A|0000", "A|0002", "B|0001", "C|0002", "C|0003", "D|0001")] == [
+        False, True, True, True, False, False]
+    assert not covers(tags, "B|0001")  # a crawl between the ends is known by the order alone
+    assert not covers(tags, "B", crawls) and not covers(range_request(["A", "B"], run_key="k").tags, "A|0001")

@@ -105,12 +105,33 @@ def test_a_partition_that_fails_in_a_run_is_named_and_the_only_one_not_committed
     assert {status[key(crawl, s)] for s in committed} == {dg.AssetPartitionStatus.MATERIALIZED}
 
 
+def test_a_range_over_two_crawls_builds_the_same_shards_of_each(lake_of_four_shards):
+    """Dagster reads a range of crawl × shard keys per dimension: a run of crawls dropped together builds the
+    shards between its ends' shards of each crawl between its ends' crawls, and no other."""
+    defs, instance, lake, _, shards = lake_of_four_shards
+    first, second = (f"TEST-{uuid.uuid4().hex[:10]}" for _ in range(2))
+    instance.add_dynamic_partitions("crawl", [first, second])
+    for crawl in (first, second):
+        for shard, name in zip(shards, FILES, strict=True):
+            lake.put_file(next(k for i in range(10_000) if shard_of(k := f"raw/{crawl}/{i}-{name}", len(shards))
+                               == shard), shared("warc", name))
+    result = defs.resolve_job_def("lake_job").execute_in_process(
+        instance=instance, asset_selection=[dg.AssetKey("raw_files")],
+        tags=range_tags(key(first, shards[1]), key(second, shards[2])))
+    assert result.success
+    built = {e.materialization.partition for e in result.get_asset_materialization_events()}
+    assert built == {key(c, s) for c in (first, second) for s in shards[1:3]}
+    assert {(c, s) for c in (first, second) for s in shards if read_manifest(lake, "raw_files", c, s)} == {
+        (c, s) for c in (first, second) for s in shards[1:3]}
+
+
 def test_a_runs_partitions_are_named_and_a_range_covers_its_shards_of_its_crawl():
     from llm_assets.partitions import PARTITION_TAG, covers, partitions_label
 
     shards = range_tags("CC-A|0004", "CC-A|0007")
     assert partitions_label(shards) == "CC-A|0004..0007"
     assert partitions_label(range_tags("CC-A", "CC-B")) == "CC-A..CC-B"
+    assert partitions_label(range_tags("CC-A|0000", "CC-B|0003")) == "CC-A..CC-B|0000..0003"
     assert partitions_label({PARTITION_TAG: "CC-A|0001"}) == "CC-A|0001" and partitions_label({}) is None
     assert [covers(shards, f"CC-A|{s:04d}") for s in (3, 4, 7, 8)] == [False, True, True, False]
     assert not covers(shards, "CC-B|0005") and covers({PARTITION_TAG: "CC-A|0001"}, "CC-A|0001")

@@ -124,7 +124,7 @@ def run_request(group: dict[str, str]) -> "dg.RunRequest":
     keys = list(group)
     first, last = PartitionRef.parse(keys[0]), PartitionRef.parse(keys[-1])
     run_key = f"{first.key}|{group[first.key]}" if len(keys) == 1 else \
-        f"{first.key}..{last.shard}|{digest(*group.values())}"
+        f"{first.key}..{last.shard if last.crawl == first.crawl else last.key}|{digest(*group.values())}"
     return range_request(keys, run_key=run_key, tags={RAW_FINGERPRINTS_TAG: json.dumps(group, separators=(",", ":"))})
 
 
@@ -180,8 +180,8 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
 
         now = scan.fingerprints()
         changed = changed_partitions(seen, now)
-        known = set(context.instance.get_dynamic_partitions(CRAWL_PARTITIONS))
-        new_crawls = sorted({PartitionRef.parse(p).crawl for p in now} - known)
+        registered = context.instance.get_dynamic_partitions(CRAWL_PARTITIONS)
+        new_crawls = sorted({PartitionRef.parse(p).crawl for p in now} - set(registered))
         for crawl in new_crawls:  # its shards that got no file are built too: empty, not missing for ever
             for shard in settings.shard_keys():
                 changed.setdefault(PartitionRef(crawl, shard).key, EMPTY_FINGERPRINT)
@@ -189,7 +189,10 @@ def build_raw_drop_sensor(settings: "Settings") -> "dg.SensorDefinition":
         for p in sorted(owned & set(changed)):
             context.log.info(f"{p}: a stale backfill in progress rebuilds it")
         wanted = {p: fp for p, fp in changed.items() if p not in owned}
-        runs = [run_request({p: wanted[p] for p in keys}) for keys in contiguous_ranges(wanted, settings)]
+        # the crawls in the order the instance will hold them once this tick's new ones are added: crawls dropped
+        # together share runs
+        crawls = [*registered, *new_crawls]
+        runs = [run_request({p: wanted[p] for p in keys}) for keys in contiguous_ranges(wanted, settings, crawls)]
         observed = []
         for p, fp in sorted(wanted.items()):
             # on record before the run reads them: the UI marks raw_files stale until the run ends, and a new
