@@ -5,8 +5,10 @@ with their unit, numbers rounded for people. matplotlib is imported when a chart
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 WIDTH_IN, DPI = 7.2, 100  # 720 px: the width of the metadata panel
 BLUE, RED, GREEN = "#4c78a8", "#e45756", "#54a24b"
@@ -24,6 +26,34 @@ def human(n: float) -> str:
     if abs(n) >= 1e4:
         return f"{n / 1e3:.1f}k"
     return f"{n:,.0f}" if float(n).is_integer() or abs(n) >= 100 else f"{n:.2f}"
+
+
+def _plain(value):
+    """The value as plain Python, in full: a key that two different charts never share (a long array's repr elides
+    its middle)."""
+    if isinstance(value, Mapping):
+        return tuple((k, _plain(v)) for k, v in value.items())
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return tuple(_plain(v) for v in value)
+
+
+def _drawn_once(draw: Callable[..., str]) -> Callable[..., str]:
+    """The same chart asked for again in this process is the image drawn the first time: a run of many partitions
+    draws each stage's charts of its empty partitions once (a chart costs ~0.1 CPU-s, more than a small partition's
+    own work)."""
+    drawn: dict[bytes, str] = {}
+
+    @functools.wraps(draw)
+    def chart(*args, **kwargs) -> str:
+        key = hashlib.sha256(repr((_plain(args), _plain(kwargs))).encode()).digest()
+        if key not in drawn:
+            if len(drawn) >= 128:
+                drawn.clear()
+            drawn[key] = draw(*args, **kwargs)
+        return drawn[key]
+
+    return chart
 
 
 def _pyplot():
@@ -75,6 +105,7 @@ def _markdown(fig, title: str) -> str:
     return f"![{title}](data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()})"
 
 
+@_drawn_once
 def hbars(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
           colors: Sequence[str] | None = None, counts: bool = True) -> str:
     """Horizontal bars, first label on top, each bar with its value: funnels, language mixes, counts per key
@@ -95,6 +126,7 @@ def hbars(title: str, labels: Sequence[str], values: Sequence[float], unit: str,
     return _markdown(fig, title)
 
 
+@_drawn_once
 def grouped_hbars(title: str, labels: Sequence[str], series: dict[str, Sequence[float]], unit: str) -> str:
     """Horizontal bars, a group per label (first on top) with one bar per series: shares of documents and tokens
     per language, side by side."""
@@ -124,6 +156,7 @@ def funnel(title: str, rows_in: int, drops: Sequence[tuple[str, int]], rows_out:
     return hbars(title, labels, values, unit, [BLUE, *([RED] * len(drops)), GREEN])
 
 
+@_drawn_once
 def stacked(title: str, labels: Sequence[str], segments: dict[str, Sequence[float]], unit: str,
             counts: bool = True, legend_below: bool = False) -> str:
     """Horizontal bars split into segments, first label on top, a legend naming the segments: a funnel per language
@@ -155,6 +188,7 @@ def stacked(title: str, labels: Sequence[str], segments: dict[str, Sequence[floa
     return _markdown(fig, title)
 
 
+@_drawn_once
 def histogram(title: str, values: Sequence[float], unit: str, bins: int = 30, log: bool = True) -> str:
     """A histogram of `values` (document lengths, tokens per document), log-spaced bins by default."""
     plt = _pyplot()

@@ -2,7 +2,9 @@
 raw file, an identical re-upload and a removed file each plan exactly the partitions they should."""
 
 import json
+import uuid
 
+import dagster as dg
 import pytest
 
 from llm_assets import cli
@@ -11,10 +13,31 @@ from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
 from llm_assets.stale import CODE, MISSING, RAW, plan_stale, stale_partitions
 from llm_assets_support.shared_data import shared
-from llm_assets_tests.core.test_dedup import curated, dedup_defs, name_in_shard, run  # noqa: F401 (fixtures)
+from llm_assets_tests.conftest import object_store_on, point_at
+from llm_assets_tests.core.test_dedup import (  # noqa: F401 (fixtures)
+    build_curated,
+    curated,
+    dedup_defs,
+    lake_defs,
+    name_in_shard,
+    run,
+)
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 CHAIN = ["documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
+
+
+@pytest.fixture(scope="module")
+def built(seaweed, store_config, tmp_path_factory):
+    """(lake, instance, crawl): one curated crawl for the tests that only plan over it (building one takes a
+    minute); a test that changes its crawl builds its own (`curated`)."""
+    home = tmp_path_factory.mktemp("stale-plans")
+    (home / "dagster").mkdir()
+    with pytest.MonkeyPatch.context() as mp, dg.instance_for_test(temp_dir=str(home / "dagster")) as instance:
+        point_at(mp, seaweed, home / "home")
+        store = object_store_on(store_config, seaweed)
+        crawl = f"TEST-{uuid.uuid4().hex[:10]}"
+        yield build_curated(lake_defs(store), store.lake(), instance, crawl), instance, crawl
 
 
 def plan(instance, lake, crawl, code=None) -> dict[tuple[str, str], str]:
@@ -24,17 +47,18 @@ def plan(instance, lake, crawl, code=None) -> dict[tuple[str, str], str]:
             if p.asset not in ("release", "enriched", "cost") and p.partition.split("|")[0] == crawl}
 
 
-def test_nothing_is_stale_after_a_build_and_an_identical_reupload_changes_nothing(curated, instance, crawl):  # noqa: F811
-    lake = curated
+def test_nothing_is_stale_after_a_build_and_an_identical_reupload_changes_nothing(built):
+    lake, instance, crawl = built
     assert plan(instance, lake, crawl) == {}
     key = next(o.key for o in lake.list(f"raw/{crawl}/"))
     lake.put_bytes(key, lake.get_bytes(key))  # the same bytes again: same ETag and size
     assert plan(instance, lake, crawl) == {}
 
 
-def test_a_changed_threshold_plans_the_filtered_stage_and_what_follows_not_the_documents(
-        curated, instance, crawl):  # noqa: F811
+def test_a_changed_threshold_plans_the_filtered_stage_and_what_follows_not_the_documents(built):
     from llm_assets.stages import code_versions
+
+    curated, instance, crawl = built
 
     planned = plan(instance, curated, crawl, code_versions(load_settings()) | {"filtered": "2-changed"})
     shards = ("0000", "0001")
@@ -44,13 +68,13 @@ def test_a_changed_threshold_plans_the_filtered_stage_and_what_follows_not_the_d
     assert planned[("filtered", f"{crawl}|0000")] == CODE
 
 
-def test_a_new_word_split_plans_the_filtered_documents_and_what_follows_not_the_documents(
-        curated, instance, crawl):  # noqa: F811
+def test_a_new_word_split_plans_the_filtered_documents_and_what_follows_not_the_documents(built):
     """A lake built before the words were split by spaCy's tokenizers (filtered's and signatures' code versions as
     they were, per the definitions snapshot): the filtered documents, the signatures and what follows are rebuilt;
     the documents are kept."""
     from llm_assets.stages import code_versions
 
+    curated, instance, crawl = built
     before = {"filtered": "7-b57d1f8889623d5ad5d2", "signatures": "1-3bd939952a65d4b688a1"}
     planned = plan(instance, curated, crawl, code_versions(load_settings()) | before)
     shards = ("0000", "0001")
@@ -63,13 +87,13 @@ def test_a_new_word_split_plans_the_filtered_documents_and_what_follows_not_the_
     assert planned[("signatures", f"{crawl}|0000")] == CODE and ("filtered", f"{crawl}|0000") not in planned
 
 
-def test_a_new_clustering_rule_plans_the_clusters_and_what_follows_not_the_signatures(
-        curated, instance, crawl):  # noqa: F811
+def test_a_new_clustering_rule_plans_the_clusters_and_what_follows_not_the_signatures(built):
     """A lake built before the near-duplicate confirmation changed (duplicate_clusters' code version alone moved,
     as the definitions snapshot shows): the clusters, the deduplicated shards and what follows are rebuilt; the
     documents, filtered documents and signatures are kept."""
     from llm_assets.stages import code_versions
 
+    curated, instance, crawl = built
     planned = plan(instance, curated, crawl, code_versions(load_settings()) | {"duplicate_clusters": "3-before"})
     assert set(planned) == ({("duplicate_clusters", crawl)}
                             | {(a, f"{crawl}|{s}") for a in ("deduplicated", "tokenized") for s in ("0000", "0001")})
@@ -98,8 +122,8 @@ def test_a_new_file_plans_its_shard_chain_and_the_crawl_level_assets_then_a_rebu
     assert planned[("raw_files", f"{crawl}|0001")] == RAW and ("tokenized", f"{crawl}|0001") in planned
 
 
-def test_a_crawl_dropped_but_never_built_is_missing(curated, instance, capsys):  # noqa: F811
-    lake = curated
+def test_a_crawl_dropped_but_never_built_is_missing(store_env, object_store, capsys):
+    lake = object_store.lake()
     lake.put_file("raw/NEW-CRAWL-1/a.warc.gz", shared("warc", "whirlwind__CC-MAIN-2024-22.warc.gz"))
     try:
         assert cli.main(["stale", "--json"]) == 0
@@ -113,8 +137,6 @@ def test_a_crawl_dropped_but_never_built_is_missing(curated, instance, capsys): 
 def test_backfill_stale_launches_one_backfill_of_exactly_the_stale_partitions_run_under_their_jobs(
         curated, instance, crawl, object_store):  # noqa: F811
     import uuid
-
-    import dagster as dg
 
     from llm_assets.backfills import STALE_TAG, stale_backfills
     from llm_assets.freshness import launch_stale_backfill
@@ -155,8 +177,6 @@ def test_backfill_stale_launches_one_backfill_of_exactly_the_stale_partitions_ru
 
 def test_the_stale_sensor_requests_a_backfill_only_when_something_is_stale(curated, instance, crawl,
                                                                            object_store):  # noqa: F811
-    import dagster as dg
-
     from llm_assets.backfills import Status, stale_backfills, update_stale_backfill
 
     defs = build_defs(load_settings())
@@ -220,8 +240,6 @@ def test_a_late_drop_has_one_owner(curated, instance, crawl, object_store):  # n
     """A raw partition a stale backfill rebuilds is not requested again by the raw-drop sensor; while a run of the
     raw-drop sensor is in flight, the stale sensor requests nothing."""
     import uuid
-
-    import dagster as dg
 
     from llm_assets.backfills import Status, stale_backfills, update_stale_backfill
     from llm_assets.dagster_private import SENSOR_NAME_TAG
@@ -431,14 +449,14 @@ def test_the_measuring_mode_is_the_chains_code_version_not_a_languages():
         languages_version(cascade.filtered.language_fingerprint, ["de", "en", "zh"])
 
 
-def test_each_assets_not_stale_check_says_what_the_plan_holds_of_it_and_why(curated, instance, crawl):  # noqa: F811
+def test_each_assets_not_stale_check_says_what_the_plan_holds_of_it_and_why(built):
     """The catalog's asset list marks the assets with stale partitions: every plan reports each asset's `not_stale`
     check, failed with the asset's planned partitions and their causes; a build run carries the last plan forward
     but the partitions it built."""
-    import dagster as dg
-
     from llm_assets.backfills import NOT_STALE, PLANNED_KEY, carried_forward
     from llm_assets.stages import code_versions
+
+    curated, instance, crawl = built
 
     def latest(asset: str) -> dg.AssetCheckEvaluation:
         record = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(dg.AssetKey(asset), NOT_STALE))
