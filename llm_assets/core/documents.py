@@ -155,7 +155,10 @@ class ExtractUnit(WorkUnit):  # source: raw/<crawl>/<file>
     def warmup(self) -> Warmup:
         """The reader's and the extractor's libraries, imported and run once by the pool's fork server rather than
         by each worker on its first page."""
-        return Warmup("llm_assets.core.documents:warm", self.effective_extractor)
+        routed = self.effective_extractor == ROUTED
+        routing = self.settings.routing
+        return Warmup("llm_assets.core.documents:warm",
+                      f"{routing.primary},{routing.fast}" if routed else self.effective_extractor)
 
     def takes(self, html_index: int) -> bool:
         return html_index % self.shares == self.share
@@ -166,14 +169,16 @@ _WARM_PAGE = ("<html><head><title>t</title><meta charset='utf-8'></head><body><a
               + "</article></body></html>")
 
 
-def warm(extractor: str) -> None:
-    """Import what reading WARC files and extracting pages with `extractor` loads on first use."""
+def warm(extractors: str) -> None:
+    """Import what reading WARC files and extracting pages with each of `extractors` ("trafilatura,resiliparse":
+    routed extraction runs both) loads on first use."""
     from warcio.archiveiterator import ArchiveIterator  # noqa: F401 - imported where used
 
     from llm_assets.core.charset import decode_html
 
     decode_html(_WARM_PAGE.encode(), "text/html")
-    extract_html(_WARM_PAGE, "http://example.com/", extractor=extractor)
+    for extractor in extractors.split(","):
+        extract_html(_WARM_PAGE, "http://example.com/", extractor=extractor)
 
 
 def shares_of(key: str, size: int) -> int:

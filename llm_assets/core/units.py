@@ -267,8 +267,9 @@ POOL_PRELOAD = ("numpy", "pyarrow", "pyarrow.parquet", "polars", "llm_assets.cor
 class Warmup:
     """A load the pool's fork server does before it forks workers, so that every worker starts with its result
     instead of loading it again (a tokenizer: ~0.5 CPU-s a worker): `function` ("module:name", a cached loader)
-    called with `argument`. A unit names its own as its `warmup` attribute; a worker whose server did not make it
-    (another argument, a failure) loads what it needs itself, as without it."""
+    called with `argument`. A unit names its own as its `warmup` attribute. One that fails in the server fails
+    every unit of the pool, naming it (`WarmupFailed`): a warm-up that names what no worker can load is a bug, and
+    each worker loading it again on its first unit would hide it."""
 
     function: str
     argument: str
@@ -280,9 +281,16 @@ class Warmup:
         getattr(importlib.import_module(module), name)(self.argument)
 
 
+class WarmupFailed(RuntimeError):
+    """A warm-up of the pool's fork server failed: every unit of the pool fails with it."""
+
+
 # What every pool's server loads for its workers, whatever the stage: each unit opens the object store.
 POOL_WARMUPS = (Warmup("llm_assets.core.lake:warm_client", "s3"),)
 WARMUP_ENV = "LLM_ASSETS_POOL_WARMUP"  # the warm-ups, read by `pool_server` in the fork server as it starts
+# In the fork server and the workers it forks: the warm-ups it made, and why each that failed did.
+_made: tuple[Warmup, ...] = ()
+_failed: dict[Warmup, str] = {}
 _served: tuple[Warmup, ...] = ()  # the running fork server's
 _served_environ: frozenset[tuple[str, str]] = frozenset()  # the environment the running fork server started with
 
@@ -334,11 +342,12 @@ def _pool_context(fn: Callable, warmups: tuple[Warmup, ...] = ()) -> Any:
 
 def pool_warmups() -> None:
     """In the fork server, as it starts: import the modules and make the warm-ups its starter asked for (one that
-    fails is left to the workers), then move every object made so far out of the garbage collector's sight
-    (`gc.freeze`), so that a worker's collections do not write to, and so copy, the pages it shares with the
-    server."""
+    fails is recorded: its workers fail their units with it), then move every object made so far out of the garbage
+    collector's sight (`gc.freeze`), so that a worker's collections do not write to, and so copy, the pages it
+    shares with the server."""
     import gc
     import importlib
+    global _made
 
     spec = json.loads(os.environ.pop(WARMUP_ENV, "{}"))
     for module in spec.get("modules", []):
@@ -347,11 +356,26 @@ def pool_warmups() -> None:
         except ImportError:  # as multiprocessing's own preload: the worker imports it and fails there
             pass
     for function, argument in spec.get("warmups", []):
+        warmup = Warmup(function, argument)
         try:
-            Warmup(function, argument)()
-        except Exception:  # noqa: BLE001 - the worker that needs it loads it and reports the error with its unit
-            pass
+            warmup()
+            _made += (warmup,)
+        except Exception as e:  # noqa: BLE001 - each unit of the pool fails with it (`_unit`)
+            _failed[warmup] = f"{type(e).__name__}: {e}"
     gc.freeze()
+
+
+def served_warmups() -> tuple[Warmup, ...]:
+    """In a pool worker: the warm-ups its fork server made."""
+    return _made
+
+
+def _unit(fn: Callable[[U], UnitResult], unit: U) -> UnitResult:
+    """A unit in a pool worker, unless a warm-up of its fork server failed."""
+    if _failed:
+        raise WarmupFailed("the process pool's warm-up failed in its fork server: " + "; ".join(
+            f"{w.function}({w.argument!r}): {error}" for w, error in _failed.items()))
+    return fn(unit)
 
 
 PR_SET_PDEATHSIG = 1
@@ -441,7 +465,7 @@ class PoolRunner:
                                 *(w for u in units if isinstance(w := getattr(u, "warmup", None), Warmup))}))
         with ProcessPoolExecutor(max_workers=min(self.workers, len(units)), mp_context=_pool_context(fn, warmups),
                                  initializer=_init_worker, initargs=(unit_environ(),)) as pool:
-            futures = [pool.submit(fn, u) for u in units]
+            futures = [pool.submit(_unit, fn, u) for u in units]
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)

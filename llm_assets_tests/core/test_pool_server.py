@@ -7,6 +7,8 @@ import os
 import threading
 from dataclasses import dataclass
 
+import pytest
+
 from llm_assets.core import tokenize
 from llm_assets.core.units import PoolRunner, UnitResult, Warmup, run_units, stop_pool_server
 from llm_assets_support.shared_data import shared
@@ -56,5 +58,52 @@ def test_workers_start_with_the_tokenizer_their_fork_server_loaded(tmp_path):
         mixed = run_units(probe, [Probe("o1", str(other)), Probe("o2", str(other))], PoolRunner(2))
         assert [r.counts["loaded"] for r in mixed] == [2, 2]  # from a server that loaded the other one
         assert {r.errors[0] for r in mixed} == {repr(tokenize.batch_encoder(str(other))(TEXTS))}
+    finally:
+        stop_pool_server()
+
+
+@dataclass(frozen=True)
+class Named:
+    source: str
+    warmup: Warmup
+
+
+def made(u: Named) -> UnitResult:
+    """The warm-ups the worker's fork server made, and which extractors' libraries it finds imported."""
+    import sys
+
+    from llm_assets.core.units import served_warmups
+
+    return UnitResult(unit=u.source, source=u.source, errors=[
+        repr(sorted((w.function, w.argument) for w in served_warmups())),
+        repr([m for m in ("trafilatura", "resiliparse") if m in sys.modules])])
+
+
+def test_the_fork_server_warms_exactly_what_the_units_name_and_routed_extraction_warms_both_extractors():
+    from llm_assets.core.documents import DocumentsSettings, ExtractUnit
+    from llm_assets.core.units import POOL_WARMUPS
+
+    routed = ExtractUnit(store=None, source="raw/c/a.warc.gz", settings=DocumentsSettings(extractor="routed"),
+                         crawl="c", size=0, part="").warmup
+    assert routed == Warmup("llm_assets.core.documents:warm", "trafilatura,resiliparse")
+    stop_pool_server()
+    try:
+        results = run_units(made, [Named(f"u{i}", routed) for i in range(2)], PoolRunner(2))
+    finally:
+        stop_pool_server()
+    expected = sorted((w.function, w.argument) for w in (*POOL_WARMUPS, routed))
+    assert {r.errors[0] for r in results} == {repr(expected)}
+    assert {r.errors[1] for r in results} == {repr(["trafilatura", "resiliparse"])}  # before any unit ran
+
+
+def test_a_warm_up_that_fails_fails_every_unit_naming_it():
+    from llm_assets.core.units import WarmupFailed
+
+    stop_pool_server()
+    try:
+        with pytest.raises(WarmupFailed, match=r"llm_assets\.core\.documents:warm\('routed'\): ValueError: unknown "
+                                               r"extractor 'routed'"):
+            run_units(made, [Named(f"u{i}", Warmup("llm_assets.core.documents:warm", "routed")) for i in range(2)],
+                      PoolRunner(2))  # (one unit alone runs in this process, no pool)
     finally:
         stop_pool_server()
