@@ -256,7 +256,7 @@ def test_a_demo_whose_runs_fail_says_so(seaweed, tmp_path):
     assert "image–text pairs, for example" not in result.stdout and "enriched documents, for" not in result.stdout
     assert "ColumnNotFoundError" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(r"demo failed: \d+ runs failed \(lake_job ×\d+.*\); each is marked FAILED above with its "
+    assert re.fullmatch(r"demo failed: \d+ runs? failed \(lake_job ×\d+.*\); each is marked FAILED above with its "
                         r"first error and run id", last), last
 
 

@@ -188,12 +188,10 @@ class PartitionRef:
 
 def crawls_named(label: str) -> list[str]:
     """The crawls a run's partitions are named by, from its label (`crawl|shard`, `crawl`, a range of shards
-    `crawl|first..last`, or a range of crawls `first..last`: its first and last crawl)."""
-    first, _, last = label.partition("..")
-    crawls = [PartitionRef.parse(first).crawl]
-    if last and PartitionRef.parse(first).shard == CRAWL_LEVEL_SHARD:
-        crawls.append(PartitionRef.parse(last).crawl)
-    return crawls
+    `crawl|first..last`, a range of crawls `first..last`, or shards of a range of crawls `first..last|first..last`:
+    its first and last crawl)."""
+    first, _, last = label.split("|", 1)[0].partition("..")
+    return [PartitionRef.parse(crawl).crawl for crawl in (first, last) if crawl]
 
 
 def split_partition(key: str) -> tuple[str, str]:

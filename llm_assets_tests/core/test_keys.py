@@ -90,4 +90,4 @@ def test_a_runs_label_names_its_crawls():
     from llm_assets.core.keys import crawls_named
 
     assert crawls_named("CC-A|0001") == crawls_named("CC-A") == crawls_named("CC-A|0000..0031") == ["CC-A"]
-    assert crawls_named("CC-A..CC-B") == ["CC-A", "CC-B"]
+    assert crawls_named("CC-A..CC-B") == crawls_named("CC-A..CC-B|0000..0003") == ["CC-A", "CC-B"]
