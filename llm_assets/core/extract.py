@@ -1,8 +1,9 @@
 """HTML -> main text, title and date, with three extractors selectable by name.
 
-* ``"trafilatura"`` (the default) is configured as FineWeb configures it: ``favor_precision=True``,
-  ``include_comments=False``, tables kept, and ``deduplicate=False`` here (deduplication is a later stage).
-  The title and the date are those of ``with_metadata=True``, read with the title, URL and date steps of
+* ``"trafilatura"`` (the default) runs with the options of a preset (``PRESETS``): by default FineWeb's,
+  ``favor_precision=True``, ``include_comments=False``, tables kept; ``"trafilatura"`` is trafilatura's own
+  defaults (comments kept), ``"recall"`` its ``favor_recall``. ``deduplicate=False`` always (deduplication is a
+  later stage). The title and the date are those of ``with_metadata=True``, read with the title, URL and date steps of
   trafilatura's metadata extraction only: the others (author, site name, categories, tags, licence) cost about
   a quarter of trafilatura's CPU time and nothing here keeps them; text, title and date are unchanged (checked on
   every page of the shared WARC files and of three public extraction benchmarks, BENCHMARKS.md). The date is
@@ -65,6 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import Field
 
+from llm_assets.core import route_model
 from llm_assets.core.config import Section
 from llm_assets.core.errors import is_store_error
 
@@ -75,22 +77,48 @@ LOGGER = logging.getLogger(__name__)
 
 EXTRACTORS = ("trafilatura", "resiliparse", "trafilatura_fast")
 DEFAULT_EXTRACTOR = "trafilatura"
+
+
+@dataclass(frozen=True)
+class TrafilaturaOptions:
+    """The arguments of trafilatura's `extract` that change which text a page gives (the others change its format,
+    or keep images and links that plain text drops). `deduplicate` is always off: deduplication is a later stage."""
+
+    favor_precision: bool = False
+    favor_recall: bool = False
+    include_comments: bool = True
+    include_tables: bool = True
+
+
+# Named sets of TrafilaturaOptions (`documents.trafilatura_preset`): FineWeb's (datatrove's Trafilatura block as
+# FineWeb ran it: precision favoured, comments left out), trafilatura's own defaults, and its recall mode.
+PRESETS: dict[str, TrafilaturaOptions] = {
+    "fineweb": TrafilaturaOptions(favor_precision=True, include_comments=False),
+    "trafilatura": TrafilaturaOptions(),
+    "recall": TrafilaturaOptions(favor_recall=True),
+}
+Preset = Literal["fineweb", "trafilatura", "recall"]
+DEFAULT_PRESET: Preset = "fineweb"
 # the library each extractor runs, whose version is recorded with the documents
 _PACKAGE = {"trafilatura": "trafilatura", "resiliparse": "resiliparse", "trafilatura_fast": "trafilatura"}
 
 
-def _check_extractor(name: str) -> None:
+def _check_extractor(name: str, preset: str = DEFAULT_PRESET) -> None:
     if name not in EXTRACTORS:
         raise ValueError(f"unknown extractor {name!r}; valid extractors: {', '.join(EXTRACTORS)}")
+    if preset not in PRESETS:
+        raise ValueError(f"unknown trafilatura preset {preset!r}; valid presets: {', '.join(PRESETS)}")
 
 
-def extractor_version(name: str) -> str:
-    """Name and installed version of an extractor, e.g. "trafilatura 2.3.1" or "trafilatura_fast (trafilatura
-    2.3.1)", recorded with each document."""
-    _check_extractor(name)
-    if _PACKAGE[name] == name:
-        return f"{name} {version(name)}"
-    return f"{name} ({_PACKAGE[name]} {version(_PACKAGE[name])})"
+def extractor_version(name: str, preset: str = DEFAULT_PRESET) -> str:
+    """Name and installed version of an extractor, e.g. "trafilatura 2.3.1", "trafilatura_fast (trafilatura
+    2.3.1)" or, with a preset other than FineWeb's, "trafilatura 2.3.1 [recall]", recorded with each document."""
+    _check_extractor(name, preset)
+    made_by = f"{name} {version(name)}" if _PACKAGE[name] == name else \
+        f"{name} ({_PACKAGE[name]} {version(_PACKAGE[name])})"
+    if _PACKAGE[name] == "trafilatura" and preset != DEFAULT_PRESET:
+        return f"{made_by} [{preset}]"
+    return made_by
 
 
 # Kept for callers that predate the choice of extractor: the version of the default one.
@@ -117,15 +145,17 @@ def extract_html(
     extractor: str = DEFAULT_EXTRACTOR,
     timeout_s: float | None = None,
     max_chars: int | None = None,
+    preset: str = DEFAULT_PRESET,
 ) -> Extracted | None:
     """Main text, title and date of a page, or None when the page has no main text.
 
     extractor: "trafilatura" (default), "resiliparse" or "trafilatura_fast"; anything else is a ValueError.
+    preset: trafilatura's options (a name in PRESETS; resiliparse ignores it).
     timeout_s: raise ExtractionTimeout when the extraction uses more CPU seconds (main thread only, see the
         module doc).
     max_chars: cut longer HTML to this many characters before parsing.
     """
-    _check_extractor(extractor)
+    _check_extractor(extractor, preset)
     if timeout_s is not None and not timeout_s > 0:
         raise ValueError(f"timeout_s must be positive or None, not {timeout_s!r}")
     if max_chars is not None and max_chars <= 0:
@@ -140,9 +170,9 @@ def extract_html(
         return None
     try:
         if timeout_s is None:
-            return _EXTRACT[extractor](html, url or None)
+            return _EXTRACT[extractor](html, url or None, PRESETS[preset])
         warm_up(extractor)  # the limit is the page's: not the process's first import of the extractor
-        return _CPULimit(timeout_s).call(_EXTRACT[extractor], html, url or None)
+        return _CPULimit(timeout_s).call(_EXTRACT[extractor], html, url or None, PRESETS[preset])
     except ExtractionTimeout:
         raise
     except Exception as err:  # noqa: BLE001 - one malformed page must not end a shard
@@ -163,7 +193,7 @@ def warm_up(extractor: str) -> None:
     0.17 CPU-s where it takes 0.015 afterwards, and crossed a 0.05 CPU-s limit in one run and not in another)."""
     page = ("<html><head><title>t</title></head><body><article><p>" + "Warm words here. " * 40
             + "</p></article></body></html>")
-    _EXTRACT[extractor](page, "https://example.org/warm-up")
+    _EXTRACT[extractor](page, "https://example.org/warm-up", PRESETS[DEFAULT_PRESET])
     if _PACKAGE[extractor] == "trafilatura":
         from justext.core import define_stoplist
         from trafilatura import external
@@ -177,7 +207,7 @@ def warm_up(extractor: str) -> None:
 ROUTED = "routed"
 # Why a page went to the fast extractor: its HTML was too long, it had too many tags, its host had gone over budget
 # earlier in the unit, or the primary extractor used up its CPU budget on it.
-ROUTE_REASONS = ("size", "tags", "host", "budget")
+ROUTE_REASONS = ("size", "tags", "host", "budget", "model", "collapse")
 
 
 class Routing(Section):
@@ -216,6 +246,13 @@ class Routing(Section):
     host_overruns: int | None = Field(default=None, ge=1, description=(
         "After this many budget overruns of a host in one work unit, its later pages go straight to `fast` (reason "
         "`host`); null: off (on a one-host crawl one overrun would route most pages away)."))
+    quality_model: bool = Field(default=False, description=(
+        "`fast` reads every page first, and `primary` only the pages where the routing model "
+        "(`llm_assets/core/route_model.json`) predicts it gives more F1 than its threshold; the others keep `fast`'s "
+        "text (reason `model`). Off by default: trained on four public extraction sets and judged on the fifth, in "
+        "turn, the model ranks pages barely better than chance (area under the ROC curve 0.49-0.72) and, at the "
+        "threshold that keeps its training sets' F1, sends 50-100 % of pages to `primary`, so it is no faster than "
+        "`primary` alone (`python -m benchmarks.routing_model`, benchmarks/results/extraction-quality.md)."))
 
 
 @dataclass(frozen=True)
@@ -226,12 +263,13 @@ class Routed:
     result: Extracted | None
     extractor: str
     reason: str | None = None
+    preset: str = DEFAULT_PRESET
 
     @property
     def label(self) -> str:
         """What the documents' `extractor` column says, e.g. "trafilatura 2.3.1" or "resiliparse 2.0.0 (routed:
         budget)"."""
-        made_by = extractor_version(self.extractor)
+        made_by = extractor_version(self.extractor, self.preset)
         return f"{made_by} (routed: {self.reason})" if self.reason else made_by
 
 
@@ -239,8 +277,8 @@ class Router:
     """Routes the pages of one work unit (see `Routing`); it remembers the hosts whose pages went over budget, so
     the same unit gives the same routing whatever the runner."""
 
-    def __init__(self, routing: Routing) -> None:
-        self.routing = routing
+    def __init__(self, routing: Routing, preset: str = DEFAULT_PRESET) -> None:
+        self.routing, self.preset = routing, preset
         self.overruns: Counter[str] = Counter()
 
     def route(self, html: str, host: str) -> str | None:
@@ -266,15 +304,24 @@ class Router:
         r = self.routing
         host = host_of(url)
         reason = self.route(html, host)
+        fast: Routed | None = None
+        if reason is None and r.quality_model:
+            fast = Routed(extract_html(html, url, r.fast, timeout_s=timeout_s), r.fast, "model", self.preset)
+            if not route_model.load().wants_primary(html, fast.result.text if fast.result else ""):
+                return fast
         if reason is None:
             budget = min(x for x in (r.budget_s, timeout_s) if x is not None) if (r.budget_s or timeout_s) else None
             try:
-                return Routed(extract_html(html, url, r.primary, timeout_s=budget), r.primary)
+                return Routed(extract_html(html, url, r.primary, timeout_s=budget, preset=self.preset), r.primary,
+                              preset=self.preset)
             except ExtractionTimeout:
                 reason = "budget"
                 if host:
                     self.overruns[host] += 1
-        return Routed(extract_html(html, url, r.fast, timeout_s=timeout_s), r.fast, reason)
+        if fast is not None:
+            return Routed(fast.result, r.fast, reason, self.preset)
+        return Routed(extract_html(html, url, r.fast, timeout_s=timeout_s, preset=self.preset), r.fast, reason,
+                      self.preset)
 
 
 def host_of(url: str | None) -> str:
@@ -289,18 +336,18 @@ def host_of(url: str | None) -> str:
 # --- trafilatura -----------------------------------------------------------------------------------------------
 
 
-def _trafilatura(html: str, url: str | None) -> Extracted | None:
-    return _trafilatura_with(html, url, fast=False)
+def _trafilatura(html: str, url: str | None, options: TrafilaturaOptions) -> Extracted | None:
+    return _trafilatura_with(html, url, options, fast=False)
 
 
-def _trafilatura_fast(html: str, url: str | None) -> Extracted | None:
-    return _trafilatura_with(html, url, fast=True)
+def _trafilatura_fast(html: str, url: str | None, options: TrafilaturaOptions) -> Extracted | None:
+    return _trafilatura_with(html, url, options, fast=True)
 
 
-def _trafilatura_with(html: str, url: str | None, fast: bool) -> Extracted | None:
-    """FineWeb's trafilatura settings; `fast` skips trafilatura's comparison with its readability and justext
-    fallbacks. The title and date are read as `with_metadata=True` reads them, without the rest of trafilatura's
-    metadata (author, site name, categories, tags, licence: ~15 % of its CPU time, and not kept here)."""
+def _trafilatura_with(html: str, url: str | None, options: TrafilaturaOptions, fast: bool) -> Extracted | None:
+    """trafilatura with `options`; `fast` skips its comparison with its readability and justext fallbacks. The
+    title and date are read as `with_metadata=True` reads them, without the rest of trafilatura's metadata
+    (author, site name, categories, tags, licence: ~15 % of its CPU time, and not kept here)."""
     from trafilatura import bare_extraction  # here: a process that only reads the settings does not pay for it
     from trafilatura.utils import load_html
 
@@ -313,9 +360,10 @@ def _trafilatura_with(html: str, url: str | None, fast: bool) -> Extracted | Non
         tree,  # copied by trafilatura: the tree is parsed once for the metadata and the text
         url=url or meta.url,  # with_metadata=True passes the page's canonical URL on when there is no url
         fast=fast,
-        favor_precision=True,
-        include_comments=False,
-        include_tables=True,
+        favor_precision=options.favor_precision,
+        favor_recall=options.favor_recall,
+        include_comments=options.include_comments,
+        include_tables=options.include_tables,
         deduplicate=False,
         with_metadata=False,
     ))
@@ -366,7 +414,7 @@ def _date_params() -> dict[str, Any]:
 _ISO_DATE = re.compile(r"\s*(\d{4}-\d{2}-\d{2})")
 
 
-def _resiliparse(html: str, url: str | None) -> Extracted | None:
+def _resiliparse(html: str, url: str | None, options: TrafilaturaOptions) -> Extracted | None:
     from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.html import HTMLTree
 
@@ -429,7 +477,7 @@ def _resiliparse_date(tree: Any) -> str | None:
     return None
 
 
-_EXTRACT: dict[str, Callable[[str, str | None], Extracted | None]] = {
+_EXTRACT: dict[str, Callable[[str, str | None, TrafilaturaOptions], Extracted | None]] = {
     "trafilatura": _trafilatura,
     "resiliparse": _resiliparse,
     "trafilatura_fast": _trafilatura_fast,

@@ -3,13 +3,15 @@
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from llm_assets.core import route_model
 from llm_assets.core.documents import STAGE_VERSION
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
 
+# The routing model is data the stage's output depends on: a retrained model is a new code version.
 SPEC = StageSpec("documents", "shard", ("raw_files",),
-                 version=lambda s: code_version(STAGE_VERSION, s.documents.fingerprint()), job="lake_job",
-                 documents=True)
+                 version=lambda s: code_version(STAGE_VERSION, s.documents.fingerprint(), route_model.fingerprint()),
+                 job="lake_job", documents=True)
 SPECS = [SPEC]
 
 if TYPE_CHECKING:
@@ -58,7 +60,9 @@ def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions
         HTML responses (2xx, HTML by header and by sniffing) get their main text extracted, with title and date:
         by default trafilatura with FineWeb's settings, except the pages that would cost most of its time (very
         long HTML, many tags, a host over budget before, or over its CPU budget), which resiliparse extracts (the
-        `routing` settings); charsets come from the HTTP header, then `<meta>`, then detection. Each document keeps
+        `routing` settings), and many pages of one host that extract to one identical text (a sidebar), which the
+        other extractor extracts again (the `collapse` settings); charsets come from the HTTP header, then `<meta>`,
+        then detection. Each document keeps
         its provenance: doc_id, URL, domain, crawl, source key, record offset, WARC-Record-ID, fetch time, content
         type, charset, extractor and version (and why it was routed: `resiliparse 2.0.0 (routed: budget)`).
         Metadata: `pages_by_extractor`, `pages_routed_by_reason`.

@@ -1,18 +1,34 @@
 """A split WARC file's shares read byte ranges of it: together exactly the records of the whole file, each once, in
-file order, whatever the file's layout (gzip per record, one gzip stream, uncompressed) or damage."""
+file order, whatever the file's layout (gzip per record, one gzip stream, uncompressed) or damage. Real pages of one
+site that collapse to one text are extracted again."""
 
 from __future__ import annotations
 
 import gzip
 import io
 import zlib
+from collections import defaultdict
+from importlib.metadata import version
 
 import pytest
 
-from llm_assets.core.documents import DocumentsSettings, ExtractUnit, reader_settings, share_records
+from llm_assets.core import documents
+from llm_assets.core.collapse import Collapse
+from llm_assets.core.documents import (
+    EXTRACTED_BY,
+    ROUTED_FOR,
+    DocumentsSettings,
+    ExtractUnit,
+    PageExtractor,
+    extract_documents,
+    reader_settings,
+    share_records,
+)
+from llm_assets.core.extract import extract_html
 from llm_assets.core.readers import ReadReport, member_layout, read_records
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.core.test_readers import gzip_members
+from llm_assets_tests.core.test_units import extract_unit, read, upload
 
 GZIP_PER_RECORD = ["aut__example.IAH-2008-archive.org.warc.gz", "dolma__sample-0000.warc.gz",
                    "dolma__sample-0001.warc.gz", "pywb__iana.warc.gz", "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"]
@@ -159,3 +175,63 @@ def test_gzip_magic_bytes_that_begin_no_record_are_not_taken_for_a_share_start()
     records = [r for share in got for r in share]
     assert len(records) == len({(r[0], r[1]) for r in records})
     assert {r[0] for r in records} <= {r[0] for r in got_whole} | {s for s, _ in gzip_members(data)}
+
+
+ARCHIVE_ORG = "aut__example.IAH-2008-archive.org.warc.gz"
+
+
+def archive_org_pages() -> dict[str, str]:
+    """The HTML of archive.org's 2008 crawl by URL."""
+    with shared("warc", ARCHIVE_ORG).open("rb") as f:
+        return {rec.url: rec.html for rec in read_records(f, ARCHIVE_ORG, SETTINGS, ReadReport()) if rec.html}
+
+
+def test_real_pages_of_one_site_that_collapse_to_one_text_are_extracted_again(store_config, lake, crawl):
+    """archive.org's 2008 crawl, one unit, the default extraction: distinct pages (the contribution and jobs pages,
+    forum threads, a collection browser, URLs the crawler made of script strings) extract with trafilatura to the
+    site's navigation bar alone, and "item cannot be found" pages to that bar and one line. Those pages are
+    extracted again by resiliparse and counted under `collapse`; every other document is as it was."""
+    key, size, etag = upload(lake, crawl, ARCHIVE_ORG)
+    off = DocumentsSettings(collapse=Collapse(enabled=False))
+    first = extract_documents(extract_unit(store_config, crawl, key, size, etag, tag="off", settings=off))
+    caught = extract_documents(extract_unit(store_config, crawl, key, size, etag))
+    before = {r["doc_id"]: r for r in read(lake, first.part).iter_rows(named=True)}
+    after = {r["doc_id"]: r for r in read(lake, caught.part).iter_rows(named=True)}
+    assert before.keys() == after.keys() and caught.dropped == first.dropped
+
+    urls = defaultdict(set)
+    for r in before.values():
+        urls[r["domain"], r["text"]].add(r["url"])
+    groups = {text: found for (_, text), found in urls.items() if len(found) >= 3 and len(text) >= 100}
+    navigation_bar = min(groups, key=len)
+    assert navigation_bar.startswith("|  |  |  | \n| Web \\| Moving Images \\| Texts") and len(navigation_bar) == 273
+    assert [len(found) for found in groups.values()] == [11, 10]
+    expected = {r["doc_id"] for r in before.values() if r["text"] in groups}
+
+    html = archive_org_pages()
+    for doc, row in after.items():
+        if doc in expected:
+            assert row["extractor"] == f"resiliparse {version('resiliparse')} (routed: collapse)"
+            assert row["text"] == extract_html(html[row["url"]], row["url"], "resiliparse").text
+        else:
+            assert row == before[doc]
+    assert caught.counts[ROUTED_FOR + "collapse"] == len(expected) == 21
+    assert ROUTED_FOR + "collapse" not in first.counts
+    assert sum(caught.counts.values()) == sum(first.counts.values()) + len(expected)  # each page counted once
+    # the navigation bar's 11 pages get their own texts back: 6, as a few are one page under several crawled URLs
+    assert len({after[doc]["text"] for doc in expected if before[doc]["text"] == navigation_bar}) == 6
+
+
+def test_a_collapsed_page_goes_to_the_other_extractor_and_keeps_its_text_when_that_gives_none(monkeypatch):
+    url = "http://www.archive.org/about/jobs.php"
+    html = archive_org_pages()[url]
+    extract = PageExtractor(DocumentsSettings(extractor="resiliparse"), "resiliparse")
+    first = extract(html, url)
+    again = extract.again(html, url, first)
+    assert (again.extractor, again.reason) == ("trafilatura", "collapse")
+    assert again.result == extract_html(html, url, "trafilatura")
+    assert extract.counts == {EXTRACTED_BY + "trafilatura": 1, ROUTED_FOR + "collapse": 1}  # counted once, as written
+
+    monkeypatch.setattr(documents, "extract_html", lambda *args, **kwargs: None)
+    assert extract.again(html, url, again) is again
+    assert extract.counts == {EXTRACTED_BY + "trafilatura": 1, ROUTED_FOR + "collapse": 1}

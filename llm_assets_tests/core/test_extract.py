@@ -112,6 +112,33 @@ def test_extractor_names_and_versions():
     assert EXTRACTOR_VERSION == extractor_version("trafilatura")
 
 
+def test_presets_are_trafilaturas_options_and_name_the_documents_they_make():
+    assert extract.PRESETS["fineweb"] == extract.TrafilaturaOptions(favor_precision=True, include_comments=False)
+    assert extract.PRESETS["trafilatura"] == extract.TrafilaturaOptions()  # trafilatura's own defaults
+    assert extract.PRESETS["recall"].favor_recall and not extract.PRESETS["recall"].favor_precision
+    assert extract.DEFAULT_PRESET == "fineweb" == DocumentsSettings().trafilatura_preset
+    assert extractor_version("trafilatura", "fineweb") == extractor_version("trafilatura")
+    assert extractor_version("trafilatura", "recall") == f"trafilatura {version('trafilatura')} [recall]"
+    assert extractor_version("trafilatura_fast", "trafilatura").endswith("[trafilatura]")
+    assert extractor_version("resiliparse", "recall") == extractor_version("resiliparse")  # not a trafilatura option
+    with pytest.raises(ValueError, match=r"'precise'.*fineweb, trafilatura, recall"):
+        extract_html(article(), ARTICLE_URL, preset="precise")
+
+
+def test_presets_change_the_text_of_real_pages():
+    """archive.org's home page of 2008: FineWeb's precision keeps less of it than trafilatura's defaults; a page's
+    text under each preset is what trafilatura's own `extract` gives with those options."""
+    url = "http://www.archive.org/index.php"
+    html = page(ARCHIVE_ORG, url)
+    texts = {name: extract_html(html, url, preset=name).text for name in extract.PRESETS}
+    assert len(texts["fineweb"]) < len(texts["trafilatura"])
+    for name, options in extract.PRESETS.items():
+        expected = trafilatura.extract(html, url=url, favor_precision=options.favor_precision,
+                                       favor_recall=options.favor_recall, include_comments=options.include_comments,
+                                       include_tables=options.include_tables, deduplicate=False)
+        assert texts[name].strip() == expected.strip(), name  # extract() trims the last line
+
+
 @pytest.mark.parametrize("html", ["", "<html><body><p>text</p></body></html>"])
 def test_unknown_extractor_names_it_and_the_valid_ones(html):
     with pytest.raises(ValueError, match=r"'boilerpipe'.*trafilatura, resiliparse"):
@@ -246,7 +273,7 @@ print(json.dumps(out))
 
 
 def _stub(monkeypatch, fn) -> None:
-    monkeypatch.setitem(extract._EXTRACT, "trafilatura", fn)
+    monkeypatch.setitem(extract._EXTRACT, "trafilatura", lambda html, url, options: fn(html, url))
 
 
 def test_sleeping_is_not_cpu_time(monkeypatch, timers_untouched):

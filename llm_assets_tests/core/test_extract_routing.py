@@ -9,6 +9,7 @@ from importlib.metadata import version
 
 import pytest
 
+from llm_assets.core import route_model
 from llm_assets.core.documents import (
     EXTRACTED_BY,
     ROUTED_FOR,
@@ -19,7 +20,7 @@ from llm_assets.core.documents import (
 )
 from llm_assets.core.extract import ROUTED, Router, Routing, extract_html
 from llm_assets.core.readers import ReadReport, SourceRecord
-from llm_assets_tests.core.test_extract import ARTICLE_URL, article, biggest_page
+from llm_assets_tests.core.test_extract import ARCHIVE_ORG, ARTICLE_URL, article, biggest_page, html_pages
 
 RESILIPARSE = f"resiliparse {version('resiliparse')}"
 TRAFILATURA = f"trafilatura {version('trafilatura')}"
@@ -132,3 +133,34 @@ def test_partition_metadata_counts_pages_per_extractor_and_reason():
     meta = extraction_report(PartitionOutput(units=units))
     assert meta["pages_by_extractor"].data == {"resiliparse": 3, "trafilatura": 5}
     assert meta["pages_routed_by_reason"].data == {"budget": 1, "size": 1, "tags": 1}
+
+
+def test_quality_model_keeps_the_fast_text_unless_the_model_predicts_the_primary_gains():
+    """With `quality_model`, resiliparse reads every real page first; trafilatura extracts only the pages the
+    model picks, the others keep resiliparse's text as documents routed for reason `model`, all counted."""
+    model = route_model.load()
+    extract = PageExtractor(settings(quality_model=True), ROUTED)
+    picked = 0
+    pages = html_pages(ARCHIVE_ORG)[:40]
+    for url, html in pages:
+        routed = extract(html, url)
+        fast = extract_html(html, url, "resiliparse")
+        if model.wants_primary(html, fast.text if fast else ""):
+            picked += 1
+            assert (routed.extractor, routed.reason) == ("trafilatura", None)
+            assert routed.result == extract_html(html, url, "trafilatura")
+        else:
+            assert (routed.extractor, routed.reason, routed.result) == ("resiliparse", "model", fast)
+            assert routed.label == f"{RESILIPARSE} (routed: model)"
+    assert 0 < picked < len(pages)  # real pages of both kinds
+    assert extract.counts[ROUTED_FOR + "model"] == len(pages) - picked
+    assert extract.counts[EXTRACTED_BY + "trafilatura"] == picked
+
+
+def test_quality_model_reuses_the_fast_text_when_the_primary_runs_out_of_budget():
+    model = route_model.load()
+    url, html = next((u, h) for u, h in html_pages(ARCHIVE_ORG)
+                     if (r := extract_html(h, u, "resiliparse")) and model.wants_primary(h, r.text))
+    routed = Router(Routing(quality_model=True, max_tags=None, budget_s=TINY_BUDGET)).extract(html, url)
+    assert (routed.extractor, routed.reason) == ("resiliparse", "budget")
+    assert routed.result == extract_html(html, url, "resiliparse")
