@@ -180,11 +180,13 @@ bench-dump-scale: $(VENV)/.synced
 bench-dedup-path: $(VENV)/.synced
 	LLM_ASSETS_UV="$(UV)" $(BIN)/python -m benchmarks.dedup_path --output BENCHMARKS.md --json .bench/dedup-path/results.json
 
-# Extractors' main-text F1 on public benchmarks with ground truth (checkouts named by EXTRACTION_BENCH_SCRAPINGHUB,
-# EXTRACTION_BENCH_READABILITY, EXTRACTION_BENCH_TRAFILATURA; `python -m benchmarks.extraction_quality --help`
-# says where to get them), agreement with trafilatura on the shared WARC pages, pages per CPU-second.
+# Extractors' and trafilatura presets' main-text F1 (shingles and ROUGE-LSum) on five public benchmarks with ground
+# truth (checkouts named by EXTRACTION_BENCH_SCRAPINGHUB, EXTRACTION_BENCH_READABILITY, EXTRACTION_BENCH_TRAFILATURA,
+# EXTRACTION_BENCH_NEWSPAPER4K, EXTRACTION_BENCH_CLEANPORTALEVAL; `python -m benchmarks.extraction_quality --help` says
+# where to get them), agreement with trafilatura on the shared WARC pages, pages per CPU-second; each page's scores go
+# to .bench/extraction_pages.jsonl, from which `python -m benchmarks.routing_model` trains and judges the routing model.
 bench-extraction-quality: $(VENV)/.synced
-	$(BIN)/python -m benchmarks.extraction_quality --json .bench/extraction_quality.json
+	$(BIN)/python -m benchmarks.extraction_quality --json .bench/extraction_quality.json --pages .bench/extraction_pages.jsonl
 
 # Extractors that are not dependencies (trafipy, rs-trafilatura, magic-html, a selectolax heuristic, justext,
 # readability-lxml, goose3, newspaper4k, boilerpy3, inscriptis, html-text) beside ours, on the same sets and metric as

@@ -78,5 +78,8 @@ def _result(routed_f1: dict[str, float], routed_cpu: float) -> dict:
 def test_the_summary_judges_the_routed_default_against_the_best_single_extractor_per_set(routed_f1, routed_cpu, met):
     rows = {r.key: r for r in eq.summary(_result(routed_f1, routed_cpu), "make bench-extraction-quality")}
     assert rows["extraction-quality:routed"].met == met
-    assert rows["extraction-quality:trafilatura"].met == "—"
-    assert "(a / b)" in rows["extraction-quality:routed"].measure
+    assert rows["extraction-quality:presets"].met == "—"
+    assert rows["extraction-quality:presets"].current == "`fineweb` 0.900 / 0.900 (10.0)"
+    assert rows["extraction-quality:extractors"].current == "`resiliparse` 0.850 / 0.950 (100.0)"
+    assert rows["extraction-quality:routed"].current.startswith("default 0.900 / ")
+    assert "F1 a/b (pages per CPU-s)" in rows["extraction-quality:routed"].measure
