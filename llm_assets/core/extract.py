@@ -205,8 +205,10 @@ def warm_up(extractor: str) -> None:
 
 # The setting that routes each page to `Routing.primary` or `Routing.fast` (the documents stage's default).
 ROUTED = "routed"
-# Why a page went to the fast extractor: its HTML was too long, it had too many tags, its host had gone over budget
-# earlier in the unit, or the primary extractor used up its CPU budget on it.
+# Why a page's document was not made by the primary extractor: its HTML was too long, it had too many tags, its host
+# had gone over budget earlier in the unit, the primary extractor used up its CPU budget on it, the routing model
+# kept the fast extractor's text (`quality_model`), or it was one of many pages of its host that collapsed to one
+# text and went to the other extractor (`documents.collapse`).
 ROUTE_REASONS = ("size", "tags", "host", "budget", "model", "collapse")
 
 

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from importlib.metadata import version
 from multiprocessing import get_context
+from typing import get_args
 
 import pytest
 import trafilatura
@@ -117,6 +118,7 @@ def test_presets_are_trafilaturas_options_and_name_the_documents_they_make():
     assert extract.PRESETS["trafilatura"] == extract.TrafilaturaOptions()  # trafilatura's own defaults
     assert extract.PRESETS["recall"].favor_recall and not extract.PRESETS["recall"].favor_precision
     assert extract.DEFAULT_PRESET == "fineweb" == DocumentsSettings().trafilatura_preset
+    assert set(get_args(extract.Preset)) == set(extract.PRESETS)  # every preset can be set, every setting exists
     assert extractor_version("trafilatura", "fineweb") == extractor_version("trafilatura")
     assert extractor_version("trafilatura", "recall") == f"trafilatura {version('trafilatura')} [recall]"
     assert extractor_version("trafilatura_fast", "trafilatura").endswith("[trafilatura]")
