@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # does `make clean`.
 STATE := $(or $(LLM_ASSETS_HOME),.llm-assets)
 
-.PHONY: corpus demo demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-demo bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors bench-crawl bench-crawl-scaling store-start store-stop clean
+.PHONY: corpus demo docs demo-cluster cluster-start cluster-stop test test-core snapshots lint browser postgres ui deploy-up deploy-down deploy-status screenshots bench bench-startup bench-dedup bench-decontamination bench-enrich bench-pii-names bench-segmenters bench-trace bench-forecast bench-run-overhead bench-demo bench-seed-paper bench-lake-io bench-oversized bench-cluster bench-engine-bakeoff bench-compare bench-dump-scale bench-dedup-path bench-extraction-quality bench-extractors bench-crawl bench-crawl-scaling store-start store-stop clean
 
 # uv itself comes from PyPI; the environment is built from the lock file, exactly. Its bytecode is compiled once
 # here: every process of a run (Dagster's step processes, cluster workers, the webserver) imports Dagster and the
@@ -57,6 +57,11 @@ test-core: $(VENV)/.synced
 snapshots: $(VENV)/.synced
 	$(PYTEST) -m snapshot --update-snapshots -p no:cacheprovider -q
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or anchor fails (test_docs.py builds
+# it in `make test` too).
+docs: $(VENV)/.synced
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 lint: $(VENV)/.synced
 	$(BIN)/ruff check llm_assets resources benchmarks llm_assets_tests llm_assets_support
 	$(BIN)/mypy llm_assets resources
@@ -66,7 +71,7 @@ ui: $(VENV)/.synced
 	@$(COMPILE)
 	$(BIN)/llm-assets ui --port $(UI_PORT)
 
-# The production topology on this machine (README, "Running it as a service"): PostgreSQL, the object store, the Dask
+# The production topology on this machine (docs/service.md): PostgreSQL, the object store, the Dask
 # cluster (NODES), Dagster's code server, daemon and webserver (UI_PORT), each a supervised process on 127.0.0.1.
 deploy-up: $(VENV)/.synced postgres
 	@$(COMPILE)

@@ -60,7 +60,7 @@ def dask_runner(settings: DaskRunnerSettings) -> DaskRunner:
 
 
 # Each runner settings class -> its runner. A new runner: its settings class in `core.units.RunnerSettings` and its
-# entry here (see the README, "Add a runner").
+# entry here (see docs/extending.md, "Add a runner").
 RUNNERS: dict[type, Callable[[Any], Runner]] = {
     InProcessRunnerSettings: lambda settings: InProcessRunner(),
     PoolRunnerSettings: lambda settings: PoolRunner(settings.workers),

@@ -14,7 +14,7 @@ from llm_assets.settings import PROJECT_ROOT, load_settings
 from llm_assets.stages import SPECS, STAGES, specs_of
 from llm_assets_tests.test_definitions import SNAPSHOT, definitions_snapshot
 
-README = PROJECT_ROOT / "README.md"
+EXTENDING = PROJECT_ROOT / "docs" / "extending.md"
 NAME = "word_counts"
 
 # Step 1: the processing, Dagster-free.
@@ -81,7 +81,7 @@ def new_stage(tmp_path, monkeypatch):
 
 
 def readme_steps() -> list[str]:
-    section = README.read_text().split("### Add a stage\n", 1)[1].split("\n#", 1)[0]
+    section = EXTENDING.read_text().split("## Add a stage\n", 1)[1].split("\n#", 1)[0]
     return re.findall(r"^\d+\. (.*?)(?=\n\d+\. |\n\n)", section, re.M | re.S)
 
 

@@ -21,10 +21,11 @@ TESTS = PROJECT_ROOT / "llm_assets_tests"
 SCENARIOS = {
     "test_chaos.py": "the short fault-injection suite: whole runs killed, the store stopped or full "
                      "(`make chaos` is the long one)",
-    "test_extending.py": "README's `Add a stage` list, followed to the letter on a throwaway stage",
+    "test_docs.py": "the README as a front door, the docs site built strictly: no broken link or anchor",
+    "test_extending.py": "the docs' `Add a stage` list, followed to the letter on a throwaway stage",
     "test_imports.py": "the import graph of every module: no circle, no arrow from a lower layer to a higher one",
     "test_layout.py": "this file: where tests live",
-    "test_make_targets.py": "every make target the README names exists and its tools are there",
+    "test_make_targets.py": "every make target the README and the docs name exists and its tools are there",
     "test_one_stale.py": "the Dagster UI's stale marks against the stale planner, through a real webserver",
     "test_parity.py": "every filter block against datatrove's, on the shared documents",
     "test_parity_languages.py": "FineWeb-2's blocks per language against datatrove's",

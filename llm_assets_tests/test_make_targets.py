@@ -1,6 +1,6 @@
-"""Every make target the README names exists and expands on this checkout, and the tools its recipes call are
-there: a fresh clone's `make bench-compare` failed at once because it ran uv from the project's environment, which
-has none. (What each benchmark measures is checked by running it; here, that each can start.)"""
+"""Every make target the README and the docs name exists and expands on this checkout, and the tools its recipes
+call are there: a fresh clone's `make bench-compare` failed at once because it ran uv from the project's
+environment, which has none. (What each benchmark measures is checked by running it; here, that each can start.)"""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import subprocess
 import pytest
 
 from llm_assets.settings import PROJECT_ROOT
+from llm_assets_tests.test_docs import docs_text
 
-README_TARGETS = sorted(set(re.findall(r"`make ([a-z][a-z-]*)", (PROJECT_ROOT / "README.md").read_text())))
+README_TARGETS = sorted(set(re.findall(r"`make ([a-z][a-z-]*)", docs_text())))
 
 
 def _dry_run(target: str) -> str:

@@ -68,8 +68,8 @@ def test_an_unknown_kind_or_another_kinds_setting_is_an_error_naming_the_setting
 
 
 def test_the_readme_list_and_its_example_name_every_kind():
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### Add a runner\n", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "extending.md").read_text()
+    section = text.split("## Add a runner\n", 1)[1].split("\n## ", 1)[0]
     steps = re.findall(r"^\d\. (.*(?:\n   .*)*)", section, re.M)
     assert len(steps) == 3
     for path in re.findall(r"`((?:llm_assets|llm_assets_tests)/[^`]+)`", section):

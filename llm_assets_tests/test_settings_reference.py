@@ -32,14 +32,14 @@ def test_the_reference_lists_every_key_with_its_default(capsys):
     assert page.count("#### `filtered.chain` block: ") == 13
 
 
-def test_the_readme_example_is_valid_settings():
-    """The README shows a deployment's file instead of a table of keys: it must load."""
+def test_the_settings_page_example_is_valid_settings():
+    """The settings page shows a deployment's file instead of a table of keys: it must load."""
     import yaml
 
     from llm_assets.settings import Settings
 
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    example = readme.split("\n## Settings\n")[1].split("```yaml\n")[1].split("```")[0]
+    page = (PROJECT_ROOT / "docs" / "configuring.md").read_text()
+    example = page.split("# Settings\n")[1].split("```yaml\n")[1].split("```")[0]
     settings = Settings.model_validate(yaml.safe_load(example))
     assert settings.shards == 8 and settings.filtered.block("gopher_quality").min_doc_words == 80
-    assert "docs/settings.md" in readme.split("\n## Settings\n")[1].split("\n### ")[0]
+    assert "](settings.md)" in page.split("# Settings\n")[1].split("\n## ")[0]

@@ -3,7 +3,7 @@
 Each module holds its stage's Dagster-free `StageSpec`s at top level (what the stale planner, `status`, `trace`,
 `export` and the demo read, without importing Dagster) and `build(settings, specs) -> dg.Definitions` (its assets,
 its sensor if any). `llm_assets.definitions` merges what each builds; `llm_assets.jobs` makes the jobs the specs
-name. README, "Add a stage", says how to add one.
+name. docs/extending.md, "Add a stage", says how to add one.
 """
 
 from __future__ import annotations
