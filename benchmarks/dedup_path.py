@@ -10,10 +10,11 @@ The section between `<!-- dedup-path:begin -->` and `<!-- dedup-path:end -->` of
 Input (`make_input`, deterministic in `--seed`): real text of ../shared/data (`$LLM_ASSETS_SHARED_DATA`): the
 16,216 distinct rows of `bench/seed003_input.jsonl.gz`, the paragraphs of WikiText-2's validation and test splits
 and every document of the shared WARC, WET and JSON Lines files as the documents stage extracts them; those of at
-least 10 words are the originals. Composites (two originals joined: each overlaps a real document without being a
-copy of it) bring the distinct documents to 50% of `--documents`; the other half are planted copies of a random
-original or composite: 30% exact, 70% near (one word in every 20 to 100, drawn per copy, replaced by another
-word: a 5-gram Jaccard similarity of about 0.6 to 0.9).
+least 10 words are the originals (the first half of `--documents` of them when there are more). Composites (two
+originals joined: each overlaps a real document without being a copy of it) bring the distinct documents to 50% of
+`--documents`; the other half are planted copies of a random original or composite: 30% exact, 70% near (one word
+in every 20 to 100, drawn per copy, replaced by another word: a 5-gram Jaccard similarity of about 0.6 to 0.9).
+`check_input` fails the run when the input written is not that.
 Rows are shuffled and numbered in that order (`doc-0000000` ...), all with the same fetch time, so both sides'
 documents are in the same order and the keep rule's ties fall to that order. One Parquet file shaped as a
 `filtered` part (zstd, a row group per 2,048 rows); each document's planted source and kind are kept apart.
@@ -110,8 +111,8 @@ def make_input(path: Path, truth: Path, documents: int, seed: int, data: Path) -
     from llm_assets.core import filtered
 
     rng = random.Random(seed)
-    base = originals(data)
-    distinct = max(len(base), int(documents * DISTINCT_SHARE))
+    distinct = int(documents * DISTINCT_SHARE)
+    base = originals(data)[:distinct]  # a small input takes the first originals: still half of it planted copies
     texts = base + [base[rng.randrange(len(base))] + "\n" + base[rng.randrange(len(base))]
                     for _ in range(distinct - len(base))]
     kinds = ["original"] * len(base) + ["composite"] * (distinct - len(base))
@@ -136,8 +137,21 @@ def make_input(path: Path, truth: Path, documents: int, seed: int, data: Path) -
     pq.write_table(table_, path, compression="zstd", row_group_size=filtered.BATCH_ROWS)
     df.select("row", "kind", "source").write_parquet(truth)
     counts = dict(df.group_by("kind").len().iter_rows())
-    return {"documents": documents, "originals": len(base), "kinds": counts,
+    made = {"documents": documents, "originals": len(base), "kinds": counts,
             "text_bytes": int(df["text"].str.len_bytes().sum()), "mean_words": float(df["n_words"].mean())}
+    check_input(made)
+    return made
+
+
+def check_input(made: dict) -> None:
+    """Fail unless the input is what the report says it is: `documents` rows, DISTINCT_SHARE of them distinct
+    (originals and composites), the rest planted copies, exact and near."""
+    kinds, documents = made["kinds"], made["documents"]
+    copies = kinds.get("exact", 0) + kinds.get("near", 0)
+    planned = documents - int(documents * DISTINCT_SHARE)
+    if sum(kinds.values()) != documents or copies != planned or not (kinds.get("exact") and kinds.get("near")):
+        raise ValueError(f"the dedup-path input is not what its report describes: {kinds} in {documents:,} documents, "
+                         f"where {planned:,} planted copies (exact and near) were meant")
 
 
 # Our side: one step in this process ------------------------------------------------------------------------------

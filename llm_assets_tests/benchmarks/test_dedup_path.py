@@ -39,3 +39,26 @@ def test_the_dedup_path_benchmark_runs_the_stages_code_on_its_input(tmp_path, pa
     kept = pl.read_parquet(tmp_path / "deduplicated.parquet")["doc_id"].to_list()
     assert kept == [d for d in df["doc_id"] if d not in set(removed["doc_id"])]
     assert lines["removal"] == {**lines["removal"], "rows": len(texts), "kept": len(texts) - 10}
+
+
+@pytest.mark.core
+def test_an_input_unlike_its_report_fails_the_run():
+    from benchmarks.dedup_path import check_input
+
+    with pytest.raises(ValueError, match="not what its report describes"):
+        check_input({"documents": 1_000, "kinds": {"original": 1_000}})  # no copies planted at all
+    with pytest.raises(ValueError, match="not what its report describes"):
+        check_input({"documents": 1_000, "kinds": {"original": 500, "exact": 500}})  # no near copies
+    check_input({"documents": 1_000, "kinds": {"original": 400, "composite": 100, "exact": 150, "near": 350}})
+
+
+@pytest.mark.corpus  # the originals: every text of the shared data
+def test_a_small_input_is_still_half_planted_copies(tmp_path):
+    """Below twice the shared data's originals, the input took every original and planted no copy while its report
+    said half were copies; now it takes the first originals it needs."""
+    from benchmarks.dedup_path import make_input
+    from llm_assets_support.shared_data import SHARED_DATA
+
+    made = make_input(tmp_path / "in.parquet", tmp_path / "truth.parquet", 2_000, 27, SHARED_DATA)
+    assert made["originals"] == 1_000 and made["kinds"]["exact"] + made["kinds"]["near"] == 1_000
+    assert pl.read_parquet(tmp_path / "in.parquet").height == 2_000
