@@ -145,6 +145,15 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.core)
 
 
+def asset_metadata(result, asset: str) -> dict:
+    """The metadata values of the one materialization of `asset` in a Dagster result."""
+    import dagster as dg
+
+    (m,) = [e.materialization for e in result.get_asset_materialization_events()
+            if e.materialization.asset_key == dg.AssetKey(asset)]
+    return {k: v.value for k, v in m.metadata.items()}
+
+
 def png_size(markdown: str) -> tuple[int, int]:
     """(width, height) of the (first) PNG a Markdown image embeds as base64: what the metadata panel will show."""
     import base64

@@ -9,7 +9,6 @@ Nothing here asserts a duration: every wait polls a condition until a generous d
 
 import json
 import re
-import socket
 import subprocess
 import uuid
 
@@ -22,6 +21,7 @@ from llm_assets.backfills import Status, get_stale_backfill, runs_of, stale_back
 from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.dagster_private import TickStatus
 from llm_assets.definitions import build_defs
+from llm_assets.deploy import free_port
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import DEFAULT_SETTINGS, Settings
 from llm_assets.stale import stale_partitions
@@ -35,12 +35,6 @@ CRAWL = "CC-MAIN-2031-05"
 # The whole chain (lake, crawl-level, curated, enriched, release) of one WARC file, run by the daemon's sensors
 # on a loaded 2-core machine: minutes, not seconds.
 BACKFILL_DEADLINE_S = 1200
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed again when this returns: nothing listens there
 
 
 @pytest.fixture
@@ -59,7 +53,8 @@ def setup(tmp_path, seaweed, monkeypatch):
     data["sensor"] = {**data.get("sensor", {}), "interval_seconds": 5}  # a backfill's next job waits on a tick
     good = tmp_path / "settings.yaml"
     good.write_text(yaml.safe_dump(data, sort_keys=False))
-    data["runner"] = {"kind": "dask", "address": f"tcp://127.0.0.1:{closed_port()}", "connect_timeout_s": 1}
+    # a free port is closed again when free_port returns: nothing listens there
+    data["runner"] = {"kind": "dask", "address": f"tcp://127.0.0.1:{free_port()}", "connect_timeout_s": 1}
     broken = tmp_path / "unreachable-runner.yaml"
     broken.write_text(yaml.safe_dump(data, sort_keys=False))
 

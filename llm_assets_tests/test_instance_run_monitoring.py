@@ -9,7 +9,6 @@ Nothing here asserts a duration: every wait polls a condition until a generous d
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 import yaml
 
 from llm_assets.dagster_private import GRPC_INFO_TAG
+from llm_assets.deploy import free_port
 from llm_assets.instance import MAX_RETRIES_TAG, _alive, _runs_on_this_host, configure_pools
 from llm_assets_tests import run_monitoring_job as job_module
 
@@ -34,12 +34,6 @@ LOCATION = "run_monitoring"
 # Dagster's run-retries tags: whether the daemon will re-execute a failed run, and the run it launched to do so.
 WILL_RETRY_TAG = "dagster/will_retry"
 AUTO_RETRY_RUN_ID_TAG = "dagster/auto_retry_run_id"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(condition, what: str, deadline_s: float = DEADLINE_S, alive=()):

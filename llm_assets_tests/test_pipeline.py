@@ -21,7 +21,7 @@ from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
 from llm_assets.stages.raw import build_raw_drop_sensor, requested_fingerprints
 from llm_assets_support.shared_data import shared
-from llm_assets_tests.conftest import built, english_only_settings, object_store_on, png_size, point_at
+from llm_assets_tests.conftest import asset_metadata, built, english_only_settings, object_store_on, png_size, point_at
 from resources import LakeIOManager, ObjectStore
 
 STAGES = ["raw_files", "documents", "image_text_pairs", "filtered", "signatures", "deduplicated", "tokenized"]
@@ -110,16 +110,10 @@ class Runs(list):
         return [e for r in self for e in r.get_asset_check_evaluations()]
 
 
-def _metadata(result, asset):
-    (m,) = [e.materialization for e in result.get_asset_materialization_events()
-            if e.materialization.asset_key == dg.AssetKey(asset)]
-    return {k: v.value for k, v in m.metadata.items()}
-
-
 def test_every_stage_is_materialized_with_its_report(materialized):
     result, _ = materialized
     assert result.success
-    raw, docs, pairs, filt, sigs, dedup, tok = (_metadata(result, a) for a in STAGES)
+    raw, docs, pairs, filt, sigs, dedup, tok = (asset_metadata(result, a) for a in STAGES)
     assert raw["rows_out"] == 2
     # the CC-MAIN-2020-34 excerpt: 50 records, 16 of them HTML responses, one of which has no main text; the dolma
     # crawl: 22 HTML pages
@@ -133,7 +127,7 @@ def test_every_stage_is_materialized_with_its_report(materialized):
     assert filt["dropped_by_reason"]["language/language"] >= 13
     assert "| language |" in filt["filter_funnel"] and "pii_email" in filt["pii_masked"]
     assert sigs["rows_out"] == filt["rows_out"] == dedup["rows_in"]
-    clusters = _metadata(result, "duplicate_clusters")
+    clusters = asset_metadata(result, "duplicate_clusters")
     assert clusters["documents"] == filt["rows_out"] and clusters["shards"] == 1
     assert dedup["rows_out"] == filt["rows_out"] - clusters["duplicates_removed"] == tok["rows_out"]
     assert pairs["rows_out"] > 0
@@ -149,7 +143,7 @@ def test_every_stage_is_materialized_with_its_report(materialized):
 
 def test_enriched_has_entities_keywords_and_summaries_with_charts(materialized, built_once, capsys):
     result, _ = materialized
-    dedup, meta = _metadata(result, "deduplicated"), _metadata(result, "enriched")
+    dedup, meta = asset_metadata(result, "deduplicated"), asset_metadata(result, "enriched")
     assert meta["rows_in"] == meta["rows_out"] == dedup["rows_out"] and meta["entity_mentions"] > 0
     for chart in ("top_entities_chart", "entity_types_chart", "top_keywords_chart"):
         assert png_size(meta[chart])[0] >= 600
@@ -167,7 +161,7 @@ def test_crawl_stats_reports_the_crawl_funnel(materialized, built_once):
     object_store, crawl = built_once.object_store, built_once.crawl
     """The crawl-level asset reads every committed shard of `filtered`: funnel, languages and lengths."""
     result, _ = materialized
-    meta = _metadata(result, "crawl_stats")
+    meta = asset_metadata(result, "crawl_stats")
     assert meta["documents_in"] == 37 and meta["shards"] == 1
     for chart in ("funnel_chart", "language_chart", "length_chart"):
         width, height = png_size(meta[chart])
@@ -203,9 +197,9 @@ def test_crawl_stats_reports_the_crawl_funnel(materialized, built_once):
     stored = LakeInput.load(object_store.lake(), "crawl_stats", [(crawl, "all")]).scan().collect()
     assert set(stored["section"]) == {"funnel", "language_kept", "language_dropped", "length_words",
                                       "language_kept_words", "language_funnel"}
-    tokenized = {r.data["language"]: r.data for r in _metadata(result, "tokenized")["languages"].records}
-    assert tokenized["en"]["documents"] == _metadata(result, "tokenized")["dagster/row_count"] and \
-        tokenized["en"]["tokens"] == _metadata(result, "tokenized")["tokens"]
+    tokenized = {r.data["language"]: r.data for r in asset_metadata(result, "tokenized")["languages"].records}
+    assert tokenized["en"]["documents"] == asset_metadata(result, "tokenized")["dagster/row_count"] and \
+        tokenized["en"]["tokens"] == asset_metadata(result, "tokenized")["tokens"]
 
 
 def test_every_check_passes(materialized):
@@ -317,7 +311,7 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
     shard = partition.keys_by_dimension["shard"]
     ledger = read_ledger(lake, crawls=[crawl])
     for asset in ("documents", "filtered", "signatures"):
-        meta, manifest = _metadata(result, asset), read_manifest(lake, asset, crawl, shard)
+        meta, manifest = asset_metadata(result, asset), read_manifest(lake, asset, crawl, shard)
         rows = ledger.filter((pl.col("asset") == asset) & (pl.col("shard") == shard))
         assert (sorted(rows["unit"]) == sorted(u.unit for u in manifest.units)
                 and set(rows["runner"]) == {meta["runner"]})
@@ -332,7 +326,7 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
         read_manifest(lake, "duplicate_clusters", crawl, "all").units)  # every step, not only the kept one
 
     # the cost asset (cost_job, after every other job): its table is the ledger's sums at its build
-    cost = _metadata(result, "cost")
+    cost = asset_metadata(result, "cost")
     built_at = read_manifest(lake, "cost", crawl, "all").committed_at
     then = ledger.filter((pl.col("committed_at") < built_at) & (pl.col("asset") != "cost"))
     by_stage = {r.data["asset"]: r.data for r in cost["by_stage"].records}
@@ -358,11 +352,11 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
     rerun = dg.materialize([*upstream, sigs], selection=[sigs], partition_key=partition, instance=built_once.instance,
                            resources={"store": built_once.object_store,
                                       "lake_io_manager": LakeIOManager(store=built_once.object_store)})
-    assert rerun.success and _metadata(rerun, "signatures")["reused_units"] == 1
+    assert rerun.success and asset_metadata(rerun, "signatures")["reused_units"] == 1
     added = read_ledger(lake, ["signatures"], [crawl]).join(
         ledger.filter(pl.col("asset") == "signatures"), on=["unit", "committed_at"], how="anti")
     assert added["unit"].to_list() == [redone.unit]
-    assert added["cpu_s"][0] == pytest.approx(_metadata(rerun, "signatures")["cpu_seconds"], abs=1e-3)
+    assert added["cpu_s"][0] == pytest.approx(asset_metadata(rerun, "signatures")["cpu_seconds"], abs=1e-3)
     settings = load_settings()
     planned = plan_stale(lake, settings, [crawl], code_versions(settings), SPECS)
     assert [p.cause for p in planned if p.asset == "cost"] == ["upstream data changed (cost ledger)"]
@@ -378,7 +372,7 @@ def test_a_run_can_choose_the_other_extractor(materialized, built_once, capsys):
                            resources={"store": object_store, "lake_io_manager": LakeIOManager(store=object_store)},
                            run_config={"ops": {"documents": {"config": {"extractor": "resiliparse"}}}})
     assert rerun.success
-    meta = _metadata(rerun, "documents")
+    meta = asset_metadata(rerun, "documents")
     assert meta["extractor"] == "resiliparse"
     assert meta["rows_out"] >= 15
     assert cli.main(["show", "documents", "--crawl", crawl, "--limit", "50", "--json"]) == 0

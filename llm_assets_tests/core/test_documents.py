@@ -27,7 +27,7 @@ from llm_assets.core.documents import (
 from llm_assets.core.extract import extract_html
 from llm_assets.core.readers import ReadReport, member_layout, read_records
 from llm_assets_support.shared_data import shared
-from llm_assets_tests.core.test_readers import gzip_members
+from llm_assets_tests.core.readers.helpers import gzip_members
 from llm_assets_tests.core.test_units import extract_unit, read, upload
 
 GZIP_PER_RECORD = ["aut__example.IAH-2008-archive.org.warc.gz", "dolma__sample-0000.warc.gz",

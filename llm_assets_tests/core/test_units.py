@@ -38,7 +38,7 @@ from llm_assets.settings import (
     TokenizedSettings,
 )
 from llm_assets_support.shared_data import shared
-from llm_assets_tests.core.test_readers import gzip_members
+from llm_assets_tests.core.readers.helpers import gzip_members
 
 CC_2020 = "resiliparse__warcfile.CC-MAIN-2020-34.warc.gz"
 # The default chain keeping English only (FineWeb's) without FineWeb's line rules: its one English page with body

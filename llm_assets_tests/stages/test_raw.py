@@ -6,40 +6,24 @@ skipped silently, and never ingested."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import dagster as dg
-import pytest
 
 from llm_assets import cli
 from llm_assets.core.inventory import RawScan, rejected_raw_keys, shard_of
-from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.core.partition import LakeInput
 from llm_assets.core.provenance import original_record
 from llm_assets.demo import sample_warc
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
 from llm_assets.status import format_summary, lake_status
-from llm_assets_tests.conftest import built
-from resources import LakeIOManager, ObjectStore, S3Endpoint
+from llm_assets_tests.conftest import asset_metadata, built
+from resources import LakeIOManager, ObjectStore
 
 SHARDS = load_settings().shards
 CRAWL = "CC-KEYS"
 WARC_NAMES = ["has space.warc.gz", "résumé.warc.gz", ".hidden.warc.gz", "sub folder/a+b%20c?#&.warc.gz"]
 JSONL_NAME = "日本.jsonl"
-
-
-@pytest.fixture
-def bucket(store_config):
-    """A bucket of its own (status lists all of raw/), as a lake and as the Dagster resource."""
-    cfg = StoreConfig(**{**store_config.__dict__, "bucket": f"keys-{uuid.uuid4().hex[:12]}"})
-    lake = Lake(cfg)
-    lake.s3.create_bucket(Bucket=cfg.bucket)
-    store = ObjectStore(s3=S3Endpoint(endpoint_url=cfg.endpoint, region_name=cfg.region,
-                                      aws_access_key_id=lake.credentials.access_key,
-                                      aws_secret_access_key=lake.credentials.secret_key),
-                        bucket=cfg.bucket)
-    return lake, store
 
 
 def _materialize(instance, store: ObjectStore, crawl: str, shard: str) -> dg.ExecuteInProcessResult:
@@ -50,12 +34,6 @@ def _materialize(instance, store: ObjectStore, crawl: str, shard: str) -> dg.Exe
     assert result.success
     assert all(e.passed for e in result.get_asset_check_evaluations())
     return result
-
-
-def _metadata(result, asset: str) -> dict:
-    (m,) = [e.materialization for e in result.get_asset_materialization_events()
-            if e.materialization.asset_key == dg.AssetKey(asset)]
-    return {k: v.value for k, v in m.metadata.items()}
 
 
 def test_names_with_spaces_non_ascii_letters_or_a_leading_dot_are_ingested(bucket, instance, store_env, monkeypatch,
@@ -79,7 +57,7 @@ def test_names_with_spaces_non_ascii_letters_or_a_leading_dot_are_ingested(bucke
     docs = []
     for shard in sorted({shard_of(k, SHARDS) for k in keys}):
         result = _materialize(instance, store, CRAWL, shard)
-        assert _metadata(result, "raw_files")["raw_keys_rejected"] == 0
+        assert asset_metadata(result, "raw_files")["raw_keys_rejected"] == 0
         docs += LakeInput.load(lake, "documents", [(CRAWL, shard)]).scan().collect().to_dicts()
     per_key = {k: [d for d in docs if d["source_key"] == k] for k in keys}
     assert {k: len(v) for k, v in per_key.items()} == {**{k: 2 for k in keys[:-1]}, jsonl: 3}
@@ -110,7 +88,7 @@ def test_keys_that_cannot_be_ingested_are_reported_with_the_reason(bucket, insta
         lake.put_bytes(key, sample_warc(seed, pages=2))
 
     result = _materialize(instance, store, CRAWL, shard)
-    meta = _metadata(result, "raw_files")
+    meta = asset_metadata(result, "raw_files")
     assert meta["raw_keys_rejected"] == 1
     assert meta["dropped_by_reason"] == {"invalid_raw_key": 1}
     (row,) = [r.data for r in meta["rejected_raw_keys"].records]

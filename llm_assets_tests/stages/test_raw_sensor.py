@@ -1,32 +1,15 @@
 """The raw-drop sensor on a real bucket: new file, same file again, changed file, removed file, new crawl."""
 
 import json
-import uuid
 
 import dagster as dg
-import pytest
 
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
-from llm_assets.core.lake import Lake, StoreConfig
 from llm_assets.definitions import build_defs
 from llm_assets.settings import Settings, load_settings
 from llm_assets.stages.raw import requested_fingerprints
-from resources import ObjectStore, S3Endpoint
 
 SHARDS = load_settings().shards
-
-
-@pytest.fixture
-def bucket_store(store_config):
-    """An object store on a bucket of its own: the sensor lists all of raw/."""
-    cfg = StoreConfig(**{**store_config.__dict__, "bucket": f"sensor-{uuid.uuid4().hex[:12]}"})
-    lake = Lake(cfg)
-    lake.s3.create_bucket(Bucket=cfg.bucket)
-    resource = ObjectStore(s3=S3Endpoint(endpoint_url=cfg.endpoint, region_name=cfg.region,
-                                         aws_access_key_id=lake.credentials.access_key,
-                                      aws_secret_access_key=lake.credentials.secret_key),
-                           bucket=cfg.bucket)
-    return lake, resource
 
 
 class Sensor:
@@ -69,9 +52,9 @@ def _shard(key):
     return shard_of(key, SHARDS)
 
 
-def test_new_file_requests_exactly_its_partition_and_registers_the_crawl(instance, bucket_store):
+def test_new_file_requests_exactly_its_partition_and_registers_the_crawl(instance, bucket):
     """A new crawl's other shards are requested empty, so that no partition of it stays missing."""
-    lake, store = bucket_store
+    lake, store = bucket
     sensor = Sensor(instance, store)
     lake.put_bytes("raw/CC-A/one.warc.gz", b"first")
     result = sensor.tick()
@@ -89,8 +72,8 @@ def test_new_file_requests_exactly_its_partition_and_registers_the_crawl(instanc
     assert request.run_key.startswith(f"CC-A|{_shard('raw/CC-A/two.warc.gz')}|")
 
 
-def test_same_tick_again_and_identical_reupload_request_nothing(instance, bucket_store):
-    lake, store = bucket_store
+def test_same_tick_again_and_identical_reupload_request_nothing(instance, bucket):
+    lake, store = bucket
     sensor = Sensor(instance, store)
     lake.put_bytes("raw/CC-A/one.warc.gz", b"first")
     assert len(sensor.requested()) == 1
@@ -99,9 +82,9 @@ def test_same_tick_again_and_identical_reupload_request_nothing(instance, bucket
     assert sensor.requested() == set()
 
 
-def test_a_fresh_cursor_reproduces_the_same_run_keys(instance, bucket_store):
+def test_a_fresh_cursor_reproduces_the_same_run_keys(instance, bucket):
     """Run keys carry the partition's fingerprint: a restarted sensor cannot launch a second run."""
-    lake, store = bucket_store
+    lake, store = bucket
     lake.put_bytes("raw/CC-A/one.warc.gz", b"first")
     lake.put_bytes("raw/CC-A/two.warc.gz", b"second")
     Sensor(instance, store).tick()  # registers the crawl
@@ -111,8 +94,8 @@ def test_a_fresh_cursor_reproduces_the_same_run_keys(instance, bucket_store):
     assert partitions(first) == partitions(again)
 
 
-def test_changed_and_removed_files_request_their_partition(instance, bucket_store):
-    lake, store = bucket_store
+def test_changed_and_removed_files_request_their_partition(instance, bucket):
+    lake, store = bucket
     sensor = Sensor(instance, store)
     keys = [f"raw/CC-A/file-{i}.warc.gz" for i in range(12)]
     for k in keys:
@@ -124,8 +107,8 @@ def test_changed_and_removed_files_request_their_partition(instance, bucket_stor
     assert sensor.requested() == {("CC-A", _shard(keys[5]))}
 
 
-def test_new_crawl_is_added_and_only_its_partitions_requested(instance, bucket_store):
-    lake, store = bucket_store
+def test_new_crawl_is_added_and_only_its_partitions_requested(instance, bucket):
+    lake, store = bucket
     sensor = Sensor(instance, store)
     lake.put_bytes("raw/CC-A/one.warc.gz", b"a")
     sensor.tick()
@@ -135,8 +118,8 @@ def test_new_crawl_is_added_and_only_its_partitions_requested(instance, bucket_s
     assert sorted(instance.get_dynamic_partitions("crawl")) == ["CC-A", "CC-B"]
 
 
-def test_invalid_keys_are_logged_not_fatal(instance, bucket_store, capsys):
-    lake, store = bucket_store
+def test_invalid_keys_are_logged_not_fatal(instance, bucket, capsys):
+    lake, store = bucket
     lake.put_bytes("raw/bad crawl/x.warc.gz", b"x")
     lake.put_bytes("raw/CC-A/bell\x07.warc.gz", b"x")
     lake.put_bytes("raw/CC-A/ok.warc.gz", b"y")
@@ -146,9 +129,9 @@ def test_invalid_keys_are_logged_not_fatal(instance, bucket_store, capsys):
     assert instance.get_dynamic_partitions("crawl") == ["CC-A"]
 
 
-def test_names_with_spaces_non_ascii_letters_or_a_leading_dot_request_their_partitions(instance, bucket_store):
+def test_names_with_spaces_non_ascii_letters_or_a_leading_dot_request_their_partitions(instance, bucket):
     """Any name the validator allows is a file: its partition is requested with the fingerprint that includes it."""
-    lake, store = bucket_store
+    lake, store = bucket
     keys = [f"raw/CC-A/{name}" for name in ("has space.warc.gz", "résumé.warc.gz", "日本.jsonl", ".hidden.jsonl")]
     for k in keys:
         lake.put_bytes(k, k.encode())
@@ -158,9 +141,9 @@ def test_names_with_spaces_non_ascii_letters_or_a_leading_dot_request_their_part
     assert sensor.requested() == {("CC-A", _shard(keys[1]))}
 
 
-def test_listing_resumes_across_ticks(instance, bucket_store, monkeypatch):
+def test_listing_resumes_across_ticks(instance, bucket, monkeypatch):
     """With a budget smaller than the drop, the pass spans ticks and requests runs only when complete."""
-    lake, store = bucket_store
+    lake, store = bucket
     keys = [f"raw/CC-A/f{i:02d}.warc.gz" for i in range(10)]
     for k in keys:
         lake.put_bytes(k, k.encode())
@@ -172,7 +155,7 @@ def test_listing_resumes_across_ticks(instance, bucket_store, monkeypatch):
 
 
 def test_a_thousand_files_in_bursts_across_three_crawls_are_each_requested_once_across_a_restart(
-        instance, bucket_store, monkeypatch):
+        instance, bucket, monkeypatch):
     """1,000 files land in 4 bursts over 3 crawls while the listing budget makes passes span several ticks; the
     daemon "restarts" mid-way (a new Sensor object with only the stored cursor). Every file's partition is requested
     after its burst with the fingerprint that includes it, no run key is ever requested twice, and once everything
@@ -181,7 +164,7 @@ def test_a_thousand_files_in_bursts_across_three_crawls_are_each_requested_once_
 
     from llm_assets.core.inventory import fingerprint
 
-    lake, store = bucket_store
+    lake, store = bucket
     crawls = ["CC-2024-10", "CC-2024-18", "CC-2024-22"]
     keys = [f"raw/{crawls[i % 3]}/file-{i:04d}.jsonl" for i in range(1000)]
     sensor = Sensor(instance, store, keys_per_tick(300))

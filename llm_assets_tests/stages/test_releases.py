@@ -17,32 +17,15 @@ from llm_assets.core.release import latest_release
 from llm_assets.loader import ReleaseLoader
 from llm_assets.settings import ReleaseSettings, load_settings
 from llm_assets_support.shared_data import shared
-from llm_assets_tests.conftest import object_store_on, png_size, point_at
+from llm_assets_tests.conftest import png_size
 from llm_assets_tests.core.test_dedup import build_curated, lake_defs
+from llm_assets_tests.test_takedown import instance, object_store, store_env  # noqa: F401 (module-scoped fixtures)
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 
 
 # One curated crawl for the whole module: the tests below only read it and write releases of their own names,
 # except the tokenizer test, last, which retokenizes shard 0000 with a trained tokenizer.
-@pytest.fixture(scope="module")
-def store_env(seaweed, tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        point_at(mp, seaweed, tmp_path_factory.mktemp("release") / "home")
-        yield seaweed
-
-
-@pytest.fixture(scope="module")
-def object_store(store_config, seaweed):
-    return object_store_on(store_config, seaweed)
-
-
-@pytest.fixture(scope="module")
-def instance(tmp_path_factory):
-    with dg.instance_for_test(temp_dir=str(tmp_path_factory.mktemp("dagster"))) as inst:
-        yield inst
-
-
 @pytest.fixture(scope="module")
 def crawl() -> str:
     return f"TEST-{uuid.uuid4().hex[:10]}"
