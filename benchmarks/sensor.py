@@ -18,8 +18,8 @@ import dagster as dg
 
 from llm_assets import environment
 from llm_assets.core.lake import Lake, StoreConfig
+from llm_assets.raw_sensor import build_raw_drop_sensor
 from llm_assets.settings import load_settings
-from llm_assets.stages.raw import build_raw_drop_sensor
 from resources import ObjectStore, S3Endpoint
 
 

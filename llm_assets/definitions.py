@@ -2,26 +2,30 @@
 LLM_ASSETS_SETTINGS names, else the embedded default), loaded when Dagster asks for it."""
 
 from collections.abc import Sequence
-from types import ModuleType
 
 import dagster as dg
 
+from llm_assets.adapter import stage_definitions
 from llm_assets.freshness import build_stale_backfill_sensor, build_stale_checks, build_stale_sensor
 from llm_assets.jobs import build_jobs
 from llm_assets.preview import build_preview_job
+from llm_assets.raw_sensor import build_raw_drop_sensor
 from llm_assets.settings import Settings, load_settings
+from llm_assets.stage import Stage
 from llm_assets.stages import STAGES, specs_of
+from llm_assets.stages.raw import SPEC as RAW_FILES
 from llm_assets.vacuum import vacuum_job, vacuum_schedule
 from resources import LakeIOManager, object_store_from_env
 
 
-def build_stages(settings: Settings, stages: Sequence[ModuleType] = STAGES) -> dg.Definitions:
-    """What the stage modules build (their assets and sensors), merged, with the jobs their specs name and the sensor
-    that runs stale backfills through them."""
-    specs = specs_of(list(stages))
+def build_stages(settings: Settings, stages: Sequence[Stage] = STAGES) -> dg.Definitions:
+    """The stages' assets, the jobs their specs name, the sensor that runs stale backfills through them, and the one
+    that watches the raw drop zone for the stage that reads it."""
+    specs = specs_of(stages)
     jobs = build_jobs(specs)
-    return dg.Definitions.merge(*(stage.build(settings, specs) for stage in stages),
-                                dg.Definitions(jobs=jobs, sensors=[build_stale_backfill_sensor(settings, jobs)]))
+    sensors = [build_stale_backfill_sensor(settings, jobs)]
+    sensors += [build_raw_drop_sensor(settings)] if RAW_FILES in specs else []
+    return dg.Definitions.merge(stage_definitions(stages, settings), dg.Definitions(jobs=jobs, sensors=sensors))
 
 
 def build_assets(settings: Settings) -> list[dg.AssetsDefinition | dg.AssetSpec]:
@@ -29,7 +33,7 @@ def build_assets(settings: Settings) -> list[dg.AssetsDefinition | dg.AssetSpec]
     return [a for a in build_stages(settings).assets or [] if isinstance(a, dg.AssetsDefinition | dg.AssetSpec)]
 
 
-def build_defs(settings: Settings, stages: Sequence[ModuleType] = STAGES) -> dg.Definitions:
+def build_defs(settings: Settings, stages: Sequence[Stage] = STAGES) -> dg.Definitions:
     store = object_store_from_env(settings.store)
     return dg.Definitions.merge(build_stages(settings, stages), dg.Definitions(
         jobs=[vacuum_job, build_preview_job(settings)],

@@ -94,6 +94,16 @@ def object_store_on(store_config: StoreConfig, seaweed: EmbeddedStore):
 
 
 @pytest.fixture
+def bucket(store_config, seaweed):
+    """A bucket of the test's own (what lists all of raw/, such as status or the raw-drop sensor, sees only the test's
+    keys), as a lake and as the Dagster resource."""
+    cfg = StoreConfig(**{**store_config.__dict__, "bucket": f"own-{uuid.uuid4().hex[:12]}"})
+    lake = Lake(cfg)
+    lake.s3.create_bucket(Bucket=cfg.bucket)
+    return lake, object_store_on(cfg, seaweed)
+
+
+@pytest.fixture
 def object_store(store_config, seaweed):
     return object_store_on(store_config, seaweed)
 

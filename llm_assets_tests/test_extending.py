@@ -1,4 +1,4 @@
-"""README, "Add a stage": a stage added by following its list, and nothing else, is in the code location, its job,
+"""The docs' "Add a stage": a stage added by following its list, and nothing else, is in the code location, its job,
 the stale planner, `status`, `trace`, `export`, the cost report and the definitions snapshot."""
 
 import json
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from llm_assets.settings import PROJECT_ROOT, load_settings
+from llm_assets.stage import Stage
 from llm_assets.stages import SPECS, STAGES, specs_of
 from llm_assets_tests.test_definitions import SNAPSHOT, definitions_snapshot
 
@@ -35,41 +36,40 @@ def count_words(unit: CountUnit) -> UnitResult:
     return UnitResult(unit=unit.unit, source=unit.source)
 '''
 
-# Step 2: the spec and build(settings, specs).
+# Step 2: the spec and the stage object.
 STAGE = '''
-"""Words per filtered document: the README's example of a stage."""
+"""Words per filtered document: the docs' example of a stage."""
 
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
+from llm_assets.stage import ShardStage
+from word_counts_core import COLUMNS, CountUnit, count_words
 
 SPEC = StageSpec("word_counts", "shard", ("filtered",), version=lambda settings: code_version("1"),
                  job="lake_job", documents=True)
-SPECS = [SPEC]
 
 
-def build(settings, specs):
-    import dagster as dg
+class WordCounts(ShardStage):
+    """The number of words of every filtered document: a stage added by following the docs' list, one work unit
+    per filtered part."""
 
-    from llm_assets.core.partition import LakeInput
-    from llm_assets.stage import run_stage, stage_asset
-    from resources import ObjectStore
-    from word_counts_core import COLUMNS, CountUnit, count_words
+    spec = SPEC
+    work = staticmethod(count_words)
 
-    @stage_asset(SPEC, settings, specs)
-    def word_counts(context: dg.AssetExecutionContext, store: ObjectStore, filtered: LakeInput):
-        """The number of words of every filtered document: a stage added by following the README's list, one
-        work unit per filtered part."""
-        units = [CountUnit(store=store.config(), source=part) for part in filtered.parts]
-        yield from run_stage(context, count_words, units, SPEC.version(settings), COLUMNS, settings.runner,
-                             inputs={"filtered": filtered.data_version})
+    def unit(self, p, source):
+        return CountUnit(store=p.lake.config, source=source)
 
-    return dg.Definitions(assets=[word_counts])
+    def columns(self, p):
+        return COLUMNS
+
+
+STAGES = [WordCounts()]
 '''
 
 
 @pytest.fixture
 def new_stage(tmp_path, monkeypatch):
-    """The stage module of steps 1 and 2, importable; step 3 is appending it to (a copy of) STAGES."""
+    """The stage module of steps 1 and 2, importable; step 3 is appending its stages to (a copy of) STAGES."""
     (tmp_path / "word_counts_core.py").write_text(CORE)
     (tmp_path / "word_counts_stage.py").write_text(STAGE)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -90,12 +90,23 @@ def test_the_readme_list_names_exactly_the_steps():
     assert [re.findall(r"`([^`]+)`", step)[0] for step in steps] == [
         "llm_assets/core/<stage>.py", "llm_assets/stages/<stage>.py", "llm_assets/stages/__init__.py",
         "llm_assets_tests/core/test_<stage>.py", "make snapshots"]
-    assert "build(settings, specs)" in steps[1] and "stage_asset(SPEC, settings, specs)" in steps[1]
-    assert "STAGES" in steps[2]
-    # every stage is shaped as step 2 says: a module of llm_assets/stages/ with its specs and build
+    assert "ShardStage" in steps[1] and "STAGES" in steps[1] and "STAGES" in steps[2]
+    # every stage is shaped as step 2 says: an object of a module of llm_assets/stages/, with its spec
     for stage in STAGES:
-        assert Path(stage.__file__).parent == PROJECT_ROOT / "llm_assets" / "stages"
-        assert stage.SPECS and callable(stage.build), stage.__name__
+        module = sys.modules[type(stage).__module__]
+        assert Path(module.__file__ or "").parent == PROJECT_ROOT / "llm_assets" / "stages"
+        assert stage in module.STAGES and isinstance(stage, Stage) and stage.spec.name, module.__name__
+
+
+def test_no_function_of_a_stage_module_is_over_60_lines():
+    """A stage reads like the stage: its pieces are small and named."""
+    import ast
+
+    long = [f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"  # type: ignore[operator]
+            for path in sorted((PROJECT_ROOT / "llm_assets" / "stages").glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60]
+    assert long == []
 
 
 def test_a_stage_added_by_the_list_is_in_the_code_location_its_job_and_the_snapshot(new_stage):
@@ -103,7 +114,7 @@ def test_a_stage_added_by_the_list_is_in_the_code_location_its_job_and_the_snaps
 
     from llm_assets.definitions import build_defs
 
-    defs = build_defs(load_settings(), stages=[*STAGES, new_stage])
+    defs = build_defs(load_settings(), stages=[*STAGES, *new_stage.STAGES])
     dg.Definitions.validate_loadable(defs)
     spec = next(s for s in defs.resolve_all_asset_specs() if s.key.path[-1] == NAME)
     assert [d.asset_key.path[-1] for d in spec.deps] == ["filtered"] and spec.group_name == "lake"
@@ -126,7 +137,7 @@ def test_a_stage_added_by_the_list_is_planned(new_stage, lake, crawl):
     key = f"raw/{crawl}/a.warc.gz"
     lake.put_bytes(key, b"not read: planning lists the raw files")
     shard = shard_of(key, settings.shards)
-    specs = specs_of([*STAGES, new_stage])
+    specs = specs_of([*STAGES, *new_stage.STAGES])
     planned = {(p.asset, p.partition): p.cause for p in plan_stale(
         lake, settings, [crawl], code_versions(settings) | {NAME: new_stage.SPEC.version(settings)}, specs)}
     assert planned[(NAME, f"{crawl}|{shard}")] == "upstream data changed (filtered is rebuilt)"
@@ -134,13 +145,14 @@ def test_a_stage_added_by_the_list_is_planned(new_stage, lake, crawl):
 
 
 def test_status_trace_and_export_follow_the_list(new_stage, tmp_path):
-    """What appending the module to STAGES does to the modules that read the list, in a fresh interpreter."""
+    """What appending the module's stages to STAGES does to the modules that read the list, in a fresh
+    interpreter."""
     code = textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(tmp_path)!r})
         import word_counts_stage
         from llm_assets import stages
-        stages.STAGES.append(word_counts_stage)
+        stages.STAGES.extend(word_counts_stage.STAGES)
         stages.SPECS[:] = stages.specs_of(stages.STAGES)
         from llm_assets import export, status, trace
         print(json.dumps({{"status": status.STAGES, "trace": list(trace.STAGES), "export": list(export.EXPORTABLE)}}))
@@ -152,24 +164,11 @@ def test_status_trace_and_export_follow_the_list(new_stage, tmp_path):
     assert [s.name for s in SPECS if s.documents] == [n for n in seen["trace"] if n != NAME]
 
 
-def test_an_asset_function_takes_exactly_its_specs_inputs():
-    """The edges are the spec's: a function taking another input, or missing one, is refused, naming the stage."""
-    import dagster as dg
+def test_an_asset_takes_exactly_its_specs_inputs(new_stage):
+    """The edges are the spec's: the adapter gives the asset function the spec's inputs, by name, and nothing else."""
+    from llm_assets.adapter import shard_asset
 
-    from llm_assets.core.partition import LakeInput
-    from llm_assets.registry import StageSpec
-    from llm_assets.stage import stage_asset
-
-    spec = StageSpec(NAME, "shard", ("filtered",))
-    settings, specs = load_settings(), [*SPECS, spec]
-    with pytest.raises(TypeError,
-                       match=rf"stage {NAME}: .* takes \['documents'\], its spec's inputs are \['filtered'\]"):
-        @stage_asset(spec, settings, specs)
-        def wrong(context: dg.AssetExecutionContext, documents: LakeInput):
-            """Reads documents, which its spec does not name."""
-
-    @stage_asset(spec, settings, specs)
-    def right(context: dg.AssetExecutionContext, filtered: LakeInput):
-        """Reads filtered, as its spec says."""
-
-    assert [d.asset_key.path[-1] for d in next(iter(right.specs)).deps] == ["filtered"]
+    (stage,) = new_stage.STAGES
+    asset = shard_asset(stage, load_settings(), [*SPECS, stage.spec])
+    assert [d.asset_key.path[-1] for d in next(iter(asset.specs)).deps] == ["filtered"]
+    assert list(asset.keys_by_input_name) == ["filtered"]

@@ -8,11 +8,13 @@ import dagster as dg
 import pytest
 import yaml
 
-from llm_assets import stage
+from llm_assets import adapter
 from llm_assets.core.errors import StoreUnavailable
-from llm_assets.core.units import InProcessRunnerSettings, UnitResult, timed_unit
+from llm_assets.core.units import UnitResult, timed_unit
 from llm_assets.instance import FAN_IN_POOL, configure_pools
+from llm_assets.registry import StageSpec
 from llm_assets.settings import PROJECT_ROOT, load_settings
+from llm_assets.stage import Partition, ShardStage
 from llm_assets_tests.conftest import built
 
 
@@ -65,18 +67,36 @@ def flaky(unit: FlakyUnit) -> UnitResult:
     return UnitResult(unit="", source=unit.source, rows_in=1, rows_out=1)
 
 
+class Flaky(ShardStage):
+    """One unit that fails on the store once, or on its input every time."""
+
+    work = staticmethod(flaky)
+
+    def __init__(self, fail: str):
+        self.spec, self.fail = StageSpec(f"flaky_{fail}", "shard"), fail  # type: ignore[misc]
+
+    def units(self, p: Partition) -> list[FlakyUnit]:
+        return [FlakyUnit(source="raw/a.warc.gz", fail=self.fail)]
+
+    def columns(self, p: Partition) -> list[str]:
+        return []
+
+
 def _asset(fail: str):
-    @dg.asset(name=f"flaky_{fail}", check_specs=stage.stage_check_specs(f"flaky_{fail}"))
+    stage = Flaky(fail)
+
+    @dg.asset(name=stage.spec.name, check_specs=adapter.stage_check_specs(stage.spec.name))
     def flaky_asset(context: dg.AssetExecutionContext):
-        yield from stage.run_alone(context, stage.run_stage(
-            context, flaky, [FlakyUnit(source="raw/a.warc.gz", fail=fail)], "v1", [], InProcessRunnerSettings()))
+        p = Partition(crawl="", shard="", settings=load_settings(), lake=None, specs=[stage.spec],  # type: ignore
+                      log=context.log, registered_crawls=list)
+        yield from adapter.run_alone(context, adapter.run_stage(context, stage, p, "v1"))
 
     return flaky_asset
 
 
 @pytest.fixture
 def no_pause(monkeypatch):
-    monkeypatch.setattr(stage, "STORE_STEP_RETRY_WAIT_S", 0)
+    monkeypatch.setattr(adapter, "STORE_STEP_RETRY_WAIT_S", 0)
     CALLS.clear()
 
 

@@ -2,7 +2,8 @@
 
 import polars as pl
 
-from llm_assets.metadata import rounded, table
+from llm_assets.metadata import table
+from llm_assets.report import rounded
 
 
 def test_a_shown_table_rounds_floats_to_three_significant_digits_and_leaves_the_rest():

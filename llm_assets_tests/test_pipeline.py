@@ -18,8 +18,8 @@ from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.core.partition import LakeInput
 from llm_assets.jobs import jobs_of
 from llm_assets.partitions import crawl_shard_key
+from llm_assets.raw_sensor import build_raw_drop_sensor, requested_fingerprints
 from llm_assets.settings import load_settings
-from llm_assets.stages.raw import build_raw_drop_sensor, requested_fingerprints
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.conftest import asset_metadata, built, english_only_settings, object_store_on, png_size, point_at
 from resources import LakeIOManager, ObjectStore

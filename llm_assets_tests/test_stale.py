@@ -244,7 +244,7 @@ def test_a_late_drop_has_one_owner(curated, instance, crawl, object_store):  # n
     from llm_assets.backfills import Status, stale_backfills, update_stale_backfill
     from llm_assets.dagster_private import SENSOR_NAME_TAG
     from llm_assets.freshness import launch_stale_backfill
-    from llm_assets.stages.raw import requested_fingerprints
+    from llm_assets.raw_sensor import requested_fingerprints
 
     defs = build_defs(load_settings())
     lake = curated

@@ -1,16 +1,16 @@
 """The stages of the code location, in build order: the one list every other list derives from.
 
-Each module holds its stage's Dagster-free `StageSpec`s at top level (what the stale planner, `status`, `trace`,
-`export` and the demo read, without importing Dagster) and `build(settings, specs) -> dg.Definitions` (its assets,
-its sensor if any). `llm_assets.definitions` merges what each builds; `llm_assets.jobs` makes the jobs the specs
-name. docs/extending.md, "Add a stage", says how to add one.
+Each module holds its stages' Dagster-free `StageSpec`s (what the stale planner, `status`, `trace`, `export` and
+the demo read) and their stage objects (`llm_assets.stage`), listed in its `STAGES`. `llm_assets.adapter` makes
+their assets; `llm_assets.jobs` the jobs the specs name. docs/extending.md, "Add a stage", says how to add one.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from collections.abc import Sequence
 
 from llm_assets.registry import StageSpec, check_order
+from llm_assets.stage import Stage
 from llm_assets.stages import (
     cost,
     crawl_stats,
@@ -27,13 +27,14 @@ from llm_assets.stages import (
 )
 
 # cost last: it is planned once every stage it charges is
-STAGES: list[ModuleType] = [curation, raw, documents, image_text_pairs, filtered, dedup, crawl_stats,
-                            quality_classifier, tokenized, enriched, releases, cost]
+STAGES: list[Stage] = [stage for module in (curation, raw, documents, image_text_pairs, filtered, dedup, crawl_stats,
+                                             quality_classifier, tokenized, enriched, releases, cost)
+                       for stage in module.STAGES]
 
 
-def specs_of(stages: list[ModuleType]) -> list[StageSpec]:
-    """Every spec the stage modules declare (a module may declare several: dedup's three), in build order."""
-    specs = [spec for stage in stages for spec in stage.SPECS]
+def specs_of(stages: Sequence[Stage]) -> list[StageSpec]:
+    """The stages' specs, in build order."""
+    specs = [stage.spec for stage in stages]
     check_order(specs)
     return specs
 

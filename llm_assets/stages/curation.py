@@ -3,15 +3,19 @@
 Both are read from the bucket where they are dropped (`takedowns/`, `evals/`) by every run of `filtered` and by
 the stale planner, so a dropped list plans its rebuild at once; their assets show what is in force."""
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import time
 
-from llm_assets.core.decontamination import INDEX_PREFIX, NO_INDEX, eval_sources, index_version
-from llm_assets.core.takedowns import load_takedowns, takedowns_version
+import polars as pl
+
+from llm_assets.core.decontamination import INDEX_PREFIX, NO_INDEX, eval_index, eval_keys, eval_sources, index_version
+from llm_assets.core.takedowns import PREFIX, load_takedowns, takedowns_version
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
+from llm_assets.report import Url
+from llm_assets.stage import AssetStage, Materialized, Partition, StageFailure
 
 STAGE_VERSION = "1"
+LISTED = 200  # requests in the takedowns' `list` table; `requests` counts them all
 
 
 def _takedowns(lake, settings) -> dict:
@@ -36,88 +40,73 @@ TAKEDOWNS_SPEC = StageSpec("takedowns", "model", facts=_takedowns, group="curati
 EVAL_INDEX_SPEC = StageSpec("eval_index", "model", facts=_eval_index,
                             version=lambda s: code_version(STAGE_VERSION, s.evals.model_dump_json()),
                             group="curation", job="curation_job")
-SPECS = [TAKEDOWNS_SPEC, EVAL_INDEX_SPEC]
-
-if TYPE_CHECKING:
-    import dagster as dg
-
-    from llm_assets.settings import Settings
 
 
-def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
-    import time
+class Takedowns(AssetStage):
+    """The takedown requests in force: every JSON Lines file under `takedowns/` in the bucket (or written by
+    `llm-assets takedown add`), one request per line naming exactly one `url`, `domain` (with its subdomains) or
+    `doc_id`, with `reason`, `requested_by` and `date`. A bad line fails this asset naming the file and line.
 
-    import dagster as dg
-    import polars as pl
+    `filtered` removes every document a request names (reason `takedown`, kept under `rejected/` with the
+    request); `llm-assets stale` plans exactly the partitions that hold one, through each part's id index, and
+    the release that includes them. `llm-assets takedown status` says where each was found and which release
+    first lacks it.
+    """
 
-    from llm_assets.core.decontamination import eval_index, eval_keys
-    from llm_assets.core.takedowns import PREFIX, load_takedowns, takedowns_version
-    from llm_assets.metadata import table
-    from resources import ObjectStore
+    spec = TAKEDOWNS_SPEC
+    kinds = frozenset({"s3"})
 
-    @dg.asset(name=TAKEDOWNS_SPEC.name, group_name=TAKEDOWNS_SPEC.group, kinds={"s3"},
-              code_version=TAKEDOWNS_SPEC.version(settings))
-    def takedowns(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
-        """The takedown requests in force: every JSON Lines file under `takedowns/` in the bucket (or written by
-        `llm-assets takedown add`), one request per line naming exactly one `url`, `domain` (with its subdomains) or
-        `doc_id`, with `reason`, `requested_by` and `date`. A bad line fails this asset naming the file and line.
-
-        `filtered` removes every document a request names (reason `takedown`, kept under `rejected/` with the
-        request); `llm-assets stale` plans exactly the partitions that hold one, through each part's id index, and
-        the release that includes them. `llm-assets takedown status` says where each was found and which release
-        first lacks it.
-        """
+    def build(self, p: Partition) -> Materialized:
         try:
-            requests = load_takedowns(store.lake())
+            requests = load_takedowns(p.lake)
         except ValueError as e:
-            raise dg.Failure(str(e)) from e
+            raise StageFailure(str(e)) from e
         kinds = {k: sum(1 for r in requests if getattr(r, k)) for k in ("url", "domain", "doc_id")}
-        return dg.MaterializeResult(
-            metadata={"requests": len(requests), "by_kind": dg.MetadataValue.json(kinds),
-                      "list": table(pl.DataFrame([{"target": r.target, "reason": r.reason,
-                                                   "requested_by": r.requested_by, "date": str(r.date)}
-                                                  for r in requests[:200]],
-                                                 schema=dict.fromkeys(["target", "reason", "requested_by", "date"],
-                                                                      pl.String))),
-                      "prefix": dg.MetadataValue.text(store.lake().url(PREFIX))},
-            data_version=dg.DataVersion(takedowns_version(requests)))
+        listed = pl.DataFrame([{"target": r.target, "reason": r.reason, "requested_by": r.requested_by,
+                                "date": str(r.date)} for r in requests[:LISTED]],
+                              schema=dict.fromkeys(["target", "reason", "requested_by", "date"], pl.String))
+        return Materialized({"requests": len(requests), "by_kind": kinds, "list": listed,
+                             "prefix": Url(p.lake.url(PREFIX))}, takedowns_version(requests))
 
-    @dg.asset(name=EVAL_INDEX_SPEC.name, group_name=EVAL_INDEX_SPEC.group, kinds={"numpy", "s3"},
-              code_version=EVAL_INDEX_SPEC.version(settings))
-    def eval_index_asset(context: dg.AssetExecutionContext, store: ObjectStore) -> dg.MaterializeResult:
-        """The n-gram index of the evaluation sets under `evals/` in the bucket (JSON Lines or a JSON array, plain,
-        gzip or zstd; the text fields are the `evals` settings, per set where `evals.sets` names them): every
-        13-gram of normalized words (n is a setting, as GPT-3 did), hashed to 64 bits, sorted, with the set it came
-        from: 10 bytes per n-gram whatever the text. Stored under `models/eval_index/<version>.npz`, the version
-        hashing the sets' contents and the settings. Every other key under `evals/` is listed with the reason it is
-        not read (`unused_keys`, the run's log, `llm-assets status`).
 
-        The `decontaminate` block, last in `filtered`'s chain, drops (or flags) documents sharing n-grams with it,
-        with reason `contaminated`, the benchmark and the matched span. A new or changed set makes stale exactly the
-        partitions whose curated documents it flags differently.
-        """
-        start = time.perf_counter()
-        lake = store.lake()
-        keys = eval_keys(lake, settings.evals)
+class EvalIndex(AssetStage):
+    """The n-gram index of the evaluation sets under `evals/` in the bucket (JSON Lines or a JSON array, plain,
+    gzip or zstd; the text fields are the `evals` settings, per set where `evals.sets` names them): every
+    13-gram of normalized words (n is a setting, as GPT-3 did), hashed to 64 bits, sorted, with the set it came
+    from: 10 bytes per n-gram whatever the text. Stored under `models/eval_index/<version>.npz`, the version
+    hashing the sets' contents and the settings. Every other key under `evals/` is listed with the reason it is
+    not read (`unused_keys`, the run's log, `llm-assets status`).
+
+    The `decontaminate` block, last in `filtered`'s chain, drops (or flags) documents sharing n-grams with it,
+    with reason `contaminated`, the benchmark and the matched span. A new or changed set makes stale exactly the
+    partitions whose curated documents it flags differently.
+    """
+
+    spec = EVAL_INDEX_SPEC
+    kinds = frozenset({"numpy", "s3"})
+
+    def build(self, p: Partition) -> Materialized:
+        start, lake, evals = time.perf_counter(), p.lake, p.settings.evals
+        keys = eval_keys(lake, evals)
         for unused in keys.unused:
-            context.log.warning(f"{lake.url(unused.key)} is not used as an eval set: {unused.reason}")
+            p.log.warning(f"{lake.url(unused.key)} is not used as an eval set: {unused.reason}")
         try:
-            index = eval_index(lake, settings.evals)
+            index = eval_index(lake, evals)
         except ValueError as e:
-            raise dg.Failure(str(e)) from e
+            raise StageFailure(str(e)) from e
         if index.path is None:
-            context.log.warning(f"no eval set under {lake.url(settings.evals.prefix)}: decontamination checks nothing")
+            p.log.warning(f"no eval set under {lake.url(evals.prefix)}: decontamination checks nothing")
         for benchmark, fields in zip(index.benchmarks, index.fields, strict=False):
-            context.log.info(f"eval set {benchmark}: indexed fields {', '.join(fields) or '(not recorded)'}")
-        return dg.MaterializeResult(
-            metadata={"eval_sets": dg.MetadataValue.json([k for k, _ in keys.sources]),
-                      "unused_keys": dg.MetadataValue.json([u.to_dict() for u in keys.unused]),
-                      "benchmarks": dg.MetadataValue.json(list(index.benchmarks)),
-                      "fields": dg.MetadataValue.json(dict(zip(index.benchmarks, index.fields, strict=False))),
-                      "ngram_sizes": dg.MetadataValue.json(list(index.lengths)),
-                      "ngram": settings.evals.ngram, "ngrams": index.ngrams, "index_bytes": index.nbytes,
-                      "bytes_per_million_ngrams": round(index.nbytes / index.ngrams * 1e6) if index.ngrams else 0,
-                      "built_now": index.built, "seconds": round(time.perf_counter() - start, 3)},
-            data_version=dg.DataVersion(index.version))
+            p.log.info(f"eval set {benchmark}: indexed fields {', '.join(fields) or '(not recorded)'}")
+        return Materialized({
+            "eval_sets": [k for k, _ in keys.sources],
+            "unused_keys": [u.to_dict() for u in keys.unused],
+            "benchmarks": list(index.benchmarks),
+            "fields": dict(zip(index.benchmarks, index.fields, strict=False)),
+            "ngram_sizes": list(index.lengths),
+            "ngram": evals.ngram, "ngrams": index.ngrams, "index_bytes": index.nbytes,
+            "bytes_per_million_ngrams": round(index.nbytes / index.ngrams * 1e6) if index.ngrams else 0,
+            "built_now": index.built, "seconds": round(time.perf_counter() - start, 3)}, index.version)
 
-    return dg.Definitions(assets=[takedowns, eval_index_asset])
+
+STAGES = [Takedowns(), EvalIndex()]

@@ -1,15 +1,33 @@
 """Deduplication: signatures per shard, duplicate clusters per crawl, deduplicated per shard."""
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Mapping
 
 import polars as pl
 
-from llm_assets.core.dedup import CLUSTERS_VERSION, LAYOUT_SETTINGS, SIGNATURES_VERSION, STAGE_VERSION
+from llm_assets import charts
+from llm_assets.core.clusters import SignaturePart, cluster_lake
+from llm_assets.core.dedup import (
+    CLUSTERS_VERSION,
+    DEDUPLICATED_SCHEMA,
+    LAYOUT_SETTINGS,
+    REMOVED_SCHEMA,
+    SIGNATURES_VERSION,
+    STAGE_VERSION,
+    DedupUnit,
+    SignatureUnit,
+    compute_signatures,
+    remove_duplicates,
+    signature_schema,
+)
 from llm_assets.core.keys import CRAWL_LEVEL_SHARD
-from llm_assets.core.partition import Manifest, read_manifest, units_version
+from llm_assets.core.lake import part_key
+from llm_assets.core.partition import Manifest, PartitionOutput, committed, read_manifest, units_version
+from llm_assets.core.units import UnitResult, peak_rss_bytes, run_units, unit_id
 from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import StageSpec
+from llm_assets.report import Markdown, Report
+from llm_assets.stage import Built, CrawlStage, Partition, ShardStage
 
 
 def signatures_version(settings) -> str:
@@ -70,14 +88,6 @@ DEDUPLICATED_SPEC = StageSpec("deduplicated", "shard", ("filtered", "duplicate_c
                                   "filtered": planner.data_version("filtered", crawl, shard),
                                   "removals": removals_of(planner.lake, crawl, shard)},
                               group="curated", job="curated_job", documents=True)
-SPECS = [SIGNATURES_SPEC, CLUSTERS_SPEC, DEDUPLICATED_SPEC]
-
-if TYPE_CHECKING:
-    import dagster as dg
-
-    from llm_assets.settings import Settings
-
-
 def size_classes(sizes) -> tuple[list[str], list[int]]:
     """(cluster size, clusters) rows, by size, as the chart's bars: 2 to 9 documents one bar each, then one bar a
     power of ten (a dump's clusters have thousands of distinct sizes: a bar each would make a chart metres tall)."""
@@ -89,159 +99,153 @@ def size_classes(sizes) -> tuple[list[str], list[int]]:
     return list(bars), list(bars.values())
 
 
-def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
-    import time
+class Signatures(ShardStage):
+    """Per filtered document: the hash of its normalized text and of its URL, and its MinHash signature over
+    word 5-grams with the LSH band hashes (FineWeb: 14 bands × 8 rows), computed for whole batches at once
+    (one-permutation hashing with optimal densification). One work unit per filtered part, so a changed shard
+    recomputes only its own signatures; `duplicate_clusters` reads every shard's.
+    """
 
-    import dagster as dg
+    spec = SIGNATURES_SPEC
+    work = staticmethod(compute_signatures)
 
-    from llm_assets import charts
-    from llm_assets.core.clusters import SignaturePart, cluster_lake
-    from llm_assets.core.dedup import (
-        DEDUPLICATED_SCHEMA,
-        REMOVED_SCHEMA,
-        DedupUnit,
-        SignatureUnit,
-        compute_signatures,
-        remove_duplicates,
-        signature_schema,
-    )
-    from llm_assets.core.lake import part_key
-    from llm_assets.core.partition import LakeInput, PartitionOutput, committed
-    from llm_assets.core.units import UnitResult, peak_rss_bytes, run_units, unit_id
-    from llm_assets.metadata import Metadata, table
-    from llm_assets.stage import crawl_asset, partition_of, require_every_shard, run_stage, stage_asset
-    from resources import ObjectStore
+    def unit(self, p: Partition, source: str) -> SignatureUnit:
+        unit = unit_id(self.spec.name, self.spec.version(p.settings), source)
+        key = lambda *ids: part_key(self.spec.name, p.crawl, p.shard, unit_id(unit, *ids))  # noqa: E731
+        return SignatureUnit(store=p.lake.config, settings=p.settings.dedup, source=source, unit=unit, part=key(),
+                             index=key("index"), docs=key("docs"))
 
-    def signature_part(crawl: str, shard: str, unit: UnitResult) -> SignaturePart:
-        if not {"index", "docs"} <= unit.side_parts.keys():
-            raise RuntimeError(f"signatures crawl={crawl} shard={shard}: part {unit.part} has no band index (it was "
-                               "built before signatures v2): rebuild its signatures (`llm-assets backfill --stale`)")
-        return SignaturePart(crawl, shard, unit.part or "", unit.rows_out, unit.side_parts["index"],
-                             unit.side_parts["docs"])
+    def columns(self, p: Partition) -> list[str]:
+        return signature_schema(p.settings.dedup.bands, p.settings.dedup.rows).names
 
-    dedup, shards = settings.dedup, settings.shard_keys()
-    signatures_code = SIGNATURES_SPEC.version(settings)
-    clusters_code = CLUSTERS_SPEC.version(settings)
-    deduplicated_code = DEDUPLICATED_SPEC.version(settings)
 
-    @stage_asset(SIGNATURES_SPEC, settings, specs)
-    def signatures(context: dg.AssetExecutionContext, store: ObjectStore, filtered: LakeInput):
-        """Per filtered document: the hash of its normalized text and of its URL, and its MinHash signature over
-        word 5-grams with the LSH band hashes (FineWeb: 14 bands × 8 rows), computed for whole batches at once
-        (one-permutation hashing with optimal densification). One work unit per filtered part, so a changed shard
-        recomputes only its own signatures; `duplicate_clusters` reads every shard's.
-        """
-        crawl, shard = partition_of(context)
-        units = []
-        for source in filtered.parts:
-            unit = unit_id("signatures", signatures_code, source)
-            units.append(SignatureUnit(store=store.config(), settings=dedup, source=source, unit=unit,
-                                       part=part_key("signatures", crawl, shard, unit),
-                                       index=part_key("signatures", crawl, shard, unit_id(unit, "index")),
-                                       docs=part_key("signatures", crawl, shard, unit_id(unit, "docs"))))
-        yield from run_stage(context, compute_signatures, units, signatures_code,
-                             signature_schema(dedup.bands, dedup.rows).names, settings.runner,
-                             inputs={"filtered": filtered.data_version})
+def signature_part(crawl: str, shard: str, unit: UnitResult) -> SignaturePart:
+    if not {"index", "docs"} <= unit.side_parts.keys():
+        raise RuntimeError(f"signatures crawl={crawl} shard={shard}: part {unit.part} has no band index (it was "
+                           "built before signatures v2): rebuild its signatures (`llm-assets backfill --stale`)")
+    return SignaturePart(crawl, shard, unit.part or "", unit.rows_out, unit.side_parts["index"],
+                         unit.side_parts["docs"])
 
-    @crawl_asset(CLUSTERS_SPEC, settings, kinds={"polars", "parquet"})
-    def duplicate_clusters(context: dg.AssetExecutionContext, store: ObjectStore, signatures: LakeInput):
-        """Per crawl, over every shard's stored signatures (a shard with raw files and no committed signatures
-        fails it: no clusters of part of a crawl): documents joined by the same normalized text, the same URL
-        (optional) or a shared LSH band whose signatures do not put their Jaccard similarity confidently below
-        `jaccard_threshold` (`jaccard_confidence`), grouped into connected components. Each cluster keeps one document
-        (setting `keep`: earliest fetch, longest text or first doc_id); the rest are listed here with their reason
-        (`exact`, `url`, `near`) and the document they duplicate. With `cross_crawl`, the crawl is also compared with
-        the signatures of every earlier crawl (in `crawl_order`), whose documents always win (`cross_crawl`). Runs as
-        work units on the runner from the band index the signatures stage writes beside each part (edges per range of
-        keys, components in rounds of units per range of documents, members per part, the keep rule per range of a hash
-        of the cluster); an earlier crawl's index is read only where this crawl's keys fall. The removed documents are
-        the keep units' parts.
 
-        Metadata: duplicates removed by reason, the cluster-size histogram (chart) and the largest clusters with
-        example URLs, the crawls compared against and the rows and bytes of their index read, LSH candidates
-        rejected by their Jaccard estimate, units per step, the components' ranges and rounds, peak memory of this
-        process and of the largest unit (the peak of the process it ran in: the pool runner runs a step of one
-        unit in this process, which it then reports).
-        """
-        start = time.perf_counter()
-        crawl = context.partition_key
-        require_every_shard(CLUSTERS_SPEC, crawl, settings, signatures, specs)
-        lake = store.lake()
+class DuplicateClusters(CrawlStage):
+    """Per crawl, over every shard's stored signatures (a shard with raw files and no committed signatures
+    fails it: no clusters of part of a crawl): documents joined by the same normalized text, the same URL
+    (optional) or a shared LSH band whose signatures do not put their Jaccard similarity confidently below
+    `jaccard_threshold` (`jaccard_confidence`), grouped into connected components. Each cluster keeps one document
+    (setting `keep`: earliest fetch, longest text or first doc_id); the rest are listed here with their reason
+    (`exact`, `url`, `near`) and the document they duplicate. With `cross_crawl`, the crawl is also compared with
+    the signatures of every earlier crawl (in `crawl_order`), whose documents always win (`cross_crawl`). Runs as
+    work units on the runner from the band index the signatures stage writes beside each part (edges per range of
+    keys, components in rounds of units per range of documents, members per part, the keep rule per range of a hash
+    of the cluster); an earlier crawl's index is read only where this crawl's keys fall. The removed documents are
+    the keep units' parts.
+
+    Metadata: duplicates removed by reason, the cluster-size histogram (chart) and the largest clusters with
+    example URLs, the crawls compared against and the rows and bytes of their index read, LSH candidates
+    rejected by their Jaccard estimate, units per step, the components' ranges and rounds, peak memory of this
+    process and of the largest unit (the peak of the process it ran in: the pool runner runs a step of one
+    unit in this process, which it then reports).
+    """
+
+    spec = CLUSTERS_SPEC
+    kinds = frozenset({"polars", "parquet"})
+
+    def build(self, p: Partition) -> Built:
+        from llm_assets.runners import runner_for  # as a shard stage's does: a cluster's client only when it runs
+
+        start, crawl, dedup = time.perf_counter(), p.crawl, p.settings.dedup
+        signatures = p.inputs[SIGNATURES_SPEC.name]
+        p.require_every_shard(self.spec, signatures)
         own = {m.shard: m for m in signatures.manifests}
         # the earlier crawls' signatures manifests are read as committed: no partition mapping says "every crawl
         # before this one in crawl_order"
-        earlier = dedup.earlier_crawls(crawl, context.instance.get_dynamic_partitions("crawl"))
-        index = {c: committed(lake, "signatures", c, shards) for c in earlier}
+        earlier = dedup.earlier_crawls(crawl, p.registered_crawls())
+        index = {c: committed(p.lake, SIGNATURES_SPEC.name, c, p.settings.shard_keys()) for c in earlier}
         parts = [signature_part(c, shard, u) for c, manifests in [(crawl, own), *index.items()]
                  for shard, m in sorted(manifests.items()) for u in m.units if u.part]
-        from llm_assets.runners import runner_for  # as `run_stage` does: a cluster's client only when it runs
-
-        runner = runner_for(settings.runner)
+        runner, code = runner_for(p.settings.runner), self.spec.version(p.settings)
         # The keep units' parts are what gets committed: new keys every run, so that a reader of the previous
         # commit never sees a part rewritten under it.
         clusters, done = cluster_lake(
-            store.config(), parts, dedup, crawl, lambda fn, units: run_units(fn, units, runner),
-            lambda step, identity: part_key("duplicate_clusters", crawl, CRAWL_LEVEL_SHARD, unit_id(
-                "duplicate_clusters", clusters_code, step, identity, context.run.run_id if step == "keep" else "")),
+            p.lake.config, parts, dedup, crawl, lambda fn, units: run_units(fn, units, runner),
+            lambda step, identity: part_key(self.spec.name, crawl, CRAWL_LEVEL_SHARD, unit_id(
+                self.spec.name, code, step, identity, p.run_id if step == "keep" else "")),
             REMOVED_SCHEMA)
-        removed, by = clusters.removed_count, clusters.removed_by
-        sizes = clusters.sizes
-        metadata: Metadata = {
+        report = {**self.clusters_report(crawl, clusters), "against_crawls": earlier, "shards": len(own),
+                  "shards_without_signatures": [s for s in p.settings.shard_keys() if s not in own],
+                  **self.work_report(done), "runner": str(runner), "seconds": round(time.perf_counter() - start, 3)}
+        # the manifest lists the last step's units; the ledger charges every step's
+        spent = [r for step, results in done.steps.items() if step != "keep" for r in results]
+        return Built(PartitionOutput(units=done.steps["keep"], code_version=code,
+                                     data_version=clusters_version(code, own, *index.values()),
+                                     inputs={"against": ",".join(earlier)}, runner=str(runner), spent=spent), report)
+
+    @staticmethod
+    def clusters_report(crawl: str, clusters) -> Report:
+        """Duplicates removed by reason and shard, the clusters by size (chart), the largest clusters."""
+        removed, by, sizes = clusters.removed_count, clusters.removed_by, clusters.sizes
+        return {
             "dagster/row_count": removed,
             "documents": clusters.documents,
             "duplicates_removed": removed,
             "duplicate_rate": round(removed / clusters.documents, 4) if clusters.documents else 0.0,
-            "removed_by_reason": dg.MetadataValue.json(dict(
-                by.group_by("reason").agg(pl.col("documents").sum()).sort("reason").iter_rows())),
-            "removed_by_shard": dg.MetadataValue.json(dict(
-                by.group_by("shard").agg(pl.col("documents").sum()).sort("shard").iter_rows())),
-            "cluster_sizes": dg.MetadataValue.md(charts.hbars(
+            "removed_by_reason": dict(by.group_by("reason").agg(pl.col("documents").sum()).sort("reason").iter_rows()),
+            "removed_by_shard": dict(by.group_by("shard").agg(pl.col("documents").sum()).sort("shard").iter_rows()),
+            "cluster_sizes": Markdown(charts.hbars(
                 f"{crawl}: duplicate clusters by size", *size_classes(sizes.iter_rows()), "clusters")
                 if sizes.height else "no duplicates"),
-            "largest_clusters": table(clusters.largest),
-            "against_crawls": dg.MetadataValue.json(earlier),
+            "largest_clusters": clusters.largest,
             "index_documents": clusters.index_documents,
-            "shards": len(own),
-            "shards_without_signatures": dg.MetadataValue.json([s for s in shards if s not in own]),
-            "index_rows_matched": done.count("history_rows_matched"),
-            "index_bytes_read": dg.MetadataValue.int(done.count("history_bytes_read")),
             "lsh_candidates": clusters.candidates,
             "lsh_rejected": clusters.rejected,
+        }
+
+    @staticmethod
+    def work_report(done) -> Report:
+        """What the units did: the earlier crawls' index read, units per step, ranges and rounds, peak memory."""
+        return {
+            "index_rows_matched": done.count("history_rows_matched"),
+            "index_bytes_read": done.count("history_bytes_read"),
             "buckets": done.buckets,
             "components_ranges": len(done.starts),
             "components_rounds": done.rounds,
-            "units": dg.MetadataValue.json({step: len(results) for step, results in done.steps.items()}),
-            "runner": str(runner),
-            "seconds": round(time.perf_counter() - start, 3),
+            "units": {step: len(results) for step, results in done.steps.items()},
             "peak_rss_mib": round(peak_rss_bytes() / 2**20, 1),
             "unit_peak_rss_mib": round(done.peak_rss_bytes() / 2**20, 1),
         }
-        version = clusters_version(clusters_code, own, *index.values())
-        # the manifest lists the last step's units; the ledger charges every step's
-        spent = [r for step, results in done.steps.items() if step != "keep" for r in results]
-        return dg.Output(PartitionOutput(units=done.steps["keep"], code_version=clusters_code, data_version=version,
-                                         inputs={"against": ",".join(earlier)}, runner=str(runner), spent=spent),
-                         metadata=metadata, data_version=dg.DataVersion(version))
 
-    @stage_asset(DEDUPLICATED_SPEC, settings, specs)
-    def deduplicated(context: dg.AssetExecutionContext, store: ObjectStore, filtered: LakeInput,
-                     duplicate_clusters: LakeInput):
-        """The filtered documents minus the duplicates `duplicate_clusters` lists for this shard. Every removed
-        document is kept under `rejected/deduplicated/` with its reason (`exact`, `url`, `near`, `cross_crawl`) and
-        the document it duplicates. A unit is redone only when its part or this shard's removals change.
-        """
-        crawl, shard = partition_of(context)
-        removed_parts = duplicate_clusters.parts
-        mine = shard_removals(store.lake(), removed_parts, shard)
-        removals = removals_version(mine)
+
+class Deduplicated(ShardStage):
+    """The filtered documents minus the duplicates `duplicate_clusters` lists for this shard. Every removed
+    document is kept under `rejected/deduplicated/` with its reason (`exact`, `url`, `near`, `cross_crawl`) and
+    the document it duplicates. A unit is redone only when its part or this shard's removals change.
+    """
+
+    spec = DEDUPLICATED_SPEC
+    work = staticmethod(remove_duplicates)
+
+    def units(self, p: Partition) -> list[DedupUnit]:
+        removed_parts = p.inputs[CLUSTERS_SPEC.name].parts
+        mine = shard_removals(p.lake, removed_parts, p.shard)
+        p.notes["removals"] = (mine.height, removals := removals_version(mine))
+        code, name = self.spec.version(p.settings), self.spec.name
         units = []
-        for source in filtered.parts:
-            unit = unit_id("deduplicated", deduplicated_code, source, removals)
-            units.append(DedupUnit(store=store.config(), source=source, removed="\n".join(removed_parts),
-                                   shard=shard, unit=unit, part=part_key("deduplicated", crawl, shard, unit),
-                                   rejected_part=part_key("deduplicated", crawl, shard, unit, zone="rejected")))
-        yield from run_stage(context, remove_duplicates, units, deduplicated_code, DEDUPLICATED_SCHEMA.names,
-                             settings.runner, metadata={"removals": mine.height},
-                             inputs={"filtered": filtered.data_version, "removals": removals})
+        for source in p.inputs["filtered"].parts:
+            unit = unit_id(name, code, source, removals)
+            units.append(DedupUnit(store=p.lake.config, source=source, removed="\n".join(removed_parts),
+                                   shard=p.shard, unit=unit, part=part_key(name, p.crawl, p.shard, unit),
+                                   rejected_part=part_key(name, p.crawl, p.shard, unit, zone="rejected")))
+        return units
 
-    return dg.Definitions(assets=[signatures, duplicate_clusters, deduplicated])
+    def recorded_inputs(self, p: Partition) -> dict[str, str]:
+        # its shard's removals, not the clusters' data version: a new cluster elsewhere does not make it stale
+        return {"filtered": p.inputs["filtered"].data_version, "removals": p.notes["removals"][1]}
+
+    def metadata(self, p: Partition) -> Report:
+        return {"removals": p.notes["removals"][0]}
+
+    def columns(self, p: Partition) -> list[str]:
+        return DEDUPLICATED_SCHEMA.names
+
+
+STAGES = [Signatures(), DuplicateClusters(), Deduplicated()]

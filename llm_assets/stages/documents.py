@@ -1,87 +1,80 @@
 """The documents stage: every raw file read (whatever its format) into documents with their provenance."""
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Literal
+
+from pydantic import BaseModel
 
 from llm_assets.core import route_model
-from llm_assets.core.documents import STAGE_VERSION
+from llm_assets.core.documents import EXTRACTED_BY, ROUTED_FOR, SCHEMA, STAGE_VERSION, extract_documents, extract_units
+from llm_assets.core.partition import PartitionOutput
+from llm_assets.core.units import WorkUnit
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
+from llm_assets.report import Report
+from llm_assets.stage import Partition, ShardStage
 
 # The routing model is data the stage's output depends on: a retrained model is a new code version.
 SPEC = StageSpec("documents", "shard", ("raw_files",),
                  version=lambda s: code_version(STAGE_VERSION, s.documents.fingerprint(), route_model.fingerprint()),
                  job="lake_job", documents=True)
-SPECS = [SPEC]
-
-if TYPE_CHECKING:
-    import dagster as dg
-
-    from llm_assets.core.partition import PartitionOutput
-    from llm_assets.settings import Settings
 
 
-def extraction_report(out: "PartitionOutput") -> dict:
-    """HTML pages per extractor that made them, and the pages routed to the fast extractor per reason."""
-    import dagster as dg
+class DocumentsOptions(BaseModel):
+    """Per-run choice of extractor; empty means the settings file's. The choice is part of every work unit's id, so
+    a run with another extractor writes other parts rather than passing them off as the default's."""
 
-    from llm_assets.core.documents import EXTRACTED_BY, ROUTED_FOR
-
-    counts = out.counts()
-    by = {k.removeprefix(EXTRACTED_BY): n for k, n in sorted(counts.items()) if k.startswith(EXTRACTED_BY)}
-    routed = {k.removeprefix(ROUTED_FOR): n for k, n in sorted(counts.items()) if k.startswith(ROUTED_FOR)}
-    return {"pages_by_extractor": dg.MetadataValue.json(by), "pages_routed_by_reason": dg.MetadataValue.json(routed)}
+    extractor: Literal["", "routed", "trafilatura", "resiliparse", "trafilatura_fast"] = ""
 
 
-def build(settings: "Settings", specs: "Sequence[StageSpec]") -> "dg.Definitions":
-    from typing import Literal
+class Documents(ShardStage):
+    """Documents from the shard's raw files, whatever their format (sniffed from the bytes: WARC/ARC with gzip
+    per record, whole-file gzip or none, WET, JSON Lines / JSON in gzip or zstd, Parquet, loose HTML).
 
-    import dagster as dg
+    HTML responses (2xx, HTML by header and by sniffing) get their main text extracted, with title and date:
+    by default trafilatura with FineWeb's settings, except the pages that would cost most of its time (very
+    long HTML, many tags, a host over budget before, or over its CPU budget), which resiliparse extracts (the
+    `routing` settings), and many pages of one host that extract to one identical text (a sidebar), which the
+    other extractor extracts again (the `collapse` settings); charsets come from the HTTP header, then `<meta>`,
+    then detection. Each document keeps
+    its provenance: doc_id, URL, domain, crawl, source key, record offset, WARC-Record-ID, fetch time, content
+    type, charset, extractor and version (and why it was routed: `resiliparse 2.0.0 (routed: budget)`).
+    Metadata: `pages_by_extractor`, `pages_routed_by_reason`.
 
-    from llm_assets.core.documents import SCHEMA, extract_documents, extract_units
-    from llm_assets.core.partition import LakeInput
-    from llm_assets.stage import partition_of, run_stage, stage_asset
-    from resources import ObjectStore
+    Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); those skipped for
+    their content (non_2xx, non_html, no_text) are kept under `rejected/documents/` with URL and doc id, indexed,
+    so `llm-assets why URL` finds them; bad ones (truncated_file, corrupt_record, oversized, non_html_payload,
+    extraction_timeout, corrupt_json, missing_text, unreadable_file) are quarantined there. One work unit per raw
+    file, several for a WARC or ARC file over 512 KiB (each reads a byte range of it, so that both workers do).
+    """
 
-    class DocumentsConfig(dg.Config):
-        """Per-run choice of extractor; empty means the settings file's. The choice is part of every work unit's
-        id, so a run with another extractor writes other parts rather than passing them off as the default's."""
+    spec = SPEC
+    work = staticmethod(extract_documents)
+    Options = DocumentsOptions
 
-        extractor: Literal["", "routed", "trafilatura", "resiliparse", "trafilatura_fast"] = ""
+    def extractor(self, p: Partition) -> str:
+        return p.options.extractor if p.options is not None and p.options.extractor else \
+            p.settings.documents.extractor
 
-    code = SPEC.version(settings)
+    def units(self, p: Partition) -> list[WorkUnit]:
+        inventory = p.inputs["raw_files"].scan().collect()
+        code, extractor = SPEC.version(p.settings), self.extractor(p)
+        return [unit for key, size, etag in inventory.select("key", "size", "etag").iter_rows()
+                for unit in extract_units(p.lake.config, p.settings.documents, p.crawl, p.shard, key, size, etag,
+                                          code, extractor)]
 
-    @stage_asset(SPEC, settings, specs)
-    def documents(context: dg.AssetExecutionContext, config: DocumentsConfig, store: ObjectStore,
-                  raw_files: LakeInput):
-        """Documents from the shard's raw files, whatever their format (sniffed from the bytes: WARC/ARC with gzip
-        per record, whole-file gzip or none, WET, JSON Lines / JSON in gzip or zstd, Parquet, loose HTML).
+    def columns(self, p: Partition) -> list[str]:
+        return SCHEMA.names
 
-        HTML responses (2xx, HTML by header and by sniffing) get their main text extracted, with title and date:
-        by default trafilatura with FineWeb's settings, except the pages that would cost most of its time (very
-        long HTML, many tags, a host over budget before, or over its CPU budget), which resiliparse extracts (the
-        `routing` settings), and many pages of one host that extract to one identical text (a sidebar), which the
-        other extractor extracts again (the `collapse` settings); charsets come from the HTTP header, then `<meta>`,
-        then detection. Each document keeps
-        its provenance: doc_id, URL, domain, crawl, source key, record offset, WARC-Record-ID, fetch time, content
-        type, charset, extractor and version (and why it was routed: `resiliparse 2.0.0 (routed: budget)`).
-        Metadata: `pages_by_extractor`, `pages_routed_by_reason`.
+    def metadata(self, p: Partition) -> Report:
+        return {"extractor": self.extractor(p)}
 
-        Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); those skipped for
-        their content (non_2xx, non_html, no_text) are kept under `rejected/documents/` with URL and doc id, indexed,
-        so `llm-assets why URL` finds them; bad ones (truncated_file, corrupt_record, oversized, non_html_payload,
-        extraction_timeout, corrupt_json, missing_text, unreadable_file) are quarantined there. One work unit per raw
-        file, several for a WARC or ARC file over 512 KiB (each reads a byte range of it, so that both workers do).
-        """
-        crawl, shard = partition_of(context)
-        extractor = config.extractor or settings.documents.extractor
-        inventory = raw_files.scan().collect()
-        units = []
-        for key, size, etag in inventory.select("key", "size", "etag").iter_rows():
-            units.extend(extract_units(store.config(), settings.documents, crawl, shard, key, size, etag, code,
-                                       extractor))
-        yield from run_stage(context, extract_documents, units, code, SCHEMA.names, settings.runner,
-                             {"extractor": extractor}, report=extraction_report,
-                             inputs={"raw_files": raw_files.data_version})
+    def report(self, p: Partition, out: PartitionOutput) -> Report:
+        """HTML pages per extractor that made them, and the pages routed to the fast extractor per reason."""
+        counts = out.counts()
+        return {"pages_by_extractor": {k.removeprefix(EXTRACTED_BY): n for k, n in sorted(counts.items())
+                                       if k.startswith(EXTRACTED_BY)},
+                "pages_routed_by_reason": {k.removeprefix(ROUTED_FOR): n for k, n in sorted(counts.items())
+                                           if k.startswith(ROUTED_FOR)}}
 
-    return dg.Definitions(assets=[documents])
+
+STAGES = [Documents()]

@@ -125,14 +125,14 @@ def test_single_extractor_settings_are_unchanged():
 def test_partition_metadata_counts_pages_per_extractor_and_reason():
     from llm_assets.core.partition import PartitionOutput
     from llm_assets.core.units import UnitResult
-    from llm_assets.stages.documents import extraction_report
+    from llm_assets.stages.documents import Documents
 
     units = [UnitResult("a", "a", counts={EXTRACTED_BY + "trafilatura": 5, EXTRACTED_BY + "resiliparse": 2,
                                           ROUTED_FOR + "tags": 1, ROUTED_FOR + "budget": 1}),
              UnitResult("b", "b", counts={EXTRACTED_BY + "resiliparse": 1, ROUTED_FOR + "size": 1})]
-    meta = extraction_report(PartitionOutput(units=units))
-    assert meta["pages_by_extractor"].data == {"resiliparse": 3, "trafilatura": 5}
-    assert meta["pages_routed_by_reason"].data == {"budget": 1, "size": 1, "tags": 1}
+    meta = Documents().report(None, PartitionOutput(units=units))  # type: ignore[arg-type]
+    assert meta["pages_by_extractor"] == {"resiliparse": 3, "trafilatura": 5}
+    assert meta["pages_routed_by_reason"] == {"budget": 1, "size": 1, "tags": 1}
 
 
 def test_quality_model_keeps_the_fast_text_unless_the_model_predicts_the_primary_gains():

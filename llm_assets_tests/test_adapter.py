@@ -10,12 +10,12 @@ import uuid
 import dagster as dg
 import pytest
 
+from llm_assets.adapter import QUALITY_GATE
 from llm_assets.core.gates import GateSettings
 from llm_assets.core.inventory import shard_of
 from llm_assets.core.partition import HeldBack, LakeInput, read_manifest
 from llm_assets.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
-from llm_assets.stage import QUALITY_GATE
 from llm_assets.stages import SPECS, code_versions
 from llm_assets.stale import plan_stale
 from llm_assets.status import lake_status
@@ -105,3 +105,20 @@ def test_a_planted_bad_shard_is_held_back_until_the_bounds_admit_it(crawl, objec
     assert {e.materialization.asset_key.path[-1]: e.materialization.metadata["reused_units"].value
             for e in result.get_asset_materialization_events()}["filtered"] == 1  # judged again, not filtered again
     assert read_manifest(lake, "signatures", crawl, BAD) is not None
+
+
+def test_the_adapter_is_the_only_maker_of_assets():
+    """No module of the package but the adapter calls `dg.asset` (or `multi_asset`): a stage is an object the
+    adapter turns into its asset."""
+    import ast
+
+    from llm_assets.settings import PROJECT_ROOT
+
+    makers = {"asset", "multi_asset", "graph_asset", "graph_multi_asset"}
+    callers = set()
+    for path in sorted((PROJECT_ROOT / "llm_assets").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in makers and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("dg", "dagster"):
+                callers.add(path.relative_to(PROJECT_ROOT).as_posix())
+    assert callers == {"llm_assets/adapter.py"}

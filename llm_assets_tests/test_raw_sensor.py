@@ -6,8 +6,8 @@ import dagster as dg
 
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.definitions import build_defs
+from llm_assets.raw_sensor import requested_fingerprints
 from llm_assets.settings import Settings, load_settings
-from llm_assets.stages.raw import requested_fingerprints
 
 SHARDS = load_settings().shards
 
