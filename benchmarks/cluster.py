@@ -3,8 +3,8 @@ benchmarks/results/cluster.md and rows of BENCHMARKS.md's summary table.
 
     .venv/bin/python -m benchmarks.cluster [--pairs 3] [--repeat 4] [--synthetic 1000,10000,100000] [--no-write]
 
-On a private SeaweedFS and a local cluster (`llm_assets.local_cluster`: a scheduler and worker nodes on 127.0.0.1,
-mutual TLS):
+On a private SeaweedFS and a local cluster (`llm_assets.platform.local_cluster`: a scheduler and worker nodes on
+127.0.0.1, mutual TLS):
 - overhead: the real WARC files of ../shared/data/warc (`--repeat` copies) as extraction units, run by
   `PoolRunner(2)` and by `DaskRunner` on 2 worker nodes, interleaved pairs (A B, B A, ...). Overhead is the workers'
   time not spent inside a unit: wall × workers − Σ unit seconds, per unit and as a share of a unit's time;
@@ -118,7 +118,7 @@ def driver_child(address: str, state_dir: str, n: int) -> None:
     import cloudpickle
 
     from llm_assets.core.dask_runner import DaskRunner
-    from llm_assets.local_cluster import LocalCluster
+    from llm_assets.platform.local_cluster import LocalCluster
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     runner = DaskRunner(address, security=LocalCluster(Path(state_dir)).security(), max_in_flight=64)
@@ -159,8 +159,8 @@ def main() -> None:
     from llm_assets.core.filtered import filter_documents
     from llm_assets.core.lake import Lake, StoreConfig
     from llm_assets.core.tokenized import tokenize_documents
-    from llm_assets.embedded_store import EmbeddedStore
-    from llm_assets.local_cluster import LocalCluster
+    from llm_assets.platform.embedded_store import EmbeddedStore
+    from llm_assets.platform.local_cluster import LocalCluster
 
     SCRATCH.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="run-", dir=SCRATCH))

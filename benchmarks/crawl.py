@@ -6,7 +6,7 @@
 The corpus is a folder holding `manifest.json` (`{"crawls": {crawl: [file paths relative to the folder]}}`, and
 optionally `"counts"`: records per file) and its WARC files. From a fresh LLM_ASSETS_HOME (`.bench/crawl/home`: the
 embedded SeaweedFS store, the SQLite Dagster instance), the benchmark starts what the demo starts (a code server and
-`dagster-daemon`, `llm_assets.demo.deployment`), with the runner of the settings (the pool of 2 workers; `--runner
+`dagster-daemon`, `llm_assets.cli.demo.deployment`), with the runner of the settings (the pool of 2 workers; `--runner
 dask` starts the local Dask cluster as `make demo-cluster` does), and:
 
 1. crawl A: `llm-assets drop` (the CLI, as a user), the raw-drop sensor's `lake_job` runs, then ONE stale backfill
@@ -348,7 +348,7 @@ class Bench:
         import dagster as dg
 
         from benchmarks.report import git_commit
-        from llm_assets.instance import get_instance
+        from llm_assets.platform.instance import get_instance
 
         phase = Phase(name, time.time(), commit=git_commit())
         phase.counted_from = self._last_end or phase.started
@@ -379,10 +379,10 @@ class Bench:
 def build_crawl(bench: Bench, meter: ProcessMeter, crawl: str, first: bool) -> None:
     """Drop (the first crawl only: the second was dropped before its forecast), the sensor's lake runs, then ONE
     stale backfill, as the demo runs them: a code server and the daemon of this home run them all."""
-    from llm_assets import demo
+    from llm_assets.cli import demo
     from llm_assets.core.lake import Lake
-    from llm_assets.environment import store_config
-    from llm_assets.instance import get_instance
+    from llm_assets.platform.environment import store_config
+    from llm_assets.platform.instance import get_instance
     from llm_assets.settings import load_settings
 
     todo = [f"lake {crawl}", f"backfill {crawl}", *(["models"] if first else [])]
@@ -881,8 +881,8 @@ def _sample_load(loads: list[float]) -> None:
 def collect(bench: Bench, meter: ProcessMeter, args) -> dict:
     from llm_assets.core.lake import Lake
     from llm_assets.core.ledger import read_ledger
-    from llm_assets.environment import store_config
-    from llm_assets.instance import get_instance
+    from llm_assets.platform.environment import store_config
+    from llm_assets.platform.instance import get_instance
     from llm_assets.settings import load_settings
 
     log("collecting the figures: ledger, materializations, runs, accounting")

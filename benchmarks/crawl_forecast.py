@@ -87,7 +87,7 @@ def render(now: pl.DataFrame, then: pl.DataFrame) -> str:
 def main() -> None:
     from llm_assets.core.lake import Lake
     from llm_assets.core.ledger import read_ledger
-    from llm_assets.environment import store_config
+    from llm_assets.platform.environment import store_config
     from llm_assets.settings import load_settings
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.crawl_forecast", description=__doc__.split("\n\n")[0])

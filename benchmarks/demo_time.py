@@ -50,7 +50,7 @@ def count_runs() -> None:
     """Print `partitions N` then `job runs` pairs for the instance of this environment's state home."""
     import dagster as dg
 
-    from llm_assets.instance import get_instance
+    from llm_assets.platform.instance import get_instance
 
     instance = get_instance()
     runs: dict[str, int] = {}

@@ -438,7 +438,7 @@ def child(name: str, workdir: Path, store: str, size: int, args, *extra: str, ta
 
 
 def measure(args, keep) -> dict:
-    from llm_assets.embedded_store import EmbeddedStore
+    from llm_assets.platform.embedded_store import EmbeddedStore
 
     results: dict = {"sizes": {}}
     with tempfile.TemporaryDirectory(prefix="llm-assets-bench-dump-scale-") as tmp:

@@ -5,7 +5,7 @@ benchmarks/results/engine-bakeoff.md and a row of BENCHMARKS.md's summary table.
 
 Both engines run as a deployment would run them on this machine: a head (Ray) or scheduler (Dask) and 2 worker nodes,
 each started by the engine's own command as separate processes, every address 127.0.0.1. Dask is the cluster the
-product ships (`llm_assets.local_cluster`, mutual TLS); Ray 2.60 runs from its own environment under
+product ships (`llm_assets.platform.local_cluster`, mutual TLS); Ray 2.60 runs from its own environment under
 `.bench/engine-bakeoff/` (installed from PyPI on first use), with the settings that keep it on loopback
 (`--node-ip-address=127.0.0.1` and `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`; without the latter Ray resolves "127.0.0.1"
 to the machine's external address), usage stats and the dashboard off.
@@ -40,8 +40,8 @@ import psutil
 from benchmarks.report import table, write_hand_section
 from benchmarks.scratch_env import scratch_venv
 from benchmarks.summary import Row, details_path, update_rows
-from llm_assets.embedded_store import free_ports
-from llm_assets.local_cluster import LocalCluster
+from llm_assets.platform.embedded_store import free_ports
+from llm_assets.platform.local_cluster import LocalCluster
 from llm_assets.settings import PROJECT_ROOT
 
 SCRATCH = PROJECT_ROOT / ".bench" / "engine-bakeoff"

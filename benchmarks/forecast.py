@@ -149,7 +149,7 @@ class Bench:
 
         from llm_assets.core.lake import Lake
         from llm_assets.definitions import build_defs
-        from llm_assets.environment import store_config
+        from llm_assets.platform.environment import store_config
         from llm_assets.settings import load_settings
 
         self.settings = load_settings()
@@ -168,7 +168,7 @@ class Bench:
             raise RuntimeError(f"{job} {partition} failed")
 
     def plan(self, settings=None):
-        from llm_assets.stale import stale_partitions
+        from llm_assets.tools.stale import stale_partitions
 
         return [p for p in stale_partitions(None, self.lake, settings or self.settings)
                 if any(self.group.get(p.asset) in groups for groups in JOB_GROUPS.values())
@@ -187,8 +187,8 @@ class Bench:
     def flow(self, name: str, planned, settings=None, extra_raw_bytes=None, apply=None, note: str = "") -> Flow:
         from llm_assets.core.forecast import with_actuals
         from llm_assets.core.ledger import read_ledger
+        from llm_assets.dagster.freshness import plan_forecast
         from llm_assets.definitions import build_defs
-        from llm_assets.freshness import plan_forecast
 
         settings = settings or self.settings
         figures = plan_forecast(self.lake, settings, planned, extra_raw_bytes)
@@ -226,10 +226,11 @@ def split_records(path: Path, halves: tuple[Path, Path]) -> None:
 
 
 def run_flows() -> list[tuple[str, Flow]]:
-    from llm_assets import demo, takedown
+    from llm_assets.cli import demo
     from llm_assets.core.partition import LakeInput, committed
     from llm_assets.core.takedowns import TakedownRequest
     from llm_assets.settings import Settings, settings_path
+    from llm_assets.tools import takedown
 
     bench = Bench(Path(os.environ["LLM_ASSETS_HOME"]))
     first, second = list(demo.DEMO_CRAWLS)
@@ -293,7 +294,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", type=Path, default=Path(__file__).resolve().parents[1] / "BENCHMARKS.md")
     args = parser.parse_args()
-    from llm_assets.embedded_store import EmbeddedStore
+    from llm_assets.platform.embedded_store import EmbeddedStore
 
     with tempfile.TemporaryDirectory() as tmp:
         store = EmbeddedStore.throwaway(Path(tmp) / "store", "bench-forecast")

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.embedded_store import EmbeddedStore
+from llm_assets.platform.embedded_store import EmbeddedStore
 
 KEY = "lake/bench/crawl=BENCH/shard=0000/part-" + "a" * 20 + ".parquet"
 

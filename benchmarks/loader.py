@@ -98,7 +98,7 @@ def measure(name: str, fn: Callable[[], tuple[int, int]], path: Path, passes: in
 def s3_measurements(folder: Path) -> list[dict]:
     """Raw single-GET read and loader read of the release uploaded to the configured store (deleted after)."""
     from llm_assets.core.lake import Lake
-    from llm_assets.environment import store_config
+    from llm_assets.platform.environment import store_config
     from llm_assets.settings import load_settings
 
     config = store_config(load_settings().store)

@@ -124,7 +124,7 @@ def _proc_status_kib(pid: int | None, field: str) -> int:
 
 def run_e2e(workdir: Path, corpus: dict) -> dict:
     from llm_assets.core.lake import Lake, StoreConfig
-    from llm_assets.embedded_store import EmbeddedStore
+    from llm_assets.platform.embedded_store import EmbeddedStore
 
     store = EmbeddedStore.throwaway(workdir / "seaweedfs", "llm-assets-bench")
     out: dict = {}

@@ -19,7 +19,7 @@ import dagster as dg
 
 from benchmarks.report import table
 from benchmarks.summary import Row, publish
-from llm_assets.instance import get_instance
+from llm_assets.platform.instance import get_instance
 
 BEGIN, END = "<!-- run-overhead:begin -->", "<!-- run-overhead:end -->"
 

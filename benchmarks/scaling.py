@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         out |= tokenizer(args.workers, args.input)
     else:
         from llm_assets.core.lake import StoreConfig
-        from llm_assets.embedded_store import EmbeddedStore
+        from llm_assets.platform.embedded_store import EmbeddedStore
 
         with tempfile.TemporaryDirectory(prefix="llm-assets-scaling-") as tmp:
             workdir = Path(tmp)

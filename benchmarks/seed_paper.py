@@ -209,7 +209,7 @@ def _dropper(lake, crawl: str, files: list[str]):
 
 
 def _export(lake, crawl: str, out: str, timed):
-    from llm_assets.export import export
+    from llm_assets.tools.export import export
 
     exported = timed("export (JSON Lines)", lambda: export(lake, "tokenized", crawl, [SHARD], out=out))
     with open(out, "rb") as f:
@@ -227,9 +227,9 @@ def dagster_child(spec: dict) -> dict:
     from llm_assets.core.lake import Credentials, Lake, StoreConfig
     from llm_assets.core.partition import read_manifest
     from llm_assets.core.units import stop_pool_server
+    from llm_assets.dagster.jobs import jobs_of
     from llm_assets.definitions import build_assets
-    from llm_assets.jobs import jobs_of
-    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.platform.partitions import crawl_shard_key
     from resources import LakeIOManager, ObjectStore, S3Endpoint
 
     config = StoreConfig(**spec["store"])
@@ -538,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{INPUT} is absent (../shared/data holds the workload): nothing to measure")
         return 1
 
-    from llm_assets.embedded_store import EmbeddedStore
+    from llm_assets.platform.embedded_store import EmbeddedStore
 
     workers = [int(w) for w in args.workers.split(",")]
     files = [int(k) for k in args.files.split(",")]

@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
 
-from llm_assets import environment
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.raw_sensor import build_raw_drop_sensor
+from llm_assets.dagster.raw_sensor import build_raw_drop_sensor
+from llm_assets.platform import environment
 from llm_assets.settings import load_settings
 from resources import ObjectStore, S3Endpoint
 

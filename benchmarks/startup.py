@@ -145,7 +145,7 @@ class Deployment:
         import dagster as dg
         import yaml
 
-        from llm_assets.embedded_store import EmbeddedStore
+        from llm_assets.platform.embedded_store import EmbeddedStore
 
         self.root = root
         self.store = EmbeddedStore.throwaway(root / "store", "llm-assets")
@@ -169,8 +169,8 @@ class Deployment:
     def start_code_server(self) -> float:
         """Start the code server as `make ui`, the demo and `deploy up` do (`dagster code-server start`, which runs
         `python -m dagster api grpc` under it); seconds until it lists the code location's repositories."""
-        from llm_assets.dagster_private import DagsterGrpcClient, WorkspaceFileTarget, WorkspaceProcessContext
-        from llm_assets.deploy import dagster_services
+        from llm_assets.platform.dagster_private import DagsterGrpcClient, WorkspaceFileTarget, WorkspaceProcessContext
+        from llm_assets.platform.deploy import dagster_services
 
         # Started as `dagster api grpc` from its script instead, each run's worker would import Dagster's CLI module
         # again as the server's main (0.13 CPU-s more than the deployment's workers pay: a spawned child re-runs a

@@ -3,11 +3,11 @@
     .venv/bin/python -m benchmarks.store_outage [--units 8] [--nodes 3] [--budget 20] [--moved]
 
 A partition's units (each reads one object, as a stage's units read their parts) on the local Dask cluster
-(`llm_assets.local_cluster`, `--nodes` - 1 workers of one thread, the runner's default `max_retries`), against a
-private SeaweedFS stopped before the run starts, with a retry budget of `--budget` seconds. With `--moved`, the
-store is not gone but moved: another server (answering 403 InvalidAccessKeyId, as any S3 server that does not know
-the key) took its S3 port, and the store started again on another one. The time is from the runner's start to the
-run's end. Run it with PYTHONPATH naming an older checkout to measure that one: the
+(`llm_assets.platform.local_cluster`, `--nodes` - 1 workers of one thread, the runner's default `max_retries`),
+against a private SeaweedFS stopped before the run starts, with a retry budget of `--budget` seconds. With
+`--moved`, the store is not gone but moved: another server (answering 403 InvalidAccessKeyId, as any S3 server that
+does not know the key) took its S3 port, and the store started again on another one. The time is from the runner's
+start to the run's end. Run it with PYTHONPATH naming an older checkout to measure that one: the
 script only uses what both know (a StoreConfig without an outage clock there).
 
 The table of benchmarks/results/store-outage.md is assembled from several runs by hand; a stopped store's time to
@@ -74,8 +74,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from llm_assets.core.dask_runner import DaskRunner
-    from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
-    from llm_assets.local_cluster import LocalCluster
+    from llm_assets.platform.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+    from llm_assets.platform.local_cluster import LocalCluster
 
     with tempfile.TemporaryDirectory(prefix="store-outage-") as tmp:
         store = EmbeddedStore(state_dir=Path(tmp) / "store", bucket="outage", access_key="k" + secrets.token_hex(6),

@@ -32,7 +32,7 @@ from llm_assets.core.lake import Lake, StoreConfig, part_key
 from llm_assets.core.partition import PartitionOutput, commit, data_version
 from llm_assets.core.takedowns import write_id_index
 from llm_assets.core.units import UnitResult, unit_id
-from llm_assets.embedded_store import EmbeddedStore
+from llm_assets.platform.embedded_store import EmbeddedStore
 from llm_assets.settings import Settings
 
 BEGIN, END = "<!-- trace:begin -->", "<!-- trace:end -->"
@@ -93,7 +93,7 @@ def main() -> None:
     parser.add_argument("--docs-per-part", type=int, default=200)
     parser.add_argument("--output", type=Path, default=Path(__file__).resolve().parents[1] / "BENCHMARKS.md")
     args = parser.parse_args()
-    from llm_assets import trace
+    from llm_assets.tools import trace
 
     with tempfile.TemporaryDirectory() as tmp:
         store = EmbeddedStore.throwaway(Path(tmp), "bench-trace")

@@ -5,16 +5,16 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from llm_assets.adapter import stage_definitions
-from llm_assets.freshness import build_stale_backfill_sensor, build_stale_checks, build_stale_sensor
-from llm_assets.jobs import build_jobs
-from llm_assets.preview import build_preview_job
-from llm_assets.raw_sensor import build_raw_drop_sensor
+from llm_assets.dagster.adapter import stage_definitions
+from llm_assets.dagster.freshness import build_stale_backfill_sensor, build_stale_checks, build_stale_sensor
+from llm_assets.dagster.jobs import build_jobs
+from llm_assets.dagster.preview import build_preview_job
+from llm_assets.dagster.raw_sensor import build_raw_drop_sensor
+from llm_assets.dagster.vacuum import vacuum_job, vacuum_schedule
 from llm_assets.settings import Settings, load_settings
 from llm_assets.stage import Stage
 from llm_assets.stages import STAGES, specs_of
 from llm_assets.stages.raw import SPEC as RAW_FILES
-from llm_assets.vacuum import vacuum_job, vacuum_schedule
 from resources import LakeIOManager, object_store_from_env
 
 

@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 
 class Planner(Protocol):
-    """What a spec's functions read of the stale planner (`llm_assets.stale.Planner`) during one planning pass."""
+    """What a spec's functions read of the stale planner (`llm_assets.tools.stale.Planner`) during one planning pass."""
 
     lake: Lake
     settings: Settings
@@ -111,7 +111,7 @@ class StageSpec:
     - `facts(lake, settings)`: an unpartitioned asset's latest build as `status` shows it (its version and counts),
       or None when it was never built.
     - `group`: its asset group in the catalog; `job`: the asset job that builds it (None: materialized on its own);
-      jobs are made from these (`llm_assets.jobs`).
+      jobs are made from these (`llm_assets.dagster.jobs`).
     - `documents`: it holds documents with their provenance, one part per unit: `trace` follows a URL through it
       and `export` writes it out.
     """

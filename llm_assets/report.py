@@ -1,5 +1,5 @@
 """What a stage reports, Dagster-free: the kinds of value (`Markdown`, `Url`; a polars frame is a table), and how
-numbers and funnels are shown to a person. `llm_assets.adapter` turns a report into Dagster's metadata."""
+numbers and funnels are shown to a person. `llm_assets.dagster.adapter` turns a report into Dagster's metadata."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What a stage is: an object with a fixed, Dagster-free surface, which `llm_assets.adapter` turns into an asset.
+"""What a stage is: an object with a fixed, Dagster-free surface, which `llm_assets.dagster.adapter` turns into an
+asset.
 
 Three shapes, after what a partition of the stage is:
 
@@ -11,7 +12,8 @@ Three shapes, after what a partition of the stage is:
 - `AssetStage`: unpartitioned (a model, a release): `build` returns its report and data version.
 
 A stage's report is plain values (Dagster shows dicts and lists as JSON), `Markdown` (charts, funnels), `Url`, or
-a Polars frame (a table): `llm_assets.report`. A stage fails a build by raising `StageFailure`, whose message is all a reader needs.
+a Polars frame (a table): `llm_assets.report`. A stage fails a build by raising `StageFailure`, whose message is
+all a reader needs.
 """
 
 from __future__ import annotations

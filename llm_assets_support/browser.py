@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from websockets.sync.client import connect
 
-from llm_assets.embedded_store import free_ports
+from llm_assets.platform.embedded_store import free_ports
 
 
 class Page:

@@ -44,7 +44,7 @@ import yaml
 
 from llm_assets.core.lake import Lake, RetryPolicy, StoreConfig
 from llm_assets.core.partition import LakeInput, Manifest, vacuum
-from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+from llm_assets.platform.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
 from llm_assets.settings import DEFAULT_SETTINGS, PROJECT_ROOT
 
 WARC = PROJECT_ROOT.parent / "shared" / "data" / "warc"
@@ -275,7 +275,7 @@ def worker_main() -> None:
     import dagster as dg
 
     from llm_assets.definitions import build_defs
-    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.platform.partitions import crawl_shard_key
     from llm_assets.settings import load_settings
     from resources import LakeIOManager, ObjectStore, S3Endpoint
 

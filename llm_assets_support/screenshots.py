@@ -15,13 +15,13 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from llm_assets import environment
 from llm_assets.core.lake import Lake, manifest_key
 from llm_assets.core.partition import read_manifest
-from llm_assets.embedded_store import free_ports
-from llm_assets.instance import get_instance
+from llm_assets.platform import environment
+from llm_assets.platform.embedded_store import free_ports
+from llm_assets.platform.instance import get_instance
 from llm_assets.settings import Settings, load_settings
-from llm_assets.stale import known_crawls, stale_partitions
+from llm_assets.tools.stale import known_crawls, stale_partitions
 from llm_assets_support.browser import _poll, chromium
 
 # (file, page, the chart to open or the text to wait for): `duplicate_clusters`' chart is `cluster_sizes`

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from llm_assets.core.lake import Lake, StoreConfig
-from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
+from llm_assets.platform.embedded_store import DEFAULT_PORTS, EmbeddedStore, free_ports
 from llm_assets.settings import DEFAULT_SETTINGS, Settings, load_settings
 
 

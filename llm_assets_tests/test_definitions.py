@@ -132,7 +132,7 @@ NOT_AT_START_UP = [
     "alembic", "boto3", "dagster_aws", "dask", "datasketch", "distributed", "duckdb", "fasttext", "ftfy", "lxml",
     "matplotlib", "psutil", "pyarrow.compute", "pyarrow.parquet", "resiliparse", "scipy", "sklearn", "spacy",
     "sqlalchemy", "tldextract", "torch", "trafilatura", "warcio", "yake",
-    "llm_assets.embedded_store", "llm_assets.local_cluster", "llm_assets.runners",
+    "llm_assets.platform.embedded_store", "llm_assets.platform.local_cluster", "llm_assets.platform.runners",
 ]
 
 

@@ -131,7 +131,7 @@ def test_a_stage_added_by_the_list_is_in_the_code_location_its_job_and_the_snaps
 def test_a_stage_added_by_the_list_is_planned(new_stage, lake, crawl):
     from llm_assets.core.inventory import shard_of
     from llm_assets.stages import code_versions
-    from llm_assets.stale import plan_stale
+    from llm_assets.tools.stale import plan_stale
 
     settings = load_settings()
     key = f"raw/{crawl}/a.warc.gz"
@@ -154,7 +154,7 @@ def test_status_trace_and_export_follow_the_list(new_stage, tmp_path):
         from llm_assets import stages
         stages.STAGES.extend(word_counts_stage.STAGES)
         stages.SPECS[:] = stages.specs_of(stages.STAGES)
-        from llm_assets import export, status, trace
+        from llm_assets.tools import export, status, trace
         print(json.dumps({{"status": status.STAGES, "trace": list(trace.STAGES), "export": list(export.EXPORTABLE)}}))
     """)
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
@@ -166,7 +166,7 @@ def test_status_trace_and_export_follow_the_list(new_stage, tmp_path):
 
 def test_an_asset_takes_exactly_its_specs_inputs(new_stage):
     """The edges are the spec's: the adapter gives the asset function the spec's inputs, by name, and nothing else."""
-    from llm_assets.adapter import shard_asset
+    from llm_assets.dagster.adapter import shard_asset
 
     (stage,) = new_stage.STAGES
     asset = shard_asset(stage, load_settings(), [*SPECS, stage.spec])

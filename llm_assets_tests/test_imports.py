@@ -15,21 +15,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("llm_assets", "resources")
 
-# Lowest first. A module may import its own layer and those below; the core imports only the core. A new module
-# is placed here, so that where it sits is a decision.
+# Lowest first: the folders of the package. A module may import its own layer and those below; the core imports only
+# the core. A new top-level module is placed here, so that where it sits is a decision.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("core", ("llm_assets", "llm_assets.core")),
+    ("core", ("llm_assets", "llm_assets.core")),  # pure processing
     ("base", ("llm_assets.settings", "llm_assets.settings_reference", "llm_assets.registry", "llm_assets.stage",
-              "llm_assets.report", "llm_assets.environment",
-              "llm_assets.store_security",
-              "llm_assets.embedded_store", "llm_assets.local_cluster", "llm_assets.runners", "llm_assets.charts",
-              "llm_assets.metadata", "llm_assets.dagster_private", "llm_assets.partitions", "llm_assets.failures",
-              "llm_assets.loader", "llm_assets.instance", "llm_assets.takedown")),
-    ("dagster", ("resources", "llm_assets.adapter", "llm_assets.backfills", "llm_assets.vacuum")),
-    ("stages", ("llm_assets.stages",)),
-    ("planning", ("llm_assets.raw_sensor", "llm_assets.stale", "llm_assets.status", "llm_assets.trace",
-                  "llm_assets.export", "llm_assets.jobs", "llm_assets.freshness", "llm_assets.preview")),
-    ("entry points", ("llm_assets.definitions", "llm_assets.deploy", "llm_assets.demo", "llm_assets.cli")),
+              "llm_assets.report", "llm_assets.charts", "llm_assets.loader")),  # what a stage is, settings, charts
+    ("platform", ("llm_assets.platform",)),  # store, cluster, Dagster's instance, deployment
+    ("stages", ("llm_assets.stages",)),  # one module per stage, no Dagster
+    ("tools", ("llm_assets.tools",)),  # the planner, status, trace, export, takedowns, without the definitions
+    ("dagster", ("resources", "llm_assets.dagster")),  # the adapter, jobs, sensors, checks
+    ("entry points", ("llm_assets.definitions", "llm_assets.cli")),
 ]
 
 
@@ -114,7 +110,7 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_is_read_from_every_kind_of_import():
     edges = graph()
     assert "llm_assets.core.lake" in edges["llm_assets.registry"]  # under TYPE_CHECKING
-    assert "llm_assets.runners" in edges["llm_assets.stages.crawl_stats"]  # inside a method
+    assert "llm_assets.platform.runners" in edges["llm_assets.stages.crawl_stats"]  # inside a method
     assert "llm_assets.charts" in edges["llm_assets.stages.filtered"]  # `from llm_assets import charts`
 
 
@@ -129,9 +125,9 @@ def test_no_import_from_a_lower_layer_to_a_higher_one():
 
 
 def test_the_checks_fail_on_a_circle_and_an_upward_arrow():
-    edges = {"llm_assets.core.a": {"llm_assets.stale"}, "llm_assets.stale": {"llm_assets.core.a"}}
-    assert circles(edges) == [["llm_assets.core.a", "llm_assets.stale"]]
-    assert layer_of("llm_assets.stale") > layer_of("llm_assets.core.a")
+    edges = {"llm_assets.core.a": {"llm_assets.tools.stale"}, "llm_assets.tools.stale": {"llm_assets.core.a"}}
+    assert circles(edges) == [["llm_assets.core.a", "llm_assets.tools.stale"]]
+    assert layer_of("llm_assets.tools.stale") > layer_of("llm_assets.core.a")
     with pytest.raises(AssertionError, match="no layer"):
         layer_of("llm_assets.somewhere_new")
 
@@ -139,7 +135,8 @@ def test_the_checks_fail_on_a_circle_and_an_upward_arrow():
 def test_status_the_planner_and_the_stage_specs_import_no_dagster():
     """`llm-assets status`, `stale` without an instance, `trace` and `export` read the stage list without Dagster:
     importing a stage module for its specs must not import it."""
-    code = ("import json, sys\nimport llm_assets.status, llm_assets.stale, llm_assets.trace, llm_assets.export\n"
+    code = ("import json, sys\nimport llm_assets.tools.status, llm_assets.tools.stale, llm_assets.tools.trace\n"
+            "import llm_assets.tools.export\n"
             "print(json.dumps(sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.'))[:5]))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT).stdout
     assert json.loads(out.splitlines()[-1]) == []

@@ -99,7 +99,8 @@ def test_the_mirror_rule_finds_modules_packages_and_aspects():
     assert _module_of(TESTS / "resources" / "test_io_manager.py") == PROJECT_ROOT / "resources/io_manager.py"
     assert _module_of(TESTS / "benchmarks" / "test_summary.py") == PROJECT_ROOT / "benchmarks/summary.py"
     assert _module_of(TESTS / "support" / "test_pii_names.py") == PROJECT_ROOT / "llm_assets_support/pii_names.py"
-    assert _module_of(TESTS / "test_instance_run_monitoring.py") == PROJECT_ROOT / "llm_assets/instance.py"
+    assert _module_of(TESTS / "platform" / "test_instance_run_monitoring.py") == \
+        PROJECT_ROOT / "llm_assets/platform/instance.py"
     assert _module_of(TESTS / "core" / "test_nothing_here.py") is None
 
 

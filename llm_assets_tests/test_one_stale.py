@@ -28,19 +28,19 @@ import dagster as dg
 import pytest
 import yaml
 
-from llm_assets import takedown
+from llm_assets.cli.demo import write_changed_settings
 from llm_assets.core.filtered import languages_held
 from llm_assets.core.partition import read_manifest
 from llm_assets.core.takedowns import TakedownRequest
-from llm_assets.demo import write_changed_settings
-from llm_assets.partitions import crawl_shard_key
+from llm_assets.platform.partitions import crawl_shard_key
 from llm_assets.settings import PROJECT_ROOT, load_settings
 from llm_assets.stages.filtered import SPEC as FILTERED
-from llm_assets.stale import LANGUAGES, stale_partitions
+from llm_assets.tools import takedown
+from llm_assets.tools.stale import LANGUAGES, stale_partitions
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.conftest import built, object_store_on, point_at
 from llm_assets_tests.core.test_dedup import name_in_shard
-from llm_assets_tests.test_stale import udhr_jsonl
+from llm_assets_tests.tools.test_stale import udhr_jsonl
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 SHARDS = ("0000", "0001")
@@ -54,7 +54,7 @@ FOLLOWS = "is rebuilt)"  # the cause of a partition planned because a partition 
 @pytest.fixture(scope="module")
 def deployment(seaweed, store_config, tmp_path_factory):
     """The test store and a Dagster instance; the settings (two shards) in a file the webserver reads too."""
-    from llm_assets.jobs import jobs_of
+    from llm_assets.dagster.jobs import jobs_of
     from resources import LakeIOManager
 
     home = tmp_path_factory.mktemp("one-stale")
@@ -80,7 +80,7 @@ def deployment(seaweed, store_config, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def webserver(deployment):
-    from llm_assets.embedded_store import free_ports
+    from llm_assets.platform.embedded_store import free_ports
     from llm_assets_support.browser import _poll
 
     instance, *_, home = deployment
@@ -263,8 +263,8 @@ def test_a_version_is_reported_once_and_an_anchor_only_while_its_source_has_no_o
     """What `new_observations` reports: a version Dagster does not hold yet, once; an anchor (a partition planned
     for another cause) only while the source has no observation at all, so that a lake built before its observed
     sources existed has one to compare later observations with once it is rebuilt."""
-    from llm_assets.backfills import last_observed, new_observations
-    from llm_assets.stale import SourceVersion
+    from llm_assets.platform.backfills import last_observed, new_observations
+    from llm_assets.tools.stale import SourceVersion
 
     versions = [SourceVersion("raw_drop", "C|0000", "a", anchor=True), SourceVersion("curation_scope", "C|0001", "b")]
     first = new_observations(instance, versions)

@@ -16,9 +16,9 @@ from llm_assets import cli
 from llm_assets.core.crawl_stats import NOT_IDENTIFIED
 from llm_assets.core.inventory import EMPTY_FINGERPRINT, shard_of
 from llm_assets.core.partition import LakeInput
-from llm_assets.jobs import jobs_of
-from llm_assets.partitions import crawl_shard_key
-from llm_assets.raw_sensor import build_raw_drop_sensor, requested_fingerprints
+from llm_assets.dagster.jobs import jobs_of
+from llm_assets.dagster.raw_sensor import build_raw_drop_sensor, requested_fingerprints
+from llm_assets.platform.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.conftest import asset_metadata, built, english_only_settings, object_store_on, png_size, point_at
@@ -304,7 +304,7 @@ def test_the_ledger_charges_each_commit_its_units_that_ran(materialized, built_o
     from llm_assets.core.ledger import read_ledger
     from llm_assets.core.partition import read_manifest
     from llm_assets.stages import SPECS, code_versions
-    from llm_assets.stale import plan_stale
+    from llm_assets.tools.stale import plan_stale
 
     result, partition = materialized
     lake, crawl = built_once.object_store.lake(), built_once.crawl

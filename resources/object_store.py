@@ -8,8 +8,8 @@ from dataclasses import replace
 import dagster as dg
 from pydantic import PrivateAttr
 
-from llm_assets import environment
 from llm_assets.core.lake import Credentials, Lake, RetryPolicy, StoreConfig, StoreSettings
+from llm_assets.platform import environment
 
 # A sensor tick gives up on a failing store after this long, well inside Dagster's 60 s sensor timeout.
 SENSOR_RETRY_BUDGET_S = 30.0

@@ -211,7 +211,7 @@ def human_bytes(n: float) -> str:
 
 
 class PlannedLike(Protocol):
-    """A planned partition (`llm_assets.stale.Planned`)."""
+    """A planned partition (`llm_assets.tools.stale.Planned`)."""
 
     @property
     def asset(self) -> str: ...
@@ -502,7 +502,7 @@ def forecast(lake: Lake, settings, planned: Sequence[PlannedLike], extra_raw_byt
     Settings`). `extra_raw_bytes`: raw key -> size of files not dropped yet, as if they were. `ledger`: the rows to
     take the rates from (default: the lake's ledger); `stages`: the registry (`llm_assets.stages.SPECS`);
     `slots`/`runner`: the runner's parallelism and its name (default: from `settings.runner`, a Dask cluster
-    counted as `runner.workers` slots: `llm_assets.runners.runner_slots` asks the cluster)."""
+    counted as `runner.workers` slots: `llm_assets.platform.runners.runner_slots` asks the cluster)."""
     if ledger is None:
         ledger = read_ledger(lake, assets={p.asset for p in planned} | (set(RAW_STAGES) if extra_raw_bytes else set()))
     rates = Rates.from_ledger(ledger)

@@ -81,7 +81,7 @@ class DaskRunnerSettings(Section):
 
 # Where a partition's work units run, chosen by `runner.kind`. A runner never changes what a unit computes, so no
 # runner setting is part of a code version. A new runner: its settings class here (with its `kind`), in this union,
-# and its runner class built from it in `llm_assets.runners.RUNNERS`.
+# and its runner class built from it in `llm_assets.platform.runners.RUNNERS`.
 _RUNNERS = (InProcessRunnerSettings, PoolRunnerSettings, DaskRunnerSettings)
 _KINDS = [cls.model_fields["kind"].default for cls in _RUNNERS]
 

@@ -1,8 +1,8 @@
 """The stages of the code location, in build order: the one list every other list derives from.
 
 Each module holds its stages' Dagster-free `StageSpec`s (what the stale planner, `status`, `trace`, `export` and
-the demo read) and their stage objects (`llm_assets.stage`), listed in its `STAGES`. `llm_assets.adapter` makes
-their assets; `llm_assets.jobs` the jobs the specs name. docs/extending.md, "Add a stage", says how to add one.
+the demo read) and their stage objects (`llm_assets.stage`), listed in its `STAGES`. `llm_assets.dagster.adapter` makes
+their assets; `llm_assets.dagster.jobs` the jobs the specs name. docs/extending.md, "Add a stage", says how to add one.
 """
 
 from __future__ import annotations

@@ -40,7 +40,9 @@ class CrawlStatsStage(CrawlStage):
     kinds = frozenset({"duckdb", "parquet"})
 
     def build(self, p: Partition) -> Built:
-        from llm_assets.runners import runner_for  # when it runs, as a shard stage's: a cluster client is heavy
+        from llm_assets.platform.runners import (
+            runner_for,  # when it runs, as a shard stage's: a cluster client is heavy
+        )
 
         filtered = p.inputs["filtered"]
         p.require_every_shard(SPEC, filtered)

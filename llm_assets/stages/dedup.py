@@ -151,7 +151,9 @@ class DuplicateClusters(CrawlStage):
     kinds = frozenset({"polars", "parquet"})
 
     def build(self, p: Partition) -> Built:
-        from llm_assets.runners import runner_for  # as a shard stage's does: a cluster's client only when it runs
+        from llm_assets.platform.runners import (
+            runner_for,  # as a shard stage's does: a cluster's client only when it runs
+        )
 
         start, crawl, dedup = time.perf_counter(), p.crawl, p.settings.dedup
         signatures = p.inputs[SIGNATURES_SPEC.name]

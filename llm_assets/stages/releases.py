@@ -295,7 +295,7 @@ class TrainingRelease(AssetStage):
         """Build and upload the release from the partitions (or return the version written before, as it is)."""
         settings, tok = p.settings, tokenizer.tokenizer
         versions = {s.name: s.version(settings) for s in p.specs}
-        from llm_assets.runners import runner_for  # when it runs, as run_stage does: a cluster client is heavy
+        from llm_assets.platform.runners import runner_for  # when it runs, as run_stage does: a cluster client is heavy
 
         with tempfile.TemporaryDirectory(prefix="llm-assets-release-") as tmp:
             tokenizer_file = Path(tmp) / "tokenizer.json"

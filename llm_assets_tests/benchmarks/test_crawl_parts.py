@@ -66,7 +66,7 @@ def test_the_corpus_manifests_record_counts_as_make_corpus_writes_them_or_none(t
 
 
 def test_the_deployments_processes_are_told_apart():
-    assert _role("/v/bin/python -m llm_assets.deploy run-daemon", None) == "daemon"
+    assert _role("/v/bin/python -m llm_assets.platform.deploy run-daemon", None) == "daemon"
     assert _role("/v/bin/dagster code-server start --host 127.0.0.1", None) == "code_server"
     assert _role("/v/bin/python -m dagster api grpc --lazy-load-user-code", "code_server") == "code_server"
     run = "/v/bin/python -B -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=12)"

@@ -28,9 +28,9 @@ from llm_assets.core.inventory import shard_of
 from llm_assets.core.lake import Lake
 from llm_assets.core.partition import LakeInput
 from llm_assets.core.units import InProcessRunner, UnitFailed, run_units
-from llm_assets.embedded_store import free_ports
-from llm_assets.local_cluster import LocalCluster, Node
-from llm_assets.runners import runner_for
+from llm_assets.platform.embedded_store import free_ports
+from llm_assets.platform.local_cluster import LocalCluster, Node
+from llm_assets.platform.runners import runner_for
 from llm_assets.settings import DaskRunnerSettings, load_settings, runner_settings
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.cluster_units import Probe

@@ -285,7 +285,7 @@ def test_compressed_eval_sets_are_read_every_other_key_is_listed_and_a_code_set_
     from llm_assets import cli
     from llm_assets.core.inventory import shard_of
     from llm_assets.core.lake import manifest_key
-    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.platform.partitions import crawl_shard_key
     from llm_assets.settings import load_settings
     from llm_assets_tests.conftest import built
     from resources import LakeIOManager

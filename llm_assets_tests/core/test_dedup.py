@@ -304,7 +304,7 @@ def test_earlier_crawls_follow_the_configured_order():
 # --- the assets on a real store --------------------------------------------------------------------------------
 
 def lake_defs(object_store, settings=None):
-    from llm_assets.jobs import jobs_of
+    from llm_assets.dagster.jobs import jobs_of
     from llm_assets_tests.conftest import built
     from resources import LakeIOManager
 
@@ -324,7 +324,7 @@ def dedup_defs(object_store):
 
 def build_curated(defs, lake, instance, crawl: str):
     """Two real WARC files in two shards of one crawl, taken through lake_job, crawl_job and curated_job."""
-    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.platform.partitions import crawl_shard_key
 
     for shard, name in (("0000", "dolma__sample-0000.warc.gz"), ("0001", "dolma__sample-0001.warc.gz")):
         lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, shard, 'r')}", shared("warc", name))
@@ -363,7 +363,7 @@ def run(defs, job: str, key, instance):
 def test_the_same_pages_in_two_shards_are_kept_once_and_one_changed_shard_recomputes_only_its_own(
         store_env, dedup_defs, object_store, instance, crawl):
     from llm_assets.core.lake import manifest_key
-    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.platform.partitions import crawl_shard_key
 
     lake = object_store.lake()
     warc = shared("warc", "dolma__sample-0000.warc.gz")
@@ -398,7 +398,7 @@ def test_the_same_pages_in_two_shards_are_kept_once_and_one_changed_shard_recomp
 
 def test_cross_crawl_dedup_on_the_store_records_the_crawls_compared(store_env, dedup_defs, object_store, instance,
                                                                     monkeypatch):
-    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.platform.partitions import crawl_shard_key
 
     lake = object_store.lake()
     warc = shared("warc", "dolma__sample-0000.warc.gz")
@@ -426,7 +426,7 @@ def test_a_source_without_urls_has_its_near_duplicates_removed_as_near(store_env
     import json
 
     from llm_assets.core.inventory import shard_of
-    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.platform.partitions import crawl_shard_key
     from llm_assets.settings import load_settings
 
     lines = []
@@ -489,7 +489,7 @@ def test_a_crawl_level_stage_over_a_shard_never_built_fails_and_commits_nothing(
     import gzip
 
     from llm_assets.core.lake import manifest_key
-    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.platform.partitions import crawl_shard_key
 
     lake = object_store.lake()
     with gzip.open(shared("text", "dolma__cc_en_head-0091.ccnet.jsonl.gz"), "rt") as f:

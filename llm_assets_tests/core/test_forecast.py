@@ -82,14 +82,15 @@ def test_a_forecast_on_the_real_store_after_a_threshold_change(curated, instance
                                                                 monkeypatch, capsys):  # noqa: F811
     import dagster as dg
 
-    from llm_assets import cli, demo
+    from llm_assets import cli
+    from llm_assets.cli import demo
     from llm_assets.core.forecast import forecast
     from llm_assets.core.partition import read_manifest
+    from llm_assets.dagster.freshness import launch_stale_backfill, stale_backfill
     from llm_assets.definitions import build_defs
-    from llm_assets.freshness import launch_stale_backfill, stale_backfill
     from llm_assets.settings import DEFAULT_SETTINGS, Settings
     from llm_assets.stages import SPECS
-    from llm_assets.stale import CODE, stale_partitions
+    from llm_assets.tools.stale import CODE, stale_partitions
 
     lake = curated
     path = demo.write_changed_settings(DEFAULT_SETTINGS, tmp_path)  # Gopher's min_doc_words 50 → 80

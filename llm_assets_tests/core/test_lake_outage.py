@@ -17,7 +17,7 @@ import pytest
 from llm_assets.core.errors import StoreUnavailable
 from llm_assets.core.lake import Lake, RetryPolicy, StoreConfig
 from llm_assets.core.units import PoolRunner, UnitFailed
-from llm_assets.embedded_store import DEFAULT_PORTS, EmbeddedStore
+from llm_assets.platform.embedded_store import DEFAULT_PORTS, EmbeddedStore
 from llm_assets_tests.cluster_units import ReadKey, read_key
 
 

@@ -144,7 +144,7 @@ def test_data_versions_differ_when_a_unit_wrote_fewer_rows():
 
 def test_the_vacuum_job_runs_on_the_lake(object_store, instance):
     """The scheduled garbage collection, as the daemon runs it: with the default retention nothing recent goes."""
-    from llm_assets.vacuum import vacuum_job
+    from llm_assets.dagster.vacuum import vacuum_job
 
     result = vacuum_job.execute_in_process(resources={"store": object_store}, instance=instance)
     assert result.success and result.output_for_node("vacuum_lake") == 0

@@ -28,7 +28,7 @@ from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
 from llm_assets.core.tokenize import load_tokenizer
 from llm_assets.core.tokenized import TokenizeUnit, tokenize_documents
 from llm_assets.core.units import PoolRunner, UnitFailed, UnitResult, run_units, unit_id
-from llm_assets.runners import runner_for
+from llm_assets.platform.runners import runner_for
 from llm_assets.settings import (
     DocumentsSettings,
     FilteredSettings,

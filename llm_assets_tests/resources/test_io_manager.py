@@ -7,7 +7,7 @@ import pytest
 
 from llm_assets.core.lake import manifest_key
 from llm_assets.core.partition import LakeInput, vacuum
-from llm_assets.partitions import crawl_partitions, crawl_shard_partitions
+from llm_assets.platform.partitions import crawl_partitions, crawl_shard_partitions
 from llm_assets.settings import load_settings
 from resources import LakeIOManager
 

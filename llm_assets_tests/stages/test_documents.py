@@ -14,7 +14,7 @@ from warcio.warcwriter import WARCWriter
 
 from llm_assets import cli
 from llm_assets.core.inventory import shard_of
-from llm_assets.partitions import crawl_shard_key
+from llm_assets.platform.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.conftest import built

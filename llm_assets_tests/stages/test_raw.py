@@ -10,13 +10,13 @@ import json
 import dagster as dg
 
 from llm_assets import cli
+from llm_assets.cli.demo import sample_warc
 from llm_assets.core.inventory import RawScan, rejected_raw_keys, shard_of
 from llm_assets.core.partition import LakeInput
 from llm_assets.core.provenance import original_record
-from llm_assets.demo import sample_warc
-from llm_assets.partitions import crawl_shard_key
+from llm_assets.platform.partitions import crawl_shard_key
 from llm_assets.settings import load_settings
-from llm_assets.status import format_summary, lake_status
+from llm_assets.tools.status import format_summary, lake_status
 from llm_assets_tests.conftest import asset_metadata, built
 from resources import LakeIOManager, ObjectStore
 

@@ -19,7 +19,11 @@ from llm_assets.settings import ReleaseSettings, load_settings
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.conftest import png_size
 from llm_assets_tests.core.test_dedup import build_curated, lake_defs
-from llm_assets_tests.test_takedown import instance, object_store, store_env  # noqa: F401 (module-scoped fixtures)
+from llm_assets_tests.tools.test_takedown import (  # noqa: F401 (module-scoped fixtures)
+    instance,
+    object_store,
+    store_env,
+)
 
 pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
 
@@ -246,7 +250,7 @@ def test_export_streams_a_stage_to_json_lines_and_parquet_locally_and_to_s3(cura
 def test_the_tokenizer_asset_trains_on_a_deterministic_sample_and_the_stage_uses_it(
         curated, monkeypatch, object_store, instance, crawl, tmp_path):
     from llm_assets.core.tokenize import TOKENIZER_LATEST, sample_texts
-    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.platform.partitions import crawl_shard_key
     from llm_assets.settings import TokenizedSettings
     from llm_assets_tests.conftest import built
 
@@ -289,7 +293,7 @@ def test_min_tokens_sets_short_documents_aside_under_rejected(curated, object_st
     """With tokenized.min_tokens, a partition keeps the documents with at least that many tokens (EOS not counted):
     the others are counted as too_few_tokens (rows in = out + dropped, the row_accounting check passes) and written
     under rejected/tokenized/, where `show rejected` finds them."""
-    from llm_assets.partitions import crawl_shard_key
+    from llm_assets.platform.partitions import crawl_shard_key
     from llm_assets.settings import TokenizedSettings
     from llm_assets_tests.conftest import built
     from resources import LakeIOManager
@@ -328,7 +332,7 @@ def test_a_release_written_as_shards_reads_back_identical_to_the_single_file_rel
     them, and the loader, `show release` and `trace` read it as the same sequences, in the same order, with the
     same provenance as the release of one file."""
     from llm_assets.core.release import provenance_keys, release_shards
-    from llm_assets.trace import trace
+    from llm_assets.tools.trace import trace
 
     lake = curated
     one = release_with(monkeypatch, object_store, instance, name="one", crawls=(crawl,), context=128, seed=4)
