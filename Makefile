@@ -53,9 +53,11 @@ postgres:
 test-core: $(VENV)/.synced
 	$(PYTEST) -m core -n $(PYTEST_WORKERS) --dist loadfile
 
-# The generated snapshots (llm_assets_tests/snapshots/), rewritten from the code: review the diff before committing.
+# The generated snapshots (llm_assets_tests/snapshots/), rewritten from the code, and BENCHMARKS.md's table with its
+# marks of rows whose measured code changed since their run: review the diff before committing.
 snapshots: $(VENV)/.synced
 	$(PYTEST) -m snapshot --update-snapshots -p no:cacheprovider -q
+	$(BIN)/python -m benchmarks.summary
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or anchor fails (test_docs.py builds
 # it in `make test` too).

@@ -67,21 +67,18 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from benchmarks.report import cpu_model, git_commit
+from benchmarks.harness import ONE_THREAD, QUIET, cpu_model, git_commit, interleaved, loadavg, run_side, scratch
 from benchmarks.scratch_env import scratch_venv
 from benchmarks.summary import Row, publish
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRATCH = ROOT / ".bench" / "compare"
-ANCHOR_VENV = SCRATCH / "datatrove-venv"
+# The anchor's environment is shared by every run; a run's inputs are its own (`scratch`).
+ANCHOR_VENV = ROOT / ".bench" / "compare" / "datatrove-venv"
+SCRATCH = scratch("compare")  # made when the run starts
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 ANCHOR_SCRIPT = str(ROOT / "benchmarks" / "compare_anchor.py")
 SHARED_DATA = Path(os.environ.get("LLM_ASSETS_SHARED_DATA", ROOT.parent / "shared" / "data"))
 BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
-# One thread everywhere: the comparison is per core.
-ONE_THREAD = {k: "1" for k in ("POLARS_MAX_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                 "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")}
-QUIET = {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
 ANCHOR_VERSIONS = ("datatrove", "trafilatura", "lxml", "warcio", "fasttext-numpy2-wheel", "spacy", "nltk",
                    "tldextract", "numpy", "jieba", "sudachipy", "kiwipiepy", "pythainlp", "indic-nlp-library")
 OURS_VERSIONS = ("trafilatura", "resiliparse", "polars", "pyarrow", "fasttext-numpy2", "tokenizers", "datasketch")
@@ -145,37 +142,9 @@ def lid_model() -> str:
 # Running one side ---------------------------------------------------------------------------------------------
 
 
-def run_side(cmd: list[str], cpus: str | None, env: dict[str, str] | None = None) -> dict:
-    """One side in a fresh process pinned to `cpus` (None: not pinned): its JSON line, plus the whole process's
-    wall clock and CPU seconds (wait4: the process and every descendant it waited for)."""
-    full_env = {**os.environ, **ONE_THREAD, **QUIET, **(env or {})}
-    pin = ["taskset", "-c", cpus] if cpus else []
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([*pin, *cmd], cwd=ROOT, env=full_env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{stderr[-3000:]}")
-    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-    result = json.loads(lines[-1])
-    return {**result, "whole_cpu_s": usage.ru_utime + usage.ru_stime, "whole_wall_s": wall}
-
-
 def normalise_minhash(r: dict) -> dict:
     """benchmarks.minhash_stage's line in the comparison's terms."""
     return {**r, "items": r["rows"], "timed_cpu_s": r["stage_cpu_seconds"], "timed_wall_s": r["stage_wall_seconds"]}
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "?"
 
 
 # The comparisons ---------------------------------------------------------------------------------------------
@@ -212,18 +181,11 @@ class Context:
 
 def pairs(ctx: Context, anchor: list[str], ours: dict[str, list[str]], label: str,
           normalise=lambda r: r) -> dict:
-    """A B A B ...: the anchor and each of our variants once per round, the order flipped every other round."""
-    rounds = []
-    for k in range(ctx.args.pairs):
-        sides = [("anchor", anchor), *ours.items()]
-        if k % 2:
-            sides.reverse()
-        got = {}
-        for name, cmd in sides:
-            log(f"{label} round {k + 1}/{ctx.args.pairs}: {name}")
-            got[name] = normalise(run_side(cmd, ctx.core))
-        rounds.append(got)
-    return {"rounds": rounds, "variants": list(ours), "commands": {"anchor": anchor, **ours}}
+    """The anchor and each of our variants once per round, interleaved (`benchmarks.harness.interleaved`)."""
+    sides = {"anchor": anchor, **ours}
+    rounds = interleaved(sides, ctx.args.pairs, lambda name, cmd: normalise(run_side(cmd, ctx.core)),
+                         lambda k, name: log(f"{label} round {k + 1}/{ctx.args.pairs}: {name}"))
+    return {"rounds": rounds, "variants": list(ours), "commands": sides}
 
 
 def ratios(result: dict, variant: str, items_from: str = "ours") -> dict:
@@ -776,17 +738,20 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.pairs, args.filter_repeat, args.language_pages = min(args.pairs, 2), 1, min(args.language_pages, 40)
     started, t0, load_before = datetime.now(timezone.utc), time.perf_counter(), loadavg()
-    shutil.rmtree(SCRATCH / "docs", ignore_errors=True)  # the documents of this checkout's extraction
-    ctx = Context(args)
-    results = {}
-    for name in args.only or COMPARISONS:
-        try:
-            results[name] = COMPARISONS[name](ctx)
-        except Exception as err:  # noqa: BLE001 - one comparison's failure is reported, the others still run
-            log(f"{name} failed: {err}")
-            results[name] = {"error": f"failed: {type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}"}
-    if not args.no_profile:
-        profile_misses(ctx, results)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    try:
+        ctx = Context(args)
+        results = {}
+        for name in args.only or COMPARISONS:
+            try:
+                results[name] = COMPARISONS[name](ctx)
+            except Exception as err:  # noqa: BLE001 - one comparison's failure is reported, the others still run
+                log(f"{name} failed: {err}")
+                results[name] = {"error": f"failed: {type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}"}
+        if not args.no_profile:
+            profile_misses(ctx, results)
+    finally:
+        shutil.rmtree(SCRATCH, ignore_errors=True)  # this run's inputs: the results are in --json
     meta = {
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {cpu_model()}, Python {platform.python_version()}",

@@ -347,7 +347,7 @@ class Bench:
     def phase(self, name: str, meter: ProcessMeter) -> Iterator[Phase]:
         import dagster as dg
 
-        from benchmarks.report import git_commit
+        from benchmarks.harness import git_commit
         from llm_assets.platform.instance import get_instance
 
         phase = Phase(name, time.time(), commit=git_commit())
@@ -796,8 +796,7 @@ def mib(n: float) -> str:
 def conditions(phases: list[Phase]) -> dict:
     """When and where the phases ran: their first start, the checkouts that ran them, the load averages sampled while
     they ran (None where a resumed run's saved phases did not record them), this machine."""
-    from benchmarks.compare import loadavg
-    from benchmarks.report import cpu_model, git_commit
+    from benchmarks.harness import cpu_model, git_commit, loadavg
 
     loads = [x for p in phases for x in p.load]
     recorded = bool(phases) and all(p.load for p in phases)

@@ -112,7 +112,7 @@ def main() -> None:
 
 def publish_replay(output: Path, saved: dict, now: pl.DataFrame, table: str, command: str) -> None:
     from benchmarks.crawl import forecast_row, forecast_verdicts
-    from benchmarks.report import cpu_model, git_commit
+    from benchmarks.harness import cpu_model, git_commit
     from benchmarks.summary import Row, publish
 
     judged, within, total = forecast_verdicts(now)

@@ -72,7 +72,8 @@ def start_cost(side: dict) -> float:
 
 
 def measure(corpus: Path, files: int, pairs: int, stages: tuple[str, ...] = STAGES) -> dict:
-    from benchmarks.compare import normalise_scaling, run_side
+    from benchmarks.compare import normalise_scaling
+    from benchmarks.harness import run_side
 
     with tempfile.TemporaryDirectory(prefix="crawl-scaling-") as tmp:
         warc_dir, texts, about = inputs(corpus, files, Path(tmp))
@@ -97,7 +98,7 @@ def measure(corpus: Path, files: int, pairs: int, stages: tuple[str, ...] = STAG
 
 def render(r: dict, stage: str, command: str) -> str:
     """One stage's section of the details file (each stage has its own, so that one can be measured again alone)."""
-    from benchmarks.report import cpu_model, git_commit
+    from benchmarks.harness import cpu_model, git_commit
 
     about, s = r["input"], r["stages"][stage]
     lines = [f"## Two workers at size: {stage} (`benchmarks.crawl_scaling`)", "",
@@ -137,8 +138,7 @@ def rows(r: dict, command: str) -> list[Row]:
 
 
 def main() -> None:
-    from benchmarks.compare import loadavg
-    from benchmarks.report import git_commit
+    from benchmarks.harness import git_commit, loadavg
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.crawl_scaling", description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=ROOT / ".bench" / "corpus")

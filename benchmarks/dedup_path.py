@@ -20,7 +20,7 @@ documents are in the same order and the keep rule's ties fall to that order. One
 `filtered` part (zstd, a row group per 2,048 rows); each document's planted source and kind are kept apart.
 
 Each step of each side is a fresh process pinned with `taskset` to `--core`, one thread for Polars, Rayon, OpenMP and
-BLAS (`benchmarks.compare.run_side`), its files in a folder of its own round; within a round the sides alternate step
+BLAS (`benchmarks.harness.run_side`), its files in a folder of its own round; within a round the sides alternate step
 by step (the order flipped every other round). A step's figure is the CPU seconds (user + system, with its waited
 children) of its timed block: imports, the word tokenizer's load and process start are outside it; its peak RSS is
 the process's `ru_maxrss`.
@@ -211,7 +211,8 @@ def vm_hwm() -> int:
 
 
 def measure(args) -> dict:
-    from benchmarks.compare import anchor_python, run_side
+    from benchmarks.compare import anchor_python
+    from benchmarks.harness import run_side
 
     anchor = anchor_python()
     SCRATCH.mkdir(parents=True, exist_ok=True)

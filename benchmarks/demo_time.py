@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.report import Conditions, conditions_text, table
+from benchmarks.harness import Conditions, conditions_text
+from benchmarks.report import table
 from benchmarks.summary import Row, publish
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -40,7 +40,7 @@ runs one task per band, `--workers` at a time, each task in its own process (`Lo
 then its cluster stage (one task: union-find over every duplicate pair in one process), with its own interpreter
 from `.bench/compare/datatrove-venv` (made by `make bench-compare`, or here on first use).
 
-Each run's report line states the conditions measured during that run (`benchmarks.report.Conditions`): the load
+Each run's report line states the conditions measured during that run (`benchmarks.harness.Conditions`): the load
 average at its start, its end and the largest sampled, the CPU model and the commit (a + when the tree differed).
 """
 
@@ -61,7 +61,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.report import MIB, Conditions, conditions_text, n, table
+from benchmarks.harness import Conditions, conditions_text
+from benchmarks.report import MIB, n, table
 from benchmarks.summary import Row, publish, verdict
 
 ROOT = Path(__file__).resolve().parents[1]

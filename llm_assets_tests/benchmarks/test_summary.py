@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
-from benchmarks import compare
-from benchmarks.summary import BEGIN, END, Row, details_links, load_rows, publish, render_table
+from benchmarks import compare, harness
+from benchmarks.summary import BEGIN, END, STALE, Row, details_links, load_rows, publish, render_table, stale_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "BENCHMARKS.md"
@@ -60,7 +61,9 @@ def test_the_table_is_the_rendering_of_summary_json():
     """Every benchmark renders the table from benchmarks/results/summary.json: an edit of the table alone would be
     lost at the next run."""
     text = BENCHMARKS.read_text()
-    assert render_table(load_rows(BENCHMARKS)) in text
+    rows = load_rows(BENCHMARKS)
+    marked = {r.key for r, cells in zip(rows, table_rows(text), strict=True) if cells[4].endswith(STALE)}
+    assert render_table(rows, marked) in text
     assert len(details_links(text)) == len(load_rows(BENCHMARKS))
 
 
@@ -121,3 +124,60 @@ def test_a_replaced_run_goes_to_the_history_file_which_the_details_file_links(tm
     assert details.count("a.history.md)") == 1
     assert history.index("run two") < history.index("run one") and history.count("run two") == 1
     assert "run three" not in history and history.startswith("# a: earlier runs")
+
+
+def _git(root, *args) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_row_is_stale_when_the_code_it_measures_changed_since_its_commit(tmp_path):
+    """The code a row measures is its benchmark module (named by its make target), the benchmark modules it uses and
+    the project modules those import themselves. Moving a module, renaming an import or editing a docstring or a
+    comment changes no figure; a line of that code does, and so does the benchmark's own code."""
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "config", "user.email", "t@example.com")
+    _git(tmp_path, "config", "user.name", "t")
+    (tmp_path / "Makefile").write_text("bench-a:\n\t$(BIN)/python -m benchmarks.a --output BENCHMARKS.md\n")
+    for folder in ("benchmarks", "llm_assets/core", "llm_assets/tools"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "benchmarks/a.py").write_text('"""Times x."""\nfrom llm_assets.core.x import f\n\nf()\n')
+    (tmp_path / "llm_assets/core/x.py").write_text('"""x."""\nimport os\n\n\ndef f():\n    return 1\n')
+    (tmp_path / "llm_assets/tools/y.py").write_text("def g():\n    return 2\n")  # not imported: not measured
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "first")
+    first = _git(tmp_path, "rev-parse", "--short", "HEAD")
+    rows = [Row("a:x", "x", "1", "make bench-a", "a.md", measured=f"2026-01-01, {first}"),
+            Row("a:old", "x", "1", "make bench-a", "a.md", measured="2026-01-01, 0000000"),  # not in this history
+            Row("c:none", "y", "1", "make chaos", "c.md", measured=f"2026-01-01, {first}")]  # no benchmark module
+
+    def commit(path: str, text: str) -> set[str]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+        _git(tmp_path, "add", "-A")
+        _git(tmp_path, "commit", "-qm", path)
+        return stale_keys(rows, tmp_path)
+
+    assert stale_keys(rows, tmp_path) == set()
+    assert commit("llm_assets/tools/y.py", "def g():\n    return 3\n") == set()
+    _git(tmp_path, "mv", "llm_assets/core/x.py", "llm_assets/core/z.py")
+    assert commit("benchmarks/a.py", '"""Times x, moved."""\nfrom llm_assets.core.z import f  # moved\n\nf()\n') \
+        == set()
+    assert commit("llm_assets/core/z.py", '"""Another docstring."""\n\n\ndef f():\n    return 1\n') == set()
+    assert commit("llm_assets/core/z.py", "def f():\n    return 2\n") == {"a:x"}
+
+
+def test_a_run_publishes_the_conditions_it_was_measured_under_and_a_re_render_does_not(tmp_path):
+    """Every benchmark publishes through `publish`: a run silent on its conditions gets its own run's (load average
+    at its start and end, CPU model, commit) in its details and its rows; a re-render of a saved run (`measured`
+    given) claims none."""
+    output = tmp_path / "BENCHMARKS.md"
+    live = Row("a:x", "measure x", "1.0×", "make bench-a", "a.md")
+    publish(output, "a", "<!-- a:begin -->", "<!-- a:end -->", "## A\n\nfigures", [live])
+    publish(output, "b", "<!-- b:begin -->", "<!-- b:end -->", "## B\n\nold figures",
+            [Row("b:y", "measure y", "3", "make bench-b", "b.md")], measured="2026-01-02, abc")
+    a, b = load_rows(output)
+    details = (tmp_path / "benchmarks" / "results" / "a.md").read_text()
+    for text in (a.conditions, details):
+        assert f"at commit {harness.RUN.commit}" in text and harness.cpu_model() in text and "load average" in text
+    assert a.measured == f"{harness.RUN.started:%Y-%m-%d}, {harness.RUN.commit}"
+    assert b.conditions == "" and "load average" not in (tmp_path / "benchmarks" / "results" / "b.md").read_text()

@@ -1,5 +1,5 @@
 """A generated report states the conditions measured during its run (load average, CPU model, commit), never a
-fixed sentence about them: `benchmarks.report.Conditions` samples them, and the dump-scale report renders them."""
+fixed sentence about them: `benchmarks.harness.Conditions` samples them, and the dump-scale report renders them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from benchmarks import report
+from benchmarks import harness
 
 pytestmark = pytest.mark.core
 
@@ -21,28 +21,28 @@ def test_the_conditions_are_sampled_while_the_run_goes_on(monkeypatch):
         last[0] = next(loads, last[0])
         return last[0]
 
-    monkeypatch.setattr(report.os, "getloadavg", getloadavg)
-    monkeypatch.setattr(report, "cpu_model", lambda: "Test CPU @ 1.00GHz")
-    monkeypatch.setattr(report, "git_commit", lambda: "abc1234+")
-    with report.Conditions(every=0.01) as measured:
+    monkeypatch.setattr(harness.os, "getloadavg", getloadavg)
+    monkeypatch.setattr(harness, "cpu_model", lambda: "Test CPU @ 1.00GHz")
+    monkeypatch.setattr(harness, "git_commit", lambda: "abc1234+")
+    with harness.Conditions(every=0.01) as measured:
         deadline = time.monotonic() + 5
         while measured.peak < 7.25 and time.monotonic() < deadline:
             time.sleep(0.01)
         got = measured.now()
     # the peak is a sample taken between the start and the end, neither of which saw it
     assert got["load_start"] == [0.5, 0.4, 0.3] and got["load_end"] == [2.0, 2.5, 1.5] and got["load_max"] == 7.25
-    text = report.conditions_text(got)
+    text = harness.conditions_text(got)
     for value in ("0.50 at the start", "2.00 at the end", "at most 7.25", "Test CPU @ 1.00GHz", "abc1234+",
                   got["date"]):
         assert value in text
 
 
 def test_the_commit_is_this_checkout_s_with_a_plus_when_it_differs():
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=report.ROOT, capture_output=True,
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=harness.ROOT, capture_output=True,
                           text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=report.ROOT,
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=harness.ROOT,
                            capture_output=True, text=True).stdout.strip()
-    assert report.git_commit() == head + ("+" if dirty else "")
+    assert harness.git_commit() == head + ("+" if dirty else "")
 
 
 def test_the_dump_scale_report_states_its_run_s_measured_conditions():
