@@ -109,7 +109,7 @@ def _rusage_cpu(who: int) -> float:
 
 def _load(part: str) -> dict:
     """The first call of a part: imports, the spaCy pipeline, YAKE's stop words."""
-    from llm_assets.core.enrich import EntitySettings, KeywordSettings, entities, keywords
+    from llm_assets.core.enriched import EntitySettings, KeywordSettings, entities, keywords
 
     t0, c0 = time.perf_counter(), cpu_seconds()
     if part in ("entities", "all"):
@@ -120,7 +120,7 @@ def _load(part: str) -> dict:
 
 
 def _run_part(part: str, texts: list[str]) -> None:
-    from llm_assets.core.enrich import (
+    from llm_assets.core.enriched import (
         BATCH_ROWS,
         EnrichedSettings,
         EntitySettings,
@@ -152,7 +152,7 @@ def child_part(spec: dict) -> dict:
     import numpy  # noqa: F401  (imported by the module under test anyway; not part of the load)
     import polars  # noqa: F401
 
-    import llm_assets.core.enrich  # noqa: F401
+    import llm_assets.core.enriched  # noqa: F401
 
     texts = corpus(spec["corpus"], spec["manuals"])
     rss_imports = maxrss_bytes()
@@ -173,7 +173,7 @@ def _spans(docs, wanted: set[str]) -> list[list[tuple[int, int, str]]]:
 def child_batch(spec: dict) -> dict:
     import importlib
 
-    from llm_assets.core.enrich import EntitySettings, entities
+    from llm_assets.core.enriched import EntitySettings, entities
 
     texts = corpus(spec["corpus"], spec["manuals"])[:BATCH_DOCS]
     settings = EntitySettings(batch_size=spec.get("batch_size", EntitySettings().batch_size))
@@ -212,7 +212,7 @@ def child_batch(spec: dict) -> dict:
 def _work(texts: list[str]) -> dict:
     """One runner task: `enrich_batch` over these texts in the unit's batches (a module-level function, so that
     spawned pool workers can unpickle it)."""
-    from llm_assets.core.enrich import BATCH_ROWS, EnrichedSettings, enrich_batch
+    from llm_assets.core.enriched import BATCH_ROWS, EnrichedSettings, enrich_batch
 
     load = _load("all")
     df, settings = frame(texts), EnrichedSettings()
@@ -384,7 +384,7 @@ def render(r: dict) -> str:
 def machine() -> dict:
     import importlib.metadata as md
 
-    from llm_assets.core.enrich import EntitySettings
+    from llm_assets.core.enriched import EntitySettings
 
     model = EntitySettings().model
     cpu_model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -404,7 +404,7 @@ def main() -> None:
         spec = json.loads(args.child)
         print(json.dumps(CHILDREN[spec["kind"]](spec)))
         return
-    from llm_assets.core.enrich import BATCH_ROWS
+    from llm_assets.core.enriched import BATCH_ROWS
 
     t0 = time.perf_counter()
     common = {"manuals": args.manuals}

@@ -14,7 +14,7 @@ from llm_assets.dagster.vacuum import vacuum_job, vacuum_schedule
 from llm_assets.settings import Settings, load_settings
 from llm_assets.stage import Stage
 from llm_assets.stages import STAGES, specs_of
-from llm_assets.stages.raw import SPEC as RAW_FILES
+from llm_assets.stages.raw_files import SPEC as RAW_FILES
 from resources import LakeIOManager, object_store_from_env
 
 

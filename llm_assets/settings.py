@@ -17,7 +17,7 @@ from llm_assets.core.config import PROJECT_ROOT, Section
 from llm_assets.core.decontamination import EvalSetSettings
 from llm_assets.core.dedup import DedupSettings
 from llm_assets.core.documents import DocumentsSettings
-from llm_assets.core.enrich import EnrichedSettings
+from llm_assets.core.enriched import EnrichedSettings
 from llm_assets.core.filtered import FilteredSettings
 from llm_assets.core.gates import GateSettings
 from llm_assets.core.image_text_pairs import ImagePairsSettings

@@ -172,3 +172,36 @@ def test_an_asset_takes_exactly_its_specs_inputs(new_stage):
     asset = shard_asset(stage, load_settings(), [*SPECS, stage.spec])
     assert [d.asset_key.path[-1] for d in next(iter(asset.specs)).deps] == ["filtered"]
     assert list(asset.keys_by_input_name) == ["filtered"]
+
+
+# The stages whose processing is not one core module of their name, and where it is.
+CORE_ELSEWHERE = {"quality_classifier": "core/quality_model.py", "cost": "core/ledger.py",
+                  "curation": "core/takedowns.py and core/decontamination.py"}
+
+
+def test_a_stage_module_and_its_core_module_share_its_name():
+    stages = {p.stem for p in (PROJECT_ROOT / "llm_assets" / "stages").glob("*.py")} - {"__init__"}
+    core = {p.stem for p in (PROJECT_ROOT / "llm_assets" / "core").glob("*.py")}
+    assert sorted(stages - core) == sorted(CORE_ELSEWHERE)
+    assert all((PROJECT_ROOT / "llm_assets" / path).exists()
+               for paths in CORE_ELSEWHERE.values() for path in paths.split(" and "))
+
+
+def test_specs_name_their_stages_and_inputs_by_the_constants_the_type_checker_sees():
+    """`llm_assets/core/stage_names.py`: a spec's name and inputs, and a partition's inputs, are constants, so that
+    a misspelt stage fails the type check instead of a run."""
+    import ast
+
+    from llm_assets.core import stage_names
+
+    assert sorted(v for k, v in vars(stage_names).items() if k.isupper()) == sorted(s.name for s in SPECS)
+    literals = []
+    for path in sorted((PROJECT_ROOT / "llm_assets" / "stages").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            named = []
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "StageSpec":
+                named = node.args[:1] + [e for a in node.args[2:3] if isinstance(a, ast.Tuple) for e in a.elts]
+            elif isinstance(node, ast.Subscript) and getattr(node.value, "attr", "") == "inputs":
+                named = [node.slice]
+            literals += [f"{path.name}:{n.lineno}" for n in named if isinstance(n, ast.Constant)]
+    assert literals == []

@@ -34,7 +34,7 @@ from llm_assets.stages.crawl_stats import SPEC as CRAWL_STATS
 from llm_assets.stages.dedup import CLUSTERS_SPEC
 from llm_assets.stages.enriched import SPEC as ENRICHED
 from llm_assets.stages.image_text_pairs import SPEC as IMAGE_TEXT_PAIRS
-from llm_assets.stages.releases import SPEC as RELEASE
+from llm_assets.stages.release import SPEC as RELEASE
 from llm_assets.tools.stale import Planned, stale_partitions
 
 SHARED_WARC = PROJECT_ROOT.parent / "shared" / "data" / "warc"

@@ -12,7 +12,7 @@ from llm_assets.platform.partitions import CRAWL_PARTITIONS, contiguous_ranges, 
 from llm_assets.registry import UNOBSERVED, SourceVersion
 from llm_assets.settings import Settings
 from llm_assets.stages.filtered import CURATION_SCOPE
-from llm_assets.stages.raw import RAW_DROP, SPEC
+from llm_assets.stages.raw_files import RAW_DROP, SPEC
 from resources import SENSOR_RETRY_BUDGET_S, ObjectStore
 
 # Hidden in the UI (a leading "."): what a curator reads of a run is its partitions, not their fingerprints.

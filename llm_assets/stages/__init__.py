@@ -21,14 +21,14 @@ from llm_assets.stages import (
     filtered,
     image_text_pairs,
     quality_classifier,
-    raw,
-    releases,
+    raw_files,
+    release,
     tokenized,
 )
 
 # cost last: it is planned once every stage it charges is
-STAGES: list[Stage] = [stage for module in (curation, raw, documents, image_text_pairs, filtered, dedup, crawl_stats,
-                                             quality_classifier, tokenized, enriched, releases, cost)
+STAGES: list[Stage] = [stage for module in (curation, raw_files, documents, image_text_pairs, filtered, dedup,
+                                             crawl_stats, quality_classifier, tokenized, enriched, release, cost)
                        for stage in module.STAGES]
 
 

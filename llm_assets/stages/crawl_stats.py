@@ -8,6 +8,7 @@ from llm_assets import charts
 from llm_assets.core.crawl_stats import CrawlStats
 from llm_assets.core.crawl_stats import crawl_stats as compute_crawl_stats
 from llm_assets.core.partition import FrameOutput, Manifest, total_work, units_version
+from llm_assets.core.stage_names import CRAWL_STATS, FILTERED
 from llm_assets.registry import StageSpec
 from llm_assets.report import Markdown, Report
 from llm_assets.stage import Built, CrawlStage, Partition
@@ -20,10 +21,10 @@ def stats_version(manifests: list[Manifest]) -> str:
     return units_version(CODE_VERSION, manifests)
 
 
-SPEC = StageSpec("crawl_stats", "crawl", ("filtered",), version=lambda s: CODE_VERSION, group="reports",
+SPEC = StageSpec(CRAWL_STATS, "crawl", (FILTERED,), version=lambda s: CODE_VERSION, group="reports",
                  job="crawl_job",
                  expected_version=lambda planner, crawl: stats_version(
-                     list(planner.committed("filtered", crawl).values())))
+                     list(planner.committed(FILTERED, crawl).values())))
 FUNNEL_LANGUAGES = 8  # a funnel chart for each of the languages with the most documents (all of them in the table)
 
 
@@ -44,7 +45,7 @@ class CrawlStatsStage(CrawlStage):
             runner_for,  # when it runs, as a shard stage's: a cluster client is heavy
         )
 
-        filtered = p.inputs["filtered"]
+        filtered = p.inputs[FILTERED]
         p.require_every_shard(SPEC, filtered)
         manifests = filtered.manifests
         # one work unit per filtered part, on the configured runner; their exact counts are summed

@@ -8,6 +8,7 @@ import time
 import polars as pl
 
 from llm_assets.core.decontamination import INDEX_PREFIX, NO_INDEX, eval_index, eval_keys, eval_sources, index_version
+from llm_assets.core.stage_names import EVAL_INDEX, TAKEDOWNS
 from llm_assets.core.takedowns import PREFIX, load_takedowns, takedowns_version
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
@@ -36,8 +37,8 @@ def _eval_index(lake, settings) -> dict | None:
     return {"version": version, "eval_sets": len(sources), "built": lake.exists(f"{INDEX_PREFIX}{version}.npz")}
 
 
-TAKEDOWNS_SPEC = StageSpec("takedowns", "model", facts=_takedowns, group="curation", job="curation_job")
-EVAL_INDEX_SPEC = StageSpec("eval_index", "model", facts=_eval_index,
+TAKEDOWNS_SPEC = StageSpec(TAKEDOWNS, "model", facts=_takedowns, group="curation", job="curation_job")
+EVAL_INDEX_SPEC = StageSpec(EVAL_INDEX, "model", facts=_eval_index,
                             version=lambda s: code_version(STAGE_VERSION, s.evals.model_dump_json()),
                             group="curation", job="curation_job")
 

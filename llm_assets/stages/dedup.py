@@ -23,6 +23,7 @@ from llm_assets.core.dedup import (
 from llm_assets.core.keys import CRAWL_LEVEL_SHARD
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import Manifest, PartitionOutput, committed, read_manifest, units_version
+from llm_assets.core.stage_names import DEDUPLICATED, DUPLICATE_CLUSTERS, FILTERED, SIGNATURES
 from llm_assets.core.units import UnitResult, peak_rss_bytes, run_units, unit_id
 from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import StageSpec
@@ -73,21 +74,23 @@ def removals_of(lake, crawl: str, shard: str) -> str:
 def _clusters_now(planner, crawl: str) -> str:
     """The clusters' data version if built now: this crawl's signatures and, with cross_crawl, the earlier crawls'."""
     earlier = planner.settings.dedup.earlier_crawls(crawl, planner.crawls)
-    return clusters_version(planner.code["duplicate_clusters"], planner.committed("signatures", crawl),
-                            *(planner.committed("signatures", c) for c in earlier))
+    return clusters_version(planner.code[DUPLICATE_CLUSTERS], planner.committed(SIGNATURES, crawl),
+                            *(planner.committed(SIGNATURES, c) for c in earlier))
 
 
-SIGNATURES_SPEC = StageSpec("signatures", "shard", ("filtered",), version=signatures_version, job="lake_job")
-CLUSTERS_SPEC = StageSpec("duplicate_clusters", "crawl", ("signatures",), version=clusters_code_version,
+SIGNATURES_SPEC = StageSpec(SIGNATURES, "shard", (FILTERED,), version=signatures_version, job="lake_job")
+CLUSTERS_SPEC = StageSpec(DUPLICATE_CLUSTERS, "crawl", (SIGNATURES,), version=clusters_code_version,
                           expected_version=_clusters_now, group="dedup", job="crawl_job")
 # deduplicated records its shard's removals, not the clusters' data version: a new cluster elsewhere in the crawl
 # does not make this shard stale.
-DEDUPLICATED_SPEC = StageSpec("deduplicated", "shard", ("filtered", "duplicate_clusters"),
+DEDUPLICATED_SPEC = StageSpec(DEDUPLICATED, "shard", (FILTERED, DUPLICATE_CLUSTERS),
                               version=deduplicated_version,
                               current_inputs=lambda planner, crawl, shard: {
-                                  "filtered": planner.data_version("filtered", crawl, shard),
+                                  FILTERED: planner.data_version(FILTERED, crawl, shard),
                                   "removals": removals_of(planner.lake, crawl, shard)},
                               group="curated", job="curated_job", documents=True)
+
+
 def size_classes(sizes) -> tuple[list[str], list[int]]:
     """(cluster size, clusters) rows, by size, as the chart's bars: 2 to 9 documents one bar each, then one bar a
     power of ten (a dump's clusters have thousands of distinct sizes: a bar each would make a chart metres tall)."""
@@ -232,7 +235,7 @@ class Deduplicated(ShardStage):
         p.notes["removals"] = (mine.height, removals := removals_version(mine))
         code, name = self.spec.version(p.settings), self.spec.name
         units = []
-        for source in p.inputs["filtered"].parts:
+        for source in p.inputs[FILTERED].parts:
             unit = unit_id(name, code, source, removals)
             units.append(DedupUnit(store=p.lake.config, source=source, removed="\n".join(removed_parts),
                                    shard=p.shard, unit=unit, part=part_key(name, p.crawl, p.shard, unit),
@@ -241,7 +244,7 @@ class Deduplicated(ShardStage):
 
     def recorded_inputs(self, p: Partition) -> dict[str, str]:
         # its shard's removals, not the clusters' data version: a new cluster elsewhere does not make it stale
-        return {"filtered": p.inputs["filtered"].data_version, "removals": p.notes["removals"][1]}
+        return {FILTERED: p.inputs[FILTERED].data_version, "removals": p.notes["removals"][1]}
 
     def metadata(self, p: Partition) -> Report:
         return {"removals": p.notes["removals"][0]}

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 from llm_assets.core import route_model
 from llm_assets.core.documents import EXTRACTED_BY, ROUTED_FOR, SCHEMA, STAGE_VERSION, extract_documents, extract_units
 from llm_assets.core.partition import PartitionOutput
+from llm_assets.core.stage_names import DOCUMENTS, RAW_FILES
 from llm_assets.core.units import WorkUnit
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
@@ -14,7 +15,7 @@ from llm_assets.report import Report
 from llm_assets.stage import Partition, ShardStage
 
 # The routing model is data the stage's output depends on: a retrained model is a new code version.
-SPEC = StageSpec("documents", "shard", ("raw_files",),
+SPEC = StageSpec(DOCUMENTS, "shard", (RAW_FILES,),
                  version=lambda s: code_version(STAGE_VERSION, s.documents.fingerprint(), route_model.fingerprint()),
                  job="lake_job", documents=True)
 
@@ -56,7 +57,7 @@ class Documents(ShardStage):
             p.settings.documents.extractor
 
     def units(self, p: Partition) -> list[WorkUnit]:
-        inventory = p.inputs["raw_files"].scan().collect()
+        inventory = p.inputs[RAW_FILES].scan().collect()
         code, extractor = SPEC.version(p.settings), self.extractor(p)
         return [unit for key, size, etag in inventory.select("key", "size", "etag").iter_rows()
                 for unit in extract_units(p.lake.config, p.settings.documents, p.crawl, p.shard, key, size, etag,

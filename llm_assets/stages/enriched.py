@@ -3,9 +3,10 @@
 import polars as pl
 
 from llm_assets import charts
-from llm_assets.core.enrich import ENTITY_COUNT, SCHEMA, SKIPPED_COUNT, STAGE_VERSION, EnrichUnit, enrich_documents
+from llm_assets.core.enriched import ENTITY_COUNT, SCHEMA, SKIPPED_COUNT, STAGE_VERSION, EnrichUnit, enrich_documents
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import PartitionOutput
+from llm_assets.core.stage_names import DEDUPLICATED, ENRICHED
 from llm_assets.core.units import unit_id
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
@@ -19,7 +20,7 @@ def _version(settings) -> str:
     return code_version(STAGE_VERSION, settings.enriched.fingerprint())
 
 
-SPEC = StageSpec("enriched", "shard", ("deduplicated",), version=_version, group="enrichment", job="enrich_job")
+SPEC = StageSpec(ENRICHED, "shard", (DEDUPLICATED,), version=_version, group="enrichment", job="enrich_job")
 
 
 class Enriched(ShardStage):

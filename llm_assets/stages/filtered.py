@@ -26,6 +26,7 @@ from llm_assets.core.filters import Decontaminate
 from llm_assets.core.gates import GateResult, Profile, evaluate
 from llm_assets.core.lake import contamination_key
 from llm_assets.core.partition import Manifest, PartitionOutput, read_manifest
+from llm_assets.core.stage_names import DOCUMENTS, FILTERED, QUALITY_CLASSIFIER
 from llm_assets.core.takedowns import load_takedowns, requests_in_partition, takedowns_version
 from llm_assets.core.thresholds import record_thresholds
 from llm_assets.core.units import WorkUnit
@@ -33,7 +34,6 @@ from llm_assets.core.versions import code_version, digest
 from llm_assets.registry import LANGUAGES, Observed, Planner, StageSpec
 from llm_assets.report import Markdown, Report, block_funnel, language_funnel_frame
 from llm_assets.stage import Partition, ShardStage
-from llm_assets.stages.quality_classifier import SPEC as QUALITY_CLASSIFIER
 
 
 def _model_block(settings: FilteredSettings):
@@ -87,13 +87,13 @@ def _inputs_now(planner: Planner, crawl: str, shard: str) -> dict[str, str | Non
     The languages are the built partition's, with the thresholds of now: exact while its documents are unchanged,
     and a partition whose documents changed is planned for that first (a partition never built is missing). The
     language identifier itself is code: a new model changes the stage's code version, and every partition."""
-    docs = planner.manifest("documents", crawl, shard)
+    docs = planner.manifest(DOCUMENTS, crawl, shard)
     if docs is None:
-        return {"documents": None}
+        return {DOCUMENTS: None}
     requests = planner.memo("takedowns", lambda: load_takedowns(planner.lake))
     named = requests_in_partition(planner.lake, docs, requests)
-    current: dict[str, str | None] = {"documents": docs.data_version, "takedowns": takedowns_version(named)}
-    built = planner.manifest("filtered", crawl, shard)
+    current: dict[str, str | None] = {DOCUMENTS: docs.data_version, "takedowns": takedowns_version(named)}
+    built = planner.manifest(FILTERED, crawl, shard)
     block = planner.settings.filtered.block("decontaminate")
     if isinstance(block, Decontaminate) and block.enabled:
         current["evals"] = _evals(planner, built, docs, block.min_matches)
@@ -195,7 +195,7 @@ CURATION_SCOPE = Observed(
     "(`llm-assets stale`, `backfill --stale`, `stale_sensor`).",
     current=_curation_now, recorded=lambda built: _curation_version(built.inputs), deps=("takedowns", "eval_index"))
 
-SPEC = StageSpec("filtered", "shard", ("documents",), version=_version, current_inputs=_current_inputs,
+SPEC = StageSpec(FILTERED, "shard", (DOCUMENTS,), version=_version, current_inputs=_current_inputs,
                  observed=CURATION_SCOPE, cause=_cause, job="lake_job", documents=True)
 READ = "read"  # the model, eval index and takedowns a partition's units read (`Partition.notes`)
 LANGUAGES_SHOWN = 20  # in the per-language funnel's table and chart, the languages with most documents
@@ -235,7 +235,7 @@ class Filtered(ShardStage):
     def deps(self, settings, specs) -> list[str]:
         # The takedown requests and eval sets reach it through its observed source (`curation_scope`, which depends
         # on `takedowns` and `eval_index`): a new request makes stale the partitions it touches, not every partition.
-        return [QUALITY_CLASSIFIER.name] if uses_trained_model(settings.filtered) else []
+        return [QUALITY_CLASSIFIER] if uses_trained_model(settings.filtered) else []
 
     def definition_metadata(self, settings) -> Report:
         return {"filter_chain": " → ".join(self.chain(settings))}
@@ -249,7 +249,7 @@ class Filtered(ShardStage):
         filters, evals = with_eval_index(filters, p.lake, p.settings.evals)
         built = read_manifest(p.lake, SPEC.name, p.crawl, p.shard)
         units, named = filter_units(p.lake, p.lake.config, filters, p.settings.filtered, p.crawl, p.shard,
-                                    p.inputs["documents"].parts, chain_version(p.settings),
+                                    p.inputs[DOCUMENTS].parts, chain_version(p.settings),
                                     [*([model] if model else []), evals], load_takedowns(p.lake),
                                     {u.source: u for u in built.units} if built is not None else {})
         p.notes[READ] = (model, evals, takedowns_version(named))
@@ -257,7 +257,7 @@ class Filtered(ShardStage):
 
     def recorded_inputs(self, p: Partition) -> dict[str, str]:
         model, evals, takedowns = p.notes[READ]
-        return {"documents": p.inputs["documents"].data_version, "takedowns": takedowns,
+        return {DOCUMENTS: p.inputs[DOCUMENTS].data_version, "takedowns": takedowns,
                 **({"evals": evals} if evals else {}), **({"quality_model": model} if model else {})}
 
     def metadata(self, p: Partition) -> Report:

@@ -2,13 +2,14 @@
 
 from llm_assets.core.image_text_pairs import SCHEMA, STAGE_VERSION, ImagePairsUnit, extract_image_text_pairs
 from llm_assets.core.lake import part_key
+from llm_assets.core.stage_names import IMAGE_TEXT_PAIRS, RAW_FILES
 from llm_assets.core.units import unit_id
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
 from llm_assets.stage import Partition, ShardStage
 
 # The pairs come from the same reader as documents: its settings are theirs too.
-SPEC = StageSpec("image_text_pairs", "shard", ("raw_files",),
+SPEC = StageSpec(IMAGE_TEXT_PAIRS, "shard", (RAW_FILES,),
                  version=lambda s: code_version(STAGE_VERSION, s.image_text_pairs.fingerprint(),
                                                 s.documents.fingerprint()), job="lake_job")
 
@@ -28,7 +29,7 @@ class ImageTextPairs(ShardStage):
 
     def units(self, p: Partition) -> list[ImagePairsUnit]:
         code, settings = SPEC.version(p.settings), p.settings
-        inventory = p.inputs["raw_files"].scan().collect()
+        inventory = p.inputs[RAW_FILES].scan().collect()
         units = []
         for key, size, etag in inventory.select("key", "size", "etag").iter_rows():
             unit = unit_id(SPEC.name, code, key, etag)

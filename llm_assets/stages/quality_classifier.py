@@ -4,6 +4,7 @@ import time
 
 from llm_assets import charts
 from llm_assets.core.quality_model import LATEST, publish, read_examples, train
+from llm_assets.core.stage_names import QUALITY_CLASSIFIER
 from llm_assets.core.units import peak_rss_bytes
 from llm_assets.core.versions import code_version, short
 from llm_assets.registry import StageSpec
@@ -20,7 +21,7 @@ def _published(lake, settings) -> dict | None:
     return {"version": short(pointer["sha256"]), "train_examples": pointer.get("train_examples", 0)}
 
 
-SPEC = StageSpec("quality_classifier", "model",
+SPEC = StageSpec(QUALITY_CLASSIFIER, "model",
                  version=lambda s: code_version(STAGE_VERSION, s.quality_classifier.model_dump_json()),
                  facts=_published, group="models")
 

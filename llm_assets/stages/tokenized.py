@@ -9,6 +9,7 @@ import polars as pl
 from llm_assets import charts
 from llm_assets.core.lake import part_key
 from llm_assets.core.partition import PartitionOutput, committed
+from llm_assets.core.stage_names import DEDUPLICATED, TOKENIZED, TOKENIZER
 from llm_assets.core.tokenize import (
     TOKENIZER_LATEST,
     load_tokenizer,
@@ -61,9 +62,9 @@ def _published(lake, settings) -> dict | None:
     return {"version": short(pointer["sha256"])} if pointer else None
 
 
-TOKENIZER_SPEC = StageSpec("tokenizer", "model", version=tokenizer_version, facts=_published, group="models",
+TOKENIZER_SPEC = StageSpec(TOKENIZER, "model", version=tokenizer_version, facts=_published, group="models",
                            job="release_job")
-SPEC = StageSpec("tokenized", "shard", ("deduplicated",), version=tokenized_version, group="curated",
+SPEC = StageSpec(TOKENIZED, "shard", (DEDUPLICATED,), version=tokenized_version, group="curated",
                  job="curated_job", documents=True)
 
 

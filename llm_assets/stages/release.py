@@ -24,6 +24,7 @@ from llm_assets.core.release import (
     point_latest,
     release_version,
 )
+from llm_assets.core.stage_names import RELEASE, TOKENIZED
 from llm_assets.core.tokenize import load_tokenizer, resolve_tokenizer
 from llm_assets.core.units import peak_rss_bytes
 from llm_assets.core.versions import code_version
@@ -40,12 +41,12 @@ CHARTED = 15  # languages in the release's charts
 def _stale(planner, crawl=None, shard=None) -> str | None:
     """The release is stale when a tokenized partition is rebuilt, or when the release its settings and the
     committed tokenized partitions make (its version) was not written yet."""
-    if planner.any_planned("tokenized"):
+    if planner.any_planned(TOKENIZED):
         return f"{UPSTREAM} (tokenized is rebuilt)"
     settings = planner.settings.release
     names = list(settings.crawls) or planner.crawls
     partitions = [{"crawl": c, "shard": s, "data_version": m.data_version} for c in names
-                  for s, m in planner.committed("tokenized", c).items()]
+                  for s, m in planner.committed(TOKENIZED, c).items()]
     if not partitions:
         return None
     _, tok_hash = resolve_tokenizer(planner.settings.tokenized, planner.lake)
@@ -64,7 +65,7 @@ def _latest(lake, settings) -> dict | None:
             "sequences": counts["sequences"]}
 
 
-SPEC = StageSpec("release", "release", ("tokenized",),
+SPEC = StageSpec(RELEASE, "release", (TOKENIZED,),
                  version=lambda s: code_version(STAGE_VERSION, s.release.fingerprint()),
                  plan=_stale, facts=_latest, group="releases", job="release_job")
 
@@ -252,7 +253,7 @@ class TrainingRelease(AssetStage):
     def build(self, p: Partition) -> Materialized:
         lake, settings = p.lake, p.settings
         crawls = p.crawls(settings.release.crawls)
-        partitions = self.partitions(p, p.inputs["tokenized"], crawls)
+        partitions = self.partitions(p, p.inputs[TOKENIZED], crawls)
         previous_prefix = latest_release(lake, settings.release.name)
         previous = lake.get_json(previous_prefix + "manifest.json") if previous_prefix else None
         tokenizer = self.tokenizer(p)

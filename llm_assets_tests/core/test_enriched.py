@@ -7,7 +7,7 @@ import json
 import polars as pl
 import pytest
 
-from llm_assets.core.enrich import (
+from llm_assets.core.enriched import (
     SCHEMA,
     EnrichedSettings,
     EntitySettings,

@@ -6,6 +6,7 @@ import polars as pl
 from llm_assets.core.inventory import INVALID_RAW_KEY, SCHEMA, fingerprint, partition_files
 from llm_assets.core.partition import PartitionOutput
 from llm_assets.core.raw_files import STAGE_VERSION, InventoryUnit, observe_raw_files
+from llm_assets.core.stage_names import RAW_FILES
 from llm_assets.core.versions import code_version
 from llm_assets.registry import CODE, MISSING, RAW, Observed, StageSpec
 from llm_assets.report import Report
@@ -29,12 +30,12 @@ def _stale(planner, crawl: str | None, shard: str | None) -> str | None:
     """Compared by file fingerprints (key, ETag, size): an identical re-upload changes nothing."""
     assert crawl is not None and shard is not None  # a shard-level stage is planned per crawl × shard
     files, now = _files(planner, crawl, shard)
-    built = planner.manifest("raw_files", crawl, shard)
+    built = planner.manifest(RAW_FILES, crawl, shard)
     if built is None:
         return MISSING if files else None
     if now not in [u.unit for u in built.units]:
         return RAW
-    return CODE if planner.code_changed("raw_files", built) else None
+    return CODE if planner.code_changed(RAW_FILES, built) else None
 
 
 RAW_DROP = Observed(
@@ -48,7 +49,7 @@ RAW_DROP = Observed(
 
 # The shard count is in the version: another count hashes every key to another shard. Its observed source is too:
 # a partition built before it had one records none, and Dagster marks it stale for that (a rebuild reuses the unit).
-SPEC = StageSpec("raw_files", "shard", version=lambda s: code_version(STAGE_VERSION, str(s.shards), RAW_DROP.name),
+SPEC = StageSpec(RAW_FILES, "shard", version=lambda s: code_version(STAGE_VERSION, str(s.shards), RAW_DROP.name),
                  plan=_stale,
                  observed=RAW_DROP, job="lake_job")
 REJECTED_SHOWN = 100  # rows of the rejected-keys table; `raw_keys_rejected` counts them all
