@@ -40,13 +40,15 @@ def count_words(unit: CountUnit) -> UnitResult:
 STAGE = '''
 """Words per filtered document: the docs' example of a stage."""
 
+from llm_assets.core.stage_names import FILTERED
 from llm_assets.core.versions import code_version
 from llm_assets.registry import StageSpec
 from llm_assets.stage import ShardStage
 from word_counts_core import COLUMNS, CountUnit, count_words
 
-SPEC = StageSpec("word_counts", "shard", ("filtered",), version=lambda settings: code_version("1"),
-                 job="lake_job", documents=True)
+WORD_COUNTS = "word_counts"  # a throwaway stage's: in llm_assets/core/stage_names.py for a real one
+SPEC = StageSpec(WORD_COUNTS, "shard", (FILTERED,), version=lambda settings: code_version("1"), job="lake_job",
+                 documents=True)
 
 
 class WordCounts(ShardStage):
