@@ -1,7 +1,8 @@
 """`llm-assets`: the demo, the lake's status, a look at any partition, and the embedded object store.
 
 This module parses the command line; each command is in the module of its group (services, lake, read, curation,
-the demo's)."""
+the demo's). What needs Dagster (the instance, the definitions) is imported by the commands that use it: `show`,
+`record` or `store` start without paying for it."""
 
 from __future__ import annotations
 

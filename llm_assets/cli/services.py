@@ -10,9 +10,6 @@ import sys
 
 from llm_assets.platform import environment
 
-# What needs Dagster (the instance, the definitions) is imported by the commands that use it: `show`, `record` or
-# `store` start without paying for it.
-
 
 class StoreNotAnswering(RuntimeError):
     pass
