@@ -16,10 +16,11 @@ every n-th HTML record. The shares are a function of the file's name and size al
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -41,6 +42,7 @@ from llm_assets.core.extract import (
     extract_html,
 )
 from llm_assets.core.lake import Lake, PartWriter
+from llm_assets.core.optouts import CAPTURE_SCHEMA, captures_frame, meta_reservation
 from llm_assets.core.readers import (
     CHUNK,
     LOOKAHEAD,
@@ -106,8 +108,9 @@ class DocumentsSettings(Section):
 # (no text, not HTML, an error status) kept in the rejected part by URL and doc id, and indexed. 5: a gzip-per-record
 # WARC/ARC's shares are byte ranges (a share's part holds other records than before); routed extraction, the
 # `extractor` column names the extractor that made each document and why it was routed to it. 6: pages of a host
-# that collapse to one text are extracted again by the other extractor (`collapse`).
-STAGE_VERSION = "6"
+# that collapse to one text are extracted again by the other extractor (`collapse`). 7: `reservation`, and the policy
+# files (robots.txt, tdmrep.json, ai.txt) kept beside the part as opt-out evidence.
+STAGE_VERSION = "7"
 BATCH_ROWS = 256
 
 SCHEMA = pa.schema(
@@ -128,6 +131,8 @@ SCHEMA = pa.schema(
         ("date", pa.string()),
         ("text", pa.string()),
         ("extractor", pa.string()),
+        # the response's own reservation of TDM rights (JSON, `optouts`): its headers', else its <meta> tags'
+        ("reservation", pa.string()),
     ]
 )
 
@@ -371,6 +376,8 @@ class _Prepend:
 # UnitResult.counts keys: HTML pages per extractor that made them, and pages routed per reason (to the fast one, or
 # for `collapse` to the other one)
 EXTRACTED_BY = "extracted_by/"
+RESERVED = "reserved/"  # + policy kind: documents carrying their own reservation of TDM rights
+POLICY = "policy"  # the side part of a unit's policy files
 ROUTED_FOR = "routed/"
 COLLAPSE = "collapse"
 
@@ -497,6 +504,7 @@ def _page(u: ExtractUnit, rec: SourceRecord, report: ReadReport, extract: PageEx
         "date": date,
         "text": text,
         "extractor": extractor,
+        "reservation": rec.reservation or (meta_reservation(rec.html) if rec.html is not None else None),
     }
     return _Page(row) if rec.html is None else _Page(row, rec.html[:s.max_html_chars], routed)
 
@@ -531,6 +539,8 @@ def extract_documents(u: ExtractUnit) -> UnitResult:
                 if collapsed:
                     page.extract_again(extract)
                 rows.append(page.row)
+                if page.row["reservation"]:
+                    extract.counts[RESERVED + json.loads(page.row["reservation"])["kind"]] += 1
                 for column, values in ids.items():
                     values.append(page.row[column])
                 if len(rows) >= BATCH_ROWS:
@@ -549,6 +559,11 @@ def extract_documents(u: ExtractUnit) -> UnitResult:
         aside.drain(report, final=True)
     write_id_index(lake, u.part, pl.DataFrame(ids, schema=dict.fromkeys(ids, pl.String)))  # for takedowns
     aside.index(lake)
+    side_parts = {}
+    if report.policy_files:
+        side_parts[POLICY] = policy_key(u.part)
+        with lake.part_writer(side_parts[POLICY], CAPTURE_SCHEMA) as policy:
+            policy.write(captures_frame(replace(c, source_key=u.source) for c in report.policy_files))
     errors = list(report.errors)
     damaged = sum(report.drops.get(r, 0) for r in ("truncated_file", "corrupt_record"))
     if damaged:
@@ -566,4 +581,12 @@ def extract_documents(u: ExtractUnit) -> UnitResult:
         errors=errors,
         columns=SCHEMA.names,
         counts=dict(extract.counts),
+        side_parts=side_parts,
     )
+
+
+def policy_key(part: str) -> str:
+    """Where a unit keeps the policy files its source held (`optouts.Capture`): beside its part, so the commit lists
+    it with the part (`UnitResult.side_parts["policy"]`)."""
+    prefix, _, name = part.rpartition("/")
+    return f"{prefix}/policy-{name.removeprefix('part-')}"

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from llm_assets.core.units import DropCounter
+
+if TYPE_CHECKING:
+    from llm_assets.core.optouts import Capture
 
 
 @dataclass
@@ -26,6 +29,7 @@ class SourceRecord:
     text: str | None = None
     title: str | None = None
     payload_bytes: int = 0
+    reservation: str | None = None  # the response's own reservation of TDM rights, from its headers (`optouts`)
 
 
 @dataclass
@@ -37,6 +41,7 @@ class ReadReport:
     quarantined: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     set_aside_records: list[dict] = field(default_factory=list)
+    policy_files: list[Capture] = field(default_factory=list)  # robots.txt, tdmrep.json, ai.txt responses
     max_quarantined: int = 10_000
     keep_set_aside: bool = True  # False for a report that is only counted, then discarded
 

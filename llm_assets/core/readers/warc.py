@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 from llm_assets.core.charset import decode_html
 from llm_assets.core.errors import is_store_error
+from llm_assets.core.optouts import ROBOTS_MAX_BYTES, capture_of, header_reservation, policy_file
 from llm_assets.core.readers.base import ByteStream, Format, ReaderSettings, ReadReport, RecordSource, SourceRecord
 from llm_assets.core.readers.compression import (
     CHUNK,
@@ -73,6 +74,13 @@ def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: Member |
             report.skip("not_response")
             continue
         status = record.http_headers.get_statuscode() or ""
+        if policy_file(url) is not None:  # whatever its status: RFC 9309 reads a 5xx robots.txt as a full disallow
+            payload = record.content_stream().read(4 * ROBOTS_MAX_BYTES + 1)
+            offset, skip = base_offset, it.get_record_offset()
+            report.policy_files.append(capture_of(url, int(status or 0), record.rec_headers.get_header("WARC-Date")
+                                                  or "", payload, "", offset))
+            report.set_aside("policy_file", offset, skip, url, record_id, f"HTTP {status}, {len(payload)} bytes")
+            continue
         if not status.startswith("2"):
             report.set_aside("non_2xx", base_offset, it.get_record_offset(), url, record_id, f"HTTP status {status}")
             continue
@@ -100,7 +108,8 @@ def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: Member |
         html, charset = decode_html(payload, content_type)
         yield SourceRecord(fmt=fmt, offset=base_offset, skip=skip, url=url, record_id=record_id,
                            fetch_time=record.rec_headers.get_header("WARC-Date") or "",
-                           content_type=content_type, charset=charset, html=html, payload_bytes=len(payload))
+                           content_type=content_type, charset=charset, html=html, payload_bytes=len(payload),
+                           reservation=header_reservation(record.http_headers.headers))
 
 
 def _read_warc_gzip(src: Source, fmt: str, settings: ReaderSettings, report: ReadReport,

@@ -38,11 +38,12 @@ from llm_assets_tests.core.readers.helpers import (
 
 # file -> (HTML 2xx records yielded, skip counts, at least this many records with main text).
 # Counted independently with warcio: e.g. the archive.org crawl holds 299 responses, of which 94 are 2xx HTML,
-# 47 are 404/302/301 and 120 are 2xx non-HTML; 38 are `dns:` responses without HTTP headers (not_response).
+# 47 are 404/302/301 and 120 are 2xx non-HTML; 38 are `dns:` responses without HTTP headers (not_response). 38 of
+# those non-HTML or error responses are robots.txt files, set aside as `policy_file` (opt-out evidence).
 EXPECTED = {
     CC_2020: (16, {"not_response": 34}, 15),
     WHIRLWIND: (1, {"not_response": 3}, 1),
-    AUT: (94, {"not_response": 561, "non_html": 120, "non_2xx": 47}, 93),
+    AUT: (94, {"not_response": 561, "non_html": 87, "non_2xx": 42, "policy_file": 38}, 93),
     IANA: (16, {"not_response": 172, "non_html": 28, "revisit": 123, "non_2xx": 4}, 16),
     "dolma__sample-0000.warc.gz": (22, {"not_response": 26}, 22),
     "dolma__sample-0001.warc.gz": (15, {"not_response": 19}, 15),
@@ -119,20 +120,24 @@ def test_iana_revisits_are_counted_and_never_yielded():
 
 
 def test_archive_org_counts_non_html_and_non_2xx():
-    """The 2008 archive.org crawl: 404s and redirects are `non_2xx`; images, text, XML and JS are `non_html`."""
+    """The 2008 archive.org crawl: robots.txt files are `policy_file` whatever their status; other 404s and
+    redirects are `non_2xx`; images, text, XML and JS are `non_html`."""
     data = shared("warc", AUT).read_bytes()
-    non_2xx = non_html = 0
+    non_2xx = non_html = robots = 0
     for r in ArchiveIterator(io.BytesIO(data), arc2warc=True):
         if r.rec_type != "response" or r.http_headers is None:
             continue
         status = r.http_headers.get_statuscode()
         ctype = (r.http_headers.get_header("Content-Type") or "").split(";")[0].strip().lower()
-        if not status.startswith("2"):
+        if r.rec_headers.get_header("WARC-Target-URI").endswith("/robots.txt"):
+            robots += 1
+        elif not status.startswith("2"):
             non_2xx += 1
         elif ctype not in HTML_TYPES:
             non_html += 1
     _, report = read(data)
-    assert (report.drops["non_2xx"], report.drops["non_html"]) == (non_2xx, non_html) == (47, 120)
+    assert (report.drops["non_2xx"], report.drops["non_html"]) == (non_2xx, non_html) == (42, 87)
+    assert report.drops["policy_file"] == len(report.policy_files) == robots == 38
 
 
 def _cc_metadata_languages(data: bytes) -> dict[str, str]:

@@ -1,0 +1,412 @@
+"""Opt-outs: machine-readable reservations of text and data mining, read from the crawl itself.
+
+Two kinds of evidence (the EU AI Act's Art. 53(1)(c) points to the DSM Directive's Art. 4(3) reservations):
+
+- **per document**, carried by the response: a `tdm-reservation: 1` HTTP header (W3C TDMRep), an `X-Robots-Tag`
+  with `noai`, or the same in the page's `<meta>` tags. The documents stage records what it finds
+  (`documents.reservation`, `header_reservation`, `meta_reservation`).
+- **per host**, from captures of its policy files: `/robots.txt` (RFC 9309, parsed by Protego for each configured AI
+  user agent), `/.well-known/tdmrep.json` (TDMRep) and `/ai.txt`. They come from any WARC of the crawl (the documents
+  stage keeps them beside its parts) and from the `robots/<crawl>/` zone, where Common Crawl's separate robots.txt
+  WARCs are dropped.
+
+`decide` turns a batch of documents and the crawl's `Evidence` into the documents a reservation covers, each with
+its reason code (`robots_txt`, `tdm_reservation`, `noai`, `ai_txt`) and the evidence as JSON: which capture, which
+rule line, captured when. A policy file that is damaged is treated as its standard says and its problem is named:
+RFC 9309 reads an unreachable (5xx) robots.txt as a complete disallow, an unavailable one (4xx, or a redirect the
+crawl did not follow) as no rule, parses what lines it can, and at least the first 500 KiB; a tdmrep.json that is
+not the documented JSON reserves nothing, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from functools import lru_cache
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+import polars as pl
+import pyarrow as pa
+from pydantic import Field
+
+from llm_assets.core.config import Section
+from llm_assets.core.versions import digest
+
+ROBOTS_TXT, TDM_RESERVATION, NOAI, AI_TXT = "robots_txt", "tdm_reservation", "noai", "ai_txt"
+KINDS = (ROBOTS_TXT, TDM_RESERVATION, NOAI, AI_TXT)  # the reason codes, one per policy kind
+OPT_OUT = "opt_out"  # the block name of a dropped document in `rejected/filtered/`
+# The policy files of a host, by path, and the kind of capture each is.
+POLICY_FILES = {"/robots.txt": "robots.txt", "/.well-known/tdmrep.json": "tdmrep.json", "/ai.txt": "ai.txt"}
+ROBOTS_MAX_BYTES = 500 * 1024  # RFC 9309 2.5: a crawler parses at least the first 500 KiB
+ZONE = "robots/"  # robots.txt WARCs dropped for a crawl: robots/<crawl>/<file>
+
+# The AI crawlers' product tokens as their operators publish them, and the day the list was last checked.
+AI_AGENTS = ("CCBot", "GPTBot", "ChatGPT-User", "OAI-SearchBot", "Google-Extended", "ClaudeBot", "anthropic-ai",
+             "Claude-Web", "Applebot-Extended", "PerplexityBot", "Bytespider", "meta-externalagent", "cohere-ai",
+             "Amazonbot", "Diffbot", "Omgilibot", "Timpibot", "ImagesiftBot")
+AGENTS_AS_OF = date(2026, 11, 1)
+
+
+class OptOutSettings(Section):
+    """Which reservations of text and data mining the `filtered` stage honours, and how."""
+
+    enabled: bool = Field(default=True, description=(
+        "`false`: no opt-out is looked at (the documents' evidence is still recorded)."))
+    mode: Literal["drop", "flag"] = Field(default="drop", description=(
+        "`drop`: a covered document goes to `rejected/filtered/` (block `opt_out`, a reason code per policy kind); "
+        "`flag`: it is kept with its `opt_out` column set to the evidence."))
+    honour: tuple[Literal["robots_txt", "tdm_reservation", "noai", "ai_txt"], ...] = Field(
+        default=KINDS, description=(
+            "The policy kinds honoured: `robots_txt` (a host's robots.txt disallows the path to one of `agents`), "
+            "`tdm_reservation` (TDMRep: the header, the `<meta>` tag or the host's `/.well-known/tdmrep.json`), "
+            "`noai` (`X-Robots-Tag` or robots `<meta>`), `ai_txt` (the host's `/ai.txt`)."))
+    agents: tuple[str, ...] = Field(default=AI_AGENTS, min_length=1, description=(
+        "AI crawlers' user-agent product tokens: a robots.txt rule for any of them (or for `*`, when it has no group "
+        "of its own) reserves the path."))
+    agents_as_of: date = Field(default=AGENTS_AS_OF, description="When `agents` was last checked against the "
+                                                                 "operators' published tokens.")
+    retroactive: bool = Field(default=True, description=(
+        "`true`: a host's newest capture of a policy file covers all its documents, also those fetched before it (an "
+        "opt-out honoured in this and every later release); `false`: the newest capture at or before each "
+        "document's fetch."))
+    cutoff: date | None = Field(default=None, description=(
+        "Captures made after this day are not evidence (a release reproducible as of a date)."))
+
+    def honours(self, kind: str) -> bool:
+        return self.enabled and kind in self.honour
+
+
+# ---------------------------------------------------------------------------------------------- policy captures
+
+CAPTURE_SCHEMA = pa.schema([("file", pa.string()), ("url", pa.string()), ("host", pa.string()),
+                            ("status", pa.int32()), ("fetched", pa.string()), ("source_key", pa.string()),
+                            ("record_offset", pa.int64()), ("body", pa.string()), ("problems", pa.string())])
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One capture of a host's policy file: robots.txt, tdmrep.json or ai.txt."""
+
+    file: str  # a value of POLICY_FILES
+    url: str
+    host: str
+    status: int
+    fetched: str  # the WARC-Date
+    source_key: str  # the WARC it came from, and the record's offset there
+    record_offset: int
+    body: str  # decoded; robots.txt and ai.txt cut at ROBOTS_MAX_BYTES
+    problems: str = ""  # what was wrong with the file, "; "-joined (named in the reports)
+
+    @property
+    def day(self) -> date | None:
+        try:
+            return date.fromisoformat(self.fetched[:10])
+        except ValueError:
+            return None
+
+    @property
+    def identity(self) -> str:
+        return digest(self.source_key, str(self.record_offset), self.fetched, self.url)
+
+    def cite(self) -> dict[str, object]:
+        return {"capture": f"{self.source_key}@{self.record_offset}", "url": self.url, "fetched": self.fetched,
+                "status": self.status}
+
+
+def policy_file(url: str) -> str | None:
+    """The kind of policy file a URL is (a value of POLICY_FILES), or None."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    return POLICY_FILES.get(parts.path) if parts.hostname and not parts.query else None
+
+
+def capture_of(url: str, status: int, fetched: str, payload: bytes, source_key: str, offset: int) -> Capture:
+    """A policy file's response as evidence: decoded as UTF-8 (a file that is not is decoded with replacement
+    characters, and says so), robots.txt and ai.txt cut at ROBOTS_MAX_BYTES (parsed that far, as RFC 9309 allows)."""
+    file = policy_file(url) or "robots.txt"
+    problems = []
+    if file != "tdmrep.json" and len(payload) > ROBOTS_MAX_BYTES:
+        problems.append(f"{len(payload)} bytes: parsed to {ROBOTS_MAX_BYTES} (RFC 9309 2.5)")
+        payload = payload[:ROBOTS_MAX_BYTES]
+    try:
+        body = payload.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        body = payload.decode("utf-8", errors="replace").removeprefix("\ufeff")
+        problems.append(f"not UTF-8 (byte {e.start}): undecodable bytes replaced, the lines they are in ignored")
+    if file == "tdmrep.json" and 200 <= status < 300 and (problem := _tdmrep_problem(body)):
+        problems.append(problem)
+    if 300 <= status < 400:
+        problems.append(f"HTTP {status}: a redirect the crawl did not follow reads as unavailable (RFC 9309 2.3.1.2)")
+    return Capture(file, url, (urlsplit(url).hostname or "").lower(), status, fetched, source_key, offset, body,
+                   "; ".join(problems))
+
+
+def captures_frame(captures: Iterable[Capture]) -> pa.Table:
+    return pa.Table.from_pylist([asdict(c) for c in captures], CAPTURE_SCHEMA)
+
+
+def captures_of(frame: pl.DataFrame) -> list[Capture]:
+    return [Capture(**row) for row in frame.iter_rows(named=True)]
+
+
+def warc_captures(stream, source_key: str) -> Iterator[Capture]:
+    """The policy-file responses of a WARC (any compression warcio reads): the `robots/` zone's files. A record
+    warcio cannot parse ends the file, named by the caller."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    it = ArchiveIterator(stream, arc2warc=True, check_digests=False)
+    for record in it:
+        url = record.rec_headers.get_header("WARC-Target-URI") or ""
+        if record.rec_type != "response" or record.http_headers is None or policy_file(url) is None:
+            continue
+        payload = record.content_stream().read(ROBOTS_MAX_BYTES * 4 + 1)
+        status = int(record.http_headers.get_statuscode() or 0)
+        yield capture_of(url, status, record.rec_headers.get_header("WARC-Date") or "", payload, source_key,
+                         it.get_record_offset())
+
+
+# ---------------------------------------------------------------------------------------------------- verdicts
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a document is covered: its reason code, the agent (or `*`) and the rule, and the capture, if any."""
+
+    kind: str
+    rule: str
+    agent: str = ""
+    capture: Capture | None = None
+    source: str = ""  # header | meta for a document's own evidence
+
+    def detail(self) -> str:
+        cited = {"kind": self.kind, "rule": self.rule, **({"agent": self.agent} if self.agent else {}),
+                 **({"source": self.source} if self.source else {}),
+                 **(self.capture.cite() if self.capture else {})}
+        return json.dumps(cited, sort_keys=True)
+
+
+_PRODUCT_TOKEN = re.compile(r"(?im)^([ \t]*user-agent[ \t]*:[ \t]*)([A-Za-z_-]+)/[^\s#]*")
+
+
+@lru_cache(maxsize=4096)
+def _parsed(body: str):
+    from protego import Protego
+
+    # A `User-agent: CCBot/2.0` line names the product token CCBot (as Google's parser reads it).
+    return Protego.parse(_PRODUCT_TOKEN.sub(r"\1\2", body))
+
+
+def robots_verdict(capture: Capture, url: str, agents: Iterable[str], kind: str = ROBOTS_TXT) -> Verdict | None:
+    """Whether a robots.txt (or ai.txt, `kind`) capture bars `url` to one of `agents`: RFC 9309 2.3.1 reads a 5xx
+    response as a complete disallow and a 4xx (or an unfollowed redirect) as no rule at all."""
+    if capture.status >= 500 or capture.status == 429:
+        return Verdict(kind, f"HTTP {capture.status}: unreachable, a complete disallow (RFC 9309 2.3.1.3)", "*",
+                       capture)
+    if not 200 <= capture.status < 300:
+        return None
+    parser = _parsed(capture.body)
+    for agent in agents:
+        if not parser.can_fetch(url, agent):
+            return Verdict(kind, rule_line(capture.body, agent, _path(url)), agent, capture)
+    return None
+
+
+def _path(url: str) -> str:
+    parts = urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def rule_line(body: str, agent: str, path: str) -> str:
+    """The line of a robots.txt that decides `path` for `agent`, as `line N: Disallow: /x`: RFC 9309's longest match
+    in the groups that name the agent (else the `*` groups). Only words the evidence: the verdict is Protego's."""
+    groups: list[tuple[set[str], list[tuple[int, str, bool, str]]]] = []
+    in_agents = False
+    for number, raw in enumerate(body.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        key, _, value = line.partition(":")
+        key, value = key.strip().lower(), value.strip()
+        if key == "user-agent":
+            if not in_agents:
+                groups.append((set(), []))
+            groups[-1][0].add(re.split(r"[/\s]", value, maxsplit=1)[0].lower())
+            in_agents = True
+        elif key in ("allow", "disallow") and groups:
+            groups[-1][1].append((number, raw.strip(), key == "allow", value))
+            in_agents = False
+    named = [rules for names, rules in groups if agent.lower() in names] or \
+            [rules for names, rules in groups if "*" in names]
+    best: tuple[int, bool, int, str] | None = None
+    for number, text, allow, pattern in (r for rules in named for r in rules):
+        if pattern and _matches(pattern, path) and (best is None or (len(pattern), allow) > best[:2]):
+            best = (len(pattern), allow, number, text)
+    return f"line {best[2]}: {best[3]}" if best else "no rule (the agent's group is empty)"
+
+
+def _matches(pattern: str, path: str) -> bool:
+    regex = "".join(".*" if c == "*" else re.escape(c) for c in unquote(pattern.removesuffix("$")))
+    return re.match(regex + ("$" if pattern.endswith("$") else ""), unquote(path)) is not None
+
+
+def _tdmrep_problem(body: str) -> str:
+    try:
+        rules = json.loads(body)
+    except json.JSONDecodeError as e:
+        return f"tdmrep.json is not JSON ({e.msg}, line {e.lineno}): it reserves nothing"
+    if not isinstance(rules, list) or not all(isinstance(r, dict) and isinstance(r.get("location"), str)
+                                              for r in rules):
+        return "tdmrep.json is not an array of rules with a `location`: it reserves nothing"
+    return ""
+
+
+def tdmrep_verdict(capture: Capture, url: str) -> Verdict | None:
+    """TDMRep's file: its first rule whose `location` matches the path decides; `tdm-reservation: 1` reserves."""
+    if not 200 <= capture.status < 300 or _tdmrep_problem(capture.body):
+        return None
+    path = _path(url)
+    for number, rule in enumerate(json.loads(capture.body), 1):
+        if _matches(rule["location"], path):
+            if str(rule.get("tdm-reservation")) != "1":
+                return None
+            policy = f", tdm-policy {rule['tdm-policy']}" if rule.get("tdm-policy") else ""
+            return Verdict(TDM_RESERVATION, f"rule {number}: location {rule['location']}{policy}", "", capture)
+    return None
+
+
+# ----------------------------------------------------------------------------------- a document's own evidence
+
+_META = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
+_ATTRIBUTE = re.compile(r"""([a-zA-Z-]+)\s*=\s*("[^"]*"|'[^']*'|[^\s>]+)""")
+HEAD_CHARS = 100_000  # how far into a page its <meta> tags are looked for
+
+
+def header_reservation(headers: Iterable[tuple[str, str]]) -> str | None:
+    """A response's own reservation, from its HTTP headers: TDMRep's `tdm-reservation: 1` (with `tdm-policy`), or
+    `X-Robots-Tag` with `noai` (for every agent, or `agent: noai`). JSON, or None."""
+    found = {name.strip().lower(): value.strip() for name, value in headers}
+    if found.get("tdm-reservation") == "1":
+        return _reservation(TDM_RESERVATION, "header", "tdm-reservation: 1", found.get("tdm-policy"))
+    if (tag := found.get("x-robots-tag")) and (agent := _noai(tag)) is not None:
+        return _reservation(NOAI, "header", f"X-Robots-Tag: {tag}"[:200], agent=agent)
+    return None
+
+
+def meta_reservation(html: str) -> str | None:
+    """A page's own reservation, from its `<meta>` tags: `tdm-reservation` with content 1, or `robots` (or an
+    agent's name) with `noai`. JSON, or None."""
+    for tag in _META.findall(html[:HEAD_CHARS]):
+        attributes = {k.lower(): v.strip("'\"").strip() for k, v in _ATTRIBUTE.findall(tag)}
+        name, content = attributes.get("name", "").lower(), attributes.get("content", "")
+        if name == "tdm-reservation" and content == "1":
+            return _reservation(TDM_RESERVATION, "meta", tag[:200])
+        if name and content and {t.strip().lower() for t in content.split(",")} & {"noai"}:
+            return _reservation(NOAI, "meta", tag[:200], agent="" if name == "robots" else name)
+    return None
+
+
+def _noai(tag: str) -> str | None:
+    """The agent an X-Robots-Tag's `noai` is for ("" for every agent), or None."""
+    agent, _, directives = tag.rpartition(":") if re.match(r"^\s*[A-Za-z_-]+\s*:", tag) else ("", "", tag)
+    return agent.strip() if "noai" in {d.strip().lower() for d in directives.split(",")} else None
+
+
+def _reservation(kind: str, source: str, value: str, policy: str | None = None, agent: str = "") -> str:
+    return json.dumps({"kind": kind, "source": source, "value": value, **({"policy": policy} if policy else {}),
+                       **({"agent": agent} if agent else {})}, sort_keys=True)
+
+
+def own_verdict(reservation: str, settings: OptOutSettings) -> Verdict | None:
+    """A document's own recorded reservation, when the settings honour it (a `noai` for one agent: one of theirs)."""
+    found = json.loads(reservation)
+    kind, agent = found["kind"], found.get("agent", "")
+    if not settings.honours(kind) or agent and agent.lower() not in {a.lower() for a in settings.agents}:
+        return None
+    return Verdict(kind, found["value"], agent, None, found["source"])
+
+
+# ----------------------------------------------------------------------------------------------- the evidence
+
+@dataclass(frozen=True)
+class Evidence:
+    """A crawl's policy captures by host, oldest first."""
+
+    by_host: Mapping[str, tuple[Capture, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, captures: Iterable[Capture], cutoff: date | None = None) -> Evidence:
+        hosts: dict[str, list[Capture]] = {}
+        for c in captures:
+            if c.host and (cutoff is None or (c.day is not None and c.day <= cutoff)):
+                hosts.setdefault(c.host, []).append(c)
+        return cls({h: tuple(sorted(cs, key=lambda c: (c.fetched, c.identity))) for h, cs in sorted(hosts.items())})
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(self.by_host)
+
+    def version(self, hosts: Iterable[str] | None = None) -> str:
+        """The captures of these hosts (every host by default), as one version."""
+        chosen = self.hosts if hosts is None else sorted(set(hosts) & self.by_host.keys())
+        return digest("evidence", *(c.identity for h in chosen for c in self.by_host[h]))
+
+    def applying(self, host: str, fetched: str, retroactive: bool) -> list[Capture]:
+        """Per policy file, the capture that holds for a document of `host` fetched at `fetched`: the newest, or
+        (not `retroactive`) the newest at or before it."""
+        newest: dict[str, Capture] = {}
+        for c in self.by_host.get(host, ()):
+            if retroactive or c.fetched[:19] <= fetched[:19]:
+                newest[c.file] = c
+        return list(newest.values())
+
+
+def verdict(url: str, host: str, fetched: str, reservation: str | None, evidence: Evidence,
+            settings: OptOutSettings) -> Verdict | None:
+    """The first reservation that covers one document: its own (header, meta), then its host's files."""
+    if reservation and (own := own_verdict(reservation, settings)) is not None:
+        return own
+    for capture in evidence.applying(host, fetched, settings.retroactive):
+        found = None
+        if capture.file == "robots.txt" and settings.honours(ROBOTS_TXT):
+            found = robots_verdict(capture, url, settings.agents)
+        elif capture.file == "ai.txt" and settings.honours(AI_TXT):
+            found = robots_verdict(capture, url, settings.agents, AI_TXT)
+        elif capture.file == "tdmrep.json" and settings.honours(TDM_RESERVATION):
+            found = tdmrep_verdict(capture, url)
+        if found is not None:
+            return found
+    return None
+
+
+DECISIONS = pl.Schema({"doc_id": pl.String, "reason": pl.String, "detail": pl.String})
+
+
+def decide(docs: pl.DataFrame, evidence: Evidence, settings: OptOutSettings) -> pl.DataFrame:
+    """(doc_id, reason, detail): the documents of `docs` (doc_id, url, domain, fetch_time, reservation) a
+    reservation covers. Only the documents with evidence are looked at one by one."""
+    if not settings.enabled or docs.is_empty():
+        return pl.DataFrame(schema=DECISIONS)
+    candidates = docs.with_columns(host=pl.col("domain").str.to_lowercase()).filter(
+        pl.col("reservation").is_not_null() | pl.col("host").is_in(evidence.hosts))
+    rows = []
+    for doc_id, url, host, fetched, reservation in candidates.select(
+            "doc_id", "url", "host", pl.col("fetch_time").fill_null(""), "reservation").iter_rows():
+        found = verdict(url or "", host or "", fetched, reservation, evidence, settings)
+        if found is not None:
+            rows.append((doc_id, found.kind, found.detail()))
+    return pl.DataFrame(rows, schema=DECISIONS, orient="row")
+
+
+def decisions_version(decisions: pl.DataFrame) -> str:
+    """What a set of decisions changes in a partition: a new capture, agent or list that covers no other document
+    leaves it as it was."""
+    return digest("opt_outs", *(f"{d}={r}" for d, r in decisions.sort("doc_id").select("doc_id", "reason").iter_rows()))
+
+
+def problems_of(evidence: Evidence) -> list[str]:
+    """Every damaged policy file of the evidence, named: `<source>@<offset> (<url>): <problem>`."""
+    return [f"{c.source_key}@{c.record_offset} ({c.url}): {c.problems}"
+            for cs in evidence.by_host.values() for c in cs if c.problems]
