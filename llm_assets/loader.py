@@ -138,7 +138,8 @@ class ReleaseLoader:
         self._source = open_release(uri, self._client_kwargs, block_bytes, prefetch)  # fails here, not in a worker
         if on_superseded != "ignore" and (record := superseded(self._source)) is not None:
             message = (f"{uri}: release {record.get('version')} is superseded by {record.get('superseded_by')}: it "
-                       f"holds documents removed by takedown requests ({', '.join(record.get('takedowns', [])[:5])})")
+                       f"holds documents removed by takedown requests or opt-outs "
+                       f"({', '.join([*record.get('takedowns', []), *record.get('opt_outs', [])][:5])})")
             if on_superseded == "refuse":
                 raise SupersededRelease(message)
             warnings.warn(message, SupersededReleaseWarning, stacklevel=2)

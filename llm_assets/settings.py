@@ -23,6 +23,7 @@ from llm_assets.core.gates import GateSettings
 from llm_assets.core.image_text_pairs import ImagePairsSettings
 from llm_assets.core.lake import StoreSettings
 from llm_assets.core.ledger import CostSettings
+from llm_assets.core.optouts import OptOutSettings
 from llm_assets.core.quality_model import QualityTraining
 from llm_assets.core.release import ReleaseSettings
 from llm_assets.core.tokenized import TokenizedSettings, TokenizerTraining
@@ -68,6 +69,9 @@ class Settings(Section):
         "The `image_text_pairs` stage: images of the crawled pages with their alt, caption or nearby text."))
     filtered: FilteredSettings = Field(default=FilteredSettings(), description=(
         "The `filtered` stage: the filter chain, per-language values and overrides."))
+    opt_outs: OptOutSettings = Field(default=OptOutSettings(), description=(
+        "Reservations of text and data mining the `filtered` stage honours: robots.txt rules for AI crawlers, "
+        "TDMRep, `noai`, ai.txt."))
     gates: GateSettings = Field(default=GateSettings(), description=(
         "The `filtered` stage's quality gate: a partition whose filtering departs from its crawl's is held back."))
     evals: EvalSetSettings = Field(default=EvalSetSettings(), description=(

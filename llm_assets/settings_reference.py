@@ -11,6 +11,7 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import date
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -115,7 +116,7 @@ def _default(field: FieldInfo) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """A default as YAML/JSON spells it: tuples as lists, paths as strings."""
+    """A default as YAML/JSON spells it: tuples as lists, paths and dates as strings."""
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, (tuple, list)):
@@ -124,6 +125,8 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (Path, Enum)):
         return str(value.value if isinstance(value, Enum) else value)
+    if isinstance(value, date):
+        return value.isoformat()
     return value
 
 

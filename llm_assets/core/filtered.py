@@ -1,8 +1,9 @@
-"""Stage `filtered`: takedown requests, then the filter chain of the settings (normalization, URL, language, Gopher,
-C4, FineWeb, the optional blocks, PII masking, decontamination) over one `documents` part, batch by batch. Every
+"""Stage `filtered`: takedown requests, opt-outs, then the filter chain of the settings (normalization, URL,
+language, Gopher, C4, FineWeb, the optional blocks, PII masking, decontamination) over one `documents` part, batch by
+batch. Every
 dropped document goes to `rejected/` with the block that dropped it, its reason code and a `detail` (JSON): for a
 filter rule, the value the block measured and the threshold it failed, `{"measured": 17, "threshold": "n_words <
-50"}`; for a takedown or a contaminated document, the request or the match.
+50"}`; for a takedown, an opt-out or a contaminated document, the request, the evidence or the match.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.gates import FAILS, LANGUAGE_COUNT, REACHED
 from llm_assets.core.lake import InvalidKey, Lake, ReadCount
 from llm_assets.core.languages import language_table, lid176_thresholds, table_version
+from llm_assets.core.optouts import OPT_OUT
 from llm_assets.core.segment import segmenters_for, word_counts
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
 from llm_assets.core.units import DropCounter, UnitResult, Warmup, WorkUnit, timed_unit, unit_id
@@ -45,7 +47,8 @@ from llm_assets.core.versions import digest
 # language (core/segment): word counts, densities and n_words change
 # 7: every block measures every document that entered the chain; each unit writes its scores beside its part
 # 8: words split by each language's spaCy tokenizer itself, as datatrove's (the pattern differed on real prose)
-STAGE_VERSION = "8"
+# 9: opt-outs (`optouts`) removed or flagged after the takedowns
+STAGE_VERSION = "9"
 BATCH_ROWS = 1024
 
 ADDED = [
@@ -58,6 +61,7 @@ ADDED = [
     ("quality_score", pa.float32()),
     ("contamination", pa.struct([("benchmark", pa.string()), ("ngrams", pa.uint32()), ("match_start", pa.int32()),
                                  ("match_end", pa.int32()), ("text", pa.string())])),
+    ("opt_out", pa.string()),  # `opt_outs.mode: flag`: the reservation that covers the document (JSON evidence)
 ]
 SCHEMA = pa.schema(list(documents.SCHEMA) + ADDED)
 # detail (JSON): what the rule measured and the threshold it failed ({"measured": 0.4235, "threshold":
@@ -65,6 +69,7 @@ SCHEMA = pa.schema(list(documents.SCHEMA) + ADDED)
 # contamination match; null for normalization's `empty`
 REJECTED_SCHEMA = pa.schema(list(SCHEMA) + [("filter", pa.string()), ("reason", pa.string()), ("detail", pa.string())])
 TAKEDOWN_COUNT = "takedown:"  # a unit's counts: documents removed per request target
+OPT_OUT_FLAGGED = "opt_out_flagged:"  # + policy kind: documents kept with their reservation flagged
 # A unit's counts per language (the language block's label, or NO_LANGUAGE for a document dropped before it): the
 # documents in, and those each block dropped; the kept ones are the quality gate's `language:` counts.
 LANGUAGE_IN = "language_in:"
@@ -269,11 +274,11 @@ def conform(df: pl.DataFrame, schema: pa.Schema) -> pl.DataFrame:
     ])
 
 
-def filter_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[TakedownRequest, ...] = ()
-                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def filter_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[TakedownRequest, ...] = (),
+                 opt_outs: OptOuts | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """-> (kept, rejected) for one batch of documents, both in the stage's schemas: the documents the takedown
-    requests name are removed first, then the chain runs on the rest."""
-    return score_batch(df, settings, takedowns).batch
+    requests name are removed first, then those an opt-out covers (or flagged), then the chain runs on the rest."""
+    return score_batch(df, settings, takedowns, opt_outs).batch
 
 
 @dataclass(frozen=True)
@@ -289,10 +294,14 @@ class ScoredBatch:
         return self.kept, self.rejected
 
 
-def score_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[TakedownRequest, ...] = ()
-                ) -> ScoredBatch:
-    """`filter_batch`, with the scores of the documents that entered the chain (those no takedown removed)."""
+def score_batch(df: pl.DataFrame, settings: FilteredSettings, takedowns: tuple[TakedownRequest, ...] = (),
+                opt_outs: OptOuts | None = None) -> ScoredBatch:
+    """`filter_batch`, with the scores of the documents that entered the chain (those no takedown or opt-out
+    removed)."""
     df, removed = remove_takedowns(df, takedowns)
+    if opt_outs is not None:
+        df, opted_out = opt_outs.apply(df)
+        removed = pl.concat([removed, opted_out], how="diagonal_relaxed")
     scored = score_filters(df, settings.blocks(), settings.chain_for, settings.measure)
     kept = scored.kept
     languages = kept["language"] if "language" in kept.columns else None
@@ -331,6 +340,38 @@ def remove_takedowns(df: pl.DataFrame, requests: tuple[TakedownRequest, ...]) ->
     named = matches.join(detail, on="request").select("doc_id", "detail")
     removed = df.join(named, on="doc_id").with_columns(filter=pl.lit(TAKEDOWN), reason=pl.lit(TAKEDOWN))
     return df.join(named, on="doc_id", how="anti"), removed
+
+
+@dataclass(frozen=True)
+class OptOuts:
+    """The opt-out decisions (`optouts.decide`) over one documents part: its documents a reservation covers, each
+    with its reason code and evidence; `flag` keeps them with the evidence in `opt_out` instead."""
+
+    decisions: tuple[tuple[str, str, str], ...]  # (doc_id, reason, detail)
+    flag: bool = False
+
+    @classmethod
+    def of(cls, decisions: pl.DataFrame, flag: bool) -> OptOuts:
+        return cls(tuple(decisions.select("doc_id", "reason", "detail").iter_rows()), flag)
+
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame(list(self.decisions), schema={"doc_id": pl.String, "reason": pl.String,
+                                                          "detail": pl.String}, orient="row")
+
+    def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """-> (kept, removed): `removed` holds the covered documents (block `opt_out`, the policy kind as reason)."""
+        if not self.decisions:
+            return df, df.clear()
+        table = self.frame()
+        covered = df.join(table, on="doc_id", how="inner", maintain_order="left")
+        if self.flag:
+            return df.join(table.select("doc_id", opt_out="detail"), on="doc_id", how="left",
+                           maintain_order="left"), df.clear()
+        return df.join(table, on="doc_id", how="anti"), covered.with_columns(filter=pl.lit(OPT_OUT))
+
+
+def opt_outs_version(opt_outs: OptOuts) -> str:
+    return digest("opt_outs", str(opt_outs.flag), *(f"{d}={r}" for d, r, _ in sorted(opt_outs.decisions)))
 
 
 def with_eval_index(settings: FilteredSettings, lake: Lake, evals: EvalSetSettings) -> tuple[FilteredSettings, str]:
@@ -372,6 +413,7 @@ class FilterUnit(WorkUnit):  # source: the upstream documents part
     part: str
     rejected_part: str
     takedowns: tuple[TakedownRequest, ...] = ()  # the requests that may name a document of the part
+    opt_outs: OptOuts | None = None  # the documents of the part an opt-out covers
     # What the unit's output depends on before its languages are known. Given, the result is named by `base` and the
     # `languages_version` of the languages it held (under `declared`), so that a committed unit is reused only while
     # its own languages' thresholds are unchanged; empty: the result is named `unit`. `declared`: the settings as the
@@ -400,7 +442,7 @@ def filter_documents(u: FilterUnit) -> UnitResult:
         for batch in lake.iter_batches(u.source, BATCH_ROWS, fetched=fetched):
             df = cast(pl.DataFrame, pl.from_arrow(batch))
             rows_in += df.height
-            scored = score_batch(df, u.settings, u.takedowns)
+            scored = score_batch(df, u.settings, u.takedowns, u.opt_outs)
             kept, dropped = scored.batch
             out.write(kept)
             rejected.write(dropped)
@@ -415,6 +457,9 @@ def filter_documents(u: FilterUnit) -> UnitResult:
             for line, n in dropped.filter(pl.col("reason") == TAKEDOWN).group_by("detail").len().iter_rows():
                 target = TakedownRequest.model_validate_json(line).target
                 counts[TAKEDOWN_COUNT + target] = counts.get(TAKEDOWN_COUNT + target, 0) + n
+            for kind, n in kept.filter(pl.col("opt_out").is_not_null()).group_by(
+                    pl.col("opt_out").str.json_path_match("$.kind")).len().iter_rows():
+                counts[OPT_OUT_FLAGGED + kind] = counts.get(OPT_OUT_FLAGGED + kind, 0) + n
             for kind, n in kept.select(pl.col("pii").struct.unnest().sum()).row(0, named=True).items():
                 counts[f"pii_{kind}"] = counts.get(f"pii_{kind}", 0) + (n or 0)
             for language, n in kept.group_by("language").len().iter_rows():  # the quality gate's language mix
@@ -497,12 +542,13 @@ def thresholds_version(settings: FilteredSettings) -> str:
 
 def filter_units(lake: Lake, store: Any, settings: FilteredSettings, declared: FilteredSettings, crawl: str, shard: str,
                  sources: Iterable[str], unit_code: str, extra: Iterable[str], requests: Iterable[TakedownRequest],
-                 previous: Mapping[str, UnitResult],
+                 previous: Mapping[str, UnitResult], opt_outs: Mapping[str, OptOuts] | None = None,
                  prefix: str = "") -> tuple[list[FilterUnit], list[TakedownRequest]]:
     """The units that filter these documents parts, and the takedown requests that name a document of them: what the
     stage runs, and a preview on a sample (its parts under `prefix`, before the zones). `settings`: the chain as it
     runs (this machine's model and eval index paths), `declared`: as the deployment declares it; `extra`: the quality
-    model's and eval index's identities; `previous`: source -> the committed unit of that source.
+    model's and eval index's identities; `previous`: source -> the committed unit of that source; `opt_outs`:
+    source -> the opt-out decisions over it (a unit whose decisions change is redone, no other).
 
     A unit is named by its base and the thresholds of the languages it held: the committed unit of a source is
     reused while both are unchanged, so a change of one language redoes the units that held it only."""
@@ -515,7 +561,9 @@ def filter_units(lake: Lake, store: Any, settings: FilteredSettings, declared: F
     for source in sources:
         takedowns = requests_in(lake, source, requests)
         named += takedowns
-        base = unit_id("filtered", unit_code, source, *extra, takedowns_version(takedowns))
+        opted = (opt_outs or {}).get(source)
+        base = unit_id("filtered", unit_code, source, *extra, takedowns_version(takedowns),
+                       *([opt_outs_version(opted)] if opted and opted.decisions else []))
         done = previous.get(source)
         if done is not None and done.unit != unit_id(
                 base, languages_version(declared.language_fingerprint, languages_held(done.counts))):
@@ -524,6 +572,6 @@ def filter_units(lake: Lake, store: Any, settings: FilteredSettings, declared: F
         units.append(FilterUnit(store=store, settings=settings, source=source, unit=done.unit if done else base,
                                 base=base, declared=declared,
                                 part=part_key("filtered", crawl, shard, part, zone=prefix + "lake"),
-                                takedowns=takedowns,
+                                takedowns=takedowns, opt_outs=opted,
                                 rejected_part=part_key("filtered", crawl, shard, part, zone=prefix + "rejected")))
     return units, named

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urlsplit
 
 import polars as pl
@@ -36,8 +36,16 @@ from pydantic import Field
 from llm_assets.core.config import Section
 from llm_assets.core.versions import digest
 
-ROBOTS_TXT, TDM_RESERVATION, NOAI, AI_TXT = "robots_txt", "tdm_reservation", "noai", "ai_txt"
-KINDS = (ROBOTS_TXT, TDM_RESERVATION, NOAI, AI_TXT)  # the reason codes, one per policy kind
+if TYPE_CHECKING:
+    from llm_assets.core.lake import Lake
+    from llm_assets.core.partition import Manifest
+
+Kind = Literal["robots_txt", "tdm_reservation", "noai", "ai_txt"]
+ROBOTS_TXT: Kind = "robots_txt"
+TDM_RESERVATION: Kind = "tdm_reservation"
+NOAI: Kind = "noai"
+AI_TXT: Kind = "ai_txt"
+KINDS: tuple[Kind, ...] = (ROBOTS_TXT, TDM_RESERVATION, NOAI, AI_TXT)  # the reason codes, one per policy kind
 OPT_OUT = "opt_out"  # the block name of a dropped document in `rejected/filtered/`
 # The policy files of a host, by path, and the kind of capture each is.
 POLICY_FILES = {"/robots.txt": "robots.txt", "/.well-known/tdmrep.json": "tdmrep.json", "/ai.txt": "ai.txt"}
@@ -59,7 +67,7 @@ class OptOutSettings(Section):
     mode: Literal["drop", "flag"] = Field(default="drop", description=(
         "`drop`: a covered document goes to `rejected/filtered/` (block `opt_out`, a reason code per policy kind); "
         "`flag`: it is kept with its `opt_out` column set to the evidence."))
-    honour: tuple[Literal["robots_txt", "tdm_reservation", "noai", "ai_txt"], ...] = Field(
+    honour: tuple[Kind, ...] = Field(
         default=KINDS, description=(
             "The policy kinds honoured: `robots_txt` (a host's robots.txt disallows the path to one of `agents`), "
             "`tdm_reservation` (TDMRep: the header, the `<meta>` tag or the host's `/.well-known/tdmrep.json`), "
@@ -153,22 +161,6 @@ def captures_frame(captures: Iterable[Capture]) -> pa.Table:
 
 def captures_of(frame: pl.DataFrame) -> list[Capture]:
     return [Capture(**row) for row in frame.iter_rows(named=True)]
-
-
-def warc_captures(stream, source_key: str) -> Iterator[Capture]:
-    """The policy-file responses of a WARC (any compression warcio reads): the `robots/` zone's files. A record
-    warcio cannot parse ends the file, named by the caller."""
-    from warcio.archiveiterator import ArchiveIterator
-
-    it = ArchiveIterator(stream, arc2warc=True, check_digests=False)
-    for record in it:
-        url = record.rec_headers.get_header("WARC-Target-URI") or ""
-        if record.rec_type != "response" or record.http_headers is None or policy_file(url) is None:
-            continue
-        payload = record.content_stream().read(ROBOTS_MAX_BYTES * 4 + 1)
-        status = int(record.http_headers.get_statuscode() or 0)
-        yield capture_of(url, status, record.rec_headers.get_header("WARC-Date") or "", payload, source_key,
-                         it.get_record_offset())
 
 
 # ---------------------------------------------------------------------------------------------------- verdicts
@@ -381,11 +373,11 @@ def verdict(url: str, host: str, fetched: str, reservation: str | None, evidence
     return None
 
 
-DECISIONS = pl.Schema({"doc_id": pl.String, "reason": pl.String, "detail": pl.String})
+DECISIONS = pl.Schema({"doc_id": pl.String, "reason": pl.String, "detail": pl.String, "host": pl.String})
 
 
 def decide(docs: pl.DataFrame, evidence: Evidence, settings: OptOutSettings) -> pl.DataFrame:
-    """(doc_id, reason, detail): the documents of `docs` (doc_id, url, domain, fetch_time, reservation) a
+    """(doc_id, reason, detail, host): the documents of `docs` (doc_id, url, domain, fetch_time, reservation) a
     reservation covers. Only the documents with evidence are looked at one by one."""
     if not settings.enabled or docs.is_empty():
         return pl.DataFrame(schema=DECISIONS)
@@ -396,17 +388,81 @@ def decide(docs: pl.DataFrame, evidence: Evidence, settings: OptOutSettings) -> 
             "doc_id", "url", "host", pl.col("fetch_time").fill_null(""), "reservation").iter_rows():
         found = verdict(url or "", host or "", fetched, reservation, evidence, settings)
         if found is not None:
-            rows.append((doc_id, found.kind, found.detail()))
+            rows.append((doc_id, found.kind, found.detail(), host))
     return pl.DataFrame(rows, schema=DECISIONS, orient="row")
-
-
-def decisions_version(decisions: pl.DataFrame) -> str:
-    """What a set of decisions changes in a partition: a new capture, agent or list that covers no other document
-    leaves it as it was."""
-    return digest("opt_outs", *(f"{d}={r}" for d, r in decisions.sort("doc_id").select("doc_id", "reason").iter_rows()))
 
 
 def problems_of(evidence: Evidence) -> list[str]:
     """Every damaged policy file of the evidence, named: `<source>@<offset> (<url>): <problem>`."""
     return [f"{c.source_key}@{c.record_offset} ({c.url}): {c.problems}"
             for cs in evidence.by_host.values() for c in cs if c.problems]
+
+
+# -------------------------------------------------------------------------------------------------- in the lake
+
+POLICY_SIDE_PART = "policy"  # the documents unit's side part that holds the policy files its source held
+_DOC_COLUMNS = ["doc_id", "url", "domain", "fetch_time", "reservation"]
+
+
+@dataclass(frozen=True)
+class CrawlEvidence:
+    """What a crawl's policy files say, and the files that could not be read as written (named)."""
+
+    evidence: Evidence
+    problems: tuple[str, ...] = ()
+
+
+def crawl_evidence(lake: Lake, crawl: str, documents: Iterable[Manifest], cutoff: date | None) -> CrawlEvidence:
+    """The crawl's policy files: those its documents partitions kept (`documents`: every shard's committed manifest)
+    and the captures in the WARCs dropped under `robots/<crawl>/`."""
+    captures: list[Capture] = []
+    for manifest in documents:
+        keys = [u.side_parts[POLICY_SIDE_PART] for u in manifest.units if POLICY_SIDE_PART in u.side_parts]
+        if keys:
+            captures += captures_of(lake.scan(keys, CAPTURE_SCHEMA).collect())
+    zone, unreadable = zone_captures(lake, crawl)
+    evidence = Evidence.of([*captures, *zone], cutoff)
+    return CrawlEvidence(evidence, (*unreadable, *problems_of(evidence)))
+
+
+def zone_captures(lake: Lake, crawl: str) -> tuple[list[Capture], list[str]]:
+    """The captures of the WARCs under `robots/<crawl>/`, each read once per version (kept under `index/policy/`);
+    a file warcio cannot read keeps the captures before the damage and is named."""
+    from llm_assets.core.keys import validate_crawl
+    from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
+
+    captures: list[Capture] = []
+    problems: list[str] = []
+    for info in lake.list(f"{ZONE}{validate_crawl(crawl)}/"):
+        cache = f"index/policy/{digest(info.key, info.etag)}.parquet"
+        if lake.exists(cache):
+            captures += captures_of(lake.scan([cache], CAPTURE_SCHEMA).collect())
+            continue
+        report = ReadReport(keep_set_aside=False)
+        for _ in read_records(lake.open(info.key), info.key, ReaderSettings(), report):
+            pass  # the policy files are what the reader sets aside; a page in the file is not a document here
+        found = [replace(c, source_key=info.key) for c in report.policy_files]
+        problems += [f"{info.key}: {e}" for e in report.errors]
+        if report.drops.get("truncated_file") or report.drops.get("corrupt_record"):
+            problems.append(f"{info.key}: damaged records skipped; the captures before and after them are kept")
+        with lake.part_writer(cache, CAPTURE_SCHEMA) as out:
+            out.write(captures_frame(found))
+        captures += found
+    return captures, problems
+
+
+def part_decisions(lake: Lake, part: str, reserved: bool, evidence: Evidence,
+                   settings: OptOutSettings) -> pl.DataFrame:
+    """The decisions (`decide`) over one documents part: read only when it holds a document that carries its own
+    reservation (`reserved`, from its unit's counts) or one of a host with evidence (its id index says so)."""
+    from llm_assets.core.takedowns import part_index
+
+    if not settings.enabled:
+        return pl.DataFrame(schema=DECISIONS)
+    index = part_index(lake, part) if evidence.by_host else None
+    hosts = [h for h in evidence.hosts if index is not None and index.has_domain(h)]
+    if not reserved and not hosts:
+        return pl.DataFrame(schema=DECISIONS)
+    docs = lake.scan([part]).select(_DOC_COLUMNS).filter(
+        pl.col("reservation").is_not_null() | pl.col("domain").str.to_lowercase().is_in(hosts)).collect()
+    return decide(docs, Evidence({h: evidence.by_host[h] for h in hosts}), settings)

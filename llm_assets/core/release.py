@@ -116,14 +116,17 @@ def point_latest(lake: Lake, release: Release) -> None:
 
 def mark_superseded(lake: Lake, previous: dict | None, release: Release) -> dict | None:
     """Mark the release the name pointed at before as superseded, when the new one lacks documents that takedown
-    requests removed since: readers are warned (or refused) that it holds them. -> the record written, or None."""
+    requests or opt-outs (`kind:host`) removed since: readers are warned (or refused) that it holds them. -> the
+    record written, or None."""
     if previous is None or previous["version"] == release.version:
         return None
     removed = sorted(set(release.manifest.get("takedowns", [])) - set(previous.get("takedowns", [])))
-    if not removed:
+    opted_out = sorted(set((release.manifest.get("opt_outs") or {}).get("hosts", []))
+                       - set((previous.get("opt_outs") or {}).get("hosts", [])))
+    if not removed and not opted_out:
         return None
     record = {"version": previous["version"], "superseded_by": release.version, "takedowns": removed,
-              "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+              "opt_outs": opted_out, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     lake.put_json(release_superseded_key(release.name, previous["version"]), record)
     return record
 
@@ -510,12 +513,13 @@ class Release:
 
 def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict], tokenizer_file: Path,
                   tokenizer_hash: str, eos_id: int, vocab_size: int, code_versions: dict, card_facts: dict,
-                  workdir: Path, takedowns: Sequence[str] = (), runner: Runner = InProcessRunner()) -> Release:
+                  workdir: Path, takedowns: Sequence[str] = (), runner: Runner = InProcessRunner(),
+                  opt_outs: dict | None = None) -> Release:
     """Build and upload one release from the committed `tokenized` partitions listed (each: crawl, shard,
     data_version, parts). This process plans the sequences and the shuffle from the documents' lengths; each shard
     is written by a work unit on `runner`, reading only the tokens it needs. An existing version is never
     rewritten: it is returned as it is. `takedowns`: the targets of the takedown requests that removed documents of
-    its partitions."""
+    its partitions; `opt_outs`: the opt-out coverage of its partitions (the card's)."""
     version = release_version(settings, tokenizer_hash, [{k: p[k] for k in ("crawl", "shard", "data_version")}
                                                          for p in partitions])
     prefix = release_prefix(settings.name, version)
@@ -588,6 +592,7 @@ def build_release(lake: Lake, settings: ReleaseSettings, partitions: list[dict],
         "counts": counts,
         "mixture": mixture,
         "takedowns": sorted(takedowns),
+        "opt_outs": opt_outs or {},
         "seconds": round(time.perf_counter() - start, 3),
     }
     card = dataset_card(manifest, card_facts)
@@ -727,6 +732,25 @@ def mixture_lines(mixture: dict | None) -> list[str]:
     return lines + [""]
 
 
+def opt_out_lines(opt_outs: dict) -> list[str]:
+    """The card's opt-out coverage: per policy kind honoured, the documents and hosts left out and the evidence."""
+    if not opt_outs.get("honoured"):
+        return ["## Opt-outs", "", "No reservation of text and data mining was looked at (`opt_outs.enabled`).", ""]
+    kinds, flagged = opt_outs.get("kinds", {}), opt_outs.get("flagged", {})
+    left_out = "flagged in `opt_out`" if opt_outs.get("mode") == "flag" else "left out"
+    lines = ["## Opt-outs honoured", "",
+             f"Documents whose response, or whose host's robots.txt, tdmrep.json or ai.txt, reserves text and data "
+             f"mining are {left_out}. AI agents ({opt_outs.get('agents_as_of')}): "
+             f"{', '.join(opt_outs.get('agents', []))}.", "",
+             "| policy | documents | hosts | flagged | evidence captured |", "|---|---:|---:|---:|---|"]
+    for kind in opt_outs["honoured"]:
+        k = kinds.get(kind, {})
+        dates = "–".join(dict.fromkeys(d for d in (k.get("evidence_from"), k.get("evidence_to")) if d)) or "—"
+        lines.append(f"| `{kind}` | {k.get('documents', 0):,} | {k.get('hosts', 0):,} | {flagged.get(kind, 0):,} | "
+                     f"{dates} |")
+    return [*lines, ""]
+
+
 def dataset_card(manifest: dict, facts: dict) -> str:
     """The release's README.md: Hugging Face front matter, what it holds and how it was made."""
     c = manifest["counts"]
@@ -786,6 +810,7 @@ def dataset_card(manifest: dict, facts: dict) -> str:
         lines += ["## Deduplication", "", ", ".join(f"{k}={v}" for k, v in facts["dedup"].items()), ""]
     if manifest.get("takedowns"):
         lines += ["## Takedowns applied", ""] + [f"- `{t}`" for t in manifest["takedowns"]] + [""]
+    lines += opt_out_lines(manifest.get("opt_outs") or {})
     layout = release_shards(manifest)
     if len(layout) > 1:
         lines += ["## Shards", "",

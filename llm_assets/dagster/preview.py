@@ -176,7 +176,7 @@ def _stages(lake: Lake, store: StoreConfig, new: Settings) -> core.SampleStages:
 
     def filtered(crawl: str, shard: str, parts: Sequence[str], prefix: str):
         return filter_units(lake, store, filters, new.filtered, crawl, shard, parts, unit_code,
-                            [*([model] if model else []), evals], requests, {}, prefix)[0]
+                            [*([model] if model else []), evals], requests, {}, prefix=prefix)[0]
 
     return core.SampleStages(documents, filtered, extract_documents, filter_documents)
 

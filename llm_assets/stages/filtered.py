@@ -1,30 +1,35 @@
 """The filtered stage: the filter chain of the settings over every document, takedowns and decontamination included."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
 
 from llm_assets import charts
 from llm_assets.core.decontamination import NO_INDEX, contaminated_ids, eval_index, stored_index
+from llm_assets.core.documents import RESERVED
 from llm_assets.core.filtered import (
     NO_LANGUAGE,
+    OPT_OUT_FLAGGED,
     SCHEMA,
     STAGE_VERSION,
     TAKEDOWN_COUNT,
     FilteredSettings,
+    OptOuts,
     file_sha256,
     filter_documents,
     filter_units,
     language_funnels,
     languages_held,
     languages_version,
+    opt_outs_version,
     with_eval_index,
     with_quality_model,
 )
 from llm_assets.core.filters import Decontaminate
 from llm_assets.core.gates import GateResult, Profile, evaluate
 from llm_assets.core.lake import contamination_key
+from llm_assets.core.optouts import KINDS, OPT_OUT, CrawlEvidence, crawl_evidence, part_decisions
 from llm_assets.core.partition import Manifest, PartitionOutput, read_manifest
 from llm_assets.core.stage_names import DOCUMENTS, FILTERED, QUALITY_CLASSIFIER
 from llm_assets.core.takedowns import load_takedowns, requests_in_partition, takedowns_version
@@ -92,7 +97,11 @@ def _inputs_now(planner: Planner, crawl: str, shard: str) -> dict[str, str | Non
         return {DOCUMENTS: None}
     requests = planner.memo("takedowns", lambda: load_takedowns(planner.lake))
     named = requests_in_partition(planner.lake, docs, requests)
-    current: dict[str, str | None] = {DOCUMENTS: docs.data_version, "takedowns": takedowns_version(named)}
+    evidence = planner.memo(("opt-out evidence", crawl), lambda: evidence_of(
+        planner.lake, planner.settings, crawl, lambda shard: planner.manifest(DOCUMENTS, crawl, shard)))
+    current: dict[str, str | None] = {DOCUMENTS: docs.data_version, "takedowns": takedowns_version(named),
+                                      OPT_OUTS: partition_opt_outs(opt_outs_of(planner.lake, planner.settings,
+                                                                               [docs], evidence))}
     built = planner.manifest(FILTERED, crawl, shard)
     block = planner.settings.filtered.block("decontaminate")
     if isinstance(block, Decontaminate) and block.enabled:
@@ -102,6 +111,31 @@ def _inputs_now(planner: Planner, crawl: str, shard: str) -> dict[str, str | Non
         current[LANGUAGES_INPUT] = languages_version(lambda language: _fingerprint(planner, language),
                                                      languages_held(built.counts()))
     return current
+
+
+OPT_OUTS = "opt_outs"  # the manifest's input: the opt-out decisions over its documents (`partition_opt_outs`)
+
+
+def evidence_of(lake, settings, crawl: str, documents: Callable[[str], Manifest | None]) -> CrawlEvidence:
+    """The crawl's opt-out evidence: the policy files every shard's documents kept, and the `robots/` zone's."""
+    manifests = [m for shard in settings.shard_keys() if (m := documents(shard)) is not None]
+    return crawl_evidence(lake, crawl, manifests, settings.opt_outs.cutoff)
+
+
+def opt_outs_of(lake, settings, docs: Sequence[Manifest], found: CrawlEvidence) -> dict[str, OptOuts]:
+    """Per documents part, the documents an opt-out covers: a part is read only when it may hold one."""
+    s = settings.opt_outs
+    units = [u for m in docs for u in m.units]
+    reserved = {u.part for u in units if u.part and any(k.startswith(RESERVED) for k in u.counts)}
+    return {part: OptOuts.of(part_decisions(lake, part, part in reserved, found.evidence, s), s.mode == "flag")
+            for m in docs for part in m.parts}
+
+
+def partition_opt_outs(opt_outs: Mapping[str, OptOuts]) -> str:
+    """What a partition records of its opt-outs: a new capture, agent or list that covers no other document of it
+    leaves it as it was, so the planner plans only the partitions a policy change touches."""
+    return digest("opt_outs", *(f"{part}={opt_outs_version(o)}" for part, o in sorted(opt_outs.items())
+                                if o.decisions))
 
 
 LANGUAGES_INPUT = "languages"  # the manifest's input: `languages_version` of the languages the partition held
@@ -170,7 +204,7 @@ def _flagged(planner: Planner, built: Manifest, docs: Manifest, version: str, mi
 CURATION_SCOPE_NAME = "curation_scope"
 # What filtered reads besides its documents, as its manifest records it. The languages' thresholds are settings, but
 # they change what a partition holds only where it holds the language: carried per partition, like the lists.
-CURATION = ("takedowns", "evals", LANGUAGES_INPUT)
+CURATION = ("takedowns", OPT_OUTS, "evals", LANGUAGES_INPUT)
 
 
 def _curation_version(inputs) -> str:
@@ -248,16 +282,22 @@ class Filtered(ShardStage):
         filters, model = with_quality_model(p.settings.filtered, p.lake)
         filters, evals = with_eval_index(filters, p.lake, p.settings.evals)
         built = read_manifest(p.lake, SPEC.name, p.crawl, p.shard)
+        found = evidence_of(p.lake, p.settings, p.crawl, lambda shard: read_manifest(p.lake, DOCUMENTS, p.crawl, shard))
+        for problem in found.problems:
+            p.log.warning(f"opt-out evidence: {problem}")
+        opt_outs = opt_outs_of(p.lake, p.settings, p.inputs[DOCUMENTS].manifests, found)
         units, named = filter_units(p.lake, p.lake.config, filters, p.settings.filtered, p.crawl, p.shard,
                                     p.inputs[DOCUMENTS].parts, chain_version(p.settings),
                                     [*([model] if model else []), evals], load_takedowns(p.lake),
-                                    {u.source: u for u in built.units} if built is not None else {})
+                                    {u.source: u for u in built.units} if built is not None else {}, opt_outs)
         p.notes[READ] = (model, evals, takedowns_version(named))
+        p.notes[OPT_OUTS] = (opt_outs, found)
         return units
 
     def recorded_inputs(self, p: Partition) -> dict[str, str]:
         model, evals, takedowns = p.notes[READ]
         return {DOCUMENTS: p.inputs[DOCUMENTS].data_version, "takedowns": takedowns,
+                OPT_OUTS: partition_opt_outs(p.notes[OPT_OUTS][0]),
                 **({"evals": evals} if evals else {}), **({"quality_model": model} if model else {})}
 
     def metadata(self, p: Partition) -> Report:
@@ -283,9 +323,9 @@ class Filtered(ShardStage):
                         p.settings.gates)
 
     def report(self, p: Partition, out: PartitionOutput) -> Report:
-        """The block funnel, the kept documents' languages and lengths, each language's funnel, PII masked and the
-        takedowns applied."""
-        blocks = ["takedown", *self.chain(p.settings)]
+        """The block funnel, the kept documents' languages and lengths, each language's funnel, PII masked, the
+        takedowns applied and the opt-outs honoured."""
+        blocks = ["takedown", OPT_OUT, *self.chain(p.settings)]
         counts = out.counts()
         by_block = {b: sum(n for k, n in out.dropped().items() if k.split("/", 1)[0] == b)
                     for b in dict.fromkeys(blocks)}
@@ -315,7 +355,34 @@ class Filtered(ShardStage):
             "pii_masked_total": sum(pii.values()),
             "takedowns_applied": {k.removeprefix(TAKEDOWN_COUNT): n for k, n in counts.items()
                                   if k.startswith(TAKEDOWN_COUNT)},
+            **opt_out_report(p, out),
         }
+
+
+def opt_out_report(p: Partition, out: PartitionOutput) -> Report:
+    """Per policy kind, the documents and hosts an opt-out covered (dropped, or flagged) and the dates of the
+    evidence; the agents honoured; the policy files that could not be read as written, named."""
+    opt_outs, found = p.notes[OPT_OUTS]
+    decided = pl.concat([o.frame() for o in opt_outs.values()] or [OptOuts(()).frame()])
+    fetched = pl.col("detail").str.json_path_match("$.fetched").str.slice(0, 10)
+    by_kind = decided.with_columns(fetched=fetched, host=pl.col("detail").str.json_path_match("$.url")
+                                   .str.extract(r"://([^/:?#]+)")).group_by("reason").agg(
+        documents=pl.len(), hosts=pl.col("host").n_unique(), evidence_from=pl.col("fetched").min(),
+        evidence_to=pl.col("fetched").max())
+    table = pl.DataFrame({"kind": list(KINDS)}).join(by_kind.rename({"reason": "kind"}), on="kind", how="left") \
+        .with_columns(pl.col("documents", "hosts").fill_null(0))
+    s = p.settings.opt_outs
+    return {
+        "opt_outs": table,
+        "opt_outs_honoured": {"enabled": s.enabled, "mode": s.mode, "kinds": list(s.honour),
+                              "agents": list(s.agents), "agents_as_of": s.agents_as_of.isoformat(),
+                              "retroactive": s.retroactive,
+                              "cutoff": s.cutoff.isoformat() if s.cutoff else None,
+                              "hosts_with_evidence": len(found.evidence.hosts)},
+        "opt_outs_flagged": {k.removeprefix(OPT_OUT_FLAGGED): n for k, n in out.counts().items()
+                             if k.startswith(OPT_OUT_FLAGGED)},
+        **({"opt_out_evidence_problems": list(found.problems)} if found.problems else {}),
+    }
 
 
 STAGES = [Filtered()]

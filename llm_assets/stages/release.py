@@ -9,10 +9,11 @@ import polars as pl
 from tokenizers import Tokenizer
 
 from llm_assets import charts
-from llm_assets.core.filtered import TAKEDOWN_COUNT
+from llm_assets.core.filtered import OPT_OUT_FLAGGED, TAKEDOWN_COUNT
 from llm_assets.core.gates import LANGUAGE_COUNT
 from llm_assets.core.keys import release_manifest_key
 from llm_assets.core.lake import Lake
+from llm_assets.core.optouts import OPT_OUT
 from llm_assets.core.partition import LakeInput, Manifest, committed
 from llm_assets.core.release import (
     NO_LANGUAGE,
@@ -116,6 +117,26 @@ def _takedowns_applied(filtered: list[Manifest]) -> list[str]:
                    for key, n in u.counts.items() if key.startswith(TAKEDOWN_COUNT) and n})
 
 
+def _opt_outs_applied(lake: Lake, settings: Settings, filtered: list[Manifest]) -> dict:
+    """Opt-out coverage of the filtered partitions: per policy kind, the documents and hosts an opt-out removed (or
+    flagged) and the dates of the evidence; `hosts` as `kind:host`, which a later release compares; the agents."""
+    s = settings.opt_outs
+    rejected = [part for m in filtered for part in m.rejected_parts]
+    columns = {"reason": pl.String, "domain": pl.String, "detail": pl.String}
+    removed = lake.scan(rejected).filter(pl.col("filter") == OPT_OUT).select(list(columns)).collect() \
+        if rejected else pl.DataFrame(schema=columns)
+    flagged = {k.removeprefix(OPT_OUT_FLAGGED): n for m in filtered for u in m.units for k, n in u.counts.items()
+               if k.startswith(OPT_OUT_FLAGGED)}
+    kinds = {kind: {"documents": docs, "hosts": hosts, "evidence_from": first, "evidence_to": last}
+             for kind, docs, hosts, first, last in removed.with_columns(
+                 fetched=pl.col("detail").str.json_path_match("$.fetched").str.slice(0, 10)).group_by("reason").agg(
+                 pl.len(), pl.col("domain").n_unique(), pl.col("fetched").min(), pl.col("fetched").max())
+             .sort("reason").iter_rows()}
+    return {"kinds": kinds, "flagged": flagged, "agents": list(s.agents), "agents_as_of": s.agents_as_of.isoformat(),
+            "honoured": list(s.honour) if s.enabled else [], "mode": s.mode,
+            "hosts": sorted({f"{r}:{d}" for r, d in removed.select("reason", "domain").unique().iter_rows()})}
+
+
 def _card_facts(lake: Lake, settings: Settings, crawls: list[str], shards: list[str]) -> dict:
     """Funnel per crawl from the raw records (what the readers skipped, what each filter dropped, what dedup
     removed), the language mix, the filter thresholds and dedup settings in force, the text parts."""
@@ -128,6 +149,7 @@ def _card_facts(lake: Lake, settings: Settings, crawls: list[str], shards: list[
                for b in settings.filtered.blocks()]
     return {"funnel": _crawl_funnel(manifests, crawls), "drops": _drops(manifests),
             "takedowns": _takedowns_applied(manifests["filtered"]), "languages": languages,
+            "opt_outs": _opt_outs_applied(lake, settings, manifests["filtered"]),
             "language_funnel": _language_funnel(manifests["filtered"], languages),
             "text_parts": text_parts, "filters": filters,
             "dedup": settings.dedup.model_dump(mode="json"), "evals": settings.evals.model_dump(mode="json")}
@@ -159,6 +181,17 @@ def _charts(lake: Lake, partitions: list[dict], mixture: dict[str, dict], counts
             [counts["tokens_out"], counts["padding_tokens"], counts["truncated_tokens"]],
             "tokens", [charts.BLUE, charts.RED, charts.RED])),
     }
+
+
+def opt_out_table(opt_outs: dict) -> pl.DataFrame:
+    """The release's opt-out coverage, a row per policy kind honoured."""
+    kinds = opt_outs.get("kinds", {})
+    rows = [{"kind": k, "documents": kinds.get(k, {}).get("documents", 0), "hosts": kinds.get(k, {}).get("hosts", 0),
+             "flagged": opt_outs.get("flagged", {}).get(k, 0),
+             "evidence_from": kinds.get(k, {}).get("evidence_from"), "evidence_to": kinds.get(k, {}).get("evidence_to")}
+            for k in opt_outs.get("honoured", [])]
+    return pl.DataFrame(rows, schema={"kind": pl.String, "documents": pl.Int64, "hosts": pl.Int64,
+                                      "flagged": pl.Int64, "evidence_from": pl.String, "evidence_to": pl.String})
 
 
 def mixture_table(mixture: dict) -> pl.DataFrame:
@@ -209,6 +242,7 @@ def _release_report(lake: Lake, built: Release, partitions: list[dict], tok_hash
         "files": built.manifest.get("files", {}),
         "tokenizer_hash": tok_hash,
         "takedowns_applied": len(built.manifest.get("takedowns", [])),
+        "opt_outs": opt_out_table(built.manifest.get("opt_outs") or {}),
         "supersedes": superseded["version"] if superseded else "",
         "seconds": built.manifest["seconds"],
         "peak_rss_mib": round(peak_rss_bytes() / MIB, 1),
@@ -262,7 +296,8 @@ class TrainingRelease(AssetStage):
         point_latest(lake, built)
         if superseded := mark_superseded(lake, previous, built):
             p.log.warning(f"release {superseded['version']} is superseded by {built.version}: it holds documents "
-                          f"that takedown requests removed ({', '.join(superseded['takedowns'][:5])})")
+                          f"that takedown requests or opt-outs removed "
+                          f"({', '.join([*superseded['takedowns'], *superseded.get('opt_outs', [])][:5])})")
         if built.reused:
             p.log.info(f"{built.prefix} already exists: releases are immutable, nothing was rewritten")
         return Materialized(_release_report(lake, built, partitions, tokenizer.hash, superseded,
@@ -306,7 +341,7 @@ class TrainingRelease(AssetStage):
                 tok.get_vocab_size(),
                 code_versions={"tokenized": versions["tokenized"], "deduplicated": versions["deduplicated"],
                                "release": STAGE_VERSION},
-                card_facts=facts, workdir=Path(tmp), takedowns=facts["takedowns"],
+                card_facts=facts, workdir=Path(tmp), takedowns=facts["takedowns"], opt_outs=facts["opt_outs"],
                 runner=runner_for(settings.runner))
 
 STAGES = [TrainingRelease()]

@@ -1,0 +1,183 @@
+"""Opt-outs on a real store and Dagster instance: a crawl of three shared WARCs built and released; a robots.txt
+capture that bars one host to CCBot, dropped under `robots/`, makes `llm-assets stale` plan exactly the partitions
+holding that host's documents; their rebuild leaves them out of a new release whose card counts them and which
+supersedes the old; a response's own `tdm-reservation: 1` header or `<meta>` tag does the same for its documents;
+an agent added to the settings plans only the partitions its rules change; `trace` names the evidence."""
+
+import contextlib
+import io
+import json
+import uuid
+
+import dagster as dg
+import polars as pl
+import pytest
+import yaml
+from warcio.archiveiterator import ArchiveIterator
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from llm_assets import cli
+from llm_assets.core.keys import SUPERSEDED
+from llm_assets.core.optouts import OptOutSettings
+from llm_assets.core.partition import read_manifest
+from llm_assets.core.release import latest_release
+from llm_assets.settings import ReleaseSettings, load_settings
+from llm_assets.tools import trace
+from llm_assets_support.shared_data import shared
+from llm_assets_tests.conftest import object_store_on, point_at
+from llm_assets_tests.core.test_dedup import name_in_shard
+from llm_assets_tests.tools.test_takedown import docs_of, rebuild
+
+pytestmark = pytest.mark.skipif(not shared().exists(), reason="needs ../shared/data")
+FILES = {"0000": "pywb__iana.warc.gz", "0001": "dolma__sample-0000.warc.gz", "0002": "dolma__sample-0001.warc.gz"}
+BARRED = "www.iana.org"  # pywb__iana's pages: shard 0000 only
+GPT_ONLY = "commoncrawl.org"  # dolma 0000's pages: shard 0001 only
+
+
+@pytest.fixture(scope="module")
+def object_store(store_config, seaweed):
+    return object_store_on(store_config, seaweed)
+
+
+@pytest.fixture(scope="module")
+def env(seaweed, object_store, tmp_path_factory):
+    """The store, an instance, and the settings: this module's crawl and release, CCBot the one AI agent (an agent
+    is added later), written to a settings file for the CLI."""
+    home = tmp_path_factory.mktemp("opt-outs")
+    tag = uuid.uuid4().hex[:8]
+    crawl = f"OPT-{tag}"
+    settings = load_settings().model_copy(update={
+        "release": ReleaseSettings(name=f"opt-{tag}", crawls=(crawl,), context=256),
+        "opt_outs": OptOutSettings(agents=("CCBot",))})
+    with pytest.MonkeyPatch.context() as mp, dg.instance_for_test(temp_dir=str(home)) as instance:
+        point_at(mp, seaweed, home / "home")
+        lake = object_store.lake()
+        for shard, name in FILES.items():
+            lake.put_file(f"raw/{crawl}/{name_in_shard(crawl, shard, 'r')}", shared("warc", name))
+        instance.add_dynamic_partitions("crawl", [crawl])
+        first = rebuild(object_store, instance, settings, {(crawl, s) for s in FILES}, {crawl})
+        yield lake, instance, settings, crawl, home, first
+
+
+def stale(settings, crawl, home) -> dict[tuple[str, str], str]:
+    """`llm-assets stale --json` under these settings, for this crawl (other tests' crawls share the bucket)."""
+    path = home / f"settings-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["stale", "--json", "--settings", str(path)]) == 0
+    return {(p["asset"], p["partition"]): p["cause"] for p in json.loads(out.getvalue())["partitions"]
+            if p["partition"].split("|")[0] == crawl}
+
+
+def holding(lake, crawl, host: str) -> set[str]:
+    return {f"{crawl}|{s}" for s in FILES if (d := docs_of(lake, "documents", crawl, s)).width
+            and d.filter(pl.col("domain") == host).height}
+
+
+def robots_warc(captures: dict[str, str]) -> bytes:
+    """A WARC of robots.txt responses, as Common Crawl publishes its robots.txt captures."""
+    buf = io.BytesIO()
+    writer = WARCWriter(buf, gzip=True)
+    for host, body in captures.items():
+        http = StatusAndHeaders("200 OK", [("Content-Type", "text/plain")], protocol="HTTP/1.1")
+        record = writer.create_warc_record(f"https://{host}/robots.txt", "response", payload=io.BytesIO(body.encode()),
+                                           http_headers=http, warc_headers_dict={"WARC-Date": "2026-11-01T00:00:00Z"})
+        writer.write_record(record)
+    return buf.getvalue()
+
+
+def reserved_copies() -> tuple[bytes, list[str]]:
+    """Two real HTML responses of dolma 0001, captured again with a reservation: one with `tdm-reservation: 1` in
+    its HTTP headers, one with the TDMRep `<meta>` tag in its page. -> the WARC and their URLs."""
+    with shared("warc", "dolma__sample-0001.warc.gz").open("rb") as f:
+        pages = [(r.rec_headers.get_header("WARC-Target-URI"), list(r.http_headers.headers), r.content_stream().read())
+                 for r in ArchiveIterator(f) if r.rec_type == "response"
+                 and "html" in (r.http_headers.get_header("Content-Type") or "")][:2]
+    buf = io.BytesIO()
+    writer = WARCWriter(buf, gzip=True)
+    urls = []
+    for (url, headers, body), how in zip(pages, ("header", "meta"), strict=True):
+        headers = [(k, v) for k, v in headers if k.lower() not in ("content-length", "content-encoding",
+                                                                    "transfer-encoding")]
+        if how == "header":
+            headers.append(("tdm-reservation", "1"))
+        else:
+            body = body.replace(b"<head>", b'<head><meta name="tdm-reservation" content="1">', 1)
+            assert b"tdm-reservation" in body
+        urls.append(f"{url}{'&' if '?' in url else '?'}capture={how}")
+        http = StatusAndHeaders("200 OK", headers, protocol="HTTP/1.1")
+        writer.write_record(writer.create_warc_record(urls[-1], "response", payload=io.BytesIO(body),
+                                                      http_headers=http))
+    return buf.getvalue(), urls
+
+
+def coverage(release: dict) -> dict[str, dict]:
+    """The release's `opt_outs` table, by policy kind."""
+    return {r.data["kind"]: r.data for r in release["opt_outs"]}
+
+
+def opted_out(lake, crawl, shard) -> pl.DataFrame:
+    m = read_manifest(lake, "filtered", crawl, shard)
+    return lake.scan(m.rejected_parts).filter(pl.col("filter") == "opt_out").select(
+        "doc_id", "url", "domain", "reason", "detail").collect()
+
+
+def test_robots_txt_tdm_headers_meta_tags_and_a_new_agent_each_rebuild_only_what_they_touch(env, object_store):
+    lake, instance, settings, crawl, home, first = env
+    assert stale(settings, crawl, home) == {}
+    assert {k: r["documents"] for k, r in coverage(first).items()} == dict.fromkeys(
+        ("robots_txt", "tdm_reservation", "noai", "ai_txt"), 0)
+    barred = holding(lake, crawl, BARRED)
+    assert barred == {f"{crawl}|0000"}
+
+    # 1. a robots.txt capture bars www.iana.org to CCBot; commoncrawl.org's bars GPTBot only, not yet an agent here
+    key = f"robots/{crawl}/robots-1.warc.gz"
+    lake.put_bytes(key, robots_warc({BARRED: "User-agent: CCBot\nDisallow: /\n",
+                                     GPT_ONLY: "User-agent: GPTBot\nDisallow: /\n"}))
+    planned = stale(settings, crawl, home)
+    assert {p for a, p in planned if a == "filtered"} == barred
+    assert all("opt_outs" in planned[("filtered", p)] for p in barred)
+    assert not any(a in ("raw_files", "documents") for a, _ in planned)
+    release = rebuild(object_store, instance, settings, {tuple(p.split("|")) for p in barred}, {crawl})
+    assert stale(settings, crawl, home) == {}
+    removed = opted_out(lake, crawl, "0000")
+    in_documents = docs_of(lake, "documents", crawl, "0000").filter(pl.col("domain") == BARRED).height
+    assert removed.height == in_documents > 0 and set(removed["reason"]) == {"robots_txt"}
+    evidence = json.loads(removed["detail"][0])
+    assert evidence["rule"] == "line 2: Disallow: /" and evidence["agent"] == "CCBot"
+    assert evidence["capture"].startswith(key + "@") and evidence["fetched"] == "2026-11-01T00:00:00Z"
+    assert docs_of(lake, "deduplicated", crawl, "0000").filter(pl.col("domain") == BARRED).is_empty()
+    table = coverage(release)
+    assert (table["robots_txt"]["documents"], table["robots_txt"]["hosts"]) == (in_documents, 1)
+    assert f"| `robots_txt` | {in_documents:,} | 1 | 0 | 2026-11-01 |" in release["dataset_card"]
+    assert release["supersedes"] == first["version"]
+    marker = lake.get_json(latest_release(lake, settings.release.name).replace(release["version"], first["version"])
+                           + SUPERSEDED)
+    assert marker["opt_outs"] == [f"robots_txt:{BARRED}"]
+
+    # `trace` prints the evidence: which capture, which rule line, when
+    path = trace.trace(lake, settings, [crawl], removed["url"][0])
+    assert [(s.stage, s.outcome) for s in path.steps] == [("documents", "kept"), ("filtered", "dropped")]
+    stop = path.stops()[0].facts
+    assert stop["filter"] == "opt_out" and json.loads(stop["detail"])["rule"] == "line 2: Disallow: /"
+
+    # 2. a page that reserves itself by its header, another by its <meta> tag: only their shard is planned
+    data, urls = reserved_copies()
+    lake.put_bytes(f"raw/{crawl}/{name_in_shard(crawl, '0002', 'reserved')}", data)
+    planned = stale(settings, crawl, home)
+    assert {p for a, p in planned if a == "filtered"} == {f"{crawl}|0002"}
+    release = rebuild(object_store, instance, settings, {(crawl, "0002")}, {crawl})
+    removed = opted_out(lake, crawl, "0002")
+    assert sorted(removed.select("url", "reason").rows()) == sorted((u, "tdm_reservation") for u in urls)
+    sources = {u: json.loads(d)["source"] for u, d in removed.select("url", "detail").rows()}
+    assert sources == {urls[0]: "header", urls[1]: "meta"}
+    table = coverage(release)
+    assert table["tdm_reservation"]["documents"] == 2 and table["robots_txt"]["documents"] == in_documents
+    assert "| `tdm_reservation` | 2 |" in release["dataset_card"]
+
+    # 3. GPTBot joins the agents: only the partitions of the host whose robots.txt names it are planned
+    wider = settings.model_copy(update={"opt_outs": OptOutSettings(agents=("CCBot", "GPTBot"))})
+    planned = stale(wider, crawl, home)
+    assert {p for a, p in planned if a == "filtered"} == holding(lake, crawl, GPT_ONLY) == {f"{crawl}|0001"}
