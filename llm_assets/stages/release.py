@@ -130,7 +130,8 @@ def _opt_outs_applied(lake: Lake, settings: Settings, filtered: list[Manifest]) 
     kinds = {kind: {"documents": docs, "hosts": hosts, "evidence_from": first, "evidence_to": last}
              for kind, docs, hosts, first, last in removed.with_columns(
                  fetched=pl.col("detail").str.json_path_match("$.fetched").str.slice(0, 10)).group_by("reason").agg(
-                 pl.len(), pl.col("domain").n_unique(), pl.col("fetched").min(), pl.col("fetched").max())
+                 pl.len(), pl.col("domain").n_unique(), pl.col("fetched").min().alias("first"),
+                 pl.col("fetched").max().alias("last"))
              .sort("reason").iter_rows()}
     return {"kinds": kinds, "flagged": flagged, "agents": list(s.agents), "agents_as_of": s.agents_as_of.isoformat(),
             "honoured": list(s.honour) if s.enabled else [], "mode": s.mode,
