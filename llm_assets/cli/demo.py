@@ -480,6 +480,33 @@ def drop_eval_sets(lake, settings: Settings) -> list[str]:
     return [key]
 
 
+# A robots.txt capture made for the demo (no shared file bars an AI agent from a host it has pages of): it bars CCBot
+# from the two pages of one host of the 2008 crawl, so the opt-out funnel has something to show.
+DEMO_ROBOTS = ("CC-MAIN-2020-34", "deadlists.com", "User-agent: CCBot\nDisallow: /\n")
+
+
+def drop_robots(lake) -> str | None:
+    """The demo's robots.txt capture under robots/<crawl>/, where Common Crawl's robots.txt WARCs are dropped."""
+    crawl, host, body = DEMO_ROBOTS
+    if not SHARED_WARC.is_dir():
+        return None
+    lake.put_bytes(key := f"robots/{crawl}/demo-robots.warc.gz",
+                   robots_warc({host: body}, dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")))
+    return key
+
+
+def robots_warc(captures: dict[str, str], fetched: str) -> bytes:
+    """A WARC (gzip per record) of robots.txt responses, host -> body, as Common Crawl publishes its captures."""
+    buf = io.BytesIO()
+    writer = WARCWriter(buf, gzip=True)
+    for host, body in captures.items():
+        http = StatusAndHeaders("200 OK", [("Content-Type", "text/plain")], protocol="HTTP/1.1")
+        writer.write_record(writer.create_warc_record(
+            f"http://{host}/robots.txt", "response", payload=io.BytesIO(body.encode()), http_headers=http,
+            warc_headers_dict={"WARC-Date": fetched}))
+    return buf.getvalue()
+
+
 CHANGED_SETTINGS = "changed-settings.yaml"
 GSM8K = "openai-grade-school-math__gsm8k_test.jsonl"
 LATE_DROP = ("CC-MAIN-2024-22", "late-drop.warc.gz", "dolma__sample-0001.warc.gz")

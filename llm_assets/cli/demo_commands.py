@@ -69,6 +69,10 @@ def cmd_demo(args) -> int:
     lake = Lake(environment.store_config(settings.store))
     if evals := demo.drop_eval_sets(lake, settings):
         print(f"dropped the eval set {evals[0]}: documents quoting it are dropped as contaminated")
+    if robots := demo.drop_robots(lake):
+        crawl, host, body = demo.DEMO_ROBOTS
+        print(f"dropped {robots}, a robots.txt capture made for the demo ({body.strip()!r} for {host}): its pages "
+              "are left out as opt-outs (reason robots_txt)")
     failed = demo.run_demo(instance, lake, settings, files)
     print()
     print(format_summary(lake_status(lake, settings)))  # after every run, the release's included

@@ -39,6 +39,7 @@ from llm_assets.core.versions import digest
 if TYPE_CHECKING:
     from llm_assets.core.lake import Lake
     from llm_assets.core.partition import Manifest
+    from llm_assets.core.takedowns import IdIndex
 
 Kind = Literal["robots_txt", "tdm_reservation", "noai", "ai_txt"]
 ROBOTS_TXT: Kind = "robots_txt"
@@ -345,6 +346,10 @@ class Evidence:
         chosen = self.hosts if hosts is None else sorted(set(hosts) & self.by_host.keys())
         return digest("evidence", *(c.identity for h in chosen for c in self.by_host[h]))
 
+    def of_hosts(self, index: IdIndex) -> Evidence:
+        """The evidence of the hosts an id index (may) hold."""
+        return Evidence({h: cs for h, cs in self.by_host.items() if index.has_domain(h)})
+
     def applying(self, host: str, fetched: str, retroactive: bool) -> list[Capture]:
         """Per policy file, the capture that holds for a document of `host` fetched at `fetched`: the newest, or
         (not `retroactive`) the newest at or before it."""
@@ -428,6 +433,7 @@ def crawl_evidence(lake: Lake, crawl: str, documents: Iterable[Manifest], cutoff
 def zone_captures(lake: Lake, crawl: str) -> tuple[list[Capture], list[str]]:
     """The captures of the WARCs under `robots/<crawl>/`, each read once per version (kept under `index/policy/`);
     a file warcio cannot read keeps the captures before the damage and is named."""
+    from llm_assets.core.errors import is_store_error
     from llm_assets.core.keys import validate_crawl
     from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
 
@@ -439,12 +445,17 @@ def zone_captures(lake: Lake, crawl: str) -> tuple[list[Capture], list[str]]:
             captures += captures_of(lake.scan([cache], CAPTURE_SCHEMA).collect())
             continue
         report = ReadReport(keep_set_aside=False)
-        for _ in read_records(lake.open(info.key), info.key, ReaderSettings(), report):
-            pass  # the policy files are what the reader sets aside; a page in the file is not a document here
+        try:
+            for _ in read_records(lake.open(info.key), info.key, ReaderSettings(), report):
+                pass  # the policy files are what the reader sets aside; a page in the file is not a document here
+        except Exception as e:  # noqa: BLE001 - a file that is no WARC costs its own captures, named, no more
+            if is_store_error(e):
+                raise
+            problems.append(f"{info.key}: not a readable WARC ({type(e).__name__}: {e}); no capture taken from it")
         found = [replace(c, source_key=info.key) for c in report.policy_files]
         problems += [f"{info.key}: {e}" for e in report.errors]
-        if report.drops.get("truncated_file") or report.drops.get("corrupt_record"):
-            problems.append(f"{info.key}: damaged records skipped; the captures before and after them are kept")
+        if damaged := sum(report.drops.get(r, 0) for r in ("truncated_file", "corrupt_record")):
+            problems.append(f"{info.key}: {damaged} damaged record(s) skipped; the captures around them are kept")
         with lake.part_writer(cache, CAPTURE_SCHEMA) as out:
             out.write(captures_frame(found))
         captures += found
@@ -459,10 +470,12 @@ def part_decisions(lake: Lake, part: str, reserved: bool, evidence: Evidence,
 
     if not settings.enabled:
         return pl.DataFrame(schema=DECISIONS)
-    index = part_index(lake, part) if evidence.by_host else None
-    hosts = [h for h in evidence.hosts if index is not None and index.has_domain(h)]
+    hosts = evidence.of_hosts(part_index(lake, part)).hosts if evidence.by_host else []
     if not reserved and not hosts:
         return pl.DataFrame(schema=DECISIONS)
-    docs = lake.scan([part]).select(_DOC_COLUMNS).filter(
+    frame = lake.scan([part])
+    if "reservation" not in frame.collect_schema().names():  # a part written before documents recorded it
+        frame = frame.with_columns(reservation=pl.lit(None, pl.String))
+    docs = frame.select(_DOC_COLUMNS).filter(
         pl.col("reservation").is_not_null() | pl.col("domain").str.to_lowercase().is_in(hosts)).collect()
     return decide(docs, Evidence({h: evidence.by_host[h] for h in hosts}), settings)

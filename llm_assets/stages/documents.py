@@ -38,14 +38,18 @@ class Documents(ShardStage):
     other extractor extracts again (the `collapse` settings); charsets come from the HTTP header, then `<meta>`,
     then detection. Each document keeps
     its provenance: doc_id, URL, domain, crawl, source key, record offset, WARC-Record-ID, fetch time, content
-    type, charset, extractor and version (and why it was routed: `resiliparse 2.0.0 (routed: budget)`).
-    Metadata: `pages_by_extractor`, `pages_routed_by_reason`.
+    type, charset, extractor and version (and why it was routed: `resiliparse 2.0.0 (routed: budget)`), and the
+    response's own reservation of text and data mining (`reservation`: a `tdm-reservation` or `X-Robots-Tag: noai`
+    header, or the same in a `<meta>` tag). Metadata: `pages_by_extractor`, `pages_routed_by_reason`.
 
-    Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text); those skipped for
-    their content (non_2xx, non_html, no_text) are kept under `rejected/documents/` with URL and doc id, indexed,
-    so `llm-assets why URL` finds them; bad ones (truncated_file, corrupt_record, oversized, non_html_payload,
-    extraction_timeout, corrupt_json, missing_text, unreadable_file) are quarantined there. One work unit per raw
-    file, several for a WARC or ARC file over 512 KiB (each reads a byte range of it, so that both workers do).
+    A host's policy files (robots.txt, `/.well-known/tdmrep.json`, ai.txt, whatever their status) are set aside as
+    `policy_file` and kept beside the unit's part as opt-out evidence for `filtered`.
+    Skipped records are counted by reason (not_response, revisit, non_2xx, non_html, no_text, policy_file); those
+    skipped for their content (non_2xx, non_html, no_text, policy_file) are kept under `rejected/documents/` with URL
+    and doc id, indexed, so `llm-assets why URL` finds them; bad ones (truncated_file, corrupt_record, oversized,
+    non_html_payload, extraction_timeout, corrupt_json, missing_text, unreadable_file) are quarantined there. One
+    work unit per raw file, several for a WARC or ARC file over 512 KiB (each reads a byte range of it, so that both
+    workers do).
     """
 
     spec = SPEC

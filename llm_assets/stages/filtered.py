@@ -32,7 +32,7 @@ from llm_assets.core.lake import contamination_key
 from llm_assets.core.optouts import KINDS, OPT_OUT, CrawlEvidence, crawl_evidence, part_decisions
 from llm_assets.core.partition import Manifest, PartitionOutput, read_manifest
 from llm_assets.core.stage_names import DOCUMENTS, FILTERED, QUALITY_CLASSIFIER
-from llm_assets.core.takedowns import load_takedowns, requests_in_partition, takedowns_version
+from llm_assets.core.takedowns import load_takedowns, partition_index, requests_in_partition, takedowns_version
 from llm_assets.core.thresholds import record_thresholds
 from llm_assets.core.units import WorkUnit
 from llm_assets.core.versions import code_version, digest
@@ -123,12 +123,19 @@ def evidence_of(lake, settings, crawl: str, documents: Callable[[str], Manifest 
 
 
 def opt_outs_of(lake, settings, docs: Sequence[Manifest], found: CrawlEvidence) -> dict[str, OptOuts]:
-    """Per documents part, the documents an opt-out covers: a part is read only when it may hold one."""
+    """Per documents part, the documents an opt-out covers. A partition's hosts are looked up in its index first
+    (one read), a part's only where it may hold one of them, and a part is read only when it may hold a covered
+    document."""
     s = settings.opt_outs
-    units = [u for m in docs for u in m.units]
-    reserved = {u.part for u in units if u.part and any(k.startswith(RESERVED) for k in u.counts)}
-    return {part: OptOuts.of(part_decisions(lake, part, part in reserved, found.evidence, s), s.mode == "flag")
-            for m in docs for part in m.parts}
+    if not s.enabled:
+        return {part: OptOuts(()) for m in docs for part in m.parts}
+    out: dict[str, OptOuts] = {}
+    for m in docs:
+        reserved = {u.part for u in m.units if u.part and any(k.startswith(RESERVED) for k in u.counts)}
+        evidence = found.evidence.of_hosts(partition_index(lake, m)) if found.evidence.by_host else found.evidence
+        for part in m.parts:
+            out[part] = OptOuts.of(part_decisions(lake, part, part in reserved, evidence, s), s.mode == "flag")
+    return out
 
 
 def partition_opt_outs(opt_outs: Mapping[str, OptOuts]) -> str:
@@ -236,8 +243,10 @@ LANGUAGES_SHOWN = 20  # in the per-language funnel's table and chart, the langua
 
 
 class Filtered(ShardStage):
-    """Documents that no takedown request names (under `takedowns/`) and that pass the filter chain of the
-    settings, in FineWeb's order: text normalization (NFC,
+    """Documents that no takedown request names (under `takedowns/`), that no opt-out covers (`opt_outs`: a host's
+    robots.txt barring an AI agent, TDMRep by header, `<meta>` or tdmrep.json, `noai`, ai.txt; from the crawl's own
+    policy files and those dropped under `robots/<crawl>/`), and that pass the filter chain of the settings, in
+    FineWeb's order: text normalization (NFC,
     control characters, mojibake, whitespace), URL block lists, fastText lid.176 language ID (the settings' keep
     list, each language at its own minimum score; a script lid.176 does not know is `und`, dropped), then, with
     each language's thresholds (FineWeb-2's per-language configs; English keeps FineWeb's), Gopher
@@ -250,7 +259,8 @@ class Filtered(ShardStage):
     Adds `language`, `language_score`, `n_words`, `pii` (masked per type), `contamination` and the optional
     blocks' densities and quality score.
     Every dropped document is kept under `rejected/filtered/` with the block and reason code that dropped it
-    (`takedown` with the request, `contaminated` with the benchmark and the matched span). Every block measures
+    (`takedown` with the request, `opt_out` with the capture, rule line and date, `contaminated` with the benchmark
+    and the matched span). Every block measures
     every document, kept or dropped before it; each unit keeps those scores beside its part (`scores-<unit>`),
     so a change of thresholds only is decided again over the whole crawl without a re-run.
     One work unit per upstream documents part; a takedown reruns only the units whose part held the document,

@@ -45,7 +45,7 @@ S3_PART_BYTES = 16 << 20  # multipart upload part size (S3's minimum is 5 MiB, e
 # The lake's own zones: an export into one of them in the lake's bucket would be taken for lake data (raw/ is
 # the drop zone the sensor ingests).
 RESERVED_PREFIXES = ("raw/", "lake/", "rejected/", "index/", "models/", "releases/", "takedowns/", "evals/",
-                     "labels/", "thresholds/")
+                     "labels/", "thresholds/", "robots/")
 BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 KEY_MAX_BYTES = 1024
 

@@ -176,9 +176,8 @@ def language_funnel(out: str) -> dict[str, list[int]]:
     return {m[1]: [int(n.replace(",", "")) for n in m.groups()[1:]] for m in FUNNEL_ROW.finditer(table)}
 
 
-def filtered_language_funnels(home: Path) -> dict[str, dict[str, int]]:
-    """language -> documents and kept, summed over the latest materialization of every `filtered` partition: its
-    `language_funnel` table, as the UI shows it."""
+def latest_filtered(home: Path) -> dict:
+    """partition -> the latest materialization of each `filtered` partition, as the UI shows it."""
     import dagster as dg
 
     latest: dict[str, dg.AssetMaterialization] = {}
@@ -188,8 +187,14 @@ def filtered_language_funnels(home: Path) -> dict[str, dict[str, int]]:
         for record in records:  # newest first
             if record.partition_key is not None and record.asset_materialization is not None:
                 latest.setdefault(record.partition_key, record.asset_materialization)
+    return latest
+
+
+def filtered_language_funnels(home: Path) -> dict[str, dict[str, int]]:
+    """language -> documents and kept, summed over the latest materialization of every `filtered` partition: its
+    `language_funnel` table, as the UI shows it."""
     totals: dict[str, dict[str, int]] = {}
-    for materialization in latest.values():
+    for materialization in latest_filtered(home).values():
         for row in materialization.metadata["language_funnel"].value.records:
             total = totals.setdefault(row.data["language"], {"documents": 0, "kept": 0})
             total["documents"] += row.data["documents"]
@@ -215,6 +220,30 @@ def test_the_release_holds_english_and_two_other_languages_each_through_its_funn
     funnels = filtered_language_funnels(demo.home)
     for lang in released:
         assert funnels[lang] == {"documents": funnel[lang][0], "kept": funnel[lang][1]}, (lang, funnels)
+
+
+@pytest.mark.parametrize("which", ["pool", "cluster"])
+def test_the_demo_shows_the_opt_out_funnel(demos, which):
+    """The demo's robots.txt capture bars CCBot from one host of the 2008 crawl: its pages are left out, counted in
+    the crawl's filter funnel (which the UI charts), in the `opt_outs` table of the filtered partition that held
+    them, with its evidence, and in the release's card."""
+    from llm_assets.cli.demo import DEMO_ROBOTS
+    from llm_assets.core.release import latest_release
+
+    demo = demos[which]
+    assert demo.result.returncode == 0, _report(demo)
+    crawl, host, _ = DEMO_ROBOTS
+    assert f"dropped robots/{crawl}/demo-robots.warc.gz, a robots.txt capture made for the demo" in demo.out
+    funnel = re.search(r"^  - opt_out robots_txt +([\d,]+)$", demo.out, re.MULTILINE)
+    assert funnel, demo.out
+    left_out = int(funnel[1].replace(",", ""))
+    tables = [r.data for m in latest_filtered(demo.home).values() for r in m.metadata["opt_outs"].value.records
+              if r.data["kind"] == "robots_txt" and r.data["documents"]]
+    assert [(t["documents"], t["hosts"]) for t in tables] == [(left_out, 1)] and left_out > 0, tables
+    lake = demo.lake()
+    card = lake.get_bytes(latest_release(lake, "demo") + "README.md").decode()
+    assert f"| `robots_txt` | {left_out:,} | 1 | 0 |" in card, card
+    assert lake.get_json(latest_release(lake, "demo") + "manifest.json")["opt_outs"]["hosts"] == [f"robots_txt:{host}"]
 
 
 def test_a_demo_whose_runs_fail_says_so(seaweed, tmp_path):

@@ -18,6 +18,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from llm_assets import cli
+from llm_assets.cli.demo import robots_warc
 from llm_assets.core.keys import SUPERSEDED
 from llm_assets.core.optouts import OptOutSettings
 from llm_assets.core.partition import read_manifest
@@ -77,18 +78,6 @@ def holding(lake, crawl, host: str) -> set[str]:
             and d.filter(pl.col("domain") == host).height}
 
 
-def robots_warc(captures: dict[str, str]) -> bytes:
-    """A WARC of robots.txt responses, as Common Crawl publishes its robots.txt captures."""
-    buf = io.BytesIO()
-    writer = WARCWriter(buf, gzip=True)
-    for host, body in captures.items():
-        http = StatusAndHeaders("200 OK", [("Content-Type", "text/plain")], protocol="HTTP/1.1")
-        record = writer.create_warc_record(f"https://{host}/robots.txt", "response", payload=io.BytesIO(body.encode()),
-                                           http_headers=http, warc_headers_dict={"WARC-Date": "2026-11-01T00:00:00Z"})
-        writer.write_record(record)
-    return buf.getvalue()
-
-
 def reserved_copies() -> tuple[bytes, list[str]]:
     """Two real HTML responses of dolma 0001, captured again with a reservation: one with `tdm-reservation: 1` in
     its HTTP headers, one with the TDMRep `<meta>` tag in its page. -> the WARC and their URLs."""
@@ -136,7 +125,11 @@ def test_robots_txt_tdm_headers_meta_tags_and_a_new_agent_each_rebuild_only_what
     # 1. a robots.txt capture bars www.iana.org to CCBot; commoncrawl.org's bars GPTBot only, not yet an agent here
     key = f"robots/{crawl}/robots-1.warc.gz"
     lake.put_bytes(key, robots_warc({BARRED: "User-agent: CCBot\nDisallow: /\n",
-                                     GPT_ONLY: "User-agent: GPTBot\nDisallow: /\n"}))
+                                     GPT_ONLY: "User-agent: GPTBot\nDisallow: /\n"}, "2026-11-01T00:00:00Z"))
+    # a file under robots/ that is no WARC, and a damaged one: each named, neither stops anything
+    lake.put_bytes(f"robots/{crawl}/not-a-warc.txt", b"User-agent: *\nDisallow: /\n")
+    damaged = robots_warc({"ia300142.us.archive.org": "User-agent: *\nDisallow: /\n"}, "2026-11-01T00:00:00Z")
+    lake.put_bytes(f"robots/{crawl}/damaged.warc.gz", damaged[: len(damaged) // 2])
     planned = stale(settings, crawl, home)
     assert {p for a, p in planned if a == "filtered"} == barred
     assert all("opt_outs" in planned[("filtered", p)] for p in barred)
@@ -154,6 +147,10 @@ def test_robots_txt_tdm_headers_meta_tags_and_a_new_agent_each_rebuild_only_what
     assert (table["robots_txt"]["documents"], table["robots_txt"]["hosts"]) == (in_documents, 1)
     assert f"| `robots_txt` | {in_documents:,} | 1 | 0 | 2026-11-01 |" in release["dataset_card"]
     assert release["supersedes"] == first["version"]
+    filtered = instance.get_latest_materialization_event(dg.AssetKey("filtered")).asset_materialization.metadata
+    problems = filtered["opt_out_evidence_problems"].value
+    assert any(p.startswith(f"robots/{crawl}/not-a-warc.txt: not a readable WARC") for p in problems), problems
+    assert any(p.startswith(f"robots/{crawl}/damaged.warc.gz: ") for p in problems), problems
     marker = lake.get_json(latest_release(lake, settings.release.name).replace(release["version"], first["version"])
                            + SUPERSEDED)
     assert marker["opt_outs"] == [f"robots_txt:{BARRED}"]
