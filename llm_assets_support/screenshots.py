@@ -30,6 +30,11 @@ PAGES = [
     ("catalog.png", "/assets", "partitions"),
     ("lake-group.png", "/locations/llm_assets/asset-groups/lake", "signatures"),
     ("filtered-partition.png", "/assets/filtered?view=partitions&partition={crawl}|{shard}", "filter_funnel_chart"),
+    # the partition the demo's robots.txt capture touched: the opt-outs in its funnel, and their table
+    ("filtered-opt-outs.png", "/assets/filtered?view=partitions&partition={crawl}|{opt_out_shard}",
+     "filter_funnel_chart"),
+    ("filtered-opt-outs-metadata.png", "/assets/filtered?view=partitions&partition={crawl}|{opt_out_shard}",
+     "opt_outs"),
     ("tokenized-partition.png", "/assets/tokenized?view=partitions&partition={crawl}|{shard}", "tokens_chart"),
     ("crawl-stats.png", "/assets/crawl_stats?view=partitions&partition={crawl}", "language_chart"),
     ("duplicate-clusters.png", "/assets/duplicate_clusters?view=partitions&partition={dup_crawl}", "cluster_sizes"),
@@ -76,12 +81,23 @@ def most_languages(lake: Lake, crawl: str, shards: list[str]) -> str:
     return max(shards, key=kept)
 
 
+def with_opt_outs(lake: Lake, crawl: str, shards: list[str]) -> str:
+    """The shard of the crawl whose `filtered` partition left out the most documents as opt-outs (the first shard
+    when none did)."""
+    def opted_out(shard: str) -> int:
+        manifest = read_manifest(lake, "filtered", crawl, shard)
+        return sum(n for k, n in (manifest.dropped() if manifest else {}).items() if k.startswith("opt_out/"))
+
+    return max(shards, key=opted_out)
+
+
 def main(out: Path) -> None:
     settings = load_settings()
     lake = Lake(environment.store_config(settings.store))
     crawls, shard = known_crawls(lake), settings.shard_keys()[0]
     crawl, dup_crawl = crawls[0], with_duplicates(lake, crawls)
     languages_shard = most_languages(lake, crawl, settings.shard_keys())
+    opt_out_shard = with_opt_outs(lake, crawl, settings.shard_keys())
     environment.private_dir(out)
     (port,) = free_ports(1)
     ui = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "llm-assets"), "ui", "--port", str(port)],
@@ -90,7 +106,8 @@ def main(out: Path) -> None:
         _poll(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2), timeout=180)
         with chromium() as page:
             for name, path, chart in PAGES:
-                path = path.format(crawl=crawl, shard=shard, dup_crawl=dup_crawl, languages_shard=languages_shard)
+                path = path.format(crawl=crawl, shard=shard, dup_crawl=dup_crawl, languages_shard=languages_shard,
+                                   opt_out_shard=opt_out_shard)
                 shoot(page, f"http://127.0.0.1:{port}{path}", chart, out / name)
             # A curator changes the settings and asks what is stale: the asset graph marks the assets it plans
             changed = environment.home() / "demo" / "changed-settings.yaml"

@@ -156,6 +156,10 @@ class FilteredSettings(Section):
         """The enabled blocks, in order."""
         return [b for b in self.chain if b.enabled]
 
+    def funnel(self) -> list[str]:
+        """What may drop a document, in the order it runs: the takedowns, the opt-outs, then the chain's blocks."""
+        return [TAKEDOWN, OPT_OUT, *dict.fromkeys(b.name for b in self.blocks())]
+
     def block(self, name: str) -> Block | None:
         """The first block of that kind in the chain, enabled or not."""
         return next((b for b in self.chain if b.name == name), None)

@@ -64,7 +64,7 @@ class CrawlStatsStage(CrawlStage):
 
 
 def chain(p: Partition) -> list[str]:
-    return list(dict.fromkeys(b.name for b in p.settings.filtered.blocks()))
+    return p.settings.filtered.funnel()
 
 
 def funnel_report(crawl: str, stats: CrawlStats) -> Report:

@@ -29,7 +29,7 @@ from llm_assets.core.filtered import (
 from llm_assets.core.filters import Decontaminate
 from llm_assets.core.gates import GateResult, Profile, evaluate
 from llm_assets.core.lake import contamination_key
-from llm_assets.core.optouts import KINDS, OPT_OUT, CrawlEvidence, crawl_evidence, part_decisions
+from llm_assets.core.optouts import KINDS, CrawlEvidence, crawl_evidence, part_decisions
 from llm_assets.core.partition import Manifest, PartitionOutput, read_manifest
 from llm_assets.core.stage_names import DOCUMENTS, FILTERED, QUALITY_CLASSIFIER
 from llm_assets.core.takedowns import load_takedowns, partition_index, requests_in_partition, takedowns_version
@@ -335,7 +335,7 @@ class Filtered(ShardStage):
     def report(self, p: Partition, out: PartitionOutput) -> Report:
         """The block funnel, the kept documents' languages and lengths, each language's funnel, PII masked, the
         takedowns applied and the opt-outs honoured."""
-        blocks = ["takedown", OPT_OUT, *self.chain(p.settings)]
+        blocks = p.settings.filtered.funnel()
         counts = out.counts()
         by_block = {b: sum(n for k, n in out.dropped().items() if k.split("/", 1)[0] == b)
                     for b in dict.fromkeys(blocks)}
