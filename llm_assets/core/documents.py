@@ -42,7 +42,7 @@ from llm_assets.core.extract import (
     extract_html,
 )
 from llm_assets.core.lake import Lake, PartWriter
-from llm_assets.core.optouts import CAPTURE_SCHEMA, captures_frame, meta_reservation
+from llm_assets.core.policy_files import CAPTURE_SCHEMA, captures_frame, meta_reservation
 from llm_assets.core.readers import (
     CHUNK,
     LOOKAHEAD,

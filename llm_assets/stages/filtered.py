@@ -29,8 +29,9 @@ from llm_assets.core.filtered import (
 from llm_assets.core.filters import Decontaminate
 from llm_assets.core.gates import GateResult, Profile, evaluate
 from llm_assets.core.lake import contamination_key
-from llm_assets.core.optouts import KINDS, CrawlEvidence, crawl_evidence, part_decisions
+from llm_assets.core.optouts import CrawlEvidence, crawl_evidence, part_decisions
 from llm_assets.core.partition import Manifest, PartitionOutput, read_manifest
+from llm_assets.core.policy_files import KINDS
 from llm_assets.core.stage_names import DOCUMENTS, FILTERED, QUALITY_CLASSIFIER
 from llm_assets.core.takedowns import load_takedowns, partition_index, requests_in_partition, takedowns_version
 from llm_assets.core.thresholds import record_thresholds

@@ -11,18 +11,15 @@ from warcio.archiveiterator import ArchiveIterator
 
 from llm_assets.core.optouts import (
     AI_AGENTS,
-    ROBOTS_MAX_BYTES,
     Evidence,
     OptOutSettings,
-    capture_of,
     decide,
-    header_reservation,
-    meta_reservation,
     problems_of,
     robots_verdict,
     tdmrep_verdict,
     verdict,
 )
+from llm_assets.core.policy_files import ROBOTS_MAX_BYTES, capture_of, header_reservation, meta_reservation
 from llm_assets_support.shared_data import shared
 from llm_assets_tests.core.readers.helpers import AUT, read
 

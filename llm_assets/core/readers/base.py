@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol
 from llm_assets.core.units import DropCounter
 
 if TYPE_CHECKING:
-    from llm_assets.core.optouts import Capture
+    from llm_assets.core.policy_files import Capture
 
 
 @dataclass

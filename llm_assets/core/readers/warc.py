@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from llm_assets.core.charset import decode_html
 from llm_assets.core.errors import is_store_error
-from llm_assets.core.optouts import ROBOTS_MAX_BYTES, capture_of, header_reservation, policy_file
+from llm_assets.core.policy_files import ROBOTS_MAX_BYTES, capture_of, header_reservation, policy_file
 from llm_assets.core.readers.base import ByteStream, Format, ReaderSettings, ReadReport, RecordSource, SourceRecord
 from llm_assets.core.readers.compression import (
     CHUNK,
