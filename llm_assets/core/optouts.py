@@ -306,35 +306,42 @@ def crawl_evidence(lake: Lake, crawl: str, documents: Iterable[Manifest], cutoff
 
 
 def zone_captures(lake: Lake, crawl: str) -> tuple[list[Capture], list[str]]:
-    """The captures of the WARCs under `robots/<crawl>/`, each read once per version (kept under `index/policy/`);
-    a file warcio cannot read keeps the captures before the damage and is named."""
-    from llm_assets.core.errors import is_store_error
+    """The captures of the WARCs under `robots/<crawl>/`, each file read once per version: its captures and its
+    problems are kept under `index/policy/`. A damaged file keeps the captures around the damage; a file that is no
+    WARC gives none; both are named, every time."""
     from llm_assets.core.keys import validate_crawl
-    from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
 
     captures: list[Capture] = []
     problems: list[str] = []
     for info in lake.list(f"{ZONE}{validate_crawl(crawl)}/"):
-        cache = f"index/policy/{digest(info.key, info.etag)}.parquet"
-        if lake.exists(cache):
-            captures += captures_of(lake.scan([cache], CAPTURE_SCHEMA).collect())
-            continue
-        report = ReadReport(keep_set_aside=False)
-        try:
-            for _ in read_records(lake.open(info.key), info.key, ReaderSettings(), report):
-                pass  # the policy files are what the reader sets aside; a page in the file is not a document here
-        except Exception as e:  # noqa: BLE001 - a file that is no WARC costs its own captures, named, no more
-            if is_store_error(e):
-                raise
-            problems.append(f"{info.key}: not a readable WARC ({type(e).__name__}: {e}); no capture taken from it")
-        found = [replace(c, source_key=info.key) for c in report.policy_files]
-        problems += [f"{info.key}: {e}" for e in report.errors]
-        if damaged := sum(report.drops.get(r, 0) for r in ("truncated_file", "corrupt_record")):
-            problems.append(f"{info.key}: {damaged} damaged record(s) skipped; the captures around them are kept")
-        with lake.part_writer(cache, CAPTURE_SCHEMA) as out:
-            out.write(captures_frame(found))
-        captures += found
+        cache = f"index/policy/{digest(info.key, info.etag)}"
+        if (said := lake.get_json(cache + ".json")) is None:
+            found, said = _read_zone_file(lake, info.key)
+            with lake.part_writer(cache + ".parquet", CAPTURE_SCHEMA) as out:
+                out.write(captures_frame(found))
+            lake.put_json(cache + ".json", said)  # last: a cache without its captures is never read
+        captures += captures_of(lake.scan([cache + ".parquet"], CAPTURE_SCHEMA).collect())
+        problems += said["problems"]
     return captures, problems
+
+
+def _read_zone_file(lake: Lake, key: str) -> tuple[list[Capture], dict]:
+    from llm_assets.core.errors import is_store_error
+    from llm_assets.core.readers import ReaderSettings, ReadReport, read_records
+
+    report = ReadReport(keep_set_aside=False)
+    problems = []
+    try:
+        for _ in read_records(lake.open(key), key, ReaderSettings(), report):
+            pass  # the policy files are what the reader sets aside; a page in the file is not a document here
+    except Exception as e:  # noqa: BLE001 - a file that is no WARC costs its own captures, named, no more
+        if is_store_error(e):
+            raise
+        problems.append(f"{key}: not a readable WARC ({type(e).__name__}: {e}); no capture taken from it")
+    problems += [f"{key}: {e}" for e in report.errors]
+    if damaged := sum(report.drops.get(r, 0) for r in ("truncated_file", "corrupt_record")):
+        problems.append(f"{key}: {damaged} damaged record(s) skipped; the captures around them are kept")
+    return [replace(c, source_key=key) for c in report.policy_files], {"problems": problems}
 
 
 def part_decisions(lake: Lake, part: str, reserved: bool, evidence: Evidence,
