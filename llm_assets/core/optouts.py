@@ -124,8 +124,9 @@ def _parsed(body: str):
 
 def robots_verdict(capture: Capture, url: str, agents: Iterable[str], kind: str = ROBOTS_TXT) -> Verdict | None:
     """Whether a robots.txt (or ai.txt, `kind`) capture bars `url` to one of `agents`: RFC 9309 2.3.1 reads a 5xx
-    response as a complete disallow and a 4xx (or an unfollowed redirect) as no rule at all."""
-    if capture.status >= 500 or capture.status == 429:
+    robots.txt as a complete disallow, and a 4xx (or an unfollowed redirect) as no rule at all; an ai.txt that was
+    not served reserves nothing."""
+    if kind == ROBOTS_TXT and (capture.status >= 500 or capture.status == 429):
         return Verdict(kind, f"HTTP {capture.status}: unreachable, a complete disallow (RFC 9309 2.3.1.3)", "*",
                        capture)
     if not 200 <= capture.status < 300:

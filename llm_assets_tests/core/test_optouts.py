@@ -126,6 +126,7 @@ def test_damaged_robots_files_are_treated_as_rfc_9309_says_and_named():
     assert robots_verdict(robots("", status=503), "http://h.example/a", ["CCBot"]).rule.startswith(
         "HTTP 503: unreachable, a complete disallow")
     assert robots_verdict(robots("User-agent: *\nDisallow: /\n", status=404), "http://h.example/a", ["CCBot"]) is None
+    assert robots_verdict(robots("", status=503), "http://h.example/a", ["CCBot"], "ai_txt") is None  # RFC 9309 only
     moved = robots("User-agent: *\nDisallow: /\n", status=301)
     assert robots_verdict(moved, "http://h.example/a", ["CCBot"]) is None and "redirect" in moved.problems
     # not UTF-8: the bad line is skipped, the rest parsed, and the file says why
