@@ -131,7 +131,7 @@ SCHEMA = pa.schema(
         ("date", pa.string()),
         ("text", pa.string()),
         ("extractor", pa.string()),
-        # the response's own reservation of TDM rights (JSON, `optouts`): its headers', else its <meta> tags'
+        # the response's own reservation of TDM rights (JSON, `policy_files`): its headers', else its <meta> tags'
         ("reservation", pa.string()),
     ]
 )
@@ -586,7 +586,7 @@ def extract_documents(u: ExtractUnit) -> UnitResult:
 
 
 def policy_key(part: str) -> str:
-    """Where a unit keeps the policy files its source held (`optouts.Capture`): beside its part, so the commit lists
-    it with the part (`UnitResult.side_parts["policy"]`)."""
+    """Where a unit keeps the policy files its source held (`policy_files.Capture`): beside its part, so the commit
+    lists it with the part (`UnitResult.side_parts["policy"]`)."""
     prefix, _, name = part.rpartition("/")
     return f"{prefix}/policy-{name.removeprefix('part-')}"

@@ -29,7 +29,7 @@ class SourceRecord:
     text: str | None = None
     title: str | None = None
     payload_bytes: int = 0
-    reservation: str | None = None  # the response's own reservation of TDM rights, from its headers (`optouts`)
+    reservation: str | None = None  # the response's own reservation of TDM rights, from its headers (`policy_files`)
 
 
 @dataclass

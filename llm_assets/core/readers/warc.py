@@ -77,8 +77,9 @@ def _warc_records(stream: BinaryIO, fmt: str, base_offset: int, member: Member |
         if policy_file(url) is not None:  # whatever its status: RFC 9309 reads a 5xx robots.txt as a full disallow
             payload = record.content_stream().read(4 * ROBOTS_MAX_BYTES + 1)
             offset, skip = base_offset, it.get_record_offset()
-            report.policy_files.append(capture_of(url, int(status or 0), record.rec_headers.get_header("WARC-Date")
-                                                  or "", payload, "", offset))
+            code = int(status) if status.isdigit() else 0  # a garbled status line: no rule (not 2xx, not 5xx)
+            report.policy_files.append(capture_of(url, code, record.rec_headers.get_header("WARC-Date") or "",
+                                                  payload, "", offset))
             report.set_aside("policy_file", offset, skip, url, record_id, f"HTTP {status}, {len(payload)} bytes")
             continue
         if not status.startswith("2"):
