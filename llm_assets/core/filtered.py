@@ -37,7 +37,7 @@ from llm_assets.core.filters.pii import TYPES as PII_TYPES
 from llm_assets.core.gates import FAILS, LANGUAGE_COUNT, REACHED
 from llm_assets.core.lake import InvalidKey, Lake, ReadCount
 from llm_assets.core.languages import language_table, lid176_thresholds, table_version
-from llm_assets.core.optouts import OPT_OUT
+from llm_assets.core.optouts import DECISIONS, OPT_OUT
 from llm_assets.core.segment import segmenters_for, word_counts
 from llm_assets.core.takedowns import TAKEDOWN, TakedownRequest, takedown_matches
 from llm_assets.core.units import DropCounter, UnitResult, Warmup, WorkUnit, timed_unit, unit_id
@@ -351,22 +351,21 @@ class OptOuts:
     """The opt-out decisions (`optouts.decide`) over one documents part: its documents a reservation covers, each
     with its reason code and evidence; `flag` keeps them with the evidence in `opt_out` instead."""
 
-    decisions: tuple[tuple[str, str, str], ...]  # (doc_id, reason, detail)
+    decisions: tuple[tuple[str, str, str, str], ...]  # (doc_id, reason, detail, host): `optouts.DECISIONS`
     flag: bool = False
 
     @classmethod
     def of(cls, decisions: pl.DataFrame, flag: bool) -> OptOuts:
-        return cls(tuple(decisions.select("doc_id", "reason", "detail").iter_rows()), flag)
+        return cls(tuple(decisions.select(DECISIONS.names()).iter_rows()), flag)
 
     def frame(self) -> pl.DataFrame:
-        return pl.DataFrame(list(self.decisions), schema={"doc_id": pl.String, "reason": pl.String,
-                                                          "detail": pl.String}, orient="row")
+        return pl.DataFrame(list(self.decisions), schema=DECISIONS, orient="row")
 
     def apply(self, df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """-> (kept, removed): `removed` holds the covered documents (block `opt_out`, the policy kind as reason)."""
         if not self.decisions:
             return df, df.clear()
-        table = self.frame()
+        table = self.frame().drop("host")
         covered = df.join(table, on="doc_id", how="inner", maintain_order="left")
         if self.flag:
             return df.join(table.select("doc_id", opt_out="detail"), on="doc_id", how="left",
@@ -375,7 +374,7 @@ class OptOuts:
 
 
 def opt_outs_version(opt_outs: OptOuts) -> str:
-    return digest("opt_outs", str(opt_outs.flag), *(f"{d}={r}" for d, r, _ in sorted(opt_outs.decisions)))
+    return digest("opt_outs", str(opt_outs.flag), *(f"{d}={r}" for d, r, *_ in sorted(opt_outs.decisions)))
 
 
 def with_eval_index(settings: FilteredSettings, lake: Lake, evals: EvalSetSettings) -> tuple[FilteredSettings, str]:

@@ -273,6 +273,21 @@ def decide(docs: pl.DataFrame, evidence: Evidence, settings: OptOutSettings) -> 
     return pl.DataFrame(rows, schema=DECISIONS, orient="row")
 
 
+COVERAGE = pl.Schema({"kind": pl.String, "documents": pl.UInt32, "hosts": pl.UInt32, "evidence_from": pl.String,
+                      "evidence_to": pl.String})
+
+
+def coverage(covered: pl.DataFrame) -> pl.DataFrame:
+    """Per policy kind, in KINDS' order: the documents and hosts covered and the days their evidence was captured,
+    from (reason, host, detail) rows: a partition's decisions, or a release's rejected documents."""
+    fetched = pl.col("detail").str.json_path_match("$.fetched").str.slice(0, 10)
+    by_kind = covered.group_by(kind="reason").agg(
+        documents=pl.len(), hosts=pl.col("host").drop_nulls().n_unique(), evidence_from=fetched.min(),
+        evidence_to=fetched.max())
+    return pl.DataFrame({"kind": list(KINDS)}).join(by_kind, on="kind", how="left", maintain_order="left") \
+        .with_columns(pl.col("documents", "hosts").fill_null(0)).cast(COVERAGE)
+
+
 def problems_of(evidence: Evidence) -> list[str]:
     """Every damaged policy file of the evidence, named: `<source>@<offset> (<url>): <problem>`."""
     return [f"{c.source_key}@{c.record_offset} ({c.url}): {c.problems}"

@@ -29,9 +29,8 @@ from llm_assets.core.filtered import (
 from llm_assets.core.filters import Decontaminate
 from llm_assets.core.gates import GateResult, Profile, evaluate
 from llm_assets.core.lake import contamination_key
-from llm_assets.core.optouts import CrawlEvidence, crawl_evidence, part_decisions
+from llm_assets.core.optouts import CrawlEvidence, coverage, crawl_evidence, part_decisions
 from llm_assets.core.partition import Manifest, PartitionOutput, read_manifest
-from llm_assets.core.policy_files import KINDS
 from llm_assets.core.stage_names import DOCUMENTS, FILTERED, QUALITY_CLASSIFIER
 from llm_assets.core.takedowns import load_takedowns, partition_index, requests_in_partition, takedowns_version
 from llm_assets.core.thresholds import record_thresholds
@@ -375,16 +374,9 @@ def opt_out_report(p: Partition, out: PartitionOutput) -> Report:
     evidence; the agents honoured; the policy files that could not be read as written, named."""
     opt_outs, found = p.notes[OPT_OUTS]
     decided = pl.concat([o.frame() for o in opt_outs.values()] or [OptOuts(()).frame()])
-    fetched = pl.col("detail").str.json_path_match("$.fetched").str.slice(0, 10)
-    by_kind = decided.with_columns(fetched=fetched, host=pl.col("detail").str.json_path_match("$.url")
-                                   .str.extract(r"://([^/:?#]+)")).group_by("reason").agg(
-        documents=pl.len(), hosts=pl.col("host").n_unique(), evidence_from=pl.col("fetched").min(),
-        evidence_to=pl.col("fetched").max())
-    table = pl.DataFrame({"kind": list(KINDS)}).join(by_kind.rename({"reason": "kind"}), on="kind", how="left") \
-        .with_columns(pl.col("documents", "hosts").fill_null(0))
     s = p.settings.opt_outs
     return {
-        "opt_outs": table,
+        "opt_outs": coverage(decided),
         "opt_outs_honoured": {"enabled": s.enabled, "mode": s.mode, "kinds": list(s.honour),
                               "agents": list(s.agents), "agents_as_of": s.agents_as_of.isoformat(),
                               "retroactive": s.retroactive,

@@ -13,7 +13,7 @@ from llm_assets.core.filtered import OPT_OUT_FLAGGED, TAKEDOWN_COUNT
 from llm_assets.core.gates import LANGUAGE_COUNT
 from llm_assets.core.keys import release_manifest_key
 from llm_assets.core.lake import Lake
-from llm_assets.core.optouts import OPT_OUT
+from llm_assets.core.optouts import OPT_OUT, coverage
 from llm_assets.core.partition import LakeInput, Manifest, committed
 from llm_assets.core.release import (
     NO_LANGUAGE,
@@ -127,12 +127,8 @@ def _opt_outs_applied(lake: Lake, settings: Settings, filtered: list[Manifest]) 
         if rejected else pl.DataFrame(schema=columns)
     flagged = {k.removeprefix(OPT_OUT_FLAGGED): n for m in filtered for u in m.units for k, n in u.counts.items()
                if k.startswith(OPT_OUT_FLAGGED)}
-    kinds = {kind: {"documents": docs, "hosts": hosts, "evidence_from": first, "evidence_to": last}
-             for kind, docs, hosts, first, last in removed.with_columns(
-                 fetched=pl.col("detail").str.json_path_match("$.fetched").str.slice(0, 10)).group_by("reason").agg(
-                 pl.len(), pl.col("domain").n_unique(), pl.col("fetched").min().alias("first"),
-                 pl.col("fetched").max().alias("last"))
-             .sort("reason").iter_rows()}
+    kinds = {row.pop("kind"): row for row in coverage(removed.rename({"domain": "host"})).iter_rows(named=True)
+             if row["documents"]}
     return {"kinds": kinds, "flagged": flagged, "agents": list(s.agents), "agents_as_of": s.agents_as_of.isoformat(),
             "honoured": list(s.honour) if s.enabled else [], "mode": s.mode,
             "hosts": sorted({f"{r}:{d}" for r, d in removed.select("reason", "domain").unique().iter_rows()})}
